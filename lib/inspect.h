@@ -1,0 +1,40 @@
+/*
+ * inspect.h — internal: a reader's validated view of the current data segment and of the
+ * registry, for kvidx-dump and the tests. Not part of the router API; never installed.
+ */
+#ifndef KVIDX_INSPECT_H
+#define KVIDX_INSPECT_H
+
+#include "kvidx.h"
+#include "layout.h"
+
+/* Geometry copied out of a validated header at attach: lookups use these, never the
+ * segment's own (possibly corrupted later) header fields. */
+struct kv_view {
+	void *base;
+	size_t size;
+	uint64_t gen;
+	const struct kvidx_data_hdr *hdr;
+	const struct kvidx_stats *st;
+	const struct kvidx_pod *pods;
+	const uint64_t *slots;
+	const uint64_t *arena;
+	uint64_t nslots, units;
+	uint32_t ppk, max_pods, max_probe;
+};
+
+const struct kv_view *kv_reader_view(struct kvidx_reader *r);
+const struct kvidx_ctl_hdr *kv_reader_ctl(struct kvidx_reader *r);
+int kv_reader_slot_index(struct kvidx_reader *r);
+
+/*
+ * Calls fn for every live key in slot positions [from, from+count), with its visible records
+ * (as kvidx_lookup() would return them, at time now). Runs inside read-side sections of at
+ * most 1024 slots each, so a long walk never holds up the writer. Returns the number of keys
+ * visited, or -KVIDX_ERETRY.
+ */
+typedef void (*kv_entry_fn)(void *arg, uint64_t key, const struct kvidx_rec *recs, int n);
+int64_t kv_reader_walk(struct kvidx_reader *r, uint64_t from, uint64_t count, uint64_t now,
+		       kv_entry_fn fn, void *arg);
+
+#endif /* KVIDX_INSPECT_H */

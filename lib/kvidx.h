@@ -1,0 +1,271 @@
+/*
+ * kvidx.h — the public API of kvidx, a shared-memory prefix-cache index.
+ *
+ * One writer process (kvidx-ingestd, or any program using the writer half below) keeps a hash
+ * table "request block key -> pods holding it" in POSIX shared memory. Router worker processes
+ * attach with the reader half, map the table read-only and look keys up wait-free.
+ *
+ * Conventions: actions return 0 or a negative errno (or a negative KVIDX_E* code, see
+ * kvidx_strerror()); predicates return bool; constructors return NULL and set errno.
+ * Timestamps are CLOCK_MONOTONIC nanoseconds (kvidx_now_ns()).
+ *
+ * Which calls may run concurrently:
+ *
+ *   - Writer calls (struct kvidx *) are single-threaded: the caller serialises them (ingestd
+ *     runs its apply path and its reaper under one mutex). Only one writer per index exists:
+ *     kvidx_writer_open() refuses a second one.
+ *   - Reader calls on one struct kvidx_reader are single-threaded (one handle per thread).
+ *     Any number of reader handles, in any number of processes, run concurrently with each
+ *     other and with the writer, and never wait for them.
+ */
+#ifndef KVIDX_H
+#define KVIDX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+/* Project-specific error codes, returned negated like errnos. Values sit above errno's range. */
+enum kvidx_error {
+	KVIDX_EVERSION = 1000, /* segment layout/ABI version differs from this library's */
+	KVIDX_ECORRUPT,        /* segment header inconsistent, too small, or bad magic */
+	KVIDX_EWRITER,         /* another writer holds the index */
+	KVIDX_ERETRY,          /* lookup raced a reader expulsion or generation switch: retry */
+	KVIDX_EFULL,           /* table full and nothing could be evicted */
+	KVIDX_ENOSLOT,         /* reader registry full */
+	KVIDX_ENOPOD,          /* pod index unknown or pod table full */
+};
+
+/* Message for a negative return value (errno or KVIDX_E*). Never NULL; thread-safe. */
+const char *kvidx_strerror(int err);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t kvidx_now_ns(void);
+
+/* ---- request keys (DESIGN.md section 3) ------------------------------------------------- */
+
+enum kvidx_key_algo {
+	KVIDX_KEY_CBOR_FNV = 1, /* llm-d default: FNV-1a-64 over canonical CBOR [parent, tokens, extra] */
+	KVIDX_KEY_XXH64 = 2,    /* XXH64 over LE64(parent) || LE32(tokens)... || extras */
+};
+
+/* "cbor-fnv" / "xxh64" <-> enum. parse returns 0 or -EINVAL. name returns "?" for unknown. */
+int kvidx_key_algo_parse(const char *s, enum kvidx_key_algo *out);
+const char *kvidx_key_algo_name(enum kvidx_key_algo algo);
+
+/*
+ * The root key of a model's chains: the parent of block 0. seed and model may be "" (not
+ * NULL). Pure function.
+ */
+uint64_t kvidx_key_root(enum kvidx_key_algo algo, const char *seed, const char *model);
+
+/*
+ * Chains request keys over tokens: out[i] = H(i ? out[i-1] : parent, tokens of block i).
+ * Only full blocks count (a trailing partial block is dropped). Writes at most max keys.
+ * Returns the number of keys written (ntokens / block_size, capped at max), or 0 if
+ * block_size is 0. Pure function.
+ */
+size_t kvidx_key_chain(enum kvidx_key_algo algo, uint64_t parent, const uint32_t *tokens,
+		       size_t ntokens, uint32_t block_size, uint64_t *out, size_t max);
+
+/* ---- records and geometry ---------------------------------------------------------------- */
+
+/* Device tiers a block can be held on, as a bitmask in a record. */
+enum kvidx_tier {
+	KVIDX_TIER_GPU = 1u << 0,
+	KVIDX_TIER_CPU = 1u << 1,
+	KVIDX_TIER_DISK = 1u << 2,
+	KVIDX_TIER_OTHER = 1u << 3, /* a medium this version does not know */
+};
+#define KVIDX_NTIERS 4
+
+/* Maps a vLLM "medium" string (NULL means GPU) to a tier; case-insensitive. */
+enum kvidx_tier kvidx_tier_from_medium(const char *medium);
+const char *kvidx_tier_name(enum kvidx_tier tier); /* "gpu", "cpu", "disk", "other" */
+
+/* One pod's hold on one key, as readers see it. */
+struct kvidx_rec {
+	uint16_t pod;        /* pod index, see kvidx_reader_pod() */
+	uint8_t tiers;       /* enum kvidx_tier bits */
+	bool speculative;    /* predicted by a route, not yet confirmed by an event */
+	uint64_t t_ns;       /* confirmed: stored-at; speculative: created-at */
+	uint64_t expires_ns; /* speculative: expires-at; confirmed: 0 */
+};
+
+/* Fixed per segment; 0 in any field means the default. */
+struct kvidx_geometry {
+	uint64_t capacity;     /* keys (default 1 Mi) */
+	uint64_t records;      /* pod records in all (default 2 x capacity) */
+	uint32_t pods_per_key; /* max pods recorded per key (default 10, at most 64) */
+	uint32_t max_pods;     /* pods (default 256, at most 4096) */
+	uint32_t max_readers;  /* reader registry slots (default 64, at most 4096) */
+};
+
+#define KVIDX_DEFAULT_NAME "kvidx"
+#define KVIDX_NAME_MAX 48     /* index names: [A-Za-z0-9_.-], 1..47 chars */
+#define KVIDX_POD_NAME_MAX 64 /* pod names "ip:port", NUL included */
+#define KVIDX_MAX_TTL_MS 65535u
+
+/* ---- writer ------------------------------------------------------------------------------ */
+
+struct kvidx; /* opaque writer handle */
+
+struct kvidx_writer_opts {
+	const char *name;              /* index name (NULL: KVIDX_DEFAULT_NAME) */
+	struct kvidx_geometry geo;
+	enum kvidx_key_algo algo;      /* 0: cbor-fnv */
+	const char *seed;              /* NULL: "" */
+	uint32_t block_size;           /* 0: 16 */
+	gid_t group;                   /* (gid_t)-1: segments 0600; else 0640/0660 with this group */
+	uint32_t stall_ms;             /* reader stall limit before expulsion (0: 1000) */
+};
+
+/*
+ * Creates the index, or takes it over when its previous writer is gone: the reader registry is
+ * kept and a new data generation is published (readers switch on their next lookup).
+ * Returns NULL with errno: -KVIDX_EWRITER's positive value (KVIDX_EWRITER) if another writer
+ * is alive, KVIDX_EVERSION if an existing registry has another layout, EINVAL for bad
+ * options, or a system errno. Not thread-safe against itself.
+ */
+struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts);
+
+/* Unmaps and releases the writer lock. Segments stay (readers keep serving); unlink=true
+ * removes them from /dev/shm too. */
+void kvidx_writer_close(struct kvidx *w, bool unlink);
+
+/*
+ * Pods. add returns the pod index (>= 0) of name, creating it if new, or -KVIDX_ENOPOD when the
+ * pod table is full, -EINVAL for an empty or too-long name. model may be NULL.
+ * remove clears the pod and frees its index for reuse. Both O(1).
+ */
+int kvidx_pod_add(struct kvidx *w, const char *name, const char *model);
+int kvidx_pod_remove(struct kvidx *w, int pod);
+
+/*
+ * Records that pod holds keys[0..n) on tier (confirmed). A speculative record becomes
+ * confirmed; if on_confirm is non-NULL it is called for each such record with its created-at
+ * and expires-at (for route-to-confirmation latency; an expired one the reaper has not yet
+ * removed is a late confirmation). Returns the number of keys stored, or a negative error;
+ * keys that could not be stored because the table is full are counted in the segment stats
+ * (stat "store_failed") and make the call return -KVIDX_EFULL after storing the others.
+ */
+typedef void (*kvidx_confirm_fn)(void *arg, uint64_t key, int pod, uint64_t created_ns,
+				 uint64_t expires_ns);
+int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
+		uint64_t now_ns, kvidx_confirm_fn on_confirm, void *arg);
+
+/* Pod no longer holds keys on tier (0: on any tier). Returns the number of records changed. */
+int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers);
+
+/* Drops every record of pod in O(1): bumps the pod's generation; a background sweep in
+ * kvidx_writer_tick() reclaims the stale records. */
+int kvidx_clear_pod(struct kvidx *w, int pod);
+
+/*
+ * Adds speculative records (expiring at now_ns + ttl_ms) for keys on pod, except where pod
+ * already holds the key confirmed (left as is) or speculatively (expiry extended).
+ * ttl_ms in 1..KVIDX_MAX_TTL_MS. Speculative records are evicted first when the table is full.
+ * Returns the number of records added or extended, or a negative error.
+ */
+int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now_ns,
+		    uint32_t ttl_ms);
+
+/*
+ * Reaper step: removes speculative records whose expiry is <= now_ns, examining at most
+ * budget slots from a cursor that walks the table (so one call is bounded). on_expire, if
+ * non-NULL, is called per removed record. Returns the number of records removed.
+ */
+typedef void (*kvidx_expire_fn)(void *arg, uint64_t key, int pod, uint64_t created_ns);
+int kvidx_expire(struct kvidx *w, uint64_t now_ns, size_t budget, kvidx_expire_fn on_expire,
+		 void *arg);
+
+/*
+ * Housekeeping, call every few milliseconds: refreshes the heartbeat, advances the RCU epoch,
+ * reclaims retired memory, frees the slots of dead readers, expels readers stalled past the
+ * stall limit, and advances the pod-clear sweep. Bounded work; never blocks on readers.
+ */
+void kvidx_writer_tick(struct kvidx *w, uint64_t now_ns);
+
+/* Pod flags readers honour: a paused pod's speculative records do not count. */
+int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused);
+
+/* ---- reader -------------------------------------------------------------------------------- */
+
+struct kvidx_reader; /* opaque reader handle; one per thread */
+
+/*
+ * Attaches to index name (NULL: KVIDX_DEFAULT_NAME): maps the data segment read-only and
+ * claims a registry slot (held by an OFD lock the kernel drops if this process dies).
+ * Returns NULL with errno ENOENT (no such index), KVIDX_EVERSION, KVIDX_ECORRUPT,
+ * KVIDX_ENOSLOT, EACCES, or a system errno. May block briefly (syscalls); lookups do not.
+ */
+struct kvidx_reader *kvidx_reader_open(const char *name);
+void kvidx_reader_close(struct kvidx_reader *r);
+
+/*
+ * Looks key up: writes up to max live records into out (expired speculative records and
+ * records of cleared or removed pods are left out). Wait-free: a bounded number of steps
+ * whatever the writer does. Returns the number of records (0: key absent), or -KVIDX_ERETRY if
+ * this reader was expelled while stalled (the handle has re-registered itself; call again).
+ */
+int kvidx_lookup(struct kvidx_reader *r, uint64_t key, struct kvidx_rec *out, size_t max);
+
+/* Tier weights for scoring; index i weighs tier bit (1u << i). */
+struct kvidx_weights {
+	double tier[KVIDX_NTIERS]; /* defaults: gpu 1.0, cpu 0.8, disk 0.5, other 1.0 */
+	double speculative;        /* default 1.0 (llm-d) */
+};
+void kvidx_weights_default(struct kvidx_weights *w);
+
+/* One pod's result of prefix scoring. */
+struct kvidx_score {
+	int pod;               /* pod index */
+	uint32_t blocks;       /* consecutive blocks from block 0 held by pod */
+	uint32_t spec_blocks;  /* how many of those were held only speculatively */
+	double score;          /* sum of per-block weights (best tier; speculative weight) */
+};
+
+/*
+ * Bulk prefix scoring: for keys[0..n) of one prompt, per pod the number of consecutive blocks
+ * from block 0 it holds. cand (ncand pod indices) restricts scoring to those pods and gives
+ * each a row even at 0 blocks; cand NULL scores every pod that holds block 0. Lookups are
+ * batched with prefetching and stop once no pod can extend its run. weights NULL: defaults.
+ * Returns the number of rows written to out (at most max, sorted by pod index), or
+ * -KVIDX_ERETRY (as kvidx_lookup), -EINVAL. Wait-free.
+ */
+int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const int *cand,
+		size_t ncand, const struct kvidx_weights *weights, struct kvidx_score *out,
+		size_t max);
+
+/* Reader-side view of the index header and pods (for tools and routers). */
+struct kvidx_info {
+	uint32_t layout_version;
+	uint64_t generation;
+	enum kvidx_key_algo algo;
+	char seed[64];
+	uint32_t block_size;
+	struct kvidx_geometry geo;
+	pid_t writer_pid;
+	uint64_t heartbeat_ns; /* writer's last tick; compare with kvidx_now_ns() */
+	uint64_t created_ns;
+};
+int kvidx_reader_info(struct kvidx_reader *r, struct kvidx_info *out);
+
+/* Name (and model, may be "") of pod index pod; -KVIDX_ENOPOD if the index is not in use. */
+int kvidx_reader_pod(struct kvidx_reader *r, int pod, char name[KVIDX_POD_NAME_MAX],
+		     char model[KVIDX_POD_NAME_MAX]);
+
+/* Pod index of name, or -KVIDX_ENOPOD. Linear in max_pods; cache the answer. */
+int kvidx_reader_pod_find(struct kvidx_reader *r, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVIDX_H */

@@ -1,0 +1,649 @@
+/*
+ * reader.c — the router's half: attach to an index, wait-free lookups and bulk prefix scoring
+ * over the read-only data segment, and the read side of cross-process RCU.
+ *
+ * Concurrency model (the write side is in writer.c and table.c):
+ *
+ *  1. Readers never write the data segment (it is mapped PROT_READ). In the registry a reader
+ *     writes only its own slot: rs_ctr, rs_pid, rs_lookups, and rs_state by CAS.
+ *  2. rd_enter() announces the epoch it read in rs_ctr and issues a full fence before loading
+ *     any slot word. Pairs with the full fence in kv_rcu_reclaim() (writer.c): the writer
+ *     either sees the announcement and keeps every entry retired at or after it, or this
+ *     reader sees every unlink published before the writer's fence.
+ *  3. Slot words are loaded with acquire, pairing with the release store in publish()
+ *     (table.c), so an entry's words are complete when read. Entries never change while a
+ *     slot points at them and while this reader's announcement protects them, so records are
+ *     never torn.
+ *  4. rd_exit() clears rs_ctr with a release store (every read of the section happens before
+ *     the writer may see this reader quiescent).
+ *  5. Expulsion: rd_exit() issues an acquire fence and re-reads rs_state. It pairs with the
+ *     release fence in kv_rcu_reclaim() after the CAS to EXPELLED: if anything read here came
+ *     from reused memory, the state read afterwards is EXPELLED, and the answer is discarded
+ *     (-KVIDX_ERETRY). The next call re-registers the slot.
+ *  6. Nothing read from the segment is trusted: indices are bounds-checked against geometry
+ *     copied at attach, probes stop after max_probe slots, record counts at pods_per_key.
+ *
+ * Progress: lookups and scoring are wait-free: no locks, no retry loops; the work is bounded
+ * by n x (max_probe + pods_per_key). Switching to a new generation costs a few syscalls.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "inspect.h"
+#include "segment.h"
+
+#define NS_PER_MS 1000000ull
+#define CHUNK 16 /* keys resolved together: their cache misses overlap */
+
+struct kv_row {
+	int pod;
+	uint32_t blocks, spec;
+	double score;
+};
+
+struct kvidx_reader {
+	char name[KVIDX_NAME_MAX];
+	int ctl_fd;
+	struct kvidx_ctl_hdr *ctl;
+	size_t ctl_size;
+	struct kvidx_reader_slot *me;
+	uint32_t slot;
+	uint64_t state; /* the rs_state we own: (claim generation << 8) | ACTIVE */
+	struct kv_view v;
+	/* Scoring scratch, sized by max_pods. */
+	int32_t *row_of_pod;
+	struct kv_row *rows;
+	uint32_t scratch_pods;
+};
+
+/* ---- attach ---- */
+
+static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
+{
+	char path[KV_SHM_PATH_MAX];
+	struct stat sb;
+	struct kv_view v;
+	int fd, rc;
+
+	kv_data_shm_name(path, r->name, gen);
+	fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if ((size_t)sb.st_size < sizeof(struct kvidx_data_hdr)) {
+		close(fd);
+		return -KVIDX_ECORRUPT;
+	}
+	memset(&v, 0, sizeof(v));
+	v.size = (size_t)sb.st_size;
+	v.base = kv_map(fd, v.size, PROT_READ);
+	rc = v.base ? 0 : -errno;
+	close(fd);
+	if (rc < 0)
+		return rc;
+	v.hdr = v.base;
+	rc = kv_data_validate(v.hdr, v.size);
+	if (rc == 0 && (v.hdr->dh_generation != gen ||
+			ld_acquire(&v.hdr->dh_state) != KV_DATA_LIVE))
+		rc = -KVIDX_ECORRUPT;
+	if (rc < 0) {
+		munmap(v.base, v.size);
+		return rc;
+	}
+	v.gen = gen;
+	v.nslots = v.hdr->dh_nslots;
+	v.units = v.hdr->dh_arena_units;
+	v.ppk = v.hdr->dh_pods_per_key;
+	v.max_pods = v.hdr->dh_max_pods;
+	v.max_probe = v.hdr->dh_max_probe;
+	v.st = (const void *)((const char *)v.base + v.hdr->dh_stats_off);
+	v.pods = (const void *)((const char *)v.base + v.hdr->dh_pods_off);
+	v.slots = (const void *)((const char *)v.base + v.hdr->dh_slots_off);
+	v.arena = (const void *)((const char *)v.base + v.hdr->dh_arena_off);
+	if (v.max_pods > r->scratch_pods) {
+		int32_t *rop = malloc(v.max_pods * sizeof(*rop));
+		struct kv_row *rows = malloc(v.max_pods * sizeof(*rows));
+		if (!rop || !rows) {
+			free(rop);
+			free(rows);
+			munmap(v.base, v.size);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < v.max_pods; i++)
+			rop[i] = -1;
+		free(r->row_of_pod);
+		free(r->rows);
+		r->row_of_pod = rop;
+		r->rows = rows;
+		r->scratch_pods = v.max_pods;
+	}
+	if (r->v.base)
+		munmap(r->v.base, r->v.size);
+	r->v = v;
+	return 0;
+}
+
+/* Maps the generation the registry names. Bounded: a writer switching again meanwhile is
+ * followed at most three times. */
+static int rd_switch(struct kvidx_reader *r)
+{
+	int rc = -ENOENT;
+
+	for (int tries = 0; tries < 3; tries++) {
+		/* Acquire pairs with the release store of ch_generation in data_create(). */
+		uint64_t g = ld_acquire(&r->ctl->ch_generation);
+		if (g == 0)
+			return -ENOENT;
+		if (g == r->v.gen)
+			return 0;
+		rc = rd_map_gen(r, g);
+		if (rc != -ENOENT)
+			return rc;
+	}
+	return rc;
+}
+
+/* Claims slot i if its OFD lock is free: the lock is the claim. */
+static bool rd_claim(struct kvidx_reader *r, uint32_t i)
+{
+	struct kvidx_reader_slot *s = (struct kvidx_reader_slot *)((char *)r->ctl +
+								   r->ctl->ch_slots_off) + i;
+
+	if (kv_lock_try(r->ctl_fd, KV_LOCK_READER(i)) < 0)
+		return false;
+	st_relaxed(&s->rs_ctr, 0);
+	for (int tries = 0; tries < 4; tries++) {
+		/* Only the writer competes (freeing this slot as dead): a handful of tries. */
+		uint64_t st = ld_seqcst(&s->rs_state);
+		uint64_t mine = ((KV_RS_GEN(st) + 1) << 8) | KV_RS_ACTIVE;
+		if (cas_u64(&s->rs_state, st, mine)) {
+			r->me = s;
+			r->slot = i;
+			r->state = mine;
+			st_relaxed(&s->rs_pid, (int32_t)getpid());
+			st_relaxed(&s->rs_claimed_ns, kvidx_now_ns());
+			st_relaxed(&s->rs_lookups, 0);
+			return true;
+		}
+	}
+	kv_unlock(r->ctl_fd, KV_LOCK_READER(i));
+	return false;
+}
+
+struct kvidx_reader *kvidx_reader_open(const char *name)
+{
+	char path[KV_SHM_PATH_MAX];
+	struct kvidx_ctl_hdr probe;
+	struct kvidx_reader *r;
+	struct stat sb;
+	int rc;
+
+	if (!name)
+		name = KVIDX_DEFAULT_NAME;
+	if (kv_name_check(name) < 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	strcpy(r->name, name);
+	kv_ctl_shm_name(path, name);
+	r->ctl_fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+	if (r->ctl_fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	rc = -KVIDX_ECORRUPT;
+	if (fstat(r->ctl_fd, &sb) < 0 || (size_t)sb.st_size < sizeof(probe) ||
+	    pread(r->ctl_fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
+		goto fail;
+	if (probe.ch_magic == 0) {
+		rc = -ENOENT; /* a writer is creating it right now */
+		goto fail;
+	}
+	rc = kv_ctl_validate(&probe, (size_t)sb.st_size);
+	if (rc < 0)
+		goto fail;
+	r->ctl_size = probe.ch_size;
+	r->ctl = kv_map(r->ctl_fd, r->ctl_size, PROT_READ | PROT_WRITE);
+	if (!r->ctl) {
+		rc = -errno;
+		goto fail;
+	}
+	/* Free slots first; then slots whose owner may have died (their lock is gone). */
+	rc = -KVIDX_ENOSLOT;
+	for (int pass = 0; pass < 2 && !r->me; pass++) {
+		for (uint32_t i = 0; i < probe.ch_max_readers && !r->me; i++) {
+			const struct kvidx_reader_slot *s =
+				(const void *)((char *)r->ctl + probe.ch_slots_off);
+			bool is_free = KV_RS_STATE(ld_relaxed(&s[i].rs_state)) == KV_RS_FREE;
+			if (is_free == (pass == 0))
+				rd_claim(r, i);
+		}
+	}
+	if (!r->me)
+		goto fail;
+	rc = rd_switch(r);
+	if (rc < 0)
+		goto fail;
+	return r;
+fail:
+	kvidx_reader_close(r);
+	errno = -rc;
+	return NULL;
+}
+
+void kvidx_reader_close(struct kvidx_reader *r)
+{
+	if (!r)
+		return;
+	if (r->me) {
+		st_release(&r->me->rs_ctr, 0);
+		uint64_t st = ld_seqcst(&r->me->rs_state);
+		cas_u64(&r->me->rs_state, st, (KV_RS_GEN(st) << 8) | KV_RS_FREE);
+		kv_unlock(r->ctl_fd, KV_LOCK_READER(r->slot));
+	}
+	if (r->v.base)
+		munmap(r->v.base, r->v.size);
+	if (r->ctl)
+		munmap(r->ctl, r->ctl_size);
+	if (r->ctl_fd >= 0)
+		close(r->ctl_fd);
+	free(r->row_of_pod);
+	free(r->rows);
+	free(r);
+}
+
+/* ---- read-side sections ---- */
+
+/* Re-registers after an expulsion: one CAS attempt, so bounded. */
+static int rd_reregister(struct kvidx_reader *r)
+{
+	uint64_t st = ld_seqcst(&r->me->rs_state);
+	uint64_t mine = ((KV_RS_GEN(st) + 1) << 8) | KV_RS_ACTIVE;
+
+	if (KV_RS_STATE(st) == KV_RS_ACTIVE && st == r->state)
+		return 0;
+	st_relaxed(&r->me->rs_ctr, 0);
+	if (!cas_u64(&r->me->rs_state, st, mine))
+		return -KVIDX_ERETRY;
+	r->state = mine;
+	return 0;
+}
+
+static int rd_enter(struct kvidx_reader *r)
+{
+	if (kvidx_unlikely(ld_relaxed(&r->ctl->ch_generation) != r->v.gen)) {
+		int rc = rd_switch(r);
+		if (rc < 0 && !r->v.base)
+			return rc; /* else keep serving the generation we have */
+	}
+	if (kvidx_unlikely(ld_relaxed(&r->me->rs_state) != r->state)) {
+		int rc = rd_reregister(r);
+		if (rc < 0)
+			return rc;
+	}
+	st_relaxed(&r->me->rs_ctr, ld_relaxed(&r->ctl->ch_epoch));
+	/* Rule 2: the announcement is visible before any slot is read. Pairs with the full
+	 * fence in kv_rcu_reclaim(). */
+	fence_seqcst();
+	return 0;
+}
+
+static int rd_exit(struct kvidx_reader *r)
+{
+	/* Rule 5: every read of the section is ordered before the state check. Pairs with the
+	 * release fence in kv_rcu_reclaim(). */
+	fence_acquire();
+	uint64_t st = ld_relaxed(&r->me->rs_state);
+	/* Rule 4: pairs with the seq_cst load of rs_ctr in kv_rcu_reclaim(). */
+	st_release(&r->me->rs_ctr, 0);
+	st_relaxed(&r->me->rs_lookups, ld_relaxed(&r->me->rs_lookups) + 1);
+	return st == r->state ? 0 : -KVIDX_ERETRY;
+}
+
+/* ---- lookups ---- */
+
+/* Finds key's entry (mixed hash m). Returns NULL when absent. Bounded by max_probe. */
+static const uint64_t *rd_find(const struct kv_view *v, uint64_t key, uint64_t m,
+			       unsigned *np)
+{
+	const uint64_t *slot = v->slots + kv_home(m, v->nslots);
+	uint32_t fp = kv_fp(m);
+
+	for (uint32_t p = 0; p < v->max_probe; p++) {
+		/* Acquire pairs with the release store of the slot word in publish(). */
+		uint64_t s = ld_acquire(&slot[p]);
+		if (s == KV_SLOT_EMPTY)
+			return NULL;
+		uint32_t idx = (uint32_t)s;
+		if ((uint32_t)(s >> 32) != fp || s == KV_SLOT_TOMB || idx == 0 || idx >= v->units)
+			continue;
+		const uint64_t *e = v->arena + 2 * (uint64_t)idx;
+		if (ld_relaxed(&e[0]) != key)
+			continue;
+		uint64_t meta = ld_relaxed(&e[1]);
+		unsigned n = KV_META_NPODS(meta), cap = KV_META_CAP(meta);
+		if (n > cap || n > v->ppk || (uint64_t)idx + 1 + cap > v->units)
+			return NULL; /* corrupt entry: report absent rather than read past it */
+		*np = n;
+		return e;
+	}
+	return NULL;
+}
+
+/* Whether record (w0, w1) counts now: its pod is live in the record's generation and, if
+ * speculative, the prediction has not expired and the pod's speculation is not paused. */
+static inline bool rd_rec_visible(const struct kv_view *v, uint64_t w0, uint64_t w1,
+				  uint64_t now)
+{
+	unsigned pod = KV_REC_POD(w0);
+
+	if (pod >= v->max_pods)
+		return false;
+	uint64_t pw = ld_acquire(&v->pods[pod].pd_word);
+	if (KV_POD_STATE(pw) != KV_POD_ACTIVE || KV_POD_GEN(pw) != KV_REC_GEN(w0))
+		return false;
+	if (KV_REC_FLAGS(w0) & KV_REC_SPEC)
+		return !(KV_POD_FLAGS(pw) & KV_POD_SPEC_PAUSED) &&
+		       now < w1 + (uint64_t)KV_REC_TTL(w0) * NS_PER_MS;
+	return true;
+}
+
+static void rd_rec_out(uint64_t w0, uint64_t w1, struct kvidx_rec *out)
+{
+	bool spec = KV_REC_FLAGS(w0) & KV_REC_SPEC;
+
+	out->pod = (uint16_t)KV_REC_POD(w0);
+	out->tiers = (uint8_t)KV_REC_TIERS(w0);
+	out->speculative = spec;
+	out->t_ns = w1;
+	out->expires_ns = spec ? w1 + (uint64_t)KV_REC_TTL(w0) * NS_PER_MS : 0;
+}
+
+static int rd_collect(const struct kv_view *v, const uint64_t *e, unsigned np, uint64_t now,
+		      struct kvidx_rec *out, size_t max)
+{
+	int n = 0;
+
+	for (unsigned i = 0; i < np && (size_t)n < max; i++) {
+		uint64_t w0 = ld_relaxed(&e[2 + 2 * i]), w1 = ld_relaxed(&e[3 + 2 * i]);
+		if (rd_rec_visible(v, w0, w1, now))
+			rd_rec_out(w0, w1, &out[n++]);
+	}
+	return n;
+}
+
+int kvidx_lookup(struct kvidx_reader *r, uint64_t key, struct kvidx_rec *out, size_t max)
+{
+	uint64_t now = kvidx_now_ns();
+	unsigned np = 0;
+	int n = 0, rc = rd_enter(r);
+
+	if (rc < 0)
+		return rc;
+	const uint64_t *e = rd_find(&r->v, key, kv_mix(key), &np);
+	if (e)
+		n = rd_collect(&r->v, e, np, now, out, max);
+	rc = rd_exit(r);
+	return rc < 0 ? rc : n;
+}
+
+void kvidx_weights_default(struct kvidx_weights *w)
+{
+	w->tier[0] = 1.0; /* gpu */
+	w->tier[1] = 0.8; /* cpu */
+	w->tier[2] = 0.5; /* disk */
+	w->tier[3] = 1.0; /* other: unknown media count as llm-d counts them */
+	w->speculative = 1.0;
+}
+
+static void prefetch_slots(const struct kv_view *v, const uint64_t *keys, size_t n,
+			   uint64_t *mix)
+{
+	for (size_t j = 0; j < n; j++) {
+		mix[j] = kv_mix(keys[j]);
+		__builtin_prefetch(v->slots + kv_home(mix[j], v->nslots));
+	}
+}
+
+int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const int *cand,
+		size_t ncand, const struct kvidx_weights *weights, struct kvidx_score *out,
+		size_t max)
+{
+	struct kvidx_weights defw;
+	double tw[16];
+	uint64_t mix[2][CHUNK];
+	const uint64_t *ent[CHUNK];
+	unsigned np[CHUNK];
+	uint32_t nrows = 0;
+	uint64_t now = kvidx_now_ns();
+	int rc;
+
+	if ((!keys && n) || (!cand && ncand) || (!out && max))
+		return -EINVAL;
+	if (!weights) {
+		kvidx_weights_default(&defw);
+		weights = &defw;
+	}
+	/* Weight of a record by its tier set: the best tier it is held on. */
+	for (unsigned m = 0; m < 16; m++) {
+		tw[m] = 0;
+		for (unsigned t = 0; t < KVIDX_NTIERS; t++)
+			if ((m & (1u << t)) && weights->tier[t] > tw[m])
+				tw[m] = weights->tier[t];
+	}
+	rc = rd_enter(r);
+	if (rc < 0)
+		return rc;
+	const struct kv_view *v = &r->v;
+	for (size_t i = 0; i < ncand; i++) {
+		int p = cand[i];
+		if (p < 0 || (uint32_t)p >= v->max_pods || r->row_of_pod[p] >= 0)
+			continue;
+		r->row_of_pod[p] = (int32_t)nrows;
+		r->rows[nrows++] = (struct kv_row){ .pod = p };
+	}
+
+	/*
+	 * Three stages per chunk of CHUNK keys, so that cache misses overlap instead of queueing:
+	 * slot lines of the next chunk are prefetched while this chunk's entries are fetched,
+	 * then the chunk's blocks are scored in order, stopping at the first block no tracked
+	 * pod extends.
+	 */
+	size_t m0 = n < CHUNK ? n : CHUNK;
+	prefetch_slots(v, keys, m0, mix[0]);
+	for (size_t base = 0, c = 0; base < n; base += CHUNK, c ^= 1) {
+		size_t m = n - base < CHUNK ? n - base : CHUNK;
+		for (size_t j = 0; j < m; j++) {
+			ent[j] = rd_find(v, keys[base + j], mix[c][j], &np[j]);
+			if (ent[j]) {
+				__builtin_prefetch(ent[j]);
+				if (np[j] > 1)
+					__builtin_prefetch(ent[j] + 8);
+			}
+		}
+		if (base + CHUNK < n) {
+			size_t mn = n - base - CHUNK < CHUNK ? n - base - CHUNK : CHUNK;
+			prefetch_slots(v, keys + base + CHUNK, mn, mix[c ^ 1]);
+		}
+		for (size_t j = 0; j < m; j++) {
+			uint32_t i = (uint32_t)(base + j), alive = 0;
+			if (!ent[j])
+				goto done;
+			for (unsigned k = 0; k < np[j]; k++) {
+				uint64_t w0 = ld_relaxed(&ent[j][2 + 2 * k]);
+				uint64_t w1 = ld_relaxed(&ent[j][3 + 2 * k]);
+				if (!rd_rec_visible(v, w0, w1, now))
+					continue;
+				unsigned p = KV_REC_POD(w0);
+				int32_t ri = r->row_of_pod[p];
+				if (ri < 0) {
+					if (cand || i != 0)
+						continue;
+					ri = r->row_of_pod[p] = (int32_t)nrows;
+					r->rows[nrows++] = (struct kv_row){ .pod = (int)p };
+				}
+				struct kv_row *row = &r->rows[ri];
+				if (row->blocks != i)
+					continue;
+				row->blocks = i + 1;
+				if (KV_REC_FLAGS(w0) & KV_REC_SPEC) {
+					row->spec++;
+					row->score += weights->speculative;
+				} else {
+					row->score += tw[KV_REC_TIERS(w0) & 15];
+				}
+				alive++;
+			}
+			if (!alive)
+				goto done;
+		}
+	}
+done:
+	rc = rd_exit(r);
+	/* Rows out in pod order; reset the scratch for the next call. */
+	int nout = 0;
+	for (uint32_t p = 0; p < v->max_pods && (uint32_t)nout < nrows; p++) {
+		int32_t ri = r->row_of_pod[p];
+		if (ri < 0)
+			continue;
+		r->row_of_pod[p] = -1;
+		if ((size_t)nout < max) {
+			const struct kv_row *row = &r->rows[ri];
+			out[nout] = (struct kvidx_score){ .pod = row->pod, .blocks = row->blocks,
+							  .spec_blocks = row->spec,
+							  .score = row->score };
+		}
+		nout++;
+	}
+	if (rc < 0)
+		return rc;
+	return (size_t)nout < max ? nout : (int)max;
+}
+
+/* ---- metadata ---- */
+
+int kvidx_reader_info(struct kvidx_reader *r, struct kvidx_info *out)
+{
+	int rc = rd_enter(r);
+
+	if (rc < 0)
+		return rc;
+	const struct kvidx_data_hdr *h = r->v.hdr;
+	memset(out, 0, sizeof(*out));
+	out->layout_version = KV_LAYOUT_VERSION;
+	out->generation = r->v.gen;
+	out->algo = (enum kvidx_key_algo)h->dh_algo;
+	memcpy(out->seed, h->dh_seed, sizeof(out->seed) - 1);
+	out->block_size = h->dh_block_size;
+	out->geo.capacity = h->dh_capacity;
+	out->geo.records = h->dh_records;
+	out->geo.pods_per_key = r->v.ppk;
+	out->geo.max_pods = r->v.max_pods;
+	out->geo.max_readers = h->dh_max_readers;
+	out->writer_pid = ld_relaxed(&h->dh_writer_pid);
+	out->heartbeat_ns = ld_relaxed(&h->dh_heartbeat_ns);
+	out->created_ns = h->dh_created_ns;
+	return rd_exit(r);
+}
+
+int kvidx_reader_pod(struct kvidx_reader *r, int pod, char name[KVIDX_POD_NAME_MAX],
+		     char model[KVIDX_POD_NAME_MAX])
+{
+	if (r->v.base == NULL || pod < 0 || (uint32_t)pod >= r->v.max_pods)
+		return -KVIDX_ENOPOD;
+	const struct kvidx_pod *p = &r->v.pods[pod];
+	/* A seqlock read with no retry: a torn copy is reported, not looped on. Pairs with the
+	 * pd_seq updates in pod_write_names() (writer.c). */
+	uint64_t s1 = ld_acquire(&p->pd_seq);
+	if (KV_POD_STATE(ld_acquire(&p->pd_word)) != KV_POD_ACTIVE)
+		return -KVIDX_ENOPOD;
+	for (size_t i = 0; i < KVIDX_POD_NAME_MAX; i++) {
+		name[i] = ld_relaxed(&p->pd_name[i]);
+		if (model)
+			model[i] = ld_relaxed(&p->pd_model[i]);
+	}
+	fence_acquire();
+	if ((s1 & 1) || ld_relaxed(&p->pd_seq) != s1)
+		return -KVIDX_ERETRY;
+	name[KVIDX_POD_NAME_MAX - 1] = '\0';
+	if (model)
+		model[KVIDX_POD_NAME_MAX - 1] = '\0';
+	return 0;
+}
+
+int kvidx_reader_pod_find(struct kvidx_reader *r, const char *name)
+{
+	char n[KVIDX_POD_NAME_MAX];
+
+	for (uint32_t i = 0; i < r->v.max_pods; i++)
+		if (kvidx_reader_pod(r, (int)i, n, NULL) == 0 && strcmp(n, name) == 0)
+			return (int)i;
+	return -KVIDX_ENOPOD;
+}
+
+/* ---- inspection (inspect.h) ---- */
+
+const struct kv_view *kv_reader_view(struct kvidx_reader *r)
+{
+	return &r->v;
+}
+
+const struct kvidx_ctl_hdr *kv_reader_ctl(struct kvidx_reader *r)
+{
+	return r->ctl;
+}
+
+int kv_reader_slot_index(struct kvidx_reader *r)
+{
+	return (int)r->slot;
+}
+
+int64_t kv_reader_walk(struct kvidx_reader *r, uint64_t from, uint64_t count, uint64_t now,
+		       kv_entry_fn fn, void *arg)
+{
+	struct kvidx_rec recs[KV_MAX_PPK];
+	int64_t keys = 0;
+
+	while (count) {
+		int rc = rd_enter(r);
+		if (rc < 0)
+			return rc;
+		const struct kv_view *v = &r->v;
+		uint64_t end = v->nslots + v->max_probe;
+		uint64_t step = count < 1024 ? count : 1024;
+		for (uint64_t pos = from; pos < from + step && pos < end; pos++) {
+			uint64_t s = ld_acquire(&v->slots[pos]);
+			uint32_t idx = (uint32_t)s;
+			if (s == KV_SLOT_EMPTY || s == KV_SLOT_TOMB || idx == 0 || idx >= v->units)
+				continue;
+			const uint64_t *e = v->arena + 2 * (uint64_t)idx;
+			uint64_t meta = ld_relaxed(&e[1]);
+			unsigned np = KV_META_NPODS(meta), cap = KV_META_CAP(meta);
+			if (np > cap || np > v->ppk || (uint64_t)idx + 1 + cap > v->units)
+				continue;
+			int n = rd_collect(v, e, np, now, recs, KV_MAX_PPK);
+			fn(arg, ld_relaxed(&e[0]), recs, n);
+			keys++;
+		}
+		rc = rd_exit(r);
+		if (rc < 0)
+			return rc;
+		if (from + step >= end)
+			break;
+		from += step;
+		count -= step;
+	}
+	return keys;
+}

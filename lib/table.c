@@ -1,0 +1,636 @@
+/*
+ * table.c — the writer's half of the hash table: lookup for update, copy-on-write entries,
+ * the entry arena, eviction, the reaper step and the pod-clear sweep.
+ *
+ * Concurrency model (readers are in reader.c; the grace periods in writer.c):
+ *
+ *  1. One thread of one process calls everything here (the caller serialises apply and reaper).
+ *  2. An entry is immutable once a slot points at it. Every change builds a new entry in free
+ *     arena memory, then publishes it with one release store of the slot word, which pairs with
+ *     the acquire load of the slot in kv_find() (reader.c): a reader that sees the new index
+ *     sees the new entry's words. The old entry is retired to RCU limbo, never written again
+ *     until every reader has passed a quiescent state (kv_rcu_reclaim() in writer.c).
+ *  3. A slot goes EMPTY -> live -> TOMB -> live ... and TOMB -> EMPTY only when the next slot
+ *     is EMPTY, so a probe for a key that stays present never meets an EMPTY slot before it.
+ *     The same key is never live in two slots.
+ *  4. Clearing a pod bumps its generation in the pod word; readers drop records whose
+ *     generation differs (O(1) clear), and the sweep here removes them in bounded steps.
+ *
+ * Progress: every call is bounded (probes by max_probe, cursors by their budget); none waits.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define NS_PER_MS 1000000ull
+
+/* A private, mutable copy of one entry. */
+struct kv_buf {
+	uint64_t key;
+	unsigned n;               /* records in w0/w1 */
+	unsigned old_n, old_spec; /* what the published entry had, for the stats */
+	uint64_t w0[KV_MAX_PPK], w1[KV_MAX_PPK];
+};
+
+/* ---- arena ---- */
+
+int kv_table_init(struct kvidx *w)
+{
+	unsigned c = 1;
+
+	w->ncls = 0;
+	while (w->ncls < KV_NCLASSES) {
+		if (c >= w->ppk) {
+			w->cls_cap[w->ncls++] = (uint8_t)w->ppk;
+			break;
+		}
+		w->cls_cap[w->ncls++] = (uint8_t)c;
+		c *= 2;
+	}
+	w->bump = 1; /* unit 0 is never an entry: slot words use index 0 for EMPTY/TOMB */
+	return 0;
+}
+
+void kv_table_free(struct kvidx *w)
+{
+	for (unsigned c = 0; c < KV_NCLASSES; c++)
+		free(w->freel[c].v);
+	free(w->limbo);
+	memset(w->freel, 0, sizeof(w->freel));
+	w->limbo = NULL;
+}
+
+static unsigned cls_for(const struct kvidx *w, unsigned need)
+{
+	for (unsigned c = 0; c < w->ncls; c++)
+		if (w->cls_cap[c] >= need)
+			return c;
+	return w->ncls - 1;
+}
+
+static unsigned cls_of_cap(const struct kvidx *w, unsigned cap)
+{
+	for (unsigned c = 0; c < w->ncls; c++)
+		if (w->cls_cap[c] == cap)
+			return c;
+	abort(); /* the writer only ever writes caps from its class table */
+}
+
+static uint32_t arena_alloc(struct kvidx *w, unsigned cls)
+{
+	struct kv_u32vec *f = &w->freel[cls];
+	uint64_t units = 1 + (uint64_t)w->cls_cap[cls];
+
+	if (f->n)
+		return f->v[--f->n];
+	if (w->bump + units > w->units)
+		return 0;
+	uint32_t idx = (uint32_t)w->bump;
+	w->bump += units;
+	stat_add(&w->st->arena_used, units);
+	return idx;
+}
+
+/* Returns a reclaimed entry to its class's free list (called from kv_rcu_reclaim()). */
+int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls);
+int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls)
+{
+	struct kv_u32vec *f = &w->freel[cls];
+
+	if (f->n == f->cap) {
+		size_t ncap = f->cap ? f->cap * 2 : 1024;
+		uint32_t *nv = realloc(f->v, ncap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM; /* the entry leaks until restart; counted by the caller */
+		f->v = nv;
+		f->cap = ncap;
+	}
+	f->v[f->n++] = idx;
+	return 0;
+}
+
+/* ---- records ---- */
+
+static bool rec_live(const struct kvidx *w, uint64_t w0)
+{
+	unsigned pod = KV_REC_POD(w0);
+	uint64_t pw;
+
+	if (pod >= w->max_pods)
+		return false;
+	pw = ld_relaxed(&w->pods[pod].pd_word);
+	return KV_POD_STATE(pw) == KV_POD_ACTIVE && KV_POD_GEN(pw) == KV_REC_GEN(w0);
+}
+
+static bool rec_spec(uint64_t w0)
+{
+	return KV_REC_FLAGS(w0) & KV_REC_SPEC;
+}
+
+static uint64_t rec_expires(uint64_t w0, uint64_t w1)
+{
+	return w1 + (uint64_t)KV_REC_TTL(w0) * NS_PER_MS;
+}
+
+/* Copies entry idx into b, dropping records of cleared or removed pods. */
+static void entry_load(const struct kvidx *w, uint32_t idx, struct kv_buf *b)
+{
+	const uint64_t *e = kv_unit(w, idx);
+	unsigned np = KV_META_NPODS(e[1]);
+
+	b->key = e[0];
+	b->n = b->old_n = b->old_spec = 0;
+	for (unsigned i = 0; i < np; i++) {
+		uint64_t w0 = e[2 + 2 * i], w1 = e[3 + 2 * i];
+		b->old_n++;
+		b->old_spec += rec_spec(w0);
+		if (!rec_live(w, w0))
+			continue;
+		b->w0[b->n] = w0;
+		b->w1[b->n] = w1;
+		b->n++;
+	}
+}
+
+static int buf_find_pod(const struct kv_buf *b, unsigned pod)
+{
+	for (unsigned i = 0; i < b->n; i++)
+		if (KV_REC_POD(b->w0[i]) == pod)
+			return (int)i;
+	return -1;
+}
+
+static void buf_drop(struct kv_buf *b, unsigned i)
+{
+	b->n--;
+	b->w0[i] = b->w0[b->n];
+	b->w1[i] = b->w1[b->n];
+}
+
+/* Makes room for one more record in a full entry: an expired speculative record goes first,
+ * then the oldest speculative one, then the oldest confirmed one. */
+static void buf_make_room(struct kvidx *w, struct kv_buf *b, uint64_t now)
+{
+	int victim = -1;
+	unsigned vrank = 0;
+	uint64_t vt = 0;
+
+	for (unsigned i = 0; i < b->n; i++) {
+		unsigned rank = !rec_spec(b->w0[i]) ? 1 :
+				(rec_expires(b->w0[i], b->w1[i]) <= now ? 3 : 2);
+		if (victim < 0 || rank > vrank || (rank == vrank && b->w1[i] < vt)) {
+			victim = (int)i;
+			vrank = rank;
+			vt = b->w1[i];
+		}
+	}
+	buf_drop(b, (unsigned)victim);
+	stat_add(&w->st->rec_evictions, 1);
+}
+
+/* ---- slots ---- */
+
+/*
+ * Finds key. Returns its entry index (0: absent) and sets *pos to its slot, or to where it
+ * should be inserted (the first TOMB or the terminating EMPTY), or to -1 when the probe window
+ * holds neither.
+ */
+static uint32_t slot_find(const struct kvidx *w, uint64_t key, int64_t *pos)
+{
+	uint64_t m = kv_mix(key), base = kv_home(m, w->nslots);
+	uint32_t fp = kv_fp(m);
+	int64_t ins = -1;
+
+	for (uint32_t p = 0; p < w->max_probe; p++) {
+		uint64_t s = w->slots[base + p];
+		if (s == KV_SLOT_EMPTY) {
+			*pos = ins >= 0 ? ins : (int64_t)(base + p);
+			return 0;
+		}
+		if (s == KV_SLOT_TOMB) {
+			if (ins < 0)
+				ins = (int64_t)(base + p);
+			continue;
+		}
+		if ((uint32_t)(s >> 32) == fp && kv_unit(w, (uint32_t)s)[0] == key) {
+			*pos = (int64_t)(base + p);
+			return (uint32_t)s;
+		}
+	}
+	*pos = ins;
+	return 0;
+}
+
+/* A TOMB followed by EMPTY can become EMPTY, and so on backwards (rule 3 above). */
+static void tomb_trim(struct kvidx *w, uint64_t i)
+{
+	uint64_t end = w->nslots + w->max_probe;
+
+	for (;;) {
+		if (w->slots[i] != KV_SLOT_TOMB || (i + 1 < end && w->slots[i + 1] != KV_SLOT_EMPTY))
+			return;
+		st_release(&w->slots[i], KV_SLOT_EMPTY);
+		w->tombs--;
+		if (i-- == 0)
+			return;
+	}
+}
+
+static void account(struct kvidx *w, const struct kv_buf *b)
+{
+	unsigned spec = 0;
+
+	for (unsigned i = 0; i < b->n; i++)
+		spec += rec_spec(b->w0[i]);
+	stat_add(&w->st->records, (uint64_t)b->n - b->old_n);
+	stat_add(&w->st->spec_records, (uint64_t)spec - b->old_spec);
+}
+
+/*
+ * Publishes b at slot pos (which holds old, or is EMPTY/TOMB when old is 0): builds a new
+ * entry and swaps it in, or deletes the key when b has no records. Returns 0 or -KVIDX_EFULL
+ * when the arena has no room (nothing is changed then).
+ */
+static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
+{
+	uint64_t m = kv_mix(b->key);
+	uint64_t prev = w->slots[pos];
+
+	if (b->n == 0) {
+		if (!old)
+			return 0;
+		/* Release pairs with the acquire slot load in kv_find(); nothing to order but the
+		 * word itself, kept release for symmetry with the insert path. */
+		st_release(&w->slots[pos], KV_SLOT_TOMB);
+		w->tombs++;
+		w->live_keys--;
+		stat_add(&w->st->keys, -1);
+		account(w, b);
+		kv_retire(w, old, cls_of_cap(w, KV_META_CAP(kv_unit(w, old)[1])));
+		tomb_trim(w, (uint64_t)pos);
+		return 0;
+	}
+	unsigned cls = cls_for(w, b->n);
+	uint32_t idx = arena_alloc(w, cls);
+	if (!idx) {
+		kv_rcu_reclaim(w, kvidx_now_ns());
+		idx = arena_alloc(w, cls);
+		if (!idx)
+			return -KVIDX_EFULL;
+	}
+	uint64_t *e = kv_unit(w, idx);
+	/* Relaxed stores: an expelled reader may still be reading this reused memory; it will
+	 * discard what it read (reader.c, rule 5), but the accesses must not be data races. */
+	st_relaxed(&e[0], b->key);
+	st_relaxed(&e[1], KV_META(b->n, w->cls_cap[cls]));
+	for (unsigned i = 0; i < b->n; i++) {
+		st_relaxed(&e[2 + 2 * i], b->w0[i]);
+		st_relaxed(&e[3 + 2 * i], b->w1[i]);
+	}
+	/* Release: the entry's words above are visible before the slot points at them. Pairs with
+	 * the acquire load of the slot word in kv_find() (reader.c). */
+	st_release(&w->slots[pos], ((uint64_t)kv_fp(m) << 32) | idx);
+	if (old) {
+		kv_retire(w, old, cls_of_cap(w, KV_META_CAP(kv_unit(w, old)[1])));
+	} else {
+		if (prev == KV_SLOT_TOMB)
+			w->tombs--;
+		w->live_keys++;
+		stat_add(&w->st->keys, 1);
+	}
+	account(w, b);
+	return 0;
+}
+
+/* Victim rank of a live entry for eviction: entries with nothing confirmed go first. */
+static void victim_rank(const struct kvidx *w, uint32_t idx, unsigned *rank, uint64_t *newest)
+{
+	const uint64_t *e = kv_unit(w, idx);
+	unsigned np = KV_META_NPODS(e[1]);
+
+	*rank = 0;
+	*newest = 0;
+	for (unsigned i = 0; i < np; i++) {
+		uint64_t w0 = e[2 + 2 * i], w1 = e[3 + 2 * i];
+		if (!rec_live(w, w0) || rec_spec(w0))
+			continue;
+		*rank = 1;
+		if (w1 > *newest)
+			*newest = w1;
+	}
+}
+
+static void evict_slot(struct kvidx *w, uint64_t pos)
+{
+	uint32_t idx = (uint32_t)w->slots[pos];
+	struct kv_buf b;
+	unsigned rank;
+	uint64_t newest;
+
+	victim_rank(w, idx, &rank, &newest);
+	entry_load(w, idx, &b);
+	b.n = 0;
+	publish(w, (int64_t)pos, idx, &b);
+	stat_add(rank ? &w->st->evict_confirmed : &w->st->evict_spec, 1);
+}
+
+/*
+ * Eviction policy (documented in README): look at up to 32 live slots from a clock hand (or
+ * within [lo, hi) when a probe window is full); evict the first entry with no live confirmed
+ * record, else the one whose newest confirmed store is oldest (sampled LRU).
+ */
+static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi)
+{
+	uint64_t end = w->nslots + w->max_probe, best = UINT64_MAX, best_t = UINT64_MAX;
+	bool window = hi > lo;
+	uint64_t pos = window ? lo : w->evict_hand;
+
+	for (unsigned seen = 0, steps = 0; seen < 32 && steps < (window ? hi - lo : end); steps++) {
+		uint64_t s = w->slots[pos];
+		if (s != KV_SLOT_EMPTY && s != KV_SLOT_TOMB) {
+			unsigned rank;
+			uint64_t newest;
+			seen++;
+			victim_rank(w, (uint32_t)s, &rank, &newest);
+			if (rank == 0) {
+				best = pos;
+				break;
+			}
+			if (newest < best_t) {
+				best_t = newest;
+				best = pos;
+			}
+		}
+		if (++pos >= (window ? hi : end))
+			pos = window ? lo : 0;
+	}
+	if (!window)
+		w->evict_hand = pos;
+	if (best == UINT64_MAX)
+		return false;
+	evict_slot(w, best);
+	return true;
+}
+
+/*
+ * Finds key for an update that may insert. On return *pos is usable (making room by eviction
+ * when the table or the probe window is full) unless the result is -KVIDX_EFULL.
+ */
+static int find_for_insert(struct kvidx *w, uint64_t key, int64_t *pos, uint32_t *idx)
+{
+	*idx = slot_find(w, key, pos);
+	if (*idx)
+		return 0;
+	if (w->live_keys >= w->capacity) {
+		if (!evict_one(w, 0, 0))
+			return -KVIDX_EFULL;
+		*idx = slot_find(w, key, pos);
+	}
+	if (*pos < 0) {
+		uint64_t home = kv_home(kv_mix(key), w->nslots);
+		if (!evict_one(w, home, home + w->max_probe))
+			return -KVIDX_EFULL;
+		*idx = slot_find(w, key, pos);
+		if (*pos < 0)
+			return -KVIDX_EFULL;
+	}
+	return 0;
+}
+
+static int pod_gen(const struct kvidx *w, int pod, unsigned *gen)
+{
+	uint64_t pw;
+
+	if (pod < 0 || (unsigned)pod >= w->max_pods)
+		return -KVIDX_ENOPOD;
+	pw = ld_relaxed(&w->pods[pod].pd_word);
+	if (KV_POD_STATE(pw) != KV_POD_ACTIVE)
+		return -KVIDX_ENOPOD;
+	*gen = KV_POD_GEN(pw);
+	return 0;
+}
+
+/* ---- operations ---- */
+
+int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
+		uint64_t now, kvidx_confirm_fn on_confirm, void *arg)
+{
+	unsigned gen;
+	int rc = pod_gen(w, pod, &gen), stored = 0, full = 0;
+	struct kv_buf b;
+
+	if (rc)
+		return rc;
+	for (size_t k = 0; k < n; k++) {
+		int64_t pos;
+		uint32_t idx;
+		if (find_for_insert(w, keys[k], &pos, &idx) < 0) {
+			stat_add(&w->st->store_failed, 1);
+			full = 1;
+			continue;
+		}
+		if (idx) {
+			entry_load(w, idx, &b);
+		} else {
+			b.key = keys[k];
+			b.n = b.old_n = b.old_spec = 0;
+		}
+		int r = buf_find_pod(&b, (unsigned)pod);
+		if (r >= 0 && !rec_spec(b.w0[r]) && (KV_REC_TIERS(b.w0[r]) & tier) &&
+		    b.n == b.old_n) {
+			stored++; /* already held there: nothing to publish */
+			continue;
+		}
+		unsigned tiers = tier;
+		if (r >= 0) {
+			if (rec_spec(b.w0[r])) {
+				if (on_confirm)
+					on_confirm(arg, keys[k], pod, b.w1[r],
+						   rec_expires(b.w0[r], b.w1[r]));
+				stat_add(&w->st->confirms, 1);
+				b.w1[r] = now;
+			} else {
+				tiers |= KV_REC_TIERS(b.w0[r]);
+			}
+			b.w0[r] = KV_REC_W0(pod, gen, tiers, 0, 0);
+		} else {
+			if (b.n == w->ppk)
+				buf_make_room(w, &b, now);
+			b.w0[b.n] = KV_REC_W0(pod, gen, tiers, 0, 0);
+			b.w1[b.n] = now;
+			b.n++;
+		}
+		if (publish(w, pos, idx, &b) < 0) {
+			stat_add(&w->st->store_failed, 1);
+			full = 1;
+			continue;
+		}
+		stored++;
+	}
+	stat_add(&w->st->stores, (uint64_t)stored);
+	return full ? -KVIDX_EFULL : stored;
+}
+
+int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers)
+{
+	unsigned gen;
+	int rc = pod_gen(w, pod, &gen), changed = 0;
+	struct kv_buf b;
+
+	if (rc)
+		return rc;
+	if (tiers == 0)
+		tiers = 0xff;
+	for (size_t k = 0; k < n; k++) {
+		int64_t pos;
+		uint32_t idx = slot_find(w, keys[k], &pos);
+		if (!idx)
+			continue;
+		entry_load(w, idx, &b);
+		int r = buf_find_pod(&b, (unsigned)pod);
+		if (r < 0 && b.n == b.old_n)
+			continue;
+		if (r >= 0) {
+			unsigned left = KV_REC_TIERS(b.w0[r]) & ~tiers;
+			if (rec_spec(b.w0[r]) || left == 0)
+				buf_drop(&b, (unsigned)r);
+			else
+				b.w0[r] = KV_REC_W0(pod, gen, left, 0, 0);
+			changed++;
+		}
+		/* Shrinking never needs more memory than the entry had, but the new entry is a
+		 * fresh allocation; if even that fails, leave the old one (it stays correct for
+		 * every other pod) and count it. */
+		if (publish(w, pos, idx, &b) < 0)
+			stat_add(&w->st->store_failed, 1);
+	}
+	stat_add(&w->st->removes, (uint64_t)changed);
+	return changed;
+}
+
+int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now,
+		    uint32_t ttl_ms)
+{
+	unsigned gen;
+	int rc = pod_gen(w, pod, &gen), added = 0, full = 0;
+	struct kv_buf b;
+
+	if (rc)
+		return rc;
+	if (ttl_ms == 0 || ttl_ms > KVIDX_MAX_TTL_MS)
+		return -EINVAL;
+	if (KV_POD_FLAGS(ld_relaxed(&w->pods[pod].pd_word)) & KV_POD_SPEC_PAUSED)
+		return 0;
+	for (size_t k = 0; k < n; k++) {
+		int64_t pos;
+		uint32_t idx;
+		if (find_for_insert(w, keys[k], &pos, &idx) < 0) {
+			full = 1;
+			continue;
+		}
+		if (idx) {
+			entry_load(w, idx, &b);
+		} else {
+			b.key = keys[k];
+			b.n = b.old_n = b.old_spec = 0;
+		}
+		int r = buf_find_pod(&b, (unsigned)pod);
+		if (r >= 0 && !rec_spec(b.w0[r]))
+			continue; /* confirmed already: a prediction adds nothing */
+		if (r >= 0) {
+			/* Extend: keep created-at (latency is measured from the first commit). */
+			uint64_t until = now + (uint64_t)ttl_ms * NS_PER_MS;
+			uint64_t span = (until - b.w1[r]) / NS_PER_MS;
+			if (rec_expires(b.w0[r], b.w1[r]) <= now)
+				b.w1[r] = now, span = ttl_ms; /* expired: a new prediction */
+			if (span > KVIDX_MAX_TTL_MS)
+				span = KVIDX_MAX_TTL_MS;
+			if (span <= KV_REC_TTL(b.w0[r]) && b.n == b.old_n)
+				continue;
+			b.w0[r] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, span);
+		} else {
+			if (b.n == w->ppk)
+				buf_make_room(w, &b, now);
+			b.w0[b.n] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms);
+			b.w1[b.n] = now;
+			b.n++;
+		}
+		if (publish(w, pos, idx, &b) < 0) {
+			full = 1;
+			continue;
+		}
+		added++;
+	}
+	stat_add(&w->st->speculations, (uint64_t)added);
+	return full && !added ? -KVIDX_EFULL : added;
+}
+
+int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget, kvidx_expire_fn on_expire,
+		 void *arg)
+{
+	uint64_t end = w->nslots + w->max_probe;
+	int removed = 0;
+	struct kv_buf b;
+
+	if (ld_relaxed(&w->st->spec_records) == 0)
+		return 0;
+	for (size_t s = 0; s < budget; s++) {
+		uint64_t pos = w->expire_pos;
+		uint64_t sw = w->slots[pos];
+		if (++w->expire_pos >= end)
+			w->expire_pos = 0;
+		if (sw == KV_SLOT_EMPTY || sw == KV_SLOT_TOMB)
+			continue;
+		entry_load(w, (uint32_t)sw, &b);
+		bool dirty = b.n != b.old_n;
+		for (unsigned i = 0; i < b.n;) {
+			if (rec_spec(b.w0[i]) && rec_expires(b.w0[i], b.w1[i]) <= now) {
+				if (on_expire)
+					on_expire(arg, b.key, (int)KV_REC_POD(b.w0[i]), b.w1[i]);
+				buf_drop(&b, i);
+				removed++;
+				dirty = true;
+				continue;
+			}
+			i++;
+		}
+		if (dirty && publish(w, (int64_t)pos, (uint32_t)sw, &b) < 0)
+			stat_add(&w->st->store_failed, 1);
+	}
+	stat_add(&w->st->expirations, (uint64_t)removed);
+	return removed;
+}
+
+/* ---- sweep: drops records of cleared pods and trims tombstones, a bounded step at a time ---- */
+
+void kv_sweep_start(struct kvidx *w)
+{
+	w->sweep_until = w->nslots + w->max_probe; /* a full pass from wherever the cursor is */
+}
+
+void kv_sweep_step(struct kvidx *w, size_t budget)
+{
+	uint64_t end = w->nslots + w->max_probe;
+	struct kv_buf b;
+
+	if (!w->sweep_until && w->tombs > w->live_keys / 4 + 1024)
+		kv_sweep_start(w);
+	for (; budget && w->sweep_until; budget--, w->sweep_until--) {
+		/* Walk downwards so that trimming a TOMB lets the next step trim its predecessor. */
+		uint64_t pos = w->sweep_pos = (w->sweep_pos == 0 ? end : w->sweep_pos) - 1;
+		uint64_t sw = w->slots[pos];
+		if (sw == KV_SLOT_TOMB) {
+			tomb_trim(w, pos);
+			continue;
+		}
+		if (sw == KV_SLOT_EMPTY)
+			continue;
+		entry_load(w, (uint32_t)sw, &b);
+		if (b.n != b.old_n && publish(w, (int64_t)pos, (uint32_t)sw, &b) < 0)
+			stat_add(&w->st->store_failed, 1);
+		if (w->sweep_until == 1)
+			stat_add(&w->st->sweep_passes, 1);
+	}
+}

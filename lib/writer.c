@@ -1,0 +1,451 @@
+/*
+ * writer.c — the writer's segments and lifecycle: claiming the index (one writer), building
+ * and publishing a data generation, pods, RCU grace periods across processes, and reader
+ * liveness (dead readers freed, stalled readers expelled).
+ *
+ * Concurrency model (the read side is in reader.c):
+ *
+ *  1. One writer: it holds an OFD write lock on byte 0 of the registry file for its lifetime.
+ *     The kernel drops the lock when the process dies, so a successor can take over.
+ *  2. Grace periods (kv_rcu_reclaim): retired entries are tagged with the epoch E current at
+ *     retirement. The writer stores E+1 (seq_cst), issues a full fence, then reads every active
+ *     reader's announced epoch rs_ctr. The fence pairs with the full fence in rd_enter()
+ *     (reader.c): either the writer sees the reader's announcement, or the reader sees every
+ *     slot change published before the fence (store-load ordering on both sides). An entry
+ *     retired at e is reusable once every active reader announced 0 or an epoch > e.
+ *  3. Dead readers are found with F_OFD_GETLK on their slot byte (the kernel released the lock
+ *     at death, whatever the pid is now, so pid reuse cannot fool it) and freed by CAS on
+ *     rs_state, which a new owner claiming the slot would have changed.
+ *  4. A reader whose announced epoch has not moved for stall_ns is expelled: CAS rs_state from
+ *     ACTIVE to EXPELLED, then a release fence before any entry is reused. The fence pairs
+ *     with the acquire fence in rd_exit() (reader.c): a reader that read reused memory sees
+ *     EXPELLED and discards its answer.
+ *
+ * Progress: nothing here waits for a reader; every loop is bounded by max_readers or the limbo.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls);
+
+static void set_defaults(struct kvidx_writer_opts *o, const struct kvidx_writer_opts *in)
+{
+	*o = *in;
+	if (!o->name)
+		o->name = KVIDX_DEFAULT_NAME;
+	if (!o->geo.capacity)
+		o->geo.capacity = 1u << 20;
+	if (!o->geo.records)
+		o->geo.records = 2 * o->geo.capacity;
+	if (!o->geo.pods_per_key)
+		o->geo.pods_per_key = 10;
+	if (!o->geo.max_pods)
+		o->geo.max_pods = 256;
+	if (!o->geo.max_readers)
+		o->geo.max_readers = 64;
+	if (!o->algo)
+		o->algo = KVIDX_KEY_CBOR_FNV;
+	if (!o->seed)
+		o->seed = "";
+	if (!o->block_size)
+		o->block_size = 16;
+	if (!o->stall_ms)
+		o->stall_ms = 1000;
+}
+
+/* Opens or creates the registry and takes the writer lock. Returns 0 or -errno/-KVIDX_E*. */
+static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
+{
+	char path[KV_SHM_PATH_MAX];
+	struct stat sb;
+	int rc;
+
+	kv_ctl_shm_name(path, o->name);
+	w->ctl_fd = shm_open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (w->ctl_fd < 0)
+		return -errno;
+	/* Lock before looking at the contents: two writers starting together must not both
+	 * initialise the registry. */
+	rc = kv_lock_try(w->ctl_fd, KV_LOCK_WRITER);
+	if (rc == -EAGAIN)
+		return -KVIDX_EWRITER;
+	if (rc < 0)
+		return rc;
+	if (fstat(w->ctl_fd, &sb) < 0)
+		return -errno;
+	if (sb.st_size == 0) {
+		size_t size = kv_ctl_size(o->geo.max_readers);
+		if (ftruncate(w->ctl_fd, (off_t)size) < 0)
+			return -errno;
+		rc = kv_set_perms(w->ctl_fd, o->group, true);
+		if (rc < 0)
+			return rc;
+		w->ctl = kv_map(w->ctl_fd, size, PROT_READ | PROT_WRITE);
+		if (!w->ctl)
+			return -errno;
+		w->ctl->ch_stamp = KV_STAMP;
+		w->ctl->ch_size = size;
+		w->ctl->ch_max_readers = o->geo.max_readers;
+		w->ctl->ch_slots_off = sizeof(struct kvidx_ctl_hdr);
+		w->ctl->ch_created_ns = kvidx_now_ns();
+		w->ctl->ch_epoch = 1;
+		/* Magic last: readers treat a registry without it as not yet there. */
+		st_release(&w->ctl->ch_magic, KV_CTL_MAGIC);
+	} else {
+		struct kvidx_ctl_hdr probe;
+		if ((size_t)sb.st_size < sizeof(probe) ||
+		    pread(w->ctl_fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
+			return -KVIDX_ECORRUPT;
+		rc = kv_ctl_validate(&probe, (size_t)sb.st_size);
+		if (rc < 0)
+			return rc;
+		w->ctl = kv_map(w->ctl_fd, probe.ch_size, PROT_READ | PROT_WRITE);
+		if (!w->ctl)
+			return -errno;
+	}
+	w->max_readers = w->ctl->ch_max_readers;
+	w->rslots = (struct kvidx_reader_slot *)((char *)w->ctl + w->ctl->ch_slots_off);
+	return 0;
+}
+
+/* Builds a fresh data generation and publishes it. */
+static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
+{
+	char path[KV_SHM_PATH_MAX];
+	struct kvidx_data_hdr plan;
+	uint64_t gen = ld_relaxed(&w->ctl->ch_generation) + 1;
+	int rc;
+
+	memset(&plan, 0, sizeof(plan));
+	rc = kv_data_plan(&plan, o->geo.capacity, o->geo.records, o->geo.pods_per_key,
+			  o->geo.max_pods, w->max_readers);
+	if (rc < 0)
+		return rc;
+	kv_data_shm_name(path, o->name, gen);
+	shm_unlink(path); /* a leftover of a writer that died while building it */
+	w->data_fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (w->data_fd < 0)
+		return -errno;
+	if (ftruncate(w->data_fd, (off_t)plan.dh_size) < 0)
+		return -errno;
+	rc = kv_set_perms(w->data_fd, o->group, false);
+	if (rc < 0)
+		return rc;
+	w->data = kv_map(w->data_fd, plan.dh_size, PROT_READ | PROT_WRITE);
+	if (!w->data)
+		return -errno;
+	w->data_size = plan.dh_size;
+	w->hdr = w->data;
+	*w->hdr = plan;
+	w->hdr->dh_stamp = KV_STAMP;
+	w->hdr->dh_generation = gen;
+	w->hdr->dh_created_ns = kvidx_now_ns();
+	w->hdr->dh_algo = o->algo;
+	w->hdr->dh_block_size = o->block_size;
+	strncpy(w->hdr->dh_seed, o->seed, sizeof(w->hdr->dh_seed) - 1);
+	w->hdr->dh_writer_pid = getpid();
+	w->hdr->dh_heartbeat_ns = kvidx_now_ns();
+	w->hdr->dh_magic = KV_DATA_MAGIC;
+
+	w->st = (struct kvidx_stats *)((char *)w->data + plan.dh_stats_off);
+	w->pods = (struct kvidx_pod *)((char *)w->data + plan.dh_pods_off);
+	w->slots = (uint64_t *)((char *)w->data + plan.dh_slots_off);
+	w->arena = (uint64_t *)((char *)w->data + plan.dh_arena_off);
+	w->nslots = plan.dh_nslots;
+	w->units = plan.dh_arena_units;
+	w->capacity = plan.dh_capacity;
+	w->ppk = plan.dh_pods_per_key;
+	w->max_pods = plan.dh_max_pods;
+	w->max_probe = plan.dh_max_probe;
+	kv_table_init(w);
+
+	st_release(&w->hdr->dh_state, (uint64_t)KV_DATA_LIVE);
+	/* Release: the whole generation is built before readers are told about it. Pairs with the
+	 * acquire load of ch_generation in rd_switch() (reader.c). */
+	uint64_t old = ld_relaxed(&w->ctl->ch_generation);
+	st_release(&w->ctl->ch_generation, gen);
+	st_relaxed(&w->ctl->ch_writer_pid, (int32_t)getpid());
+	if (old) {
+		/* Readers still mapping the old generation keep it until they switch. */
+		kv_data_shm_name(path, o->name, old);
+		shm_unlink(path);
+	}
+	return 0;
+}
+
+struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
+{
+	struct kvidx_writer_opts o;
+	struct kvidx *w;
+	int rc;
+
+	if (!opts) {
+		errno = EINVAL;
+		return NULL;
+	}
+	set_defaults(&o, opts);
+	if (kv_name_check(o.name) < 0 || strlen(o.seed) >= 64 ||
+	    (o.algo != KVIDX_KEY_CBOR_FNV && o.algo != KVIDX_KEY_XXH64) ||
+	    o.geo.max_readers > KV_MAX_READERS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	w->ctl_fd = w->data_fd = -1;
+	strcpy(w->name, o.name);
+	w->stall_ns = (uint64_t)o.stall_ms * 1000000ull;
+	rc = ctl_open(w, &o);
+	if (rc == 0)
+		rc = data_create(w, &o);
+	if (rc == 0) {
+		w->blocked_ctr = calloc(w->max_readers, sizeof(uint64_t));
+		w->blocked_since = calloc(w->max_readers, sizeof(uint64_t));
+		if (!w->blocked_ctr || !w->blocked_since)
+			rc = -ENOMEM;
+	}
+	if (rc < 0) {
+		kvidx_writer_close(w, false);
+		errno = -rc;
+		return NULL;
+	}
+	return w;
+}
+
+void kvidx_writer_close(struct kvidx *w, bool unlink)
+{
+	char path[KV_SHM_PATH_MAX];
+
+	if (!w)
+		return;
+	if (unlink && w->hdr) {
+		kv_data_shm_name(path, w->name, w->hdr->dh_generation);
+		shm_unlink(path);
+		kv_ctl_shm_name(path, w->name);
+		shm_unlink(path);
+	}
+	if (w->data)
+		munmap(w->data, w->data_size);
+	if (w->ctl)
+		munmap(w->ctl, w->ctl->ch_size);
+	if (w->data_fd >= 0)
+		close(w->data_fd);
+	if (w->ctl_fd >= 0)
+		close(w->ctl_fd); /* drops the writer lock */
+	kv_table_free(w);
+	free(w->blocked_ctr);
+	free(w->blocked_since);
+	free(w);
+}
+
+/* ---- pods ---- */
+
+static void pod_write_names(struct kvidx_pod *p, const char *name, const char *model)
+{
+	/* pd_seq odd while the names change; pairs with the seq re-check in kvidx_reader_pod(). */
+	st_relaxed(&p->pd_seq, ld_relaxed(&p->pd_seq) + 1);
+	fence_release();
+	for (size_t i = 0; i < sizeof(p->pd_name); i++)
+		st_relaxed(&p->pd_name[i], '\0');
+	for (size_t i = 0; i < sizeof(p->pd_model); i++)
+		st_relaxed(&p->pd_model[i], '\0');
+	for (size_t i = 0; name[i]; i++)
+		st_relaxed(&p->pd_name[i], name[i]);
+	for (size_t i = 0; model && model[i]; i++)
+		st_relaxed(&p->pd_model[i], model[i]);
+	st_release(&p->pd_seq, ld_relaxed(&p->pd_seq) + 1);
+}
+
+int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
+{
+	int free_idx = -1;
+
+	if (!name || !*name || strlen(name) >= KVIDX_POD_NAME_MAX ||
+	    (model && strlen(model) >= KVIDX_POD_NAME_MAX))
+		return -EINVAL;
+	for (uint32_t i = 0; i < w->max_pods; i++) {
+		struct kvidx_pod *p = &w->pods[i];
+		if (KV_POD_STATE(p->pd_word) == KV_POD_ACTIVE) {
+			if (strcmp(p->pd_name, name) == 0)
+				return (int)i;
+		} else if (free_idx < 0) {
+			free_idx = (int)i;
+		}
+	}
+	if (free_idx < 0)
+		return -KVIDX_ENOPOD;
+	struct kvidx_pod *p = &w->pods[free_idx];
+	pod_write_names(p, name, model);
+	for (int c = 0; c < KV_POD_COUNTERS; c++)
+		st_relaxed(&p->pd_ctr[c], 0);
+	/* A new generation: records a previous occupant of this index left behind stay dead.
+	 * Release pairs with the acquire pod-word loads in reader.c. */
+	st_release(&p->pd_word, KV_POD_WORD(KV_POD_ACTIVE, 0, KV_POD_GEN(p->pd_word) + 1));
+	return free_idx;
+}
+
+static int pod_bump(struct kvidx *w, int pod, unsigned state)
+{
+	if (pod < 0 || (unsigned)pod >= w->max_pods ||
+	    KV_POD_STATE(w->pods[pod].pd_word) != KV_POD_ACTIVE)
+		return -KVIDX_ENOPOD;
+	uint64_t pw = w->pods[pod].pd_word;
+	st_release(&w->pods[pod].pd_word,
+		   KV_POD_WORD(state, KV_POD_FLAGS(pw), (KV_POD_GEN(pw) + 1) & 0xffff));
+	stat_add(&w->st->pod_clears, 1);
+	kv_sweep_start(w);
+	/*
+	 * Generations are 16 bits: before one could come round to a value that records still
+	 * carry, finish the sweep synchronously (a full pass removes every stale record).
+	 */
+	if (ld_relaxed(&w->st->pod_clears) % 32768 == 0)
+		kv_sweep_step(w, w->nslots + w->max_probe);
+	return 0;
+}
+
+int kvidx_clear_pod(struct kvidx *w, int pod)
+{
+	return pod_bump(w, pod, KV_POD_ACTIVE);
+}
+
+int kvidx_pod_remove(struct kvidx *w, int pod)
+{
+	return pod_bump(w, pod, KV_POD_FREE);
+}
+
+int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)
+{
+	if (pod < 0 || (unsigned)pod >= w->max_pods ||
+	    KV_POD_STATE(w->pods[pod].pd_word) != KV_POD_ACTIVE)
+		return -KVIDX_ENOPOD;
+	uint64_t pw = w->pods[pod].pd_word;
+	unsigned fl = paused ? KV_POD_FLAGS(pw) | KV_POD_SPEC_PAUSED :
+			       KV_POD_FLAGS(pw) & ~KV_POD_SPEC_PAUSED;
+	st_release(&w->pods[pod].pd_word, KV_POD_WORD(KV_POD_STATE(pw), fl, KV_POD_GEN(pw)));
+	return 0;
+}
+
+/* ---- RCU ---- */
+
+void kv_retire(struct kvidx *w, uint32_t idx, unsigned cls)
+{
+	if (w->limbo_len == w->limbo_cap) {
+		size_t ncap = w->limbo_cap ? w->limbo_cap * 2 : 4096;
+		struct kv_limbo_item *nl = malloc(ncap * sizeof(*nl));
+		if (!nl)
+			return; /* the entry leaks (never reused): safe, and rare enough */
+		for (size_t i = 0; i < w->limbo_len; i++)
+			nl[i] = w->limbo[(w->limbo_head + i) % w->limbo_cap];
+		free(w->limbo);
+		w->limbo = nl;
+		w->limbo_cap = ncap;
+		w->limbo_head = 0;
+	}
+	struct kv_limbo_item *it = &w->limbo[(w->limbo_head + w->limbo_len) % w->limbo_cap];
+	it->idx = idx;
+	it->cls = (uint8_t)cls;
+	it->epoch = ld_relaxed(&w->ctl->ch_epoch);
+	w->limbo_len++;
+	stat_add(&w->st->retired, 1);
+	st_relaxed(&w->st->limbo, w->limbo_len);
+}
+
+/* Frees a dead reader's slot. The CAS fails harmlessly if a new owner claimed it meanwhile. */
+static bool reader_reap_if_dead(struct kvidx *w, uint32_t i, uint64_t state)
+{
+	if (kv_lock_held(w->ctl_fd, KV_LOCK_READER(i)) != 0)
+		return false;
+	if (cas_u64(&w->rslots[i].rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_FREE))
+		stat_add(&w->st->readers_dead, 1);
+	return true;
+}
+
+void kv_rcu_reclaim(struct kvidx *w, uint64_t now)
+{
+	uint64_t e = ld_relaxed(&w->ctl->ch_epoch) + 1;
+	uint64_t min = e;
+
+	/* Rule 2: new epoch, full fence (pairs with rd_enter()), then read the announcements. */
+	st_seqcst(&w->ctl->ch_epoch, e);
+	fence_seqcst();
+	stat_add(&w->st->epochs, 1);
+	for (uint32_t i = 0; i < w->max_readers; i++) {
+		struct kvidx_reader_slot *s = &w->rslots[i];
+		uint64_t state = ld_seqcst(&s->rs_state);
+		if (KV_RS_STATE(state) != KV_RS_ACTIVE) {
+			if (KV_RS_STATE(state) == KV_RS_EXPELLED)
+				reader_reap_if_dead(w, i, state);
+			w->blocked_since[i] = 0;
+			continue;
+		}
+		uint64_t c = ld_seqcst(&s->rs_ctr);
+		if (c == 0 || c >= e) {
+			w->blocked_since[i] = 0;
+			continue;
+		}
+		/* This reader holds back reclamation. Same announcement for stall_ns: it is dead
+		 * or stalled (SIGSTOP, debugger, descheduled for a very long time). */
+		if (w->blocked_since[i] == 0 || w->blocked_ctr[i] != c) {
+			w->blocked_ctr[i] = c;
+			w->blocked_since[i] = now;
+		} else if (now - w->blocked_since[i] >= w->stall_ns) {
+			if (!reader_reap_if_dead(w, i, state) &&
+			    cas_u64(&s->rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_EXPELLED)) {
+				add_relaxed(&s->rs_expelled, 1);
+				stat_add(&w->st->readers_expelled, 1);
+			}
+			w->blocked_since[i] = 0;
+			continue;
+		}
+		if (c < min)
+			min = c;
+	}
+	/* Rule 4: any expulsion above is ordered before the reuse of entries below. Pairs with
+	 * the acquire fence in rd_exit(). */
+	fence_release();
+	while (w->limbo_len) {
+		struct kv_limbo_item *it = &w->limbo[w->limbo_head];
+		if (it->epoch >= min)
+			break;
+		if (kv_arena_free(w, it->idx, it->cls) < 0)
+			break;
+		w->limbo_head = (w->limbo_head + 1) % w->limbo_cap;
+		w->limbo_len--;
+		stat_add(&w->st->reclaimed, 1);
+	}
+	st_relaxed(&w->st->limbo, w->limbo_len);
+}
+
+/* Frees the slots of readers that died outside a read-side section (those inside one are
+ * found by kv_rcu_reclaim() when they hold up a grace period). */
+static void readers_reap_dead(struct kvidx *w)
+{
+	for (uint32_t i = 0; i < w->max_readers; i++) {
+		uint64_t state = ld_seqcst(&w->rslots[i].rs_state);
+		if (KV_RS_STATE(state) != KV_RS_FREE)
+			reader_reap_if_dead(w, i, state);
+	}
+}
+
+void kvidx_writer_tick(struct kvidx *w, uint64_t now)
+{
+	st_relaxed(&w->hdr->dh_heartbeat_ns, now);
+	if (now - w->last_reap_ns >= 100000000ull) {
+		readers_reap_dead(w);
+		w->last_reap_ns = now;
+	}
+	kv_rcu_reclaim(w, now);
+	kv_sweep_step(w, 4096);
+	st_relaxed(&w->st->tombstones, w->tombs);
+	w->last_tick_ns = now;
+}

@@ -1,0 +1,202 @@
+/*
+ * layout.h — internal: the byte layout of kvidx's two shared-memory segments. Never installed.
+ *
+ * An index NAME lives in two kinds of POSIX shm objects (/dev/shm/...):
+ *
+ *   /NAME           the registry segment, read-write for writer and readers: which data
+ *                   generation is current, the RCU epoch, and one cache-line slot per reader.
+ *                   OFD locks on its file (not its contents) carry liveness: byte 0 is held by
+ *                   the writer, byte 1+i by the reader owning slot i. The kernel drops them when
+ *                   the holder dies, whatever instruction it was at.
+ *   /NAME.data.G    data generation G: header, pod table, stats, slot array, entry arena.
+ *                   Written by the writer only; readers map it PROT_READ.
+ *
+ * Data segment (offsets are fields of the header, each region 4096-aligned):
+ *
+ *   0        struct kvidx_data_hdr           identity, geometry, region offsets, heartbeat
+ *   dh_stats_off  struct kvidx_stats         writer counters (relaxed)
+ *   dh_pods_off   struct kvidx_pod[max_pods] pod name, model, state word, per-pod counters
+ *   dh_slots_off  uint64_t[nslots+max_probe] open-addressing slots, linear probing, no wrap
+ *   dh_arena_off  16-byte units[arena_units] entries: key, meta, then cap records
+ *
+ * Slot word: 0 = EMPTY (ends a probe), KV_SLOT_TOMB = deleted (probe goes on), else
+ * (fingerprint32 << 32) | entry unit index (1..arena_units-1). One 64-bit word, so a reader
+ * sees either the old or the new entry of a key, never a mix.
+ *
+ * Entry at unit e: word0 = key, word1 = meta (npods bits 0-7, cap bits 8-15), then cap
+ * records of two words each at units e+1 .. e+cap. Entries are copy-on-write: once a slot
+ * points at one, it never changes until it is retired through RCU and reused.
+ *
+ * Record: w0 = pod (0-15) | pod generation (16-31) | tiers (32-39) | flags (40-47) |
+ *         ttl_ms (48-63);  w1 = t_ns (confirmed: stored-at; speculative: created-at).
+ *
+ * Who writes what: every field of the data segment is written by the writer only. In the
+ * registry, ch_* fields are written by the writer; a reader slot's rs_ctr, rs_pid,
+ * rs_lookups are written by its reader, rs_state by both with CAS (reader: claim and
+ * re-register; writer: free a dead slot, expel a stalled reader).
+ */
+#ifndef KVIDX_LAYOUT_H
+#define KVIDX_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "atomics.h"
+
+#define KV_CTL_MAGIC 0x4c54435844494b56ull  /* "VKIDXCTL" little-endian */
+#define KV_DATA_MAGIC 0x4154414458444b56ull /* "VKDXDATA" little-endian */
+#define KV_LAYOUT_VERSION 1u
+
+/* Format stamp: layout version and the ABI facts a reader relies on, folded into one word. */
+#define KV_STAMP                                                                             \
+	(((uint64_t)KV_LAYOUT_VERSION << 48) | ((uint64_t)sizeof(void *) << 40) |            \
+	 ((uint64_t)sizeof(struct kvidx_pod) << 16) | (uint64_t)sizeof(struct kvidx_reader_slot))
+
+#define KV_SLOT_EMPTY 0ull
+#define KV_SLOT_TOMB 0x00000000ffffffffull
+#define KV_UNIT_MAX 0xfffffffeull /* entry indices stay below the TOMB pattern */
+
+#define KV_MAX_PPK 64
+#define KV_MAX_PODS 4096
+#define KV_MAX_READERS 4096
+#define KV_MAX_PROBE 256 /* probe bound: readers look at most this many slots per key */
+
+#define KV_REC_SPEC 0x1u /* record flag: speculative */
+
+/* ---- registry segment ---- */
+
+struct kvidx_ctl_hdr {
+	/* Immutable after creation. */
+	uint64_t ch_magic;
+	uint64_t ch_stamp;
+	uint64_t ch_size;
+	uint32_t ch_max_readers;
+	uint32_t ch_slots_off;
+	uint64_t ch_created_ns;
+	uint8_t ch_pad0[KVIDX_CACHELINE - 40];
+	/* Writer-written. */
+	uint64_t ch_generation; /* current data generation; release-stored after it is built */
+	uint64_t ch_epoch;      /* RCU epoch, starts at 1; seq_cst-stored by kv_rcu_advance() */
+	int32_t ch_writer_pid;
+	uint32_t ch_pad1;
+	uint8_t ch_pad2[KVIDX_CACHELINE - 24];
+};
+_Static_assert(sizeof(struct kvidx_ctl_hdr) == 2 * KVIDX_CACHELINE, "ctl header size");
+_Static_assert(offsetof(struct kvidx_ctl_hdr, ch_generation) == KVIDX_CACHELINE, "ctl lines");
+
+/* rs_state: (claim generation << 8) | one of these. */
+enum { KV_RS_FREE = 0, KV_RS_ACTIVE = 1, KV_RS_EXPELLED = 2 };
+#define KV_RS_STATE(w) ((unsigned)((w) & 0xff))
+#define KV_RS_GEN(w) ((w) >> 8)
+
+struct kvidx_reader_slot {
+	uint64_t rs_state;    /* CAS by reader and writer, see above */
+	uint64_t rs_ctr;      /* epoch announced at read-side entry, 0 = quiescent (reader) */
+	int32_t rs_pid;       /* owner pid, for display (reader) */
+	uint32_t rs_pad;
+	uint64_t rs_claimed_ns;
+	uint64_t rs_lookups;  /* lookups done (reader) */
+	uint64_t rs_expelled; /* times this slot's owner was expelled (writer) */
+	uint8_t rs_pad2[KVIDX_CACHELINE - 48];
+};
+_Static_assert(sizeof(struct kvidx_reader_slot) == KVIDX_CACHELINE, "reader slot size");
+
+/* ---- data segment ---- */
+
+enum { KV_DATA_BUILDING = 0, KV_DATA_LIVE = 1, KV_DATA_RETIRED = 2 };
+
+struct kvidx_data_hdr {
+	uint64_t dh_magic;
+	uint64_t dh_stamp;
+	uint64_t dh_size;
+	uint64_t dh_generation;
+	uint64_t dh_created_ns;
+	uint32_t dh_algo;
+	uint32_t dh_block_size;
+	char dh_seed[64];
+	/* Geometry. */
+	uint64_t dh_capacity;
+	uint64_t dh_records;
+	uint64_t dh_nslots; /* home positions; the array has nslots + max_probe words */
+	uint64_t dh_arena_units;
+	uint32_t dh_pods_per_key;
+	uint32_t dh_max_pods;
+	uint32_t dh_max_readers;
+	uint32_t dh_max_probe;
+	/* Region offsets. */
+	uint64_t dh_stats_off;
+	uint64_t dh_pods_off;
+	uint64_t dh_slots_off;
+	uint64_t dh_arena_off;
+	uint8_t dh_pad0[256 - 192];
+	/* Mutable, writer-written. */
+	uint64_t dh_state;
+	uint64_t dh_heartbeat_ns;
+	int32_t dh_writer_pid;
+	uint32_t dh_pad1;
+};
+_Static_assert(offsetof(struct kvidx_data_hdr, dh_state) == 256, "data header layout");
+
+/* Writer counters (relaxed; readers may see them lag). Order is the dump's order. */
+#define KV_STATS(X)                                                                          \
+	X(keys) X(records) X(spec_records) X(tombstones) X(arena_used) X(limbo)              \
+	X(stores) X(confirms) X(removes) X(speculations) X(expirations) X(pod_clears)        \
+	X(evict_spec) X(evict_confirmed) X(rec_evictions) X(store_failed) X(retired)         \
+	X(reclaimed) X(epochs) X(readers_dead) X(readers_expelled) X(sweep_passes)
+struct kvidx_stats {
+#define KV_STAT_FIELD(n) uint64_t n;
+	KV_STATS(KV_STAT_FIELD)
+#undef KV_STAT_FIELD
+};
+
+/* pd_word: state (bits 0-7) | flags (8-15) | generation (16-31). Readers load it once. */
+enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
+#define KV_POD_SPEC_PAUSED 0x1u
+#define KV_POD_STATE(w) ((unsigned)((w) & 0xff))
+#define KV_POD_FLAGS(w) ((unsigned)(((w) >> 8) & 0xff))
+#define KV_POD_GEN(w) ((unsigned)(((w) >> 16) & 0xffff))
+#define KV_POD_WORD(st, fl, gen) ((uint64_t)(st) | ((uint64_t)(fl) << 8) | ((uint64_t)(gen) << 16))
+
+#define KV_POD_COUNTERS 40 /* per-pod counters, indexed by the ingest and speculation code */
+struct kvidx_pod {
+	uint64_t pd_word;
+	uint64_t pd_seq; /* bumped around name changes, for torn-name detection */
+	uint8_t pd_pad0[KVIDX_CACHELINE - 16];
+	char pd_name[64];
+	char pd_model[64];
+	uint64_t pd_ctr[KV_POD_COUNTERS];
+};
+_Static_assert(sizeof(struct kvidx_pod) == 512, "pod size");
+
+/* Record word 0 packing. */
+#define KV_REC_W0(pod, gen, tiers, flags, ttl)                                              \
+	((uint64_t)(pod) | ((uint64_t)(gen) << 16) | ((uint64_t)(tiers) << 32) |             \
+	 ((uint64_t)(flags) << 40) | ((uint64_t)(ttl) << 48))
+#define KV_REC_POD(w) ((unsigned)((w) & 0xffff))
+#define KV_REC_GEN(w) ((unsigned)(((w) >> 16) & 0xffff))
+#define KV_REC_TIERS(w) ((unsigned)(((w) >> 32) & 0xff))
+#define KV_REC_FLAGS(w) ((unsigned)(((w) >> 40) & 0xff))
+#define KV_REC_TTL(w) ((unsigned)((w) >> 48))
+
+#define KV_META(npods, cap) ((uint64_t)(npods) | ((uint64_t)(cap) << 8))
+#define KV_META_NPODS(m) ((unsigned)((m) & 0xff))
+#define KV_META_CAP(m) ((unsigned)(((m) >> 8) & 0xff))
+
+/* Hashing a key to its home slot and fingerprint (keys are hashes already; mix anyway). */
+static inline uint64_t kv_mix(uint64_t key)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdull;
+	key ^= key >> 33;
+	return key;
+}
+static inline uint64_t kv_home(uint64_t mixed, uint64_t nslots)
+{
+	return (uint64_t)(((unsigned __int128)mixed * nslots) >> 64);
+}
+static inline uint32_t kv_fp(uint64_t mixed)
+{
+	return (uint32_t)mixed;
+}
+
+#endif /* KVIDX_LAYOUT_H */

@@ -1,0 +1,53 @@
+/*
+ * segment.h — internal: naming, creating, mapping and validating kvidx's shm segments, and the
+ * OFD locks that carry writer and reader liveness. Used by lib/; never installed.
+ */
+#ifndef KVIDX_SEGMENT_H
+#define KVIDX_SEGMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "layout.h"
+
+#define KV_SHM_PATH_MAX 96
+
+/* 0 if name is a valid index name ([A-Za-z0-9_.-], 1..KVIDX_NAME_MAX-1 chars), else -EINVAL. */
+int kv_name_check(const char *name);
+/* "/NAME" and "/NAME.data.G" (shm_open names). */
+void kv_ctl_shm_name(char out[KV_SHM_PATH_MAX], const char *name);
+void kv_data_shm_name(char out[KV_SHM_PATH_MAX], const char *name, uint64_t gen);
+
+/* Maps fd (size bytes) shared; prot PROT_READ or PROT_READ|PROT_WRITE. NULL + errno. */
+void *kv_map(int fd, size_t size, int prot);
+
+/* Sets mode (0600 / 0660 with group) on a freshly created segment. 0 or -errno. */
+int kv_set_perms(int fd, gid_t group, bool readers_write);
+
+/* OFD write lock on one byte: try (no wait). 0, -EAGAIN if held elsewhere, or -errno. */
+int kv_lock_try(int fd, off_t byte);
+int kv_unlock(int fd, off_t byte);
+/* Whether another open file description holds a lock on byte: 1 yes, 0 no, -errno. */
+int kv_lock_held(int fd, off_t byte);
+
+#define KV_LOCK_WRITER 0
+#define KV_LOCK_READER(i) ((off_t)1 + (off_t)(i))
+
+/* Registry segment size for max_readers slots. */
+size_t kv_ctl_size(uint32_t max_readers);
+
+/*
+ * Validates a mapped registry / data header of size bytes against this library's layout.
+ * Returns 0, -KVIDX_ECORRUPT (bad magic, sizes or offsets) or -KVIDX_EVERSION (stamp).
+ */
+int kv_ctl_validate(const struct kvidx_ctl_hdr *h, size_t size);
+int kv_data_validate(const struct kvidx_data_hdr *h, size_t size);
+
+/* Geometry -> data segment layout (fills the geometry and offset fields of h). -EINVAL if the
+ * geometry is out of range. */
+int kv_data_plan(struct kvidx_data_hdr *h, uint64_t capacity, uint64_t records,
+		 uint32_t ppk, uint32_t max_pods, uint32_t max_readers);
+
+#endif /* KVIDX_SEGMENT_H */
