@@ -123,7 +123,7 @@ struct kvidx_writer_opts {
 	enum kvidx_key_algo algo;      /* 0: cbor-fnv */
 	const char *seed;              /* NULL: "" */
 	uint32_t block_size;           /* 0: 16 */
-	gid_t group;                   /* (gid_t)-1: segments 0600; else 0640/0660 with this group */
+	gid_t group;                   /* 0: segments 0600; else 0660 (registry) and 0640 (data), this group */
 	uint32_t stall_ms;             /* reader stall limit before expulsion (0: 1000) */
 };
 

@@ -84,7 +84,7 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 		size_t size = kv_ctl_size(o->geo.max_readers);
 		if (ftruncate(w->ctl_fd, (off_t)size) < 0)
 			return -errno;
-		rc = kv_set_perms(w->ctl_fd, o->group, true);
+		rc = kv_set_perms(w->ctl_fd, o->group ? o->group : (gid_t)-1, true);
 		if (rc < 0)
 			return rc;
 		w->ctl = kv_map(w->ctl_fd, size, PROT_READ | PROT_WRITE);
@@ -135,7 +135,7 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 		return -errno;
 	if (ftruncate(w->data_fd, (off_t)plan.dh_size) < 0)
 		return -errno;
-	rc = kv_set_perms(w->data_fd, o->group, false);
+	rc = kv_set_perms(w->data_fd, o->group ? o->group : (gid_t)-1, false);
 	if (rc < 0)
 		return rc;
 	w->data = kv_map(w->data_fd, plan.dh_size, PROT_READ | PROT_WRITE);

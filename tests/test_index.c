@@ -1,0 +1,545 @@
+/*
+ * test_index.c — unit tests of the index: segments and their checks, every writer operation,
+ * lookups and prefix scoring, pods, eviction, and reader liveness (dead and stalled readers).
+ * Each test uses its own index name and unlinks it.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "inspect.h"
+#include "kvidx.h"
+#include "layout.h"
+
+static char name[64];
+static struct kvidx *w;
+
+static void setup(void)
+{
+	static int n;
+
+	snprintf(name, sizeof(name), "t-index-%d-%d", getpid(), n++);
+	w = NULL;
+}
+
+static void teardown(void)
+{
+	char path[128];
+
+	if (w)
+		kvidx_writer_close(w, true);
+	snprintf(path, sizeof(path), "/%s", name);
+	shm_unlink(path);
+}
+
+static struct kvidx *open_w(uint64_t capacity, uint32_t ppk)
+{
+	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = capacity,
+							     .pods_per_key = ppk } };
+	struct kvidx *x = kvidx_writer_open(&o);
+
+	cr_assert_not_null(x, "writer open: %s", kvidx_strerror(-errno));
+	return x;
+}
+
+static const struct kvidx_stats *stats(struct kvidx_reader *r)
+{
+	return kv_reader_view(r)->st;
+}
+
+TestSuite(index, .init = setup, .fini = teardown);
+
+Test(index, open_defaults_and_info)
+{
+	w = open_w(0, 0);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	cr_assert_not_null(r);
+	struct kvidx_info info;
+	cr_assert_eq(kvidx_reader_info(r, &info), 0);
+	cr_assert_eq(info.geo.capacity, 1u << 20);
+	cr_assert_eq(info.geo.pods_per_key, 10);
+	cr_assert_eq(info.block_size, 16);
+	cr_assert_eq(info.algo, KVIDX_KEY_CBOR_FNV);
+	cr_assert_eq(info.writer_pid, getpid());
+	cr_assert_eq(info.generation, 1);
+	kvidx_reader_close(r);
+}
+
+Test(index, segments_are_private)
+{
+	char path[128];
+	struct stat sb;
+
+	w = open_w(100, 4);
+	snprintf(path, sizeof(path), "/dev/shm/%s", name);
+	cr_assert_eq(stat(path, &sb), 0);
+	cr_assert_eq(sb.st_mode & 0777, 0600);
+	snprintf(path, sizeof(path), "/dev/shm/%s.data.1", name);
+	cr_assert_eq(stat(path, &sb), 0);
+	cr_assert_eq(sb.st_mode & 0777, 0600);
+}
+
+Test(index, bad_names_and_options)
+{
+	struct kvidx_writer_opts o = { .name = "a/b" };
+	cr_assert_null(kvidx_writer_open(&o));
+	cr_assert_eq(errno, EINVAL);
+	o.name = "";
+	cr_assert_null(kvidx_writer_open(&o));
+	o.name = name;
+	o.geo.pods_per_key = 65;
+	cr_assert_null(kvidx_writer_open(&o));
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_null(kvidx_reader_open("../etc"));
+	cr_assert_eq(errno, EINVAL);
+}
+
+Test(index, missing_index)
+{
+	cr_assert_null(kvidx_reader_open(name));
+	cr_assert_eq(errno, ENOENT);
+}
+
+Test(index, second_writer_refused_then_takeover)
+{
+	w = open_w(100, 4);
+	struct kvidx_writer_opts o = { .name = name };
+	cr_assert_null(kvidx_writer_open(&o));
+	cr_assert_eq(errno, KVIDX_EWRITER, "errno %d", errno);
+	cr_assert_str_eq(kvidx_strerror(-KVIDX_EWRITER), "another writer holds this index");
+
+	int pod = kvidx_pod_add(w, "10.0.0.1:8000", "m");
+	uint64_t k = 42;
+	cr_assert_eq(kvidx_store(w, pod, &k, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_rec rec[4];
+	cr_assert_eq(kvidx_lookup(r, k, rec, 4), 1);
+
+	/* Writer restart: a new generation; the reader switches on its next lookup and keeps
+	 * its registry slot. */
+	kvidx_writer_close(w, false);
+	w = open_w(100, 4);
+	cr_assert_eq(kvidx_lookup(r, k, rec, 4), 0);
+	struct kvidx_info info;
+	cr_assert_eq(kvidx_reader_info(r, &info), 0);
+	cr_assert_eq(info.generation, 2);
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/%s.data.1", name);
+	cr_assert_eq(access(path, F_OK), -1, "old generation unlinked");
+	kvidx_reader_close(r);
+}
+
+static void *map_ctl(size_t *size)
+{
+	char path[128];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "/%s", name);
+	int fd = shm_open(path, O_RDWR, 0);
+	cr_assert_geq(fd, 0);
+	fstat(fd, &sb);
+	*size = (size_t)sb.st_size;
+	void *p = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	cr_assert_neq(p, MAP_FAILED);
+	return p;
+}
+
+Test(index, version_mismatch_refused)
+{
+	size_t size;
+
+	w = open_w(100, 4);
+	kvidx_writer_close(w, false);
+	w = NULL;
+	struct kvidx_ctl_hdr *h = map_ctl(&size);
+	h->ch_stamp ^= 1ull << 48;
+	struct kvidx_writer_opts o = { .name = name };
+	cr_assert_null(kvidx_writer_open(&o));
+	cr_assert_eq(errno, KVIDX_EVERSION);
+	cr_assert_null(kvidx_reader_open(name));
+	cr_assert_eq(errno, KVIDX_EVERSION);
+	h->ch_magic = 0x1234;
+	cr_assert_null(kvidx_reader_open(name));
+	cr_assert_eq(errno, KVIDX_ECORRUPT);
+	munmap(h, size);
+	char path[128];
+	snprintf(path, sizeof(path), "/%s.data.1", name);
+	shm_unlink(path);
+}
+
+Test(index, truncated_segments_refused)
+{
+	char path[128];
+
+	w = open_w(100, 4);
+	/* A data segment shorter than its header claims. */
+	snprintf(path, sizeof(path), "/%s.data.1", name);
+	int fd = shm_open(path, O_RDWR, 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, 8192), 0);
+	close(fd);
+	cr_assert_null(kvidx_reader_open(name));
+	cr_assert_eq(errno, KVIDX_ECORRUPT);
+	/* A registry shorter than its header. */
+	snprintf(path, sizeof(path), "/%s", name);
+	fd = shm_open(path, O_RDWR, 0);
+	cr_assert_eq(ftruncate(fd, 16), 0);
+	close(fd);
+	cr_assert_null(kvidx_reader_open(name));
+	cr_assert_eq(errno, KVIDX_ECORRUPT);
+}
+
+Test(index, store_lookup_tiers_remove)
+{
+	w = open_w(1000, 4);
+	int a = kvidx_pod_add(w, "10.0.0.1:8000", "m"), b = kvidx_pod_add(w, "10.0.0.2:8000", NULL);
+	cr_assert(a >= 0 && b >= 0 && a != b);
+	cr_assert_eq(kvidx_pod_add(w, "10.0.0.1:8000", "m"), a, "same name, same index");
+	uint64_t keys[3] = { 1, 2, 3 }, t0 = kvidx_now_ns();
+	cr_assert_eq(kvidx_store(w, a, keys, 3, KVIDX_TIER_GPU, t0, NULL, NULL), 3);
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_CPU, t0, NULL, NULL), 1);
+	cr_assert_eq(kvidx_store(w, b, keys, 2, KVIDX_TIER_CPU, t0, NULL, NULL), 2);
+
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_rec rec[4];
+	int n = kvidx_lookup(r, 1, rec, 4);
+	cr_assert_eq(n, 2);
+	for (int i = 0; i < n; i++) {
+		cr_assert_not(rec[i].speculative);
+		cr_assert_eq(rec[i].t_ns, t0);
+		if (rec[i].pod == a)
+			cr_assert_eq(rec[i].tiers, KVIDX_TIER_GPU | KVIDX_TIER_CPU);
+		else
+			cr_assert_eq(rec[i].tiers, KVIDX_TIER_CPU);
+	}
+	cr_assert_eq(kvidx_lookup(r, 99, rec, 4), 0);
+	cr_assert_eq(kvidx_lookup(r, 1, rec, 1), 1, "max caps the output");
+
+	/* Remove GPU from key 1 on a: CPU stays. Remove everything of b on key 2. */
+	cr_assert_eq(kvidx_remove(w, a, keys, 1, KVIDX_TIER_GPU), 1);
+	cr_assert_eq(kvidx_lookup(r, 1, rec, 4), 2);
+	cr_assert_eq(kvidx_remove(w, b, &keys[1], 1, 0), 1);
+	cr_assert_eq(kvidx_lookup(r, 2, rec, 4), 1);
+	cr_assert_eq(rec[0].pod, a);
+	/* Last record gone: the key is gone. */
+	cr_assert_eq(kvidx_remove(w, a, &keys[2], 1, 0), 1);
+	cr_assert_eq(kvidx_lookup(r, 3, rec, 4), 0);
+	cr_assert_eq(stats(r)->keys, 2);
+	cr_assert_eq(stats(r)->records, 3);
+	cr_assert_eq(kvidx_remove(w, a, &keys[2], 1, 0), 0, "removing an absent key is a no-op");
+	cr_assert_eq(kvidx_store(w, 77, keys, 1, KVIDX_TIER_GPU, t0, NULL, NULL), -KVIDX_ENOPOD);
+	kvidx_reader_close(r);
+}
+
+Test(index, clear_pod_is_immediate_and_swept)
+{
+	uint64_t keys[500];
+
+	w = open_w(2000, 4);
+	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
+	for (int i = 0; i < 500; i++)
+		keys[i] = 1000 + (uint64_t)i;
+	kvidx_store(w, a, keys, 500, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL);
+	kvidx_store(w, b, keys, 10, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	cr_assert_eq(kvidx_clear_pod(w, a), 0);
+	struct kvidx_rec rec[4];
+	cr_assert_eq(kvidx_lookup(r, keys[5], rec, 4), 1, "cleared pod invisible at once");
+	cr_assert_eq(rec[0].pod, b);
+	cr_assert_eq(kvidx_lookup(r, keys[400], rec, 4), 0);
+	/* The sweep removes the stale records in bounded steps. */
+	for (int i = 0; i < 10; i++)
+		kvidx_writer_tick(w, kvidx_now_ns());
+	cr_assert_eq(stats(r)->keys, 10);
+	cr_assert_eq(stats(r)->records, 10);
+	/* The pod stays usable after a clear. */
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
+	cr_assert_eq(kvidx_lookup(r, keys[0], rec, 4), 2);
+	/* Removing a pod frees its index; a new pod there does not inherit records. */
+	cr_assert_eq(kvidx_pod_remove(w, a), 0);
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, 0, NULL, NULL), -KVIDX_ENOPOD);
+	int c = kvidx_pod_add(w, "c:1", NULL);
+	cr_assert_eq(c, a);
+	cr_assert_eq(kvidx_lookup(r, keys[0], rec, 4), 1);
+	char pn[KVIDX_POD_NAME_MAX], pm[KVIDX_POD_NAME_MAX];
+	cr_assert_eq(kvidx_reader_pod(r, c, pn, pm), 0);
+	cr_assert_str_eq(pn, "c:1");
+	cr_assert_eq(kvidx_reader_pod_find(r, "b:1"), b);
+	cr_assert_eq(kvidx_reader_pod_find(r, "a:1"), -KVIDX_ENOPOD);
+	kvidx_reader_close(r);
+}
+
+struct confirms {
+	int n;
+	uint64_t created, expires;
+};
+
+static void on_confirm(void *arg, uint64_t key, int pod, uint64_t created, uint64_t expires)
+{
+	struct confirms *c = arg;
+	c->n++;
+	c->created = created;
+	c->expires = expires;
+}
+
+Test(index, speculate_confirm_expire)
+{
+	w = open_w(1000, 4);
+	int a = kvidx_pod_add(w, "a:1", NULL);
+	uint64_t keys[4] = { 11, 12, 13, 14 }, t0 = kvidx_now_ns();
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_rec rec[4];
+
+	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 0), -EINVAL);
+	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 5000), 4);
+	cr_assert_eq(kvidx_lookup(r, 11, rec, 4), 1);
+	cr_assert(rec[0].speculative);
+	cr_assert_eq(rec[0].t_ns, t0);
+	cr_assert_eq(rec[0].expires_ns, t0 + 5000 * 1000000ull);
+
+	/* Confirmation: the record turns confirmed; the callback gets created/expires. */
+	struct confirms c = { 0 };
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, t0 + 10, on_confirm, &c), 1);
+	cr_assert_eq(c.n, 1);
+	cr_assert_eq(c.created, t0);
+	cr_assert_eq(c.expires, t0 + 5000 * 1000000ull);
+	cr_assert_eq(kvidx_lookup(r, 11, rec, 4), 1);
+	cr_assert_not(rec[0].speculative);
+	/* A prediction on a confirmed block changes nothing. */
+	cr_assert_eq(kvidx_speculate(w, a, keys, 1, t0, 5000), 0);
+
+	/* Readers ignore expired predictions themselves, before any reaper runs. */
+	uint64_t old = kvidx_now_ns() - 10 * 1000000000ull;
+	uint64_t k5 = 15;
+	cr_assert_eq(kvidx_speculate(w, a, &k5, 1, old, 1000), 1);
+	cr_assert_eq(kvidx_lookup(r, 15, rec, 4), 0);
+	/* The reaper removes expired ones and reports them. */
+	int got = kvidx_expire(w, kvidx_now_ns(), 100000, NULL, NULL);
+	cr_assert_eq(got, 1);
+	cr_assert_eq(stats(r)->expirations, 1);
+	cr_assert_eq(kvidx_expire(w, t0 + 6000 * 1000000ull, 100000, NULL, NULL), 3);
+	cr_assert_eq(stats(r)->spec_records, 0);
+	cr_assert_eq(stats(r)->keys, 1);
+
+	/* Paused speculation: no new predictions and existing ones stop counting. */
+	cr_assert_eq(kvidx_speculate(w, a, &keys[1], 1, kvidx_now_ns(), 5000), 1);
+	cr_assert_eq(kvidx_pod_set_spec_paused(w, a, true), 0);
+	cr_assert_eq(kvidx_lookup(r, 12, rec, 4), 0);
+	cr_assert_eq(kvidx_speculate(w, a, &keys[2], 1, kvidx_now_ns(), 5000), 0);
+	cr_assert_eq(kvidx_pod_set_spec_paused(w, a, false), 0);
+	cr_assert_eq(kvidx_lookup(r, 12, rec, 4), 1);
+	kvidx_reader_close(r);
+}
+
+Test(index, score_prefixes_candidates_weights)
+{
+	w = open_w(1000, 4);
+	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
+	int c = kvidx_pod_add(w, "c:1", NULL);
+	uint64_t k[8] = { 101, 102, 103, 104, 105, 106, 107, 108 }, now = kvidx_now_ns();
+	kvidx_store(w, a, k, 8, KVIDX_TIER_GPU, now, NULL, NULL);
+	kvidx_store(w, b, k, 3, KVIDX_TIER_CPU, now, NULL, NULL);
+	kvidx_store(w, b, &k[4], 4, KVIDX_TIER_GPU, now, NULL, NULL); /* gap at block 3 */
+	kvidx_speculate(w, c, k, 2, now, 5000);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_score s[8];
+
+	int n = kvidx_score(r, k, 8, NULL, 0, NULL, s, 8);
+	cr_assert_eq(n, 3);
+	cr_assert_eq(s[0].pod, a);
+	cr_assert_eq(s[0].blocks, 8);
+	cr_assert_float_eq(s[0].score, 8.0, 1e-9);
+	cr_assert_eq(s[1].pod, b);
+	cr_assert_eq(s[1].blocks, 3, "consecutive from block 0 only");
+	cr_assert_float_eq(s[1].score, 3 * 0.8, 1e-9);
+	cr_assert_eq(s[2].pod, c);
+	cr_assert_eq(s[2].blocks, 2);
+	cr_assert_eq(s[2].spec_blocks, 2);
+
+	/* Candidates: rows for exactly those pods, even at zero. */
+	int cand[2] = { c, -1 };
+	n = kvidx_score(r, k, 8, cand, 2, NULL, s, 8);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(s[0].pod, c);
+	uint64_t miss[2] = { 999, 101 };
+	int cb[1] = { b };
+	n = kvidx_score(r, miss, 2, cb, 1, NULL, s, 8);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(s[0].blocks, 0);
+
+	struct kvidx_weights wt;
+	kvidx_weights_default(&wt);
+	wt.tier[1] = 0.25;
+	wt.speculative = 0.5;
+	n = kvidx_score(r, k, 8, NULL, 0, &wt, s, 8);
+	cr_assert_float_eq(s[1].score, 0.75, 1e-9);
+	cr_assert_float_eq(s[2].score, 1.0, 1e-9);
+	cr_assert_eq(kvidx_score(r, k, 8, NULL, 0, NULL, s, 1), 1, "max caps rows");
+	cr_assert_eq(kvidx_score(r, NULL, 3, NULL, 0, NULL, s, 8), -EINVAL);
+	/* A long prompt crosses many prefetch chunks. */
+	uint64_t longk[300];
+	for (int i = 0; i < 300; i++)
+		longk[i] = 5000 + (uint64_t)i;
+	kvidx_store(w, b, longk, 300, KVIDX_TIER_GPU, now, NULL, NULL);
+	kvidx_store(w, a, longk, 150, KVIDX_TIER_GPU, now, NULL, NULL);
+	n = kvidx_score(r, longk, 300, NULL, 0, NULL, s, 8);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(s[0].blocks, 150);
+	cr_assert_eq(s[1].blocks, 300);
+	kvidx_reader_close(r);
+}
+
+Test(index, full_table_evicts_speculative_first)
+{
+	/* 16 keys: the eviction sample (32 live entries) covers the whole table, so the policy
+	 * is exact here; on large tables it is sampled (README, "Full tables"). */
+	w = open_w(16, 2);
+	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
+	uint64_t now = kvidx_now_ns();
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	for (uint64_t k = 1; k <= 8; k++)
+		cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + k, NULL, NULL), 1);
+	for (uint64_t k = 101; k <= 108; k++)
+		cr_assert_eq(kvidx_speculate(w, b, &k, 1, now, 5000), 1);
+	cr_assert_eq(stats(r)->keys, 16);
+	/* 8 more confirmed keys: every eviction takes a speculative-only key. */
+	for (uint64_t k = 201; k <= 208; k++)
+		cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + k, NULL, NULL), 1);
+	cr_assert_eq(stats(r)->evict_spec, 8);
+	cr_assert_eq(stats(r)->evict_confirmed, 0);
+	struct kvidx_rec rec[2];
+	for (uint64_t k = 1; k <= 8; k++)
+		cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1, "confirmed key %llu kept",
+			     (unsigned long long)k);
+	/* Now only confirmed keys: the oldest-stored goes, and it is counted. */
+	uint64_t k = 301;
+	cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + 1000, NULL, NULL), 1);
+	cr_assert_eq(stats(r)->evict_confirmed, 1);
+	cr_assert_eq(stats(r)->keys, 16);
+	cr_assert_eq(kvidx_lookup(r, 1, rec, 2), 0, "key 1 was the oldest");
+	/* Pods per key is bounded: a third pod displaces a record, counted. */
+	int c = kvidx_pod_add(w, "c:1", NULL);
+	k = 2;
+	kvidx_speculate(w, b, &k, 1, now, 5000);
+	kvidx_store(w, c, &k, 1, KVIDX_TIER_GPU, now, NULL, NULL);
+	cr_assert_eq(kvidx_lookup(r, 2, rec, 2), 2);
+	cr_assert_eq(stats(r)->rec_evictions, 1);
+	cr_assert(rec[0].pod != b && rec[1].pod != b, "the speculative record went first");
+	kvidx_reader_close(r);
+}
+
+Test(index, churn_reuses_memory)
+{
+	w = open_w(256, 4);
+	int a = kvidx_pod_add(w, "a:1", NULL);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_rec rec[4];
+	/* Far more updates than the arena holds: only reclamation makes this work. */
+	for (uint64_t round = 0; round < 200; round++) {
+		for (uint64_t k = 1; k <= 200; k++) {
+			uint64_t key = round * 1000 + k;
+			cr_assert_eq(kvidx_store(w, a, &key, 1, KVIDX_TIER_GPU, 1, NULL, NULL), 1);
+			cr_assert_eq(kvidx_remove(w, a, &key, 1, 0), 1);
+		}
+		kvidx_writer_tick(w, kvidx_now_ns());
+		cr_assert_eq(kvidx_lookup(r, round * 1000 + 7, rec, 4), 0);
+	}
+	cr_assert_eq(stats(r)->keys, 0);
+	cr_assert_eq(stats(r)->store_failed, 0);
+	cr_assert_eq(stats(r)->evict_confirmed, 0);
+	cr_assert_gt(stats(r)->reclaimed, 30000);
+	kvidx_reader_close(r);
+}
+
+Test(index, dead_reader_slot_freed)
+{
+	w = open_w(100, 4);
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct kvidx_reader *r = kvidx_reader_open(name);
+		char c = r ? 'y' : 'n';
+		if (write(fds[1], &c, 1) != 1)
+			_exit(2);
+		pause();
+		_exit(0);
+	}
+	char c;
+	cr_assert_eq(read(fds[0], &c, 1), 1);
+	cr_assert_eq(c, 'y');
+	struct kvidx_reader *me = kvidx_reader_open(name);
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(me);
+	const struct kvidx_reader_slot *rs = (const void *)((const char *)ctl + ctl->ch_slots_off);
+	int active = 0;
+	for (uint32_t i = 0; i < ctl->ch_max_readers; i++)
+		active += KV_RS_STATE(rs[i].rs_state) == KV_RS_ACTIVE;
+	cr_assert_eq(active, 2);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	kvidx_writer_tick(w, kvidx_now_ns() + 1000000000ull);
+	active = 0;
+	for (uint32_t i = 0; i < ctl->ch_max_readers; i++)
+		active += KV_RS_STATE(rs[i].rs_state) == KV_RS_ACTIVE;
+	cr_assert_eq(active, 1);
+	cr_assert_eq(stats(me)->readers_dead, 1);
+	kvidx_reader_close(me);
+}
+
+Test(index, stalled_reader_expelled_and_recovers)
+{
+	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 100 }, .stall_ms = 5 };
+	w = kvidx_writer_open(&o);
+	cr_assert_not_null(w);
+	int a = kvidx_pod_add(w, "a:1", NULL);
+	uint64_t k = 5;
+	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1, NULL, NULL);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	/* Pretend the reader stopped inside a read-side section: it announced an old epoch. */
+	struct kvidx_ctl_hdr *ctl = (struct kvidx_ctl_hdr *)kv_reader_ctl(r);
+	struct kvidx_reader_slot *rs =
+		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
+		kv_reader_slot_index(r);
+	__atomic_store_n(&rs->rs_ctr, ctl->ch_epoch, __ATOMIC_SEQ_CST);
+	uint64_t t = kvidx_now_ns();
+	/* Retired memory waits for it... */
+	kvidx_remove(w, a, &k, 1, 0);
+	kvidx_writer_tick(w, t);
+	cr_assert_eq(stats(r)->limbo, 1);
+	/* ...until the stall limit, then it is expelled and memory is reclaimed. */
+	kvidx_writer_tick(w, t + 10 * 1000000ull);
+	cr_assert_eq(stats(r)->readers_expelled, 1);
+	cr_assert_eq(KV_RS_STATE(rs->rs_state), KV_RS_EXPELLED);
+	kvidx_writer_tick(w, t + 11 * 1000000ull);
+	cr_assert_eq(stats(r)->limbo, 0);
+	/* The reader re-registers by itself on its next call. */
+	struct kvidx_rec rec[2];
+	cr_assert_eq(kvidx_lookup(r, 5, rec, 2), 0);
+	cr_assert_eq(KV_RS_STATE(rs->rs_state), KV_RS_ACTIVE);
+	cr_assert_eq(rs->rs_expelled, 1);
+	kvidx_reader_close(r);
+}
+
+Test(index, registry_full)
+{
+	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 10, .max_readers = 2 } };
+	w = kvidx_writer_open(&o);
+	cr_assert_not_null(w);
+	struct kvidx_reader *r1 = kvidx_reader_open(name), *r2 = kvidx_reader_open(name);
+	cr_assert(r1 && r2);
+	cr_assert_null(kvidx_reader_open(name));
+	cr_assert_eq(errno, KVIDX_ENOSLOT);
+	kvidx_reader_close(r1);
+	struct kvidx_reader *r3 = kvidx_reader_open(name);
+	cr_assert_not_null(r3, "a closed reader's slot is reusable");
+	kvidx_reader_close(r2);
+	kvidx_reader_close(r3);
+}
