@@ -157,7 +157,30 @@ enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
 #define KV_POD_GEN(w) ((unsigned)(((w) >> 16) & 0xffff))
 #define KV_POD_WORD(st, fl, gen) ((uint64_t)(st) | ((uint64_t)(fl) << 8) | ((uint64_t)(gen) << 16))
 
-#define KV_POD_COUNTERS 40 /* per-pod counters, indexed by the ingest and speculation code */
+/*
+ * Per-pod counters and gauges (pd_ctr[]), written by the writer only, relaxed. X(name) in
+ * index order; kvidx-dump and the metrics print them by these names. Times are CLOCK_MONOTONIC
+ * ns; "_us" values are microseconds.
+ */
+#define KV_POD_CTRS(X)                                                                       \
+	/* ingest (kvidx-ingestd) */                                                         \
+	X(last_event_ns) X(last_seq) X(batches) X(events) X(blocks_stored) X(blocks_removed) \
+	X(clears) X(events_per_s) X(seq_gaps) X(seq_dups) X(restarts) X(replays_ok)          \
+	X(replays_truncated) X(replays_failed) X(decode_errors) X(skipped_events)            \
+	X(unknown_parent) X(queue_depth) X(connected)                                        \
+	/* speculation (route commits, reaper, TTL) */                                       \
+	X(ttl_ms) X(speculations) X(confirmed_in_time) X(early_expiries) X(stale_expiries)   \
+	X(late_confirmations) X(routes_predicted) X(routes_confirmed) X(routes_nomatch)      \
+	X(outcomes) X(false_warm_routes) X(wasted_prefill_tokens) X(spec_paused)             \
+	X(last_route_ns)
+enum kv_pod_ctr {
+#define KV_POD_CTR_ENUM(n) KV_PC_##n,
+	KV_POD_CTRS(KV_POD_CTR_ENUM)
+#undef KV_POD_CTR_ENUM
+	KV_PC_COUNT
+};
+#define KV_POD_COUNTERS 40
+_Static_assert(KV_PC_COUNT <= KV_POD_COUNTERS, "per-pod counters fit the pod struct");
 struct kvidx_pod {
 	uint64_t pd_word;
 	uint64_t pd_seq; /* bumped around name changes, for torn-name detection */
