@@ -37,4 +37,12 @@ typedef void (*kv_entry_fn)(void *arg, uint64_t key, const struct kvidx_rec *rec
 int64_t kv_reader_walk(struct kvidx_reader *r, uint64_t from, uint64_t count, uint64_t now,
 		       kv_entry_fn fn, void *arg);
 
+/*
+ * Writer side, for kvidx-ingestd: pod's counters (pd_ctr[KV_POD_COUNTERS], index with
+ * enum kv_pod_ctr), to be written by the writer thread only with relaxed stores; NULL for a
+ * pod index out of range. And the data segment's writer counters.
+ */
+uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod);
+const struct kvidx_stats *kv_writer_stats(struct kvidx *w);
+
 #endif /* KVIDX_INSPECT_H */

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "inspect.h"
 #include "internal.h"
 
 int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls);
@@ -321,6 +322,18 @@ int kvidx_clear_pod(struct kvidx *w, int pod)
 int kvidx_pod_remove(struct kvidx *w, int pod)
 {
 	return pod_bump(w, pod, KV_POD_FREE);
+}
+
+uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod)
+{
+	if (pod < 0 || (unsigned)pod >= w->max_pods)
+		return NULL;
+	return w->pods[pod].pd_ctr;
+}
+
+const struct kvidx_stats *kv_writer_stats(struct kvidx *w)
+{
+	return w->st;
 }
 
 int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)
