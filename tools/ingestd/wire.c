@@ -1,0 +1,1038 @@
+/*
+ * wire.c — decoder and encoder for vLLM's KV-cache event payloads (see wire.h and
+ * reference/kv-events.md), plus the topic and sequence-frame helpers.
+ *
+ * Decoding runs in three steps. A pre-scan walks the raw bytes without building anything, so
+ * that msgpack-c is only ever given a single, complete, bounded object (see scan_payload()).
+ * msgpack-c then builds its object tree, and the schema walk copies what kvidx needs out of
+ * it into plain C arrays, checking the type and range of every element on the way.
+ *
+ * Memory: the decoded arrays live in pools owned by the caller's struct kvw_batch, grown
+ * with realloc and never shrunk, so a long-lived batch reaches a steady state in which the
+ * schema walk allocates nothing. The alternative, handing the caller the msgpack_zone, would
+ * tie the events' lifetime to msgpack-c's object tree and make every consumer deal with
+ * msgpack types; copying into flat arrays costs one pass over data that is hot in cache
+ * anyway. msgpack_unpack_next() itself still creates and frees one zone per payload (a
+ * single 8 KiB chunk for typical batches); it is released before kvw_decode_batch() returns.
+ */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- schema tables --------------------------------------------------------------------- */
+
+/* Every event field kvidx knows, in no particular order; names as on the wire. */
+enum kvw_field {
+	F_HASHES,
+	F_PARENT,
+	F_TOKENS,
+	F_BLOCK_SIZE,
+	F_LORA_ID,
+	F_MEDIUM,
+	F_LORA_NAME,
+	F_EXTRA_KEYS,
+	F_GROUP_IDX,
+	F_SPEC_KIND,
+	F_SLIDING_WINDOW,
+	F_COUNT,
+};
+
+static const char *const field_names[F_COUNT] = {
+	[F_HASHES] = "block_hashes",
+	[F_PARENT] = "parent_block_hash",
+	[F_TOKENS] = "token_ids",
+	[F_BLOCK_SIZE] = "block_size",
+	[F_LORA_ID] = "lora_id",
+	[F_MEDIUM] = "medium",
+	[F_LORA_NAME] = "lora_name",
+	[F_EXTRA_KEYS] = "extra_keys",
+	[F_GROUP_IDX] = "group_idx",
+	[F_SPEC_KIND] = "kv_cache_spec_kind",
+	[F_SLIDING_WINDOW] = "kv_cache_spec_sliding_window",
+};
+
+/*
+ * One event type: its tag, its fields in positional order, how many leading fields the
+ * decoder requires (the rest default to nil), and how many leading fields vLLM always writes
+ * because they have no default there (the encoder writes those even when nil).
+ */
+struct schema {
+	enum kvw_type type;
+	const char *tag;
+	const enum kvw_field *fields;
+	size_t nfields;
+	size_t nrequired;
+	size_t nalways;
+};
+
+static const enum kvw_field stored_fields[] = {
+	F_HASHES,     F_PARENT,    F_TOKENS,  F_BLOCK_SIZE, F_LORA_ID,       F_MEDIUM,
+	F_LORA_NAME,  F_EXTRA_KEYS, F_GROUP_IDX, F_SPEC_KIND, F_SLIDING_WINDOW,
+};
+static const enum kvw_field removed_fields[] = { F_HASHES, F_MEDIUM, F_GROUP_IDX };
+
+static const struct schema schemas[] = {
+	{ KVW_BLOCK_STORED, "BlockStored", stored_fields,
+	  sizeof stored_fields / sizeof stored_fields[0], 4, 7 },
+	{ KVW_BLOCK_REMOVED, "BlockRemoved", removed_fields,
+	  sizeof removed_fields / sizeof removed_fields[0], 1, 2 },
+	{ KVW_ALL_BLOCKS_CLEARED, "AllBlocksCleared", NULL, 0, 0, 0 },
+};
+
+#define NSCHEMAS (sizeof schemas / sizeof schemas[0])
+
+static const struct schema *schema_of(enum kvw_type type)
+{
+	for (size_t i = 0; i < NSCHEMAS; i++)
+		if (schemas[i].type == type)
+			return &schemas[i];
+	return NULL;
+}
+
+const char *kvw_type_name(enum kvw_type type)
+{
+	const struct schema *s = schema_of(type);
+
+	return s ? s->tag : "?";
+}
+
+static bool str_eq(const msgpack_object_str *s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return s->size == n && memcmp(s->ptr, lit, n) == 0;
+}
+
+/* ---- decoder: context and error messages -------------------------------------------------- */
+
+struct dctx {
+	struct kvw_batch *b;
+	char *err;
+	size_t errlen;
+	bool in_event; /* messages get an "event N: " prefix */
+	size_t evi;    /* index of the event in the payload's events array */
+	const char *sname; /* "batch" or the event's tag, for field paths */
+};
+
+__attribute__((format(printf, 3, 4)))
+static int fail(struct dctx *c, int rc, const char *fmt, ...)
+{
+	size_t n = 0;
+	va_list ap;
+
+	if (c->errlen == 0)
+		return rc;
+	c->err[0] = '\0';
+	if (c->in_event) {
+		int k = snprintf(c->err, c->errlen, "event %zu: ", c->evi);
+
+		n = k < 0 ? 0 : (size_t)k;
+		if (n >= c->errlen)
+			return rc;
+	}
+	va_start(ap, fmt);
+	vsnprintf(c->err + n, c->errlen - n, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* Describes what an object is for "got ..." in messages: its type, and its value for ints. */
+static const char *describe(const msgpack_object *o, char *buf, size_t len)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_NIL: return "nil";
+	case MSGPACK_OBJECT_BOOLEAN: return "bool";
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		snprintf(buf, len, "int %llu", (unsigned long long)o->via.u64);
+		return buf;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		snprintf(buf, len, "int %lld", (long long)o->via.i64);
+		return buf;
+	case MSGPACK_OBJECT_FLOAT32: return "float32";
+	case MSGPACK_OBJECT_FLOAT64: return "float64";
+	case MSGPACK_OBJECT_STR: return "str";
+	case MSGPACK_OBJECT_BIN: return "bin";
+	case MSGPACK_OBJECT_ARRAY: return "array";
+	case MSGPACK_OBJECT_MAP: return "map";
+	case MSGPACK_OBJECT_EXT: return "ext";
+	}
+	return "unknown type";
+}
+
+/* "<struct>.<field>[idx]: expected <what>, got <o>"; idx SIZE_MAX means no index. */
+static int bad(struct dctx *c, const char *field, size_t idx, const char *what,
+	       const msgpack_object *o)
+{
+	char ibuf[32] = "", obuf[48];
+
+	if (idx != SIZE_MAX)
+		snprintf(ibuf, sizeof ibuf, "[%zu]", idx);
+	return fail(c, -EBADMSG, "%s.%s%s: expected %s, got %s", c->sname, field, ibuf, what,
+		    describe(o, obuf, sizeof obuf));
+}
+
+/* ---- decoder: pre-scan --------------------------------------------------------------------- */
+
+static uint64_t load_be(const uint8_t *p, size_t n)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/*
+ * Checks that payload is exactly one well-formed msgpack object, nested at most
+ * KVW_MAX_DEPTH deep, whose containers declare no more elements than there are bytes left.
+ *
+ * This matters because msgpack-c allocates a container's element storage as soon as it reads
+ * the header: the five bytes dd 00 ff ff ff would make it allocate 400 MB before finding out
+ * that the elements are missing. Since every object takes at least one byte, "objects still
+ * expected <= bytes left" is a necessary condition for a complete payload, and it bounds
+ * msgpack-c's allocations to about 24 bytes per payload byte (one msgpack_object per
+ * object). The walk keeps one counter per open container and does not recurse.
+ */
+static int scan_payload(struct dctx *c, const uint8_t *p, size_t len)
+{
+	uint64_t remain[KVW_MAX_DEPTH + 1]; /* remain[0]: the root level, one object */
+	uint64_t pending = 1;               /* objects still expected, all levels together */
+	size_t pos = 0;
+	int top = 0;
+
+	remain[0] = 1;
+	for (;;) {
+		size_t lenbytes = 0; /* bytes of a big-endian length or count after the type byte */
+		uint64_t fixed = 0;  /* payload bytes that do not depend on a length */
+		int kind = 0;        /* 0 scalar, 1 array, 2 map */
+		uint64_t n = 0;
+		uint8_t t;
+
+		while (top > 0 && remain[top] == 0)
+			top--;
+		if (remain[top] == 0)
+			break;
+		if (pending > len - pos)
+			return fail(c, -EBADMSG,
+				    "payload: truncated or bad length: %llu more objects expected at "
+				    "byte %zu, %zu bytes left",
+				    (unsigned long long)pending, pos, len - pos);
+		remain[top]--;
+		pending--;
+		t = p[pos++];
+		if (t <= 0x7f || t >= 0xe0) {
+			/* positive or negative fixint */
+		} else if (t <= 0x8f) {
+			kind = 2;
+			n = t & 0x0f;
+		} else if (t <= 0x9f) {
+			kind = 1;
+			n = t & 0x0f;
+		} else if (t <= 0xbf) {
+			fixed = t & 0x1f;
+		} else {
+			switch (t) {
+			case 0xc0: case 0xc2: case 0xc3: break;
+			case 0xc1:
+				return fail(c, -EBADMSG, "payload: reserved byte 0xc1 at byte %zu",
+					    pos - 1);
+			case 0xc4: lenbytes = 1; break;              /* bin 8/16/32 */
+			case 0xc5: lenbytes = 2; break;
+			case 0xc6: lenbytes = 4; break;
+			case 0xc7: lenbytes = 1; fixed = 1; break;   /* ext 8/16/32: + type byte */
+			case 0xc8: lenbytes = 2; fixed = 1; break;
+			case 0xc9: lenbytes = 4; fixed = 1; break;
+			case 0xca: fixed = 4; break;                 /* float 32/64 */
+			case 0xcb: fixed = 8; break;
+			case 0xcc: case 0xd0: fixed = 1; break;      /* (u)int 8/16/32/64 */
+			case 0xcd: case 0xd1: fixed = 2; break;
+			case 0xce: case 0xd2: fixed = 4; break;
+			case 0xcf: case 0xd3: fixed = 8; break;
+			case 0xd4: fixed = 2; break;                 /* fixext 1/2/4/8/16 */
+			case 0xd5: fixed = 3; break;
+			case 0xd6: fixed = 5; break;
+			case 0xd7: fixed = 9; break;
+			case 0xd8: fixed = 17; break;
+			case 0xd9: lenbytes = 1; break;              /* str 8/16/32 */
+			case 0xda: lenbytes = 2; break;
+			case 0xdb: lenbytes = 4; break;
+			case 0xdc: lenbytes = 2; kind = 1; break;    /* array 16/32 */
+			case 0xdd: lenbytes = 4; kind = 1; break;
+			case 0xde: lenbytes = 2; kind = 2; break;    /* map 16/32 */
+			case 0xdf: lenbytes = 4; kind = 2; break;
+			}
+		}
+		if (lenbytes > len - pos)
+			return fail(c, -EBADMSG, "payload: truncated at byte %zu", pos);
+		if (lenbytes) {
+			uint64_t v = load_be(p + pos, lenbytes);
+
+			pos += lenbytes;
+			if (kind)
+				n = v;
+			else
+				fixed += v;
+		}
+		if (kind == 0) {
+			if (fixed > len - pos)
+				return fail(c, -EBADMSG, "payload: truncated at byte %zu", pos);
+			pos += (size_t)fixed;
+			continue;
+		}
+		if (kind == 2)
+			n *= 2;
+		if (n == 0)
+			continue;
+		if (top == KVW_MAX_DEPTH)
+			return fail(c, -EBADMSG, "payload: nested deeper than %d at byte %zu",
+				    KVW_MAX_DEPTH, pos);
+		remain[++top] = n;
+		pending += n;
+	}
+	if (pos != len)
+		return fail(c, -EBADMSG, "payload: the batch ends at byte %zu of %zu", pos, len);
+	return 0;
+}
+
+/* ---- decoder: pools ------------------------------------------------------------------------ */
+
+/*
+ * Makes the array *arrp (any element type, passed as a pointer to the pointer) hold at least
+ * need elements of elsize bytes, doubling its capacity. Returns 0 or -ENOMEM (array intact).
+ */
+static int reserve(void *arrp, size_t *cap, size_t need, size_t elsize)
+{
+	void *p, *q;
+	size_t n;
+
+	if (need <= *cap)
+		return 0;
+	n = *cap ? *cap : 64;
+	while (n < need)
+		n *= 2;
+	if (n > SIZE_MAX / elsize)
+		return -ENOMEM;
+	memcpy(&p, arrp, sizeof p);
+	q = realloc(p, n * elsize);
+	if (q == NULL)
+		return -ENOMEM;
+	memcpy(arrp, &q, sizeof q);
+	*cap = n;
+	return 0;
+}
+
+void kvw_batch_init(struct kvw_batch *b)
+{
+	memset(b, 0, sizeof *b);
+}
+
+void kvw_batch_free(struct kvw_batch *b)
+{
+	free(b->events);
+	free(b->kvw_hashes);
+	free(b->kvw_tokens);
+	free(b->kvw_extra);
+	kvw_batch_init(b);
+}
+
+/* ---- decoder: fields ----------------------------------------------------------------------- */
+
+/* A block hash: uint, negative int reinterpreted, or the last 8 bytes of a bin, big-endian. */
+static int get_hash(struct dctx *c, const char *field, size_t idx, const msgpack_object *o,
+		    uint64_t *out)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		*out = o->via.u64;
+		return 0;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		*out = (uint64_t)o->via.i64;
+		return 0;
+	case MSGPACK_OBJECT_BIN: {
+		uint32_t n = o->via.bin.size;
+		const uint8_t *p = (const uint8_t *)o->via.bin.ptr;
+
+		*out = n >= 8 ? load_be(p + n - 8, 8) : load_be(p, n);
+		return 0;
+	}
+	default:
+		return bad(c, field, idx, "int or bin", o);
+	}
+}
+
+/* A non-negative int no larger than max (which is below 2^63). */
+static int get_uint(struct dctx *c, const char *field, size_t idx, const msgpack_object *o,
+		    uint64_t min, uint64_t max, const char *what, uint64_t *out)
+{
+	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o->via.u64 < min || o->via.u64 > max)
+		return bad(c, field, idx, what, o);
+	*out = o->via.u64;
+	return 0;
+}
+
+/* A str or nil into a NUL-terminated buffer of cap bytes; nil gives "". */
+static int get_str(struct dctx *c, const char *field, const msgpack_object *o, char *dst,
+		   size_t cap)
+{
+	if (o->type == MSGPACK_OBJECT_NIL) {
+		dst[0] = '\0';
+		return 0;
+	}
+	if (o->type != MSGPACK_OBJECT_STR)
+		return bad(c, field, SIZE_MAX, "str or nil", o);
+	if (o->via.str.size >= cap)
+		return fail(c, -E2BIG, "%s.%s: string of %u bytes, at most %zu allowed", c->sname,
+			    field, o->via.str.size, cap - 1);
+	if (o->via.str.size && memchr(o->via.str.ptr, '\0', o->via.str.size))
+		return fail(c, -EBADMSG, "%s.%s: string contains a NUL byte", c->sname, field);
+	memcpy(dst, o->via.str.ptr, o->via.str.size);
+	dst[o->via.str.size] = '\0';
+	return 0;
+}
+
+static int get_array(struct dctx *c, const char *field, const msgpack_object *o, size_t max)
+{
+	if (o->type != MSGPACK_OBJECT_ARRAY)
+		return bad(c, field, SIZE_MAX, "array", o);
+	if (o->via.array.size > max)
+		return fail(c, -E2BIG, "%s.%s: %u elements, at most %zu allowed", c->sname, field,
+			    o->via.array.size, max);
+	return 0;
+}
+
+static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
+		     const msgpack_object *o)
+{
+	struct kvw_batch *b = c->b;
+	const char *name = field_names[f];
+	const msgpack_object *a;
+	uint64_t v = 0;
+	size_t n;
+	int rc;
+
+	switch (f) {
+	case F_HASHES:
+		if ((rc = get_array(c, name, o, KVW_MAX_HASHES)) != 0)
+			return rc;
+		n = o->via.array.size;
+		a = o->via.array.ptr;
+		if (reserve(&b->kvw_hashes, &b->kvw_hash_cap, b->kvw_nhashes + n,
+			    sizeof *b->kvw_hashes))
+			return fail(c, -ENOMEM, "out of memory");
+		ev->kvw_hash_off = b->kvw_nhashes;
+		for (size_t i = 0; i < n; i++)
+			if ((rc = get_hash(c, name, i, &a[i], &b->kvw_hashes[b->kvw_nhashes + i])))
+				return rc;
+		b->kvw_nhashes += n;
+		ev->nhashes = n;
+		return 0;
+	case F_PARENT:
+		ev->has_parent = o->type != MSGPACK_OBJECT_NIL;
+		return ev->has_parent ? get_hash(c, name, SIZE_MAX, o, &ev->parent) : 0;
+	case F_TOKENS:
+		if ((rc = get_array(c, name, o, KVW_MAX_TOKENS)) != 0)
+			return rc;
+		n = o->via.array.size;
+		a = o->via.array.ptr;
+		if (reserve(&b->kvw_tokens, &b->kvw_token_cap, b->kvw_ntokens + n,
+			    sizeof *b->kvw_tokens))
+			return fail(c, -ENOMEM, "out of memory");
+		ev->kvw_token_off = b->kvw_ntokens;
+		for (size_t i = 0; i < n; i++) {
+			if ((rc = get_uint(c, name, i, &a[i], 0, UINT32_MAX, "int in [0, 2^32)", &v)))
+				return rc;
+			b->kvw_tokens[b->kvw_ntokens + i] = (uint32_t)v;
+		}
+		b->kvw_ntokens += n;
+		ev->ntokens = n;
+		return 0;
+	case F_BLOCK_SIZE:
+		if ((rc = get_uint(c, name, SIZE_MAX, o, 1, UINT32_MAX, "int in [1, 2^32)", &v)))
+			return rc;
+		ev->block_size = (uint32_t)v;
+		return 0;
+	case F_LORA_ID:
+		if (o->type == MSGPACK_OBJECT_NIL)
+			return 0;
+		if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+			ev->lora_id = o->via.i64;
+		} else {
+			if ((rc = get_uint(c, name, SIZE_MAX, o, 0, INT64_MAX, "int64 or nil", &v)))
+				return rc;
+			ev->lora_id = (int64_t)v;
+		}
+		ev->has_lora_id = true;
+		return 0;
+	case F_MEDIUM:
+		return get_str(c, name, o, ev->medium, sizeof ev->medium);
+	case F_LORA_NAME:
+		return get_str(c, name, o, ev->lora_name, sizeof ev->lora_name);
+	case F_SPEC_KIND:
+		return get_str(c, name, o, ev->spec_kind, sizeof ev->spec_kind);
+	case F_EXTRA_KEYS:
+		if (o->type == MSGPACK_OBJECT_NIL)
+			return 0;
+		if ((rc = get_array(c, name, o, KVW_MAX_HASHES)) != 0)
+			return rc;
+		n = o->via.array.size;
+		a = o->via.array.ptr;
+		if (reserve(&b->kvw_extra, &b->kvw_extra_cap, b->kvw_nextra + n,
+			    sizeof *b->kvw_extra))
+			return fail(c, -ENOMEM, "out of memory");
+		ev->kvw_extra_off = b->kvw_nextra;
+		for (size_t i = 0; i < n; i++) {
+			if (a[i].type != MSGPACK_OBJECT_NIL && a[i].type != MSGPACK_OBJECT_ARRAY)
+				return bad(c, name, i, "array or nil", &a[i]);
+			b->kvw_extra[b->kvw_nextra + i] = a[i].type == MSGPACK_OBJECT_ARRAY;
+		}
+		b->kvw_nextra += n;
+		ev->nextra = n;
+		ev->has_extra_keys = true;
+		return 0;
+	case F_GROUP_IDX:
+		if (o->type == MSGPACK_OBJECT_NIL)
+			return 0;
+		if ((rc = get_uint(c, name, SIZE_MAX, o, 0, UINT32_MAX, "int in [0, 2^32) or nil",
+				   &v)))
+			return rc;
+		ev->group_idx = (uint32_t)v;
+		ev->has_group_idx = true;
+		return 0;
+	case F_SLIDING_WINDOW:
+		if (o->type == MSGPACK_OBJECT_NIL)
+			return 0;
+		if ((rc = get_uint(c, name, SIZE_MAX, o, 0, UINT32_MAX, "int in [0, 2^32) or nil",
+				   &v)))
+			return rc;
+		ev->sliding_window = (uint32_t)v;
+		ev->has_sliding_window = true;
+		return 0;
+	case F_COUNT:
+		break;
+	}
+	return fail(c, -EBADMSG, "internal error: unknown field %d", (int)f);
+}
+
+/* ---- decoder: events and batch ------------------------------------------------------------- */
+
+static int decode_event(struct dctx *c, const msgpack_object *o)
+{
+	const msgpack_object *tag = NULL;
+	const struct schema *s = NULL;
+	struct kvw_event *ev;
+	unsigned seen = 0;
+	int rc;
+
+	c->sname = "event";
+	if (o->type == MSGPACK_OBJECT_ARRAY) {
+		if (o->via.array.size == 0)
+			return fail(c, -EBADMSG, "empty array, expected [tag, fields...]");
+		tag = &o->via.array.ptr[0];
+	} else if (o->type == MSGPACK_OBJECT_MAP) {
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			const msgpack_object *k = &o->via.map.ptr[i].key;
+
+			if (k->type != MSGPACK_OBJECT_STR)
+				return bad(c, "<key>", i, "str", k);
+			if (str_eq(&k->via.str, "type")) {
+				if (tag)
+					return fail(c, -EBADMSG, "duplicate key \"type\"");
+				tag = &o->via.map.ptr[i].val;
+			}
+		}
+		if (tag == NULL)
+			return fail(c, -EBADMSG, "map without a \"type\" key");
+	} else {
+		char obuf[48];
+
+		return fail(c, -EBADMSG, "expected array or map, got %s",
+			    describe(o, obuf, sizeof obuf));
+	}
+	if (tag->type != MSGPACK_OBJECT_STR)
+		return bad(c, "type", SIZE_MAX, "str", tag);
+	for (size_t i = 0; i < NSCHEMAS; i++)
+		if (str_eq(&tag->via.str, schemas[i].tag))
+			s = &schemas[i];
+	if (s == NULL) {
+		c->b->nskipped++;
+		return 0;
+	}
+
+	c->sname = s->tag;
+	ev = &c->b->events[c->b->nevents];
+	memset(ev, 0, sizeof *ev);
+	ev->type = s->type;
+	if (o->type == MSGPACK_OBJECT_ARRAY) {
+		size_t nf = o->via.array.size - 1;
+
+		if (nf < s->nrequired)
+			return fail(c, -EBADMSG, "%s: %zu fields, at least %zu expected", s->tag, nf,
+				    s->nrequired);
+		if (nf > s->nfields)
+			nf = s->nfields; /* fields from a newer vLLM: ignored */
+		for (size_t i = 0; i < nf; i++)
+			if ((rc = set_field(c, ev, s->fields[i], &o->via.array.ptr[i + 1])))
+				return rc;
+	} else {
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			const msgpack_object_kv *kv = &o->via.map.ptr[i];
+
+			for (size_t j = 0; j < s->nfields; j++) {
+				if (!str_eq(&kv->key.via.str, field_names[s->fields[j]]))
+					continue;
+				if (seen & 1u << j)
+					return fail(c, -EBADMSG, "%s: duplicate key \"%s\"", s->tag,
+						    field_names[s->fields[j]]);
+				seen |= 1u << j;
+				if ((rc = set_field(c, ev, s->fields[j], &kv->val)))
+					return rc;
+				break;
+			}
+		}
+		for (size_t j = 0; j < s->nrequired; j++)
+			if (!(seen & 1u << j))
+				return fail(c, -EBADMSG, "%s: missing %s", s->tag,
+					    field_names[s->fields[j]]);
+	}
+	c->b->nevents++;
+	return 0;
+}
+
+static int decode_ts(struct dctx *c, const msgpack_object *o)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
+		c->b->ts = o->via.f64;
+		return 0;
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		c->b->ts = (double)o->via.u64;
+		return 0;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		c->b->ts = (double)o->via.i64;
+		return 0;
+	default:
+		return bad(c, "ts", SIZE_MAX, "float or int", o);
+	}
+}
+
+static int decode_rank(struct dctx *c, const msgpack_object *o)
+{
+	uint64_t v = 0;
+	int rc;
+
+	if (o->type == MSGPACK_OBJECT_NIL)
+		return 0;
+	if ((rc = get_uint(c, "data_parallel_rank", SIZE_MAX, o, 0, INT64_MAX,
+			   "non-negative int or nil", &v)))
+		return rc;
+	c->b->has_dp_rank = true;
+	c->b->dp_rank = (int64_t)v;
+	return 0;
+}
+
+static int decode_events(struct dctx *c, const msgpack_object *o)
+{
+	struct kvw_batch *b = c->b;
+	int rc;
+
+	if ((rc = get_array(c, "events", o, KVW_MAX_EVENTS)) != 0)
+		return rc;
+	if (reserve(&b->events, &b->kvw_ev_cap, o->via.array.size, sizeof *b->events))
+		return fail(c, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		c->in_event = true;
+		c->evi = i;
+		if ((rc = decode_event(c, &o->via.array.ptr[i])))
+			return rc;
+	}
+	c->in_event = false;
+	c->sname = "batch";
+	return 0;
+}
+
+static int decode_root(struct dctx *c, const msgpack_object *o)
+{
+	const msgpack_object *ts = NULL, *events = NULL, *rank = NULL;
+	int rc;
+
+	c->sname = "batch";
+	if (o->type == MSGPACK_OBJECT_ARRAY) {
+		if (o->via.array.size < 2)
+			return fail(c, -EBADMSG,
+				    "batch: array of %u, expected [ts, events, data_parallel_rank]",
+				    o->via.array.size);
+		ts = &o->via.array.ptr[0];
+		events = &o->via.array.ptr[1];
+		if (o->via.array.size > 2)
+			rank = &o->via.array.ptr[2];
+	} else if (o->type == MSGPACK_OBJECT_MAP) {
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			const msgpack_object *k = &o->via.map.ptr[i].key;
+			const msgpack_object **slot = NULL;
+
+			if (k->type != MSGPACK_OBJECT_STR)
+				return bad(c, "<key>", i, "str", k);
+			if (str_eq(&k->via.str, "ts"))
+				slot = &ts;
+			else if (str_eq(&k->via.str, "events"))
+				slot = &events;
+			else if (str_eq(&k->via.str, "data_parallel_rank"))
+				slot = &rank;
+			else
+				continue;
+			if (*slot)
+				return fail(c, -EBADMSG, "batch: duplicate key \"%.*s\"",
+					    (int)k->via.str.size, k->via.str.ptr);
+			*slot = &o->via.map.ptr[i].val;
+		}
+		if (ts == NULL || events == NULL)
+			return fail(c, -EBADMSG, "batch: map without \"%s\"",
+				    ts == NULL ? "ts" : "events");
+	} else {
+		char obuf[48];
+
+		return fail(c, -EBADMSG, "batch: expected array or map, got %s",
+			    describe(o, obuf, sizeof obuf));
+	}
+	if ((rc = decode_ts(c, ts)) || (rank && (rc = decode_rank(c, rank))))
+		return rc;
+	return decode_events(c, events);
+}
+
+int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, char *err,
+		     size_t errlen)
+{
+	struct dctx c = { .b = out, .err = err, .errlen = errlen, .sname = "batch" };
+	msgpack_unpacked up;
+	msgpack_unpack_return ur;
+	size_t off = 0;
+	int rc;
+
+	if (errlen)
+		err[0] = '\0';
+	out->ts = 0;
+	out->has_dp_rank = false;
+	out->dp_rank = 0;
+	out->nevents = 0;
+	out->nskipped = 0;
+	out->kvw_nhashes = out->kvw_ntokens = out->kvw_nextra = 0;
+
+	if (len > KVW_MAX_PAYLOAD)
+		return fail(&c, -E2BIG, "payload: %zu bytes, at most %u allowed", len,
+			    KVW_MAX_PAYLOAD);
+	if ((rc = scan_payload(&c, payload, len)))
+		return rc;
+
+	msgpack_unpacked_init(&up);
+	ur = msgpack_unpack_next(&up, payload, len, &off);
+	if (ur != MSGPACK_UNPACK_SUCCESS || off != len) {
+		msgpack_unpacked_destroy(&up);
+		if (ur == MSGPACK_UNPACK_NOMEM_ERROR)
+			return fail(&c, -ENOMEM, "out of memory in msgpack-c");
+		return fail(&c, -EBADMSG, "payload: rejected by msgpack-c (%d)", (int)ur);
+	}
+	rc = decode_root(&c, &up.data);
+	msgpack_unpacked_destroy(&up);
+	if (rc) {
+		/* Nothing of a rejected batch stays visible. */
+		out->ts = 0;
+		out->has_dp_rank = false;
+		out->dp_rank = 0;
+		out->nevents = 0;
+		out->nskipped = 0;
+		return rc;
+	}
+
+	/* The pools have stopped moving: point the events into them. */
+	for (size_t i = 0; i < out->nevents; i++) {
+		struct kvw_event *ev = &out->events[i];
+
+		ev->hashes = ev->nhashes ? out->kvw_hashes + ev->kvw_hash_off : NULL;
+		ev->tokens = ev->ntokens ? out->kvw_tokens + ev->kvw_token_off : NULL;
+		ev->extra_set = ev->nextra ? out->kvw_extra + ev->kvw_extra_off : NULL;
+	}
+	return 0;
+}
+
+bool kvw_is_prefix_group(const struct kvw_event *ev)
+{
+	return ev->spec_kind[0] == '\0' || strcmp(ev->spec_kind, "full_attention") == 0 ||
+	       strcmp(ev->spec_kind, "mla_attention") == 0;
+}
+
+/* ---- topic and sequence frames --------------------------------------------------------------- */
+
+static bool copy_part(char *dst, size_t cap, const char *src, size_t n)
+{
+	if (n >= cap)
+		return false;
+	if (n)
+		memcpy(dst, src, n);
+	dst[n] = '\0';
+	return true;
+}
+
+int kvw_parse_topic(const char *topic, size_t len, char *pod, size_t podlen, char *model,
+		    size_t modellen)
+{
+	const char *a1 = NULL, *a2 = NULL, *a3 = NULL;
+	bool ok;
+
+	if (podlen == 0 || modellen == 0)
+		return -EINVAL;
+	pod[0] = model[0] = '\0';
+	if (len == 0)
+		return 0;
+	if (memchr(topic, '\0', len))
+		return -EINVAL;
+	a1 = memchr(topic, '@', len);
+	if (a1)
+		a2 = memchr(a1 + 1, '@', len - (size_t)(a1 + 1 - topic));
+	if (a2)
+		a3 = memchr(a2 + 1, '@', len - (size_t)(a2 + 1 - topic));
+	if (a2 && !a3)
+		ok = copy_part(pod, podlen, a1 + 1, (size_t)(a2 - a1 - 1)) &&
+		     copy_part(model, modellen, a2 + 1, len - (size_t)(a2 + 1 - topic));
+	else
+		ok = copy_part(pod, podlen, topic, len);
+	if (!ok) {
+		pod[0] = model[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+bool kvw_seq_get(const void *frame, size_t len, uint64_t *seq)
+{
+	if (len != 8)
+		return false;
+	*seq = load_be(frame, 8);
+	return true;
+}
+
+void kvw_seq_put(void *frame, uint64_t seq)
+{
+	uint8_t *p = frame;
+
+	for (int i = 7; i >= 0; i--, seq >>= 8)
+		p[i] = (uint8_t)seq;
+}
+
+/* ---- encoder ----------------------------------------------------------------------------- */
+
+/* Records the first packing failure; msgpack-c's packers return non-zero only on ENOMEM. */
+static void ck(struct kvw_enc *e, int r)
+{
+	if (r && !e->err)
+		e->err = -ENOMEM;
+}
+
+static void put_str(struct kvw_enc *e, const char *s)
+{
+	ck(e, msgpack_pack_str_with_body(&e->pk, s, strlen(s)));
+}
+
+/* An empty string is nil on the wire. */
+static void put_str_or_nil(struct kvw_enc *e, const char *s)
+{
+	if (s[0])
+		put_str(e, s);
+	else
+		ck(e, msgpack_pack_nil(&e->pk));
+}
+
+static void put_hash(struct kvw_enc *e, uint64_t h)
+{
+	uint8_t be[8];
+
+	if (e->opts.hash_form == KVW_HASH_INT) {
+		ck(e, msgpack_pack_uint64(&e->pk, h));
+		return;
+	}
+	kvw_seq_put(be, h);
+	ck(e, msgpack_pack_bin_with_body(&e->pk, be, sizeof be));
+}
+
+void kvw_enc_init(struct kvw_enc *e)
+{
+	memset(e, 0, sizeof *e);
+	msgpack_sbuffer_init(&e->sbuf);
+	msgpack_packer_init(&e->pk, &e->sbuf, msgpack_sbuffer_write);
+}
+
+void kvw_enc_free(struct kvw_enc *e)
+{
+	msgpack_sbuffer_destroy(&e->sbuf);
+	kvw_enc_init(e);
+}
+
+/* Whether a defaulted field would be written (it differs from its default). */
+static bool field_set(const struct kvw_event *ev, enum kvw_field f)
+{
+	switch (f) {
+	case F_EXTRA_KEYS: return ev->has_extra_keys;
+	case F_GROUP_IDX: return ev->has_group_idx;
+	case F_SPEC_KIND: return ev->spec_kind[0] != '\0';
+	case F_SLIDING_WINDOW: return ev->has_sliding_window;
+	default: return true;
+	}
+}
+
+static void put_field(struct kvw_enc *e, const struct kvw_event *ev, enum kvw_field f)
+{
+	msgpack_packer *pk = &e->pk;
+
+	switch (f) {
+	case F_HASHES:
+		ck(e, msgpack_pack_array(pk, ev->nhashes));
+		for (size_t i = 0; i < ev->nhashes; i++)
+			put_hash(e, ev->hashes[i]);
+		break;
+	case F_PARENT:
+		if (ev->has_parent)
+			put_hash(e, ev->parent);
+		else
+			ck(e, msgpack_pack_nil(pk));
+		break;
+	case F_TOKENS:
+		ck(e, msgpack_pack_array(pk, ev->ntokens));
+		for (size_t i = 0; i < ev->ntokens; i++)
+			ck(e, msgpack_pack_uint32(pk, ev->tokens[i]));
+		break;
+	case F_BLOCK_SIZE:
+		ck(e, msgpack_pack_uint32(pk, ev->block_size));
+		break;
+	case F_LORA_ID:
+		ck(e, ev->has_lora_id ? msgpack_pack_int64(pk, ev->lora_id) : msgpack_pack_nil(pk));
+		break;
+	case F_MEDIUM:
+		put_str_or_nil(e, ev->medium);
+		break;
+	case F_LORA_NAME:
+		put_str_or_nil(e, ev->lora_name);
+		break;
+	case F_EXTRA_KEYS:
+		if (!ev->has_extra_keys) {
+			ck(e, msgpack_pack_nil(pk));
+			break;
+		}
+		ck(e, msgpack_pack_array(pk, ev->nextra));
+		for (size_t i = 0; i < ev->nextra; i++) {
+			if (ev->extra_set[i]) {
+				ck(e, msgpack_pack_array(pk, 1));
+				put_str(e, "kvw-extra");
+			} else {
+				ck(e, msgpack_pack_nil(pk));
+			}
+		}
+		break;
+	case F_GROUP_IDX:
+		ck(e, ev->has_group_idx ? msgpack_pack_uint32(pk, ev->group_idx)
+					: msgpack_pack_nil(pk));
+		break;
+	case F_SPEC_KIND:
+		put_str_or_nil(e, ev->spec_kind);
+		break;
+	case F_SLIDING_WINDOW:
+		ck(e, ev->has_sliding_window ? msgpack_pack_uint32(pk, ev->sliding_window)
+					     : msgpack_pack_nil(pk));
+		break;
+	case F_COUNT:
+		break;
+	}
+}
+
+void kvw_enc_begin(struct kvw_enc *e, const struct kvw_enc_opts *opts, double ts,
+		   size_t nevents, bool has_rank, int64_t dp_rank)
+{
+	msgpack_sbuffer_clear(&e->sbuf);
+	e->opts = *opts;
+	e->declared = nevents;
+	e->written = 0;
+	e->err = nevents > UINT32_MAX ? -EINVAL : 0;
+	e->has_rank = has_rank;
+	e->dp_rank = dp_rank;
+	if (opts->batch_form == KVW_FORM_MAP) {
+		ck(e, msgpack_pack_map(&e->pk, has_rank ? 3 : 2));
+		put_str(e, "ts");
+	} else {
+		ck(e, msgpack_pack_array(&e->pk, has_rank ? 3 : 2));
+	}
+	ck(e, msgpack_pack_double(&e->pk, ts));
+	if (opts->batch_form == KVW_FORM_MAP)
+		put_str(e, "events");
+	ck(e, msgpack_pack_array(&e->pk, nevents));
+}
+
+void kvw_enc_event(struct kvw_enc *e, const struct kvw_event *ev)
+{
+	const struct schema *s = schema_of(ev->type);
+	size_t n;
+
+	e->written++;
+	if (s == NULL || ev->nhashes > KVW_MAX_HASHES || ev->ntokens > KVW_MAX_TOKENS ||
+	    ev->nextra > KVW_MAX_HASHES || (ev->nhashes && !ev->hashes) ||
+	    (ev->ntokens && !ev->tokens) || (ev->nextra && !ev->extra_set)) {
+		if (!e->err)
+			e->err = -EINVAL;
+		return;
+	}
+	/* Written fields: the always-written ones, then defaulted ones up to the last set. */
+	n = s->nalways;
+	for (size_t i = s->nalways; i < s->nfields; i++)
+		if (field_set(ev, s->fields[i]))
+			n = i + 1;
+	if (e->opts.event_form == KVW_FORM_ARRAY) {
+		ck(e, msgpack_pack_array(&e->pk, n + 1));
+		put_str(e, s->tag);
+		for (size_t i = 0; i < n; i++)
+			put_field(e, ev, s->fields[i]);
+		return;
+	}
+	size_t nkeys = 1 + s->nalways;
+
+	for (size_t i = s->nalways; i < n; i++)
+		nkeys += field_set(ev, s->fields[i]);
+	ck(e, msgpack_pack_map(&e->pk, nkeys));
+	put_str(e, "type");
+	put_str(e, s->tag);
+	for (size_t i = 0; i < n; i++) {
+		if (i >= s->nalways && !field_set(ev, s->fields[i]))
+			continue;
+		put_str(e, field_names[s->fields[i]]);
+		put_field(e, ev, s->fields[i]);
+	}
+}
+
+void kvw_enc_unknown(struct kvw_enc *e, const char *tag)
+{
+	e->written++;
+	if (e->opts.event_form == KVW_FORM_ARRAY) {
+		ck(e, msgpack_pack_array(&e->pk, 1));
+	} else {
+		ck(e, msgpack_pack_map(&e->pk, 1));
+		put_str(e, "type");
+	}
+	put_str(e, tag);
+}
+
+int kvw_enc_end(struct kvw_enc *e, const void **buf, size_t *len)
+{
+	if (e->written != e->declared && !e->err)
+		e->err = -EINVAL;
+	if (e->has_rank) {
+		if (e->opts.batch_form == KVW_FORM_MAP)
+			put_str(e, "data_parallel_rank");
+		ck(e, msgpack_pack_int64(&e->pk, e->dp_rank));
+	}
+	if (e->err)
+		return e->err;
+	*buf = e->sbuf.data;
+	*len = e->sbuf.size;
+	return 0;
+}
