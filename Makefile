@@ -21,7 +21,8 @@ LIBS_TEST  := -lcriterion
 
 # Debian packages the build, the tests and the benchmarks need (installed by `make setup`).
 DEB_PKGS := build-essential pkg-config liburcu-dev libjemalloc-dev libck-dev libcriterion-dev \
-            libzmq3-dev libmsgpack-dev libxxhash-dev redis-server
+            libzmq3-dev libmsgpack-dev libxxhash-dev redis-server \
+            clang libclang-rt-14-dev
 
 ifeq ($(V),1)
 Q :=
@@ -43,7 +44,7 @@ STRESS      := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS  := $(wildcard bench/bench_*.c)
 BENCHES     := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all setup test stress bench bench-quick run install clean
+.PHONY: all setup test stress fuzz bench bench-quick run install clean
 all: $(BUILD)/libkvidx.a $(BUILD)/libkvidx.so $(TOOLS)
 
 # Installs whatever Debian package is missing; a no-op (no root, no network) when all are there.
@@ -92,6 +93,17 @@ STRESS_SECS ?= 60
 stress: setup
 	$(Q)$(MAKE) --no-print-directory all $(STRESS)
 	$(Q)set -e; for s in $(STRESS); do echo "== $$s ($(STRESS_SECS)s)"; $$s --seconds $(STRESS_SECS); done
+	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECS=$(STRESS_SECS)
+
+# libFuzzer harness for the event decoder (clang only); a short run is part of `make stress`.
+FUZZ_SECS ?= 60
+$(BUILD)/bin/fuzz_wire: tests/fuzz_wire.c tools/ingestd/wire.c tools/ingestd/wire.h
+	@mkdir -p $(dir $@)
+	$(Q)clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Itools/ingestd \
+	  tests/fuzz_wire.c tools/ingestd/wire.c -lmsgpackc -o $@
+fuzz: setup $(BUILD)/bin/fuzz_wire
+	$(Q)mkdir -p $(BUILD)/fuzz-corpus
+	$(BUILD)/bin/fuzz_wire -max_total_time=$(FUZZ_SECS) -max_len=4096 $(BUILD)/fuzz-corpus
 
 bench: setup
 	$(Q)$(MAKE) --no-print-directory OPT="-O2 -DNDEBUG" all $(BENCHES)
