@@ -30,8 +30,11 @@ int kv_reader_slot_index(struct kvidx_reader *r);
 /*
  * Calls fn for every live key in slot positions [from, from+count), with its visible records
  * (as kvidx_lookup() would return them, at time now). Runs inside read-side sections of at
- * most 1024 slots each, so a long walk never holds up the writer. Returns the number of keys
- * visited, or -KVIDX_ERETRY.
+ * most 1024 slots each, and calls fn inside them: fn must be quick (a slow fn gets the reader
+ * expelled) and must not publish what it is given before the call returns successfully, since
+ * -KVIDX_ERETRY (returned after that step's calls) means the step may have read reused memory.
+ * Walk in steps of at most 1024 slots to retry exactly the failed one. Returns the number of
+ * keys visited, or -KVIDX_ERETRY.
  */
 typedef void (*kv_entry_fn)(void *arg, uint64_t key, const struct kvidx_rec *recs, int n);
 int64_t kv_reader_walk(struct kvidx_reader *r, uint64_t from, uint64_t count, uint64_t now,

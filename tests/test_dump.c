@@ -1,0 +1,904 @@
+/*
+ * test_dump.c — the kvidx-dump tool: its JSON and text output against an index the test
+ * builds with the writer API, --key and its exit status, and its errors (missing index,
+ * version mismatch, bad flags) and --help.
+ *
+ * Each test creates its own index "t-dump-<pid>-<n>" and runs $KVIDX_BIN/kvidx-dump on it
+ * while the writer is open; `make test` sets KVIDX_BIN. The JSON is checked twice: for
+ * well-formedness by a small strict parser below (the dump escapes strings that come from the
+ * segment, which is untrusted), and for content by exact substrings, which works because the
+ * dump prints each entry, pod and reader on one line in a fixed member order.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "inspect.h"
+#include "kvidx.h"
+#include "layout.h"
+
+static char name[64];
+static struct kvidx *w;
+
+static void setup(void)
+{
+	static int n;
+
+	snprintf(name, sizeof(name), "t-dump-%d-%d", getpid(), n++);
+	w = NULL;
+}
+
+static void teardown(void)
+{
+	char path[128];
+
+	if (w)
+		kvidx_writer_close(w, true);
+	w = NULL;
+	/* Leftovers of a test that failed before closing its writer. */
+	snprintf(path, sizeof(path), "/%s", name);
+	shm_unlink(path);
+	for (int g = 1; g <= 3; g++) {
+		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
+		shm_unlink(path);
+	}
+}
+
+TestSuite(dump, .init = setup, .fini = teardown);
+
+static struct kvidx *open_w(const struct kvidx_writer_opts *in)
+{
+	struct kvidx_writer_opts o = *in;
+	struct kvidx *x;
+
+	o.name = name;
+	x = kvidx_writer_open(&o);
+	cr_assert_not_null(x, "writer open %s: %s", name, kvidx_strerror(-errno));
+	return x;
+}
+
+static struct kvidx *open_small(void)
+{
+	struct kvidx_writer_opts o = { .geo = { .capacity = 1000, .pods_per_key = 4 } };
+
+	return open_w(&o);
+}
+
+/* ---- running the tool ---- */
+
+struct run {
+	int status; /* exit status */
+	char *out;  /* standard output (and standard error if args redirect it), NUL-terminated */
+	size_t len;
+};
+
+/* Runs "$KVIDX_BIN/kvidx-dump ARGS" through sh. The caller frees r.out. */
+static struct run run_dump(const char *args)
+{
+	const char *bin = getenv("KVIDX_BIN");
+	struct run r = { 0 };
+	size_t cap = 1 << 16;
+	char cmd[4096];
+	FILE *p;
+	int st;
+
+	cr_assert(bin && *bin,
+		  "KVIDX_BIN is not set: run the tests through `make test`, or set KVIDX_BIN to "
+		  "the directory holding the kvidx-dump binary");
+	cr_assert(!strchr(bin, '\''), "KVIDX_BIN contains a single quote: %s", bin);
+	cr_assert(snprintf(cmd, sizeof(cmd), "'%s/kvidx-dump' %s", bin, args) < (int)sizeof(cmd));
+	r.out = malloc(cap);
+	cr_assert_not_null(r.out);
+	p = popen(cmd, "r");
+	cr_assert(p, "popen(%s): %s", cmd, strerror(errno));
+	for (;;) {
+		if (cap - r.len < 2) {
+			cap *= 2;
+			r.out = realloc(r.out, cap);
+			cr_assert_not_null(r.out);
+		}
+		size_t got = fread(r.out + r.len, 1, cap - r.len - 1, p);
+		if (!got)
+			break;
+		r.len += got;
+	}
+	r.out[r.len] = '\0';
+	st = pclose(p);
+	cr_assert(st != -1 && WIFEXITED(st), "%s: did not exit normally (status %d)", cmd, st);
+	r.status = WEXITSTATUS(st);
+	cr_assert_eq(strlen(r.out), r.len, "%s: NUL byte in the output", cmd);
+	return r;
+}
+
+/* Runs the dump on this test's index with extra arguments. */
+static struct run dump(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static struct run dump(const char *fmt, ...)
+{
+	char args[2048], all[2200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(all, sizeof(all), "--name %s %s", name, args);
+	return run_dump(all);
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0, len = strlen(needle);
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + len, needle))
+		n++;
+	return n;
+}
+
+/* The number after needle in hay (which must hold needle once at least). */
+static long long number_after(const char *hay, const char *needle)
+{
+	const char *p = strstr(hay, needle);
+
+	cr_assert_not_null(p, "no %s in:\n%s", needle, hay);
+	return strtoll(p + strlen(needle), NULL, 10);
+}
+
+static void assert_has(const char *hay, const char *needle)
+{
+	cr_assert(strstr(hay, needle), "expected %s in:\n%s", needle, hay);
+}
+
+static void assert_lacks(const char *hay, const char *needle)
+{
+	cr_assert(!strstr(hay, needle), "did not expect %s in:\n%s", needle, hay);
+}
+
+/* ---- a strict JSON parser (RFC 8259), for well-formedness only ---- */
+
+struct jp {
+	const unsigned char *p;
+	int depth;
+};
+
+static bool jv_value(struct jp *j);
+
+static void jv_ws(struct jp *j)
+{
+	while (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r')
+		j->p++;
+}
+
+static bool jv_lit(struct jp *j, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if (strncmp((const char *)j->p, lit, n))
+		return false;
+	j->p += n;
+	return true;
+}
+
+/* A string; raw bytes of 0x80 and above must be well-formed UTF-8. */
+static bool jv_string(struct jp *j)
+{
+	if (*j->p++ != '"')
+		return false;
+	for (;;) {
+		unsigned c = *j->p++;
+		if (c == '"')
+			return true;
+		if (c < 0x20)
+			return false; /* control characters (and the end of the text) */
+		if (c == '\\') {
+			c = *j->p++;
+			if (c == 'u') {
+				for (int i = 0; i < 4; i++, j->p++)
+					if (!strchr("0123456789abcdefABCDEF", *j->p) || !*j->p)
+						return false;
+			} else if (!c || !strchr("\"\\/bfnrt", (int)c)) {
+				return false;
+			}
+		} else if (c >= 0x80) {
+			int more = c >= 0xf0 && c <= 0xf4 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 ? 1 : -1;
+			if (more < 0 || c > 0xf4)
+				return false;
+			for (int i = 0; i < more; i++)
+				if ((*j->p++ & 0xc0) != 0x80)
+					return false;
+		}
+	}
+}
+
+static bool jv_number(struct jp *j)
+{
+	const unsigned char *s = j->p;
+
+	if (*j->p == '-')
+		j->p++;
+	if (*j->p == '0')
+		j->p++;
+	else if (*j->p >= '1' && *j->p <= '9')
+		while (*j->p >= '0' && *j->p <= '9')
+			j->p++;
+	else
+		return false;
+	if (*j->p == '.') {
+		j->p++;
+		if (!(*j->p >= '0' && *j->p <= '9'))
+			return false;
+		while (*j->p >= '0' && *j->p <= '9')
+			j->p++;
+	}
+	if (*j->p == 'e' || *j->p == 'E') {
+		j->p++;
+		if (*j->p == '+' || *j->p == '-')
+			j->p++;
+		if (!(*j->p >= '0' && *j->p <= '9'))
+			return false;
+		while (*j->p >= '0' && *j->p <= '9')
+			j->p++;
+	}
+	return j->p > s;
+}
+
+static bool jv_container(struct jp *j, char close, bool object)
+{
+	j->p++;
+	if (++j->depth > 64)
+		return false;
+	jv_ws(j);
+	if (*j->p == close) {
+		j->p++;
+		j->depth--;
+		return true;
+	}
+	for (;;) {
+		jv_ws(j);
+		if (object) {
+			if (!jv_string(j))
+				return false;
+			jv_ws(j);
+			if (*j->p++ != ':')
+				return false;
+		}
+		if (!jv_value(j))
+			return false;
+		jv_ws(j);
+		if (*j->p == ',') {
+			j->p++;
+			continue;
+		}
+		if (*j->p++ != close)
+			return false;
+		j->depth--;
+		return true;
+	}
+}
+
+static bool jv_value(struct jp *j)
+{
+	jv_ws(j);
+	switch (*j->p) {
+	case '{':
+		return jv_container(j, '}', true);
+	case '[':
+		return jv_container(j, ']', false);
+	case '"':
+		return jv_string(j);
+	case 't':
+		return jv_lit(j, "true");
+	case 'f':
+		return jv_lit(j, "false");
+	case 'n':
+		return jv_lit(j, "null");
+	}
+	return jv_number(j);
+}
+
+/* Asserts that text is exactly one JSON object (and whitespace). */
+static void assert_json(const char *text)
+{
+	struct jp j = { (const unsigned char *)text, 0 };
+
+	jv_ws(&j);
+	cr_assert_eq(*j.p, '{', "not a JSON object:\n%s", text);
+	cr_assert(jv_value(&j), "malformed JSON near offset %td:\n%s",
+		  (const char *)j.p - text, text);
+	jv_ws(&j);
+	cr_assert_eq(*j.p, '\0', "text after the JSON object:\n%s", text);
+}
+
+/* The parser must itself be able to fail. */
+Test(dump, json_checker_rejects_bad_json)
+{
+	static const char *bad[] = { "{", "{\"a\": 1,}", "{\"a\": \"\x01\"}", "{\"a\": 01}",
+				     "{\"a\": \"\\x\"}", "{\"a\": \"\xff\"}", "{} {}",
+				     "{\"a\" 1}", "[1]" };
+	struct jp j;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		j = (struct jp){ (const unsigned char *)bad[i], 0 };
+		jv_ws(&j);
+		bool ok = *j.p == '{' && jv_value(&j);
+		jv_ws(&j);
+		cr_assert(!(ok && *j.p == '\0'), "accepted bad JSON %s", bad[i]);
+	}
+	assert_json("{\"a\": [1, -2.5e3, true, null, \"\\u00e9\xc3\xa9\"], \"b\": {}}");
+}
+
+/* ---- output ---- */
+
+#define KEY_A 0x00000000000000a1ull
+#define KEY_B 0x00000000000000b2ull
+#define KEY_C 0xdeadbeefcafef00dull
+#define KEY_D 0x8464eee8f2cf3412ull
+
+/* Two pods, four keys: A on a (gpu and cpu), B on a and predicted for b, C on a, D
+ * predicted for b only. */
+static void populate(int *pa, int *pb)
+{
+	uint64_t now = kvidx_now_ns(), abc[3] = { KEY_A, KEY_B, KEY_C }, bd[2] = { KEY_B, KEY_D };
+	int a, b;
+
+	a = kvidx_pod_add(w, "10.0.0.1:8000", "llama-3-8b");
+	b = kvidx_pod_add(w, "10.0.0.2:8000", NULL);
+	cr_assert_eq(a, 0);
+	cr_assert_eq(b, 1);
+	cr_assert_eq(kvidx_store(w, a, abc, 3, KVIDX_TIER_GPU, now, NULL, NULL), 3);
+	cr_assert_eq(kvidx_store(w, a, abc, 1, KVIDX_TIER_CPU, now, NULL, NULL), 1);
+	cr_assert_eq(kvidx_speculate(w, b, bd, 2, now, 60000), 2);
+	if (pa)
+		*pa = a;
+	if (pb)
+		*pb = b;
+}
+
+Test(dump, entries_json)
+{
+	w = open_small();
+	populate(NULL, NULL);
+
+	struct run r = dump("--json --entries=0");
+	cr_assert_eq(r.status, 0, "exit %d:\n%s", r.status, r.out);
+	assert_json(r.out);
+	/* Only the section asked for. */
+	assert_has(r.out, "\"entries\": [");
+	assert_lacks(r.out, "\"header\"");
+	assert_lacks(r.out, "\"stats\"");
+	cr_assert_eq(count(r.out, "{\"key\": "), 4, "%s", r.out);
+	cr_assert_eq(count(r.out, "\"pod\": \"10.0.0.1:8000\""), 3, "%s", r.out);
+	cr_assert_eq(count(r.out, "\"pod\": \"10.0.0.2:8000\""), 2, "%s", r.out);
+	cr_assert_eq(count(r.out, "\"state\": \"speculative\""), 2, "%s", r.out);
+	cr_assert_eq(count(r.out, "\"state\": \"confirmed\""), 3, "%s", r.out);
+
+	assert_has(r.out, "{\"key\": \"0x00000000000000a1\", \"pods\": [{\"pod\": "
+			  "\"10.0.0.1:8000\", \"pod_index\": 0, \"state\": \"confirmed\", "
+			  "\"tiers\": [\"gpu\", \"cpu\"], \"age_ms\": ");
+	assert_has(r.out, "{\"key\": \"0xdeadbeefcafef00d\", \"pods\": [{\"pod\": \"10.0.0.1:8000\", "
+			  "\"pod_index\": 0, \"state\": \"confirmed\", \"tiers\": [\"gpu\"], "
+			  "\"age_ms\": ");
+	/* B: confirmed on a and predicted for b, in one entry. */
+	assert_has(r.out, "{\"key\": \"0x00000000000000b2\", \"pods\": [{\"pod\": \"10.0.0.1:8000\"");
+	const char *b = strstr(r.out, "{\"key\": \"0x00000000000000b2\"");
+	const char *eol = strchr(b, '\n');
+	const char *bpred = "{\"pod\": \"10.0.0.2:8000\", \"pod_index\": 1, \"state\": "
+			    "\"speculative\", \"tiers\": [\"gpu\"], \"age_ms\": ";
+	cr_assert(memmem(b, (size_t)(eol - b), bpred, strlen(bpred)),
+		  "B lacks b's prediction: %.*s", (int)(eol - b), b);
+	/* D: a prediction, with its remaining lifetime (60 s TTL) and no confirmed record. */
+	const char *d = strstr(r.out, "{\"key\": \"0x8464eee8f2cf3412\", \"pods\": [{\"pod\": "
+				      "\"10.0.0.2:8000\", \"pod_index\": 1, \"state\": "
+				      "\"speculative\", \"tiers\": [\"gpu\"], \"age_ms\": ");
+	cr_assert_not_null(d, "%s", r.out);
+	long long age = number_after(d, "\"age_ms\": "), left = number_after(d, "\"expires_in_ms\": ");
+	cr_assert(age >= 0 && age < 30000, "age_ms %lld", age);
+	cr_assert(left > 30000 && left <= 60000, "expires_in_ms %lld", left);
+	cr_assert(left + age >= 59998 && left + age <= 60000, "age %lld + left %lld", age, left);
+	/* Confirmed records carry no expiry. */
+	cr_assert_eq(count(r.out, "\"expires_in_ms\": "), 2, "%s", r.out);
+	free(r.out);
+}
+
+Test(dump, entries_text_and_limits)
+{
+	w = open_small();
+	populate(NULL, NULL);
+
+	struct run r = dump("--entries");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_has(r.out, "index ");
+	assert_has(r.out, "entries:\n");
+	assert_lacks(r.out, "header:");
+	assert_has(r.out, "  0x00000000000000a1  1 record\n");
+	assert_has(r.out, "  0x00000000000000b2  2 records\n");
+	assert_has(r.out, "confirmed    gpu,cpu");
+	assert_has(r.out, ", expires in ");
+	assert_has(r.out, "  4 keys shown; 0 keys without a live record skipped\n");
+	free(r.out);
+
+	r = dump("--json --entries=3");
+	cr_assert_eq(r.status, 0);
+	assert_json(r.out);
+	cr_assert_eq(count(r.out, "{\"key\": "), 3, "%s", r.out);
+	free(r.out);
+	r = dump("--entries=3");
+	assert_has(r.out, "3 keys shown (limit reached; --entries=0 lists all)");
+	free(r.out);
+	r = dump("--json --entries=1");
+	cr_assert_eq(count(r.out, "{\"key\": "), 1, "%s", r.out);
+	free(r.out);
+}
+
+/* A table of several walk steps (over 1024 slots each): every key once, limits exact. */
+Test(dump, entries_across_walk_steps)
+{
+	struct kvidx_writer_opts o = { .geo = { .capacity = 4000, .pods_per_key = 2 } };
+	static uint64_t keys[3000];
+	char needle[64];
+
+	w = open_w(&o);
+	int a = kvidx_pod_add(w, "10.1.1.1:9000", NULL);
+	for (int i = 0; i < 3000; i++)
+		keys[i] = 0x1000000ull + (uint64_t)i * 7919;
+	cr_assert_eq(kvidx_store(w, a, keys, 3000, KVIDX_TIER_DISK, kvidx_now_ns(), NULL, NULL),
+		     3000);
+
+	struct run r = dump("--json --entries=0");
+	cr_assert_eq(r.status, 0);
+	assert_json(r.out);
+	cr_assert_eq(count(r.out, "{\"key\": "), 3000);
+	cr_assert_eq(count(r.out, "\"tiers\": [\"disk\"]"), 3000);
+	for (int i = 0; i < 3000; i += 499) {
+		snprintf(needle, sizeof(needle), "{\"key\": \"0x%016llx\"",
+			 (unsigned long long)keys[i]);
+		cr_assert_eq(count(r.out, needle), 1, "key %d (%s)", i, needle);
+	}
+	free(r.out);
+	r = dump("--json --entries=2500");
+	cr_assert_eq(count(r.out, "{\"key\": "), 2500);
+	free(r.out);
+	r = dump("--json --entries");
+	cr_assert_eq(count(r.out, "{\"key\": "), 100, "the default limit is 100");
+	free(r.out);
+}
+
+/* The epoch the dump (the active slot of another process) announces, 0 if none. */
+static uint64_t dump_announced(const struct kvidx_reader_slot *slots, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t state = ld_relaxed(&slots[i].rs_state);
+		if (KV_RS_STATE(state) == KV_RS_ACTIVE && ld_relaxed(&slots[i].rs_pid) != getpid())
+			return ld_relaxed(&slots[i].rs_ctr);
+	}
+	return 0;
+}
+
+/*
+ * The dump prints outside its read-side sections: each time its output pipe is full it
+ * blocks quiescent, so the writer keeps reclaiming and never has to expel it, however slowly
+ * the output is consumed. The output is read in slices with pauses; in each pause the dump
+ * must not stay inside a section.
+ */
+Test(dump, slow_consumer_never_holds_up_writer)
+{
+	struct kvidx_writer_opts o = { .geo = { .capacity = 20000, .pods_per_key = 2,
+						.max_readers = 8 },
+				       .stall_ms = 500 };
+	static uint64_t keys[15000], churn[100];
+	const char *bin = getenv("KVIDX_BIN");
+	char cmd[512];
+
+	w = open_w(&o);
+	int a = kvidx_pod_add(w, "10.2.2.2:8000", NULL);
+	for (int i = 0; i < 15000; i++)
+		keys[i] = 0x5000000ull + (uint64_t)i * 104729;
+	for (int i = 0; i < 100; i++)
+		churn[i] = 0x9000000000ull + (uint64_t)i;
+	cr_assert_eq(kvidx_store(w, a, keys, 15000, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL),
+		     15000);
+	cr_assert_eq(kvidx_store(w, a, churn, 100, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL),
+		     100);
+	struct kvidx_reader *rd = kvidx_reader_open(name);
+	cr_assert_not_null(rd);
+	const struct kvidx_stats *st = kv_reader_view(rd)->st;
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(rd);
+	const struct kvidx_reader_slot *slots = (const void *)((const char *)ctl + sizeof(*ctl));
+	uint64_t reclaimed0 = ld_relaxed(&st->reclaimed);
+
+	cr_assert(bin && *bin, "KVIDX_BIN is not set");
+	snprintf(cmd, sizeof(cmd), "'%s/kvidx-dump' --name %s --json --entries=0", bin, name);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	struct run r = { .out = malloc(1 << 16) };
+	size_t cap = 1 << 16;
+	cr_assert_not_null(r.out);
+	for (int round = 0;; round++) {
+		if (cap - r.len < 16385) {
+			cap *= 2;
+			r.out = realloc(r.out, cap);
+			cr_assert_not_null(r.out);
+		}
+		size_t got = fread(r.out + r.len, 1, 16384, p);
+		if (!got)
+			break;
+		r.len += got;
+		/* Churn (each change retires an entry) and let the writer reclaim. */
+		if (round % 2)
+			kvidx_remove(w, a, churn, 100, KVIDX_TIER_CPU);
+		else
+			kvidx_store(w, a, churn, 100, KVIDX_TIER_CPU, kvidx_now_ns(), NULL, NULL);
+		kvidx_writer_tick(w, kvidx_now_ns());
+		/* The dump has refilled the pipe and blocked: not inside a section (one caught
+		 * in a short section is given time to leave it). */
+		usleep(3000);
+		uint64_t e = dump_announced(slots, 8);
+		if (e) {
+			usleep(50 * 1000);
+			cr_assert_neq(dump_announced(slots, 8), e,
+				      "the dump stays in a read-side section while its output is "
+				      "blocked (round %d)",
+				      round);
+		}
+	}
+	r.out[r.len] = '\0';
+	int stat = pclose(p);
+	cr_assert(WIFEXITED(stat) && WEXITSTATUS(stat) == 0, "dump status %d", stat);
+	cr_assert_gt(r.len, 1 << 20, "too little output (%zu bytes) to fill a pipe", r.len);
+	assert_json(r.out);
+	/* Every key exactly once (the churned ones are updated in place). */
+	cr_assert_eq(count(r.out, "{\"key\": "), 15100);
+	free(r.out);
+
+	kvidx_writer_tick(w, kvidx_now_ns());
+	cr_assert_eq(ld_relaxed(&st->readers_expelled), 0, "the dump was expelled");
+	cr_assert_gt(ld_relaxed(&st->reclaimed), reclaimed0 + 1000, "reclamation stalled");
+	cr_assert_eq(ld_relaxed(&st->limbo), 0, "retired entries left in limbo");
+	kvidx_reader_close(rd);
+}
+
+/* Records routers would not use are not listed: expired and paused predictions, records of
+ * a cleared pod. Keys left with none are skipped and counted. */
+Test(dump, hidden_records_not_listed)
+{
+	uint64_t old = kvidx_now_ns() - 10 * 1000000000ull, k1 = 0x11, k2 = 0x22, k3 = 0x33;
+
+	w = open_small();
+	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
+	int c = kvidx_pod_add(w, "c:1", NULL);
+	cr_assert_eq(kvidx_speculate(w, a, &k1, 1, old, 1000), 1);
+	cr_assert_eq(kvidx_speculate(w, b, &k2, 1, kvidx_now_ns(), 60000), 1);
+	cr_assert_eq(kvidx_pod_set_spec_paused(w, b, true), 0);
+	cr_assert_eq(kvidx_store(w, c, &k3, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
+	cr_assert_eq(kvidx_clear_pod(w, c), 0);
+
+	struct run r = dump("--json --entries=0 --pods");
+	cr_assert_eq(r.status, 0);
+	assert_json(r.out);
+	assert_has(r.out, "\"entries\": []");
+	assert_has(r.out, "\"name\": \"b:1\", \"model\": \"\", \"generation\": 1, \"flags\": 1, "
+			  "\"spec_paused\": true");
+	assert_has(r.out, "\"name\": \"a:1\", \"model\": \"\", \"generation\": 1, \"flags\": 0, "
+			  "\"spec_paused\": false");
+	assert_has(r.out, "\"name\": \"c:1\", \"model\": \"\", \"generation\": 2,");
+	free(r.out);
+	r = dump("--entries=0");
+	assert_has(r.out, "  0 keys shown; 3 keys without a live record skipped\n");
+	free(r.out);
+	r = dump("--key 0x22 2>&1");
+	cr_assert_eq(r.status, 1, "a paused prediction is absent:\n%s", r.out);
+	free(r.out);
+
+	/* Unpaused, b's prediction is back. */
+	cr_assert_eq(kvidx_pod_set_spec_paused(w, b, false), 0);
+	r = dump("--json --entries=0");
+	cr_assert_eq(count(r.out, "{\"key\": "), 1, "%s", r.out);
+	assert_has(r.out, "{\"key\": \"0x0000000000000022\", \"pods\": [{\"pod\": \"b:1\", "
+			  "\"pod_index\": 1, \"state\": \"speculative\"");
+	free(r.out);
+}
+
+Test(dump, key_present_and_absent)
+{
+	w = open_small();
+	populate(NULL, NULL);
+
+	struct run r = dump("--json --key 0x8464eee8f2cf3412");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_json(r.out);
+	assert_has(r.out, "\"lookup\": {");
+	assert_has(r.out, "\"found\": true");
+	assert_has(r.out, "\"key\": \"0x8464eee8f2cf3412\"");
+	assert_has(r.out, "\"pods\": [{\"pod\": \"10.0.0.2:8000\", \"pod_index\": 1, \"state\": "
+			  "\"speculative\", \"tiers\": [\"gpu\"], \"age_ms\": ");
+	assert_lacks(r.out, "\"header\"");
+	free(r.out);
+
+	/* Without 0x, in capitals. */
+	r = dump("--key A1");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_has(r.out, "  0x00000000000000a1  1 record\n");
+	assert_has(r.out, "10.0.0.1:8000");
+	free(r.out);
+
+	r = dump("--key 0xa2");
+	cr_assert_eq(r.status, 1, "an absent key exits 1");
+	assert_has(r.out, "0x00000000000000a2  absent");
+	free(r.out);
+	r = dump("--json --key 0xa2");
+	cr_assert_eq(r.status, 1);
+	assert_json(r.out);
+	assert_has(r.out, "\"found\": false");
+	assert_has(r.out, "\"pods\": []");
+	free(r.out);
+
+	/* Together with other sections. */
+	r = dump("--json --stats --key 0xdeadbeefcafef00d");
+	cr_assert_eq(r.status, 0);
+	assert_json(r.out);
+	assert_has(r.out, "\"stats\": {");
+	assert_has(r.out, "\"found\": true");
+	free(r.out);
+}
+
+/* Writes per-pod counters into the data segment, as the ingest code will. */
+static void poke_pod_counter(int pod, int ctr, uint64_t val)
+{
+	char path[128];
+	struct stat sb;
+
+	snprintf(path, sizeof(path), "/%s.data.1", name);
+	int fd = shm_open(path, O_RDWR, 0);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fd, &sb), 0);
+	void *base = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	cr_assert_neq(base, MAP_FAILED);
+	const struct kvidx_data_hdr *h = base;
+	struct kvidx_pod *pods = (void *)((char *)base + h->dh_pods_off);
+	pods[pod].pd_ctr[ctr] = val;
+	munmap(base, (size_t)sb.st_size);
+}
+
+Test(dump, header_pods_readers_stats)
+{
+	struct kvidx_writer_opts o = { .geo = { .capacity = 1000, .pods_per_key = 4,
+						.max_pods = 16, .max_readers = 8 },
+				       .algo = KVIDX_KEY_XXH64, .seed = "s1", .block_size = 32 };
+	char needle[256];
+	int a, b;
+
+	w = open_w(&o);
+	populate(&a, &b);
+	cr_assert_eq(kvidx_pod_set_spec_paused(w, b, true), 0);
+	poke_pod_counter(a, 3, 7);
+	poke_pod_counter(a, KV_POD_COUNTERS - 1, 123456789012ull);
+	/* A reader of this process, as a router would hold, beside the dump's own. */
+	struct kvidx_reader *rd = kvidx_reader_open(name);
+	cr_assert_not_null(rd);
+	struct kvidx_rec rec[4];
+	cr_assert_eq(kvidx_lookup(rd, KEY_A, rec, 4), 1);
+	cr_assert_eq(kvidx_lookup(rd, KEY_C, rec, 4), 1);
+
+	struct run r = dump("--json");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_json(r.out);
+	assert_lacks(r.out, "\"entries\"");
+
+	/* Header. */
+	assert_has(r.out, "\"header\": {");
+	assert_has(r.out, "\"layout_version\": 1,");
+	assert_has(r.out, "\"generation\": 1,");
+	assert_has(r.out, "\"key_algo\": \"xxh64\",");
+	assert_has(r.out, "\"seed\": \"s1\",");
+	assert_has(r.out, "\"block_size\": 32,");
+	assert_has(r.out, "\"geometry\": {\"capacity\": 1000, \"records\": 2000, \"pods_per_key\": "
+			  "4, \"max_pods\": 16, \"max_readers\": 8, \"nslots\": 1334, ");
+	snprintf(needle, sizeof(needle), "\"writer_pid\": %d,\n", (int)getpid());
+	assert_has(r.out, needle);
+	assert_has(r.out, "\"writer_alive\": true,");
+	assert_has(r.out, "\"writer_lock_held\": true,");
+	assert_has(r.out, "\"state\": \"live\"");
+	const struct kv_view *v = kv_reader_view(rd);
+	snprintf(needle, sizeof(needle), "\"data_bytes\": %llu,",
+		 (unsigned long long)v->hdr->dh_size);
+	assert_has(r.out, needle);
+	cr_assert_geq(number_after(r.out, "\"heartbeat_age_ms\": "), 0);
+
+	/* Pods: both, with flags, and only the nonzero counters. */
+	assert_has(r.out, "{\"index\": 0, \"name\": \"10.0.0.1:8000\", \"model\": \"llama-3-8b\", "
+			  "\"generation\": 1, \"flags\": 0, \"spec_paused\": false, \"counters\": "
+			  "{\"ctr[3]\": 7, \"ctr[39]\": 123456789012}}");
+	assert_has(r.out, "{\"index\": 1, \"name\": \"10.0.0.2:8000\", \"model\": \"\", "
+			  "\"generation\": 1, \"flags\": 1, \"spec_paused\": true, \"counters\": {}}");
+	cr_assert_eq(count(r.out, "{\"index\": "), 2);
+
+	/* Readers: this process's and the dump's own. */
+	cr_assert_eq(count(r.out, "{\"slot\": "), 2, "%s", r.out);
+	snprintf(needle, sizeof(needle), "\"pid\": %d, \"alive\": true, \"lock_held\": true, "
+		 "\"epoch\": 0, \"lookups\": 2, \"expelled\": 0, ", (int)getpid());
+	assert_has(r.out, needle);
+	cr_assert_eq(count(r.out, "\"self\": true}"), 1);
+	cr_assert_eq(count(r.out, "\"self\": false}"), 1);
+	const char *self = strstr(r.out, "\"self\": true}");
+	const char *line = self;
+	while (line > r.out && line[-1] != '\n')
+		line--;
+	snprintf(needle, sizeof(needle), "\"pid\": %d,", (int)getpid());
+	cr_assert(!memmem(line, (size_t)(self - line), needle, strlen(needle)),
+		  "the dump's own slot names the test's pid: %.*s", (int)(self - line), line);
+
+	/* Stats: every counter by name, then the registry epoch. */
+	assert_has(r.out, "\"stats\": {");
+	assert_has(r.out, "\"keys\": 4,\n");
+	assert_has(r.out, "\"records\": 5,\n");
+	assert_has(r.out, "\"spec_records\": 2,\n");
+	assert_has(r.out, "\"speculations\": 2,\n");
+	assert_has(r.out, "\"store_failed\": 0,\n");
+#define STAT_NAME(n) assert_has(r.out, "\"" #n "\": ");
+	KV_STATS(STAT_NAME)
+#undef STAT_NAME
+	assert_has(r.out, "\"registry_epoch\": 1\n");
+	free(r.out);
+
+	/* The text form shows the same. */
+	r = dump("2>/dev/null");
+	cr_assert_eq(r.status, 0);
+	assert_has(r.out, "header:\n");
+	assert_has(r.out, "  key algorithm        xxh64\n");
+	assert_has(r.out, "  capacity             1000 keys\n");
+	assert_has(r.out, "(alive, holds the writer lock)");
+	assert_has(r.out, "  [0] 10.0.0.1:8000  model \"llama-3-8b\"  generation 1  flags -\n"
+			  "      ctr[3] 7  ctr[39] 123456789012\n");
+	assert_has(r.out, "  [1] 10.0.0.2:8000  model \"\"  generation 1  flags spec-paused\n");
+	assert_has(r.out, "  2 active of 16\n");
+	assert_has(r.out, "  <- this dump\n");
+	assert_has(r.out, "  2 of 8 slots in use\n");
+	assert_has(r.out, "  keys                 4\n");
+	assert_has(r.out, "  registry_epoch       1\n");
+	assert_lacks(r.out, "entries:");
+	free(r.out);
+	kvidx_reader_close(rd);
+
+	/* Writer restart: a new generation, which the dump attaches to. */
+	kvidx_writer_close(w, false);
+	w = open_w(&o);
+	r = dump("--json --header --entries=0");
+	cr_assert_eq(r.status, 0);
+	assert_has(r.out, "\"generation\": 2,");
+	assert_has(r.out, "\"entries\": []");
+	free(r.out);
+}
+
+/* Pod names come from the segment: whatever bytes they hold, the JSON stays valid and the
+ * text prints no control character. */
+Test(dump, untrusted_strings_escaped)
+{
+	uint64_t k = 0x77;
+
+	w = open_small();
+	int a = kvidx_pod_add(w, "evil\x1b[2J\"\\\n\x7f\xff\xc3\xa9:1", "m\x01\xe2\x80");
+	cr_assert_geq(a, 0);
+	cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
+
+	struct run r = dump("--json --pods --entries=0");
+	cr_assert_eq(r.status, 0);
+	assert_json(r.out);
+	assert_has(r.out, "\"pod\": \"evil\\u001b[2J\\\"\\\\\\u000a\\u007f\\ufffd\xc3\xa9:1\"");
+	assert_has(r.out, "\"name\": \"evil\\u001b[2J\\\"\\\\\\u000a\\u007f\\ufffd\xc3\xa9:1\"");
+	assert_has(r.out, "\"model\": \"m\\u0001\\ufffd\\ufffd\"");
+	free(r.out);
+
+	r = dump("--pods --entries=0");
+	cr_assert_eq(r.status, 0);
+	for (size_t i = 0; i < r.len; i++)
+		cr_assert(((unsigned char)r.out[i] >= 0x20 && r.out[i] != 0x7f) || r.out[i] == '\n',
+			  "control byte 0x%02x at %zu in:\n%s", (unsigned char)r.out[i], i, r.out);
+	assert_has(r.out, "evil\\x1b[2J\\\"\\\\\\x0a\\x7f\\xff\xc3\xa9:1");
+	free(r.out);
+}
+
+/* ---- errors and usage ---- */
+
+Test(dump, missing_index)
+{
+	char want[256];
+
+	struct run r = dump("--json 2>&1");
+	cr_assert_eq(r.status, 1);
+	snprintf(want, sizeof(want),
+		 "kvidx-dump: index '%s' not found (no /dev/shm/%s; is kvidx-ingestd running?)\n",
+		 name, name);
+	cr_assert_str_eq(r.out, want);
+	free(r.out);
+	r = dump("--key 1 2>/dev/null");
+	cr_assert_eq(r.status, 1);
+	cr_assert_str_eq(r.out, "", "nothing on stdout");
+	free(r.out);
+}
+
+Test(dump, version_mismatch_and_corrupt)
+{
+	char path[128], want[256];
+	struct stat sb;
+
+	w = open_small();
+	snprintf(path, sizeof(path), "/%s", name);
+	int fd = shm_open(path, O_RDWR, 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fstat(fd, &sb), 0);
+	struct kvidx_ctl_hdr *h = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
+				       MAP_SHARED, fd, 0);
+	close(fd);
+	cr_assert_neq(h, MAP_FAILED);
+
+	h->ch_stamp ^= 1ull << 48;
+	struct run r = dump("2>&1");
+	cr_assert_eq(r.status, 1);
+	snprintf(want, sizeof(want), "kvidx-dump: index '%s': %s\n", name,
+		 kvidx_strerror(-KVIDX_EVERSION));
+	cr_assert_str_eq(r.out, want);
+	free(r.out);
+	h->ch_stamp ^= 1ull << 48;
+
+	uint64_t magic = h->ch_magic;
+	h->ch_magic = 0x1234;
+	r = dump("--json 2>&1");
+	cr_assert_eq(r.status, 1);
+	snprintf(want, sizeof(want), "kvidx-dump: index '%s': %s\n", name,
+		 kvidx_strerror(-KVIDX_ECORRUPT));
+	cr_assert_str_eq(r.out, want);
+	free(r.out);
+	h->ch_magic = magic;
+
+	r = dump("--header");
+	cr_assert_eq(r.status, 0, "restored header refused");
+	free(r.out);
+	munmap(h, (size_t)sb.st_size);
+}
+
+Test(dump, bad_usage)
+{
+	static const char *bad[] = { "--bogus",      "--entries=x", "--entries=-1", "--key",
+				     "--key zz",     "--key 0x",    "--key 0x11112222333344445",
+				     "extra",        "--entries 5", "--name ../x",
+				     "--name ''",    "-q" };
+	char args[128];
+
+	w = open_small(); /* so that a flag wrongly accepted would exit 0, not 1 */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(args, sizeof(args), "--name %s %s 2>/dev/null", name, bad[i]);
+		struct run r = run_dump(args);
+		cr_assert_eq(r.status, 2, "%s: exit %d", bad[i], r.status);
+		cr_assert_str_eq(r.out, "", "%s: printed on stdout:\n%s", bad[i], r.out);
+		free(r.out);
+		snprintf(args, sizeof(args), "--name %s %s 2>&1", name, bad[i]);
+		r = run_dump(args);
+		assert_has(r.out, "Try 'kvidx-dump --help' for more information.\n");
+		free(r.out);
+	}
+}
+
+Test(dump, help)
+{
+	struct run r = run_dump("--help 2>/dev/null");
+
+	cr_assert_eq(r.status, 0);
+	assert_has(r.out, "Usage: kvidx-dump [OPTION]...\n");
+	static const char *opts[] = { "--name NAME", "--json", "--header", "--pods",
+				      "--readers", "--stats", "--entries[=N]", "--key HEX",
+				      "--help", "Exit status" };
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		assert_has(r.out, opts[i]);
+	free(r.out);
+	r = run_dump("-h");
+	cr_assert_eq(r.status, 0);
+	assert_has(r.out, "Usage: kvidx-dump");
+	free(r.out);
+}

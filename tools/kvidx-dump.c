@@ -1,0 +1,1117 @@
+/*
+ * kvidx-dump — prints what an index holds: its header and geometry, its pods, the reader
+ * registry, the writer's counters and, on request, the entries themselves or one key's
+ * (DESIGN.md sections 4 to 6). Text for people, or one JSON object for scripts and tests.
+ *
+ * It attaches as an ordinary reader (kvidx_reader_open(): the data segment mapped read-only,
+ * one registry slot, which the reader section marks as its own), so it never changes the
+ * table. Everything read from the segments is untrusted: strings are escaped, every count is
+ * bounded by geometry the library validated. Entries are walked in read-side sections of at
+ * most WALK_CHUNK slots, each section's keys buffered and printed only after it has ended, so
+ * a slow consumer of the output (a pager) never holds up the writer's reclamation, and keys
+ * from a section that raced an expulsion are discarded, never printed. The listing is not a
+ * snapshot: a key the writer moves while the walk goes on may be missed or shown twice.
+ *
+ * Exit status: 0 on success, 1 if the index cannot be read or the --key is absent, 2 on bad
+ * usage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "inspect.h"
+#include "kvidx.h"
+#include "segment.h"
+
+#define PROG "kvidx-dump"
+#define NS_PER_MS 1000000ull
+#define WALK_CHUNK 1024u /* slots per kv_reader_walk() call: at most one read-side section */
+#define DEFAULT_ENTRIES 100
+
+/*
+ * Names of the per-pod counters pd_ctr[] (layout.h), indexed like the array. The ingest and
+ * speculation code assigns the indices; until an index has a name here it prints as ctr[i].
+ */
+/* Names of the per-pod counters, from the layout's X-macro; unnamed slots print as ctr[i]. */
+static const char *pod_ctr_names[KV_POD_COUNTERS] = {
+#define POD_CTR_NAME(n) [KV_PC_##n] = #n,
+	KV_POD_CTRS(POD_CTR_NAME)
+#undef POD_CTR_NAME
+};
+
+enum {
+	SEC_HEADER = 1 << 0,
+	SEC_PODS = 1 << 1,
+	SEC_READERS = 1 << 2,
+	SEC_STATS = 1 << 3,
+	SEC_ENTRIES = 1 << 4,
+	SEC_KEY = 1 << 5,
+	SEC_DEFAULT = SEC_HEADER | SEC_PODS | SEC_READERS | SEC_STATS,
+};
+
+/* ---- output: escaped strings and a minimal JSON writer ------------------------------------ */
+
+/*
+ * Length of the well-formed UTF-8 sequence at p (2 to 4 bytes), with its code point in *cp,
+ * or 0 if p does not start one (a lone or ASCII byte, an overlong form, a surrogate, a code
+ * point above U+10FFFF). Stops at a NUL, which is never a continuation byte.
+ */
+static size_t utf8_seq(const unsigned char *p, uint32_t *cp)
+{
+	uint32_t c = p[0], v, min;
+	size_t n;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, v = c & 0x1f, min = 0x80;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, v = c & 0x0f, min = 0x800;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, v = c & 0x07, min = 0x10000;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (p[i] & 0x3f);
+	}
+	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return n;
+}
+
+/*
+ * Writes s as a JSON string: quotes and backslashes escaped, control characters as \uXXXX,
+ * well-formed UTF-8 as is, any other byte as U+FFFD. The result is valid JSON whatever s holds.
+ */
+static void json_str(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+	size_t n;
+
+	putc('"', f);
+	while (*p) {
+		if (*p == '"' || *p == '\\') {
+			putc('\\', f);
+			putc(*p++, f);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p++);
+		} else if (*p < 0x80) {
+			putc(*p++, f);
+		} else if ((n = utf8_seq(p, &cp)) != 0) {
+			fwrite(p, 1, n, f);
+			p += n;
+		} else {
+			fputs("\\ufffd", f);
+			p++;
+		}
+	}
+	putc('"', f);
+}
+
+/*
+ * Writes s for a terminal: printable ASCII and well-formed UTF-8 as they are; backslashes and
+ * double quotes escaped with a backslash (the text output quotes some strings); control
+ * characters (C0, DEL and C1, which can drive a terminal) and stray bytes as \u00HH or \xHH.
+ * Returns the number of columns written, roughly, for padding.
+ */
+static size_t text_str(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t cols = 0, n;
+	uint32_t cp;
+
+	while (*p) {
+		if (*p == '\\' || *p == '"') {
+			putc('\\', f);
+			putc(*p++, f);
+			cols += 2;
+		} else if (*p >= 0x20 && *p < 0x7f) {
+			putc(*p++, f);
+			cols++;
+		} else if ((n = utf8_seq(p, &cp)) != 0 && cp >= 0xa0) {
+			fwrite(p, 1, n, f);
+			p += n, cols++;
+		} else if (n) {
+			fprintf(f, "\\u%04" PRIx32, cp);
+			p += n, cols += 6;
+		} else {
+			fprintf(f, "\\x%02x", *p++);
+			cols += 4;
+		}
+	}
+	return cols;
+}
+
+/*
+ * The JSON writer: members and elements are separated and indented according to depth. The
+ * top-level object and the sections in it get one member per line; anything deeper (one
+ * pod, one reader, one entry) stays on one line, so output greps well.
+ */
+#define JSON_MAX_DEPTH 8
+struct jw {
+	FILE *f;
+	int depth;
+	bool first[JSON_MAX_DEPTH];
+};
+
+static void jw_indent(struct jw *j, int depth)
+{
+	putc('\n', j->f);
+	for (int i = 0; i < depth; i++)
+		fputs("  ", j->f);
+}
+
+/* Starts a member (key non-NULL, inside an object) or an element (key NULL, in an array). */
+static void jw_item(struct jw *j, const char *key)
+{
+	if (!j->first[j->depth])
+		putc(',', j->f);
+	if (j->depth <= 2)
+		jw_indent(j, j->depth);
+	else if (!j->first[j->depth])
+		putc(' ', j->f);
+	j->first[j->depth] = false;
+	if (key) {
+		json_str(j->f, key);
+		fputs(": ", j->f);
+	}
+}
+
+static void jw_open(struct jw *j, const char *key, char brace)
+{
+	if (j->depth > 0)
+		jw_item(j, key);
+	putc(brace, j->f);
+	j->depth++;
+	j->first[j->depth] = true;
+}
+
+static void jw_close(struct jw *j, char brace)
+{
+	bool empty = j->first[j->depth];
+
+	j->depth--;
+	if (j->depth <= 1 && !empty)
+		jw_indent(j, j->depth);
+	putc(brace, j->f);
+	if (j->depth == 0)
+		putc('\n', j->f);
+}
+
+static void jw_u64(struct jw *j, const char *key, uint64_t v)
+{
+	jw_item(j, key);
+	fprintf(j->f, "%" PRIu64, v);
+}
+
+static void jw_i64(struct jw *j, const char *key, int64_t v)
+{
+	jw_item(j, key);
+	fprintf(j->f, "%" PRId64, v);
+}
+
+static void jw_str(struct jw *j, const char *key, const char *s)
+{
+	jw_item(j, key);
+	if (s)
+		json_str(j->f, s);
+	else
+		fputs("null", j->f);
+}
+
+static void jw_bool(struct jw *j, const char *key, bool v)
+{
+	jw_item(j, key);
+	fputs(v ? "true" : "false", j->f);
+}
+
+/* A key as the entries print it: 0x and 16 hex digits. */
+static void jw_key(struct jw *j, const char *key, uint64_t k)
+{
+	jw_item(j, key);
+	fprintf(j->f, "\"0x%016" PRIx64 "\"", k);
+}
+
+/* ---- the dump ---------------------------------------------------------------------------- */
+
+struct pod_cache {
+	char name[KVIDX_POD_NAME_MAX];
+	int8_t state; /* 0: not looked up yet, 1: name valid, -1: no such pod */
+};
+
+struct dump {
+	const char *name;
+	bool json;
+	struct jw j;
+	struct kvidx_reader *r;
+	struct kvidx_info info;
+	uint64_t now;
+	int lock_fd;              /* the registry opened again, to test liveness locks; or -1 */
+	uint32_t nreaders;        /* registry slots it is safe to look at */
+	struct pod_cache *pods;   /* names by pod index, looked up on first use */
+	uint32_t npods;
+	uint64_t pods_gen;        /* the generation whose names are cached */
+};
+
+static void err_msg(const struct dump *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* A message on stderr naming the program and the index. */
+static void err_msg(const struct dump *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, PROG ": index '%s': ", d->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	putc('\n', stderr);
+}
+
+/* Whether a process pid exists (a kill(pid, 0) probe; EPERM means it exists as another
+ * user). Pids from the segment are untrusted: 0 and negative ones would name process groups,
+ * so they are never passed to kill(). */
+static bool pid_alive(int32_t pid)
+{
+	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+/* Whether an OFD lock is held on byte of the registry: 1 yes, 0 no, -1 unknown. This is the
+ * library's own liveness test, which pid reuse cannot fool. */
+static int lock_held(const struct dump *d, off_t byte)
+{
+	if (d->lock_fd < 0)
+		return -1;
+	int rc = kv_lock_held(d->lock_fd, byte);
+	return rc < 0 ? -1 : rc;
+}
+
+/* Milliseconds from t to now, negative if t is in the future. */
+static int64_t ms_since(uint64_t now, uint64_t t)
+{
+	return (int64_t)(now - t) / (int64_t)NS_PER_MS;
+}
+
+/* Prints "WHAT N ms ago" (or "in the future"); what may be "". */
+static void text_age(const char *what, int64_t ms)
+{
+	printf("%s%s%" PRId64 " ms %s", what, *what ? " " : "", ms >= 0 ? ms : -ms,
+	       ms >= 0 ? "ago" : "in the future");
+}
+
+static int pod_cache_reset(struct dump *d);
+
+/* The name of pod index pod, cached per generation, or NULL if it is not (or no longer) in
+ * use. A torn read (the writer renaming the pod right then) is retried once. */
+static const char *pod_name(struct dump *d, unsigned pod)
+{
+	if (kv_reader_view(d->r)->gen != d->pods_gen && pod_cache_reset(d) < 0)
+		return NULL;
+	if (pod >= d->npods)
+		return NULL;
+	struct pod_cache *c = &d->pods[pod];
+	if (c->state == 0) {
+		int rc = kvidx_reader_pod(d->r, (int)pod, c->name, NULL);
+		if (rc == -KVIDX_ERETRY)
+			rc = kvidx_reader_pod(d->r, (int)pod, c->name, NULL);
+		c->state = rc == 0 ? 1 : -1;
+	}
+	return c->state > 0 ? c->name : NULL;
+}
+
+/* Forgets the cached pod names, for a new generation, which may number its pods otherwise.
+ * Returns 0 or -ENOMEM. */
+static int pod_cache_reset(struct dump *d)
+{
+	uint32_t n = kv_reader_view(d->r)->max_pods;
+
+	if (n != d->npods) {
+		struct pod_cache *pc = calloc(n, sizeof(*pc));
+		if (!pc)
+			return -ENOMEM;
+		free(d->pods);
+		d->pods = pc;
+		d->npods = n;
+	} else {
+		memset(d->pods, 0, (size_t)n * sizeof(*d->pods));
+	}
+	d->pods_gen = kv_reader_view(d->r)->gen;
+	return 0;
+}
+
+static const char *data_state_name(uint64_t st)
+{
+	switch (st) {
+	case KV_DATA_BUILDING:
+		return "building";
+	case KV_DATA_LIVE:
+		return "live";
+	case KV_DATA_RETIRED:
+		return "retired";
+	}
+	return "unknown";
+}
+
+/* ---- header ---- */
+
+static void text_row_u64(const char *label, uint64_t v, const char *unit)
+{
+	printf("  %-20s %" PRIu64 "%s%s\n", label, v, unit ? " " : "", unit ? unit : "");
+}
+
+static void dump_header(struct dump *d)
+{
+	const struct kv_view *v = kv_reader_view(d->r);
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(d->r);
+	const struct kvidx_info *in = &d->info;
+	uint64_t data_bytes = v->hdr->dh_size, ctl_bytes = ld_relaxed(&ctl->ch_size);
+	uint64_t state = ld_acquire(&v->hdr->dh_state);
+	double per_key = in->geo.capacity ? (double)data_bytes / (double)in->geo.capacity : 0;
+	bool alive = pid_alive(in->writer_pid);
+	int locked = lock_held(d, KV_LOCK_WRITER);
+	int64_t hb = ms_since(d->now, in->heartbeat_ns), created = ms_since(d->now, in->created_ns);
+	int64_t ctl_created = ms_since(d->now, ld_relaxed(&ctl->ch_created_ns));
+
+	if (d->json) {
+		struct jw *j = &d->j;
+		jw_open(j, "header", '{');
+		jw_u64(j, "layout_version", in->layout_version);
+		jw_u64(j, "generation", in->generation);
+		jw_str(j, "key_algo", kvidx_key_algo_name(in->algo));
+		jw_str(j, "seed", in->seed);
+		jw_u64(j, "block_size", in->block_size);
+		jw_open(j, "geometry", '{');
+		jw_u64(j, "capacity", in->geo.capacity);
+		jw_u64(j, "records", in->geo.records);
+		jw_u64(j, "pods_per_key", in->geo.pods_per_key);
+		jw_u64(j, "max_pods", in->geo.max_pods);
+		jw_u64(j, "max_readers", in->geo.max_readers);
+		jw_u64(j, "nslots", v->nslots);
+		jw_u64(j, "max_probe", v->max_probe);
+		jw_u64(j, "arena_units", v->units);
+		jw_close(j, '}');
+		jw_u64(j, "data_bytes", data_bytes);
+		jw_u64(j, "registry_bytes", ctl_bytes);
+		jw_item(j, "bytes_per_key");
+		fprintf(j->f, "%.1f", per_key);
+		jw_i64(j, "writer_pid", in->writer_pid);
+		jw_bool(j, "writer_alive", alive);
+		jw_item(j, "writer_lock_held");
+		fputs(locked < 0 ? "null" : locked ? "true" : "false", j->f);
+		jw_i64(j, "heartbeat_age_ms", hb);
+		jw_i64(j, "created_age_ms", created);
+		jw_i64(j, "registry_created_age_ms", ctl_created);
+		jw_str(j, "state", data_state_name(state));
+		jw_close(j, '}');
+		return;
+	}
+	printf("header:\n");
+	text_row_u64("layout version", in->layout_version, NULL);
+	text_row_u64("generation", in->generation, NULL);
+	printf("  %-20s %s\n", "key algorithm", kvidx_key_algo_name(in->algo));
+	printf("  %-20s \"", "seed");
+	text_str(stdout, in->seed);
+	printf("\"\n");
+	text_row_u64("block size", in->block_size, "tokens");
+	text_row_u64("capacity", in->geo.capacity, "keys");
+	text_row_u64("records", in->geo.records, NULL);
+	text_row_u64("pods per key", in->geo.pods_per_key, NULL);
+	text_row_u64("max pods", in->geo.max_pods, NULL);
+	text_row_u64("max readers", in->geo.max_readers, NULL);
+	printf("  %-20s %" PRIu64 " (+%" PRIu32 " probe overflow)\n", "slots", v->nslots,
+	       v->max_probe);
+	text_row_u64("arena units", v->units, "(16 bytes each)");
+	printf("  %-20s %" PRIu64 " bytes (%.1f MiB), state %s\n", "data segment", data_bytes,
+	       (double)data_bytes / (1024.0 * 1024.0), data_state_name(state));
+	text_row_u64("registry segment", ctl_bytes, "bytes");
+	printf("  %-20s %.1f at capacity\n", "bytes per key", per_key);
+	printf("  %-20s %" PRId32 " (%s%s)\n", "writer pid", in->writer_pid,
+	       alive ? "alive" : "not running",
+	       locked < 0 ? "" : locked ? ", holds the writer lock" : ", writer lock free");
+	printf("  %-20s ", "heartbeat");
+	text_age("", hb);
+	printf("\n  %-20s ", "data created");
+	text_age("", created);
+	printf("\n  %-20s ", "registry created");
+	text_age("", ctl_created);
+	printf("\n");
+}
+
+/* ---- pods ---- */
+
+static void dump_pods(struct dump *d)
+{
+	const struct kv_view *v = kv_reader_view(d->r);
+	char name[KVIDX_POD_NAME_MAX], model[KVIDX_POD_NAME_MAX];
+	uint32_t active = 0;
+
+	if (d->json)
+		jw_open(&d->j, "pods", '[');
+	else
+		printf("pods:\n");
+	for (uint32_t i = 0; i < v->max_pods; i++) {
+		/* Acquire pairs with the release stores of pd_word in writer.c. */
+		uint64_t pw = ld_acquire(&v->pods[i].pd_word);
+		if (KV_POD_STATE(pw) != KV_POD_ACTIVE)
+			continue;
+		int rc = kvidx_reader_pod(d->r, (int)i, name, model);
+		if (rc == -KVIDX_ERETRY)
+			rc = kvidx_reader_pod(d->r, (int)i, name, model);
+		if (rc < 0)
+			continue; /* removed (or renamed twice) since the state was read */
+		unsigned fl = KV_POD_FLAGS(pw);
+		active++;
+		if (d->json) {
+			struct jw *j = &d->j;
+			jw_open(j, NULL, '{');
+			jw_u64(j, "index", i);
+			jw_str(j, "name", name);
+			jw_str(j, "model", model);
+			jw_u64(j, "generation", KV_POD_GEN(pw));
+			jw_u64(j, "flags", fl);
+			jw_bool(j, "spec_paused", fl & KV_POD_SPEC_PAUSED);
+			jw_open(j, "counters", '{');
+		} else {
+			printf("  [%" PRIu32 "] ", i);
+			text_str(stdout, name);
+			printf("  model \"");
+			text_str(stdout, model);
+			printf("\"  generation %u  flags %s", KV_POD_GEN(pw),
+			       fl & KV_POD_SPEC_PAUSED ? "spec-paused" : "-");
+			if (fl & ~KV_POD_SPEC_PAUSED)
+				printf(" (0x%x)", fl);
+			printf("\n");
+		}
+		unsigned shown = 0;
+		for (unsigned c = 0; c < KV_POD_COUNTERS; c++) {
+			uint64_t val = ld_relaxed(&v->pods[i].pd_ctr[c]);
+			char label[32];
+			if (!val)
+				continue;
+			if (pod_ctr_names[c])
+				snprintf(label, sizeof(label), "%s", pod_ctr_names[c]);
+			else
+				snprintf(label, sizeof(label), "ctr[%u]", c);
+			if (d->json) {
+				jw_u64(&d->j, label, val);
+			} else {
+				printf("%s%s %" PRIu64, shown % 6 ? "  " : "      ", label, val);
+				if (shown % 6 == 5)
+					printf("\n");
+			}
+			shown++;
+		}
+		if (d->json) {
+			jw_close(&d->j, '}');
+			jw_close(&d->j, '}');
+		} else if (shown % 6) {
+			printf("\n");
+		}
+	}
+	if (d->json)
+		jw_close(&d->j, ']');
+	else
+		printf("  %" PRIu32 " active of %" PRIu32 "\n", active, v->max_pods);
+}
+
+/* ---- readers ---- */
+
+static void dump_readers(struct dump *d)
+{
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(d->r);
+	/* The slots follow the header (kv_ctl_validate() checked ch_slots_off at attach; the
+	 * field itself is in a segment every reader can write, so it is not read again). */
+	const struct kvidx_reader_slot *slots = (const void *)((const char *)ctl + sizeof(*ctl));
+	int self = kv_reader_slot_index(d->r);
+	uint32_t used = 0;
+
+	if (d->json)
+		jw_open(&d->j, "readers", '[');
+	else
+		printf("readers:\n");
+	for (uint32_t i = 0; i < d->nreaders; i++) {
+		const struct kvidx_reader_slot *s = &slots[i];
+		uint64_t st = ld_acquire(&s->rs_state);
+		unsigned kind = KV_RS_STATE(st);
+		if (kind == KV_RS_FREE)
+			continue;
+		const char *state = kind == KV_RS_ACTIVE ? "active" :
+				    kind == KV_RS_EXPELLED ? "expelled" : "unknown";
+		int32_t pid = ld_relaxed(&s->rs_pid);
+		uint64_t epoch = ld_relaxed(&s->rs_ctr), lookups = ld_relaxed(&s->rs_lookups);
+		uint64_t expelled = ld_relaxed(&s->rs_expelled);
+		int64_t claimed = ms_since(d->now, ld_relaxed(&s->rs_claimed_ns));
+		bool alive = pid_alive(pid);
+		int locked = lock_held(d, KV_LOCK_READER(i));
+		used++;
+		if (d->json) {
+			struct jw *j = &d->j;
+			jw_open(j, NULL, '{');
+			jw_u64(j, "slot", i);
+			jw_str(j, "state", state);
+			jw_u64(j, "claim_gen", KV_RS_GEN(st));
+			jw_i64(j, "pid", pid);
+			jw_bool(j, "alive", alive);
+			jw_item(j, "lock_held");
+			fputs(locked < 0 ? "null" : locked ? "true" : "false", j->f);
+			jw_u64(j, "epoch", epoch);
+			jw_u64(j, "lookups", lookups);
+			jw_u64(j, "expelled", expelled);
+			jw_i64(j, "claimed_age_ms", claimed);
+			jw_bool(j, "self", (int)i == self);
+			jw_close(j, '}');
+		} else {
+			printf("  [%" PRIu32 "] %-8s pid %" PRId32 " (%s%s)  epoch %" PRIu64 "%s  "
+			       "lookups %" PRIu64 "  expelled %" PRIu64 " time%s  ",
+			       i, state, pid, alive ? "alive" : "not running",
+			       locked < 0 ? "" : locked ? ", slot locked" : ", slot lock free",
+			       epoch, epoch ? "" : " (quiescent)", lookups, expelled,
+			       expelled == 1 ? "" : "s");
+			text_age("claimed", claimed);
+			printf("%s\n", (int)i == self ? "  <- this dump" : "");
+		}
+	}
+	if (d->json)
+		jw_close(&d->j, ']');
+	else
+		printf("  %" PRIu32 " of %" PRIu32 " slots in use\n", used, d->nreaders);
+}
+
+/* ---- stats ---- */
+
+static void dump_stats(struct dump *d)
+{
+	const struct kvidx_stats *st = kv_reader_view(d->r)->st;
+	uint64_t epoch = ld_relaxed(&kv_reader_ctl(d->r)->ch_epoch);
+
+	if (d->json) {
+		jw_open(&d->j, "stats", '{');
+#define STAT_JSON(n) jw_u64(&d->j, #n, ld_relaxed(&st->n));
+		KV_STATS(STAT_JSON)
+#undef STAT_JSON
+		jw_u64(&d->j, "registry_epoch", epoch);
+		jw_close(&d->j, '}');
+		return;
+	}
+	printf("stats:\n");
+#define STAT_TEXT(n) printf("  %-20s %" PRIu64 "\n", #n, ld_relaxed(&st->n));
+	KV_STATS(STAT_TEXT)
+#undef STAT_TEXT
+	printf("  %-20s %" PRIu64 "\n", "registry_epoch", epoch);
+}
+
+/* ---- entries and --key ---- */
+
+/* One key's records, in the format the entries and --key share. */
+static void print_entry(struct dump *d, uint64_t key, const struct kvidx_rec *recs, int n,
+			uint64_t now)
+{
+	if (d->json) {
+		struct jw *j = &d->j;
+		jw_key(j, "key", key);
+		jw_open(j, "pods", '[');
+		for (int i = 0; i < n; i++) {
+			const struct kvidx_rec *rc = &recs[i];
+			jw_open(j, NULL, '{');
+			jw_str(j, "pod", pod_name(d, rc->pod));
+			jw_u64(j, "pod_index", rc->pod);
+			jw_str(j, "state", rc->speculative ? "speculative" : "confirmed");
+			jw_open(j, "tiers", '[');
+			for (unsigned b = 0; b < 8; b++) {
+				char other[8];
+				if (!(rc->tiers & (1u << b)))
+					continue;
+				if (b < KVIDX_NTIERS) {
+					enum kvidx_tier t = (enum kvidx_tier)(1u << b);
+					jw_str(j, NULL, kvidx_tier_name(t));
+				} else {
+					snprintf(other, sizeof(other), "bit%u", b);
+					jw_str(j, NULL, other);
+				}
+			}
+			jw_close(j, ']');
+			jw_i64(j, "age_ms", ms_since(now, rc->t_ns));
+			if (rc->speculative)
+				jw_i64(j, "expires_in_ms", -ms_since(now, rc->expires_ns));
+			jw_close(j, '}');
+		}
+		jw_close(j, ']');
+		return;
+	}
+	printf("  0x%016" PRIx64 "  %d record%s\n", key, n, n == 1 ? "" : "s");
+	for (int i = 0; i < n; i++) {
+		const struct kvidx_rec *rc = &recs[i];
+		const char *pn = pod_name(d, rc->pod);
+		size_t cols;
+		printf("      ");
+		if (pn)
+			cols = text_str(stdout, pn);
+		else
+			cols = (size_t)printf("#%u (gone)", rc->pod);
+		printf("%*s  %-11s  ", cols < 21 ? (int)(21 - cols) : 0, "",
+		       rc->speculative ? "speculative" : "confirmed");
+		cols = 0;
+		for (unsigned b = 0; b < 8; b++) {
+			if (!(rc->tiers & (1u << b)))
+				continue;
+			if (b < KVIDX_NTIERS)
+				cols += (size_t)printf("%s%s", cols ? "," : "",
+						       kvidx_tier_name((enum kvidx_tier)(1u << b)));
+			else
+				cols += (size_t)printf("%sbit%u", cols ? "," : "", b);
+		}
+		if (!cols)
+			cols = (size_t)printf("-");
+		printf("%*s  ", cols < 14 ? (int)(14 - cols) : 0, "");
+		if (rc->speculative) {
+			text_age("created", ms_since(now, rc->t_ns));
+			printf(", expires in %" PRId64 " ms\n", -ms_since(now, rc->expires_ns));
+		} else {
+			text_age("stored", ms_since(now, rc->t_ns));
+			printf("\n");
+		}
+	}
+}
+
+/* The keys of one walk step, gathered inside its read-side section and printed after it. */
+struct walk_buf {
+	uint64_t keys[WALK_CHUNK];
+	int nrec[WALK_CHUNK];
+	struct kvidx_rec recs[WALK_CHUNK][KV_MAX_PPK];
+	uint32_t n;
+	uint64_t hidden;  /* keys with no visible record (expired, paused, cleared pods) */
+	bool overflow;    /* more keys than one step can hold: the walk's contract broke */
+};
+
+static void walk_collect(void *arg, uint64_t key, const struct kvidx_rec *recs, int n)
+{
+	struct walk_buf *b = arg;
+
+	if (n <= 0) {
+		b->hidden++;
+		return;
+	}
+	if (b->n == WALK_CHUNK) {
+		b->overflow = true;
+		return;
+	}
+	if (n > KV_MAX_PPK)
+		n = KV_MAX_PPK;
+	b->keys[b->n] = key;
+	b->nrec[b->n] = n;
+	memcpy(b->recs[b->n], recs, (size_t)n * sizeof(*recs));
+	b->n++;
+}
+
+/* Lists up to limit keys (0: all). Returns 0, or a negative error after reporting it. */
+static int dump_entries(struct dump *d, uint64_t limit)
+{
+	const struct kv_view *v = kv_reader_view(d->r);
+	uint64_t gen0 = v->gen, shown = 0, hidden = 0, end = v->nslots + v->max_probe, pos;
+	struct walk_buf *b = malloc(sizeof(*b));
+	bool truncated = false;
+	int64_t rc = 0;
+
+	if (!b) {
+		err_msg(d, "out of memory for the entry walk");
+		return -ENOMEM;
+	}
+	if (d->json)
+		jw_open(&d->j, "entries", '[');
+	else
+		printf("entries:\n");
+	for (pos = 0; pos < end && !truncated; pos += WALK_CHUNK) {
+		uint64_t now = 0;
+		/* A step that raced an expulsion reports -KVIDX_ERETRY and its keys may come from
+		 * reused memory: they are dropped and the step is walked once more. */
+		for (int tries = 0; tries < 2; tries++) {
+			b->n = 0;
+			b->hidden = 0;
+			b->overflow = false;
+			now = kvidx_now_ns();
+			rc = kv_reader_walk(d->r, pos, WALK_CHUNK, now, walk_collect, b);
+			if (rc != -KVIDX_ERETRY)
+				break;
+		}
+		if (rc >= 0 && b->overflow)
+			rc = -KVIDX_ECORRUPT;
+		if (rc < 0)
+			break;
+		v = kv_reader_view(d->r);
+		if (v->gen != gen0) {
+			/* The writer published a new generation (restart or growth): positions now
+			 * index a different table. Say so rather than mix the two silently. */
+			fprintf(stderr,
+				PROG ": index '%s': generation changed from %" PRIu64 " to %" PRIu64
+				     " during the walk; the listing mixes both\n",
+				d->name, gen0, v->gen);
+			gen0 = v->gen;
+			end = v->nslots + v->max_probe;
+		}
+		hidden += b->hidden;
+		for (uint32_t i = 0; i < b->n; i++) {
+			if (limit && shown == limit) {
+				truncated = true;
+				break;
+			}
+			if (d->json)
+				jw_open(&d->j, NULL, '{');
+			print_entry(d, b->keys[i], b->recs[i], b->nrec[i], now);
+			if (d->json)
+				jw_close(&d->j, '}');
+			shown++;
+		}
+		if (limit && shown == limit && pos + WALK_CHUNK < end)
+			truncated = true; /* more slots left unvisited: there may be more keys */
+	}
+	free(b);
+	if (d->json)
+		jw_close(&d->j, ']');
+	else
+		printf("  %" PRIu64 " key%s shown%s; %" PRIu64 " key%s without a live record "
+		       "skipped\n",
+		       shown, shown == 1 ? "" : "s",
+		       truncated ? " (limit reached; --entries=0 lists all)" : "", hidden,
+		       hidden == 1 ? "" : "s");
+	if (rc < 0) {
+		err_msg(d, "walking the entries: %s", kvidx_strerror((int)rc));
+		return (int)rc;
+	}
+	return 0;
+}
+
+/* Looks key up. Returns 1 if present, 0 if absent, or a negative error after reporting it. */
+static int dump_key(struct dump *d, uint64_t key)
+{
+	struct kvidx_rec recs[KV_MAX_PPK];
+	uint64_t now = kvidx_now_ns();
+	int n = kvidx_lookup(d->r, key, recs, KV_MAX_PPK);
+
+	if (n == -KVIDX_ERETRY) {
+		now = kvidx_now_ns();
+		n = kvidx_lookup(d->r, key, recs, KV_MAX_PPK);
+	}
+	if (n < 0) {
+		err_msg(d, "looking up 0x%016" PRIx64 ": %s", key, kvidx_strerror(n));
+		return n;
+	}
+	if (d->json) {
+		jw_open(&d->j, "lookup", '{');
+		jw_bool(&d->j, "found", n > 0);
+		print_entry(d, key, recs, n, now);
+		jw_close(&d->j, '}');
+	} else if (n == 0) {
+		printf("key:\n  0x%016" PRIx64 "  absent\n", key);
+	} else {
+		printf("key:\n");
+		print_entry(d, key, recs, n, now);
+	}
+	return n > 0;
+}
+
+/* ---- attaching ---- */
+
+/* Attaches and reads the header. Returns 0, or 1 after reporting why not. */
+static int attach(struct dump *d)
+{
+	char path[KV_SHM_PATH_MAX];
+	int rc;
+
+	d->r = kvidx_reader_open(d->name);
+	if (!d->r) {
+		rc = -errno;
+		if (rc == -ENOENT) {
+			char dev[KV_SHM_PATH_MAX + 16];
+			snprintf(dev, sizeof(dev), "/dev/shm/%s", d->name);
+			if (access(dev, F_OK) == 0)
+				fprintf(stderr,
+					PROG ": index '%s' has no live data segment (its writer is "
+					     "creating it, or died while building it)\n",
+					d->name);
+			else
+				fprintf(stderr,
+					PROG ": index '%s' not found (no /dev/shm/%s; "
+					     "is kvidx-ingestd running?)\n",
+					d->name, d->name);
+		} else if (rc == -EACCES) {
+			err_msg(d, "%s (segments are readable by their owner, or by the group "
+				   "given to the writer)",
+				kvidx_strerror(rc));
+		} else {
+			err_msg(d, "%s", kvidx_strerror(rc));
+		}
+		return 1;
+	}
+	rc = kvidx_reader_info(d->r, &d->info);
+	if (rc == -KVIDX_ERETRY)
+		rc = kvidx_reader_info(d->r, &d->info);
+	if (rc < 0) {
+		err_msg(d, "reading the header: %s", kvidx_strerror(rc));
+		return 1;
+	}
+	d->now = kvidx_now_ns();
+
+	const struct kv_view *v = kv_reader_view(d->r);
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(d->r);
+	/*
+	 * The registry is writable by every reader, so its slot count is not trusted: at most
+	 * what the data segment (writer-only, validated at attach) says the registry was made
+	 * with, which is what this reader mapped.
+	 */
+	uint32_t n = ld_relaxed(&ctl->ch_max_readers);
+	if (n != v->hdr->dh_max_readers) {
+		err_msg(d, "registry says %" PRIu32 " reader slots, data segment %" PRIu32
+			   "; showing the fewer",
+			n, v->hdr->dh_max_readers);
+		if (n > v->hdr->dh_max_readers)
+			n = v->hdr->dh_max_readers;
+	}
+	d->nreaders = n;
+	if (pod_cache_reset(d) < 0) {
+		err_msg(d, "out of memory");
+		return 1;
+	}
+	/* A second descriptor on the registry, only to test liveness locks; optional. */
+	kv_ctl_shm_name(path, d->name);
+	d->lock_fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
+	return 0;
+}
+
+/* ---- command line ---- */
+
+static void usage(FILE *f)
+{
+	fputs("Usage: " PROG " [OPTION]...\n"
+	      "Prints the state of a kvidx index: header, pods, reader registry, counters and, on\n"
+	      "request, its entries. Attaches as an ordinary reader (data mapped read-only, one\n"
+	      "registry slot) and never changes the index.\n"
+	      "\n"
+	      "  --name NAME       index to read (default \"" KVIDX_DEFAULT_NAME "\", i.e. "
+	      "/dev/shm/" KVIDX_DEFAULT_NAME ")\n"
+	      "  --json            print one JSON object with a member per section shown\n"
+	      "  --header          layout version, generation, key algorithm, seed, block size,\n"
+	      "                    geometry, sizes, writer pid and liveness, heartbeat age\n"
+	      "  --pods            active pods: name, model, generation, flags, nonzero counters\n"
+	      "  --readers         registry slots in use: state, pid, liveness, announced epoch\n"
+	      "                    (0: quiescent), lookups, expulsions; this dump's own is marked\n"
+	      "  --stats           every writer counter, and the registry's RCU epoch\n"
+	      "  --entries[=N]     up to N keys (default 100; 0: all) with their live records:\n"
+	      "                    pod, confirmed or speculative, tiers, ages. Keys whose records\n"
+	      "                    are all expired or hidden are skipped. Not a snapshot: a key\n"
+	      "                    moved while the walk goes on may be missed or shown twice.\n"
+	      "                    N must be attached: --entries=N\n"
+	      "  --key HEX         look up one key (1 to 16 hex digits, optional 0x) as a router\n"
+	      "                    would; exit status 1 if it is absent\n"
+	      "  -h, --help        print this help and exit\n"
+	      "\n"
+	      "Without a section option, prints --header --pods --readers --stats. With any\n"
+	      "(--key counts as one), prints only those, in the order above. JSON members are\n"
+	      "named header, pods, readers, stats, entries and lookup (for --key). Ages are\n"
+	      "milliseconds of CLOCK_MONOTONIC before now; negative ones lie in the future.\n"
+	      "\n"
+	      "Exit status: 0 on success, 1 if the index cannot be read or the --key is absent,\n"
+	      "2 on bad usage.\n",
+	      f);
+}
+
+static void __attribute__((noreturn)) bad_usage(void)
+{
+	fputs("Try '" PROG " --help' for more information.\n", stderr);
+	exit(2);
+}
+
+/* Parses a whole string as a decimal number: digits only, no sign, no overflow. */
+static bool parse_dec(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!*s)
+		return false;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return false;
+		unsigned dgt = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - dgt) / 10)
+			return false;
+		v = v * 10 + dgt;
+	}
+	*out = v;
+	return true;
+}
+
+/* Parses 1..16 hex digits, with an optional 0x or 0X prefix. */
+static bool parse_hex64(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t n = 0;
+
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+		s += 2;
+	for (; *s; s++, n++) {
+		unsigned dgt;
+
+		if (*s >= '0' && *s <= '9')
+			dgt = (unsigned)(*s - '0');
+		else if (*s >= 'a' && *s <= 'f')
+			dgt = (unsigned)(*s - 'a' + 10);
+		else if (*s >= 'A' && *s <= 'F')
+			dgt = (unsigned)(*s - 'A' + 10);
+		else
+			return false;
+		if (n == 16)
+			return false;
+		v = v << 4 | dgt;
+	}
+	if (!n)
+		return false;
+	*out = v;
+	return true;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_NAME = 256, OPT_JSON, OPT_HEADER, OPT_PODS, OPT_READERS, OPT_STATS,
+	       OPT_ENTRIES, OPT_KEY };
+	static const struct option longopts[] = {
+		{ "name", required_argument, NULL, OPT_NAME },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "header", no_argument, NULL, OPT_HEADER },
+		{ "pods", no_argument, NULL, OPT_PODS },
+		{ "readers", no_argument, NULL, OPT_READERS },
+		{ "stats", no_argument, NULL, OPT_STATS },
+		{ "entries", optional_argument, NULL, OPT_ENTRIES },
+		{ "key", required_argument, NULL, OPT_KEY },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct dump d = { .name = KVIDX_DEFAULT_NAME, .lock_fd = -1, .j = { .f = stdout } };
+	uint64_t limit = DEFAULT_ENTRIES, key = 0;
+	unsigned sections = 0;
+	int c, status = 0;
+
+	opterr = 0; /* This program prints its own messages, naming itself PROG. */
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_NAME:
+			if (kv_name_check(optarg) < 0) {
+				fprintf(stderr,
+					PROG ": bad --name '%s': expected 1 to %d of "
+					     "[A-Za-z0-9_.-], not starting with '.'\n",
+					optarg, KVIDX_NAME_MAX - 1);
+				bad_usage();
+			}
+			d.name = optarg;
+			break;
+		case OPT_JSON:
+			d.json = true;
+			break;
+		case OPT_HEADER:
+			sections |= SEC_HEADER;
+			break;
+		case OPT_PODS:
+			sections |= SEC_PODS;
+			break;
+		case OPT_READERS:
+			sections |= SEC_READERS;
+			break;
+		case OPT_STATS:
+			sections |= SEC_STATS;
+			break;
+		case OPT_ENTRIES:
+			if (optarg && !parse_dec(optarg, &limit)) {
+				fprintf(stderr,
+					PROG ": bad --entries '%s': expected a decimal count "
+					     "(0: all)\n",
+					optarg);
+				bad_usage();
+			}
+			sections |= SEC_ENTRIES;
+			break;
+		case OPT_KEY:
+			if (!parse_hex64(optarg, &key)) {
+				fprintf(stderr,
+					PROG ": bad --key '%s': expected 1 to 16 hex digits, "
+					     "optionally prefixed by 0x\n",
+					optarg);
+				bad_usage();
+			}
+			sections |= SEC_KEY;
+			break;
+		case 'h':
+			usage(stdout);
+			return fflush(stdout) || ferror(stdout) ? 1 : 0;
+		case ':':
+			fprintf(stderr, PROG ": option '%s' requires an argument\n",
+				argv[optind - 1]);
+			bad_usage();
+		default: /* '?' */
+			if (optopt && optopt < 256)
+				fprintf(stderr, PROG ": unknown option '-%c'\n", optopt);
+			else
+				fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
+			bad_usage();
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s'%s\n", argv[optind],
+			strcmp(argv[optind - 1], "--entries") == 0 ?
+				" (a count goes with an equals sign: --entries=N)" : "");
+		bad_usage();
+	}
+	if (!sections)
+		sections = SEC_DEFAULT;
+
+	if (attach(&d) != 0) {
+		kvidx_reader_close(d.r);
+		free(d.pods);
+		return 1;
+	}
+	if (d.json)
+		jw_open(&d.j, NULL, '{');
+	else
+		printf("index %s\n", d.name);
+	if (sections & SEC_HEADER)
+		dump_header(&d);
+	if (sections & SEC_PODS)
+		dump_pods(&d);
+	if (sections & SEC_READERS)
+		dump_readers(&d);
+	if (sections & SEC_STATS)
+		dump_stats(&d);
+	if ((sections & SEC_ENTRIES) && dump_entries(&d, limit) < 0) {
+		status = 1;
+		if (d.json)
+			jw_str(&d.j, "error", "walking the entries failed; see standard error");
+	}
+	if (sections & SEC_KEY) {
+		int rc = dump_key(&d, key);
+		if (rc <= 0) {
+			status = 1;
+			if (rc < 0 && d.json)
+				jw_str(&d.j, "error", "the lookup failed; see standard error");
+		}
+	}
+	if (d.json)
+		jw_close(&d.j, '}');
+
+	if (d.lock_fd >= 0)
+		close(d.lock_fd);
+	kvidx_reader_close(d.r);
+	free(d.pods);
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, PROG ": writing standard output: %s\n", strerror(errno));
+		return 1;
+	}
+	return status;
+}
