@@ -714,7 +714,7 @@ Test(dump, header_pods_readers_stats)
 	/* Pods: both, with flags, and only the nonzero counters. */
 	assert_has(r.out, "{\"index\": 0, \"name\": \"10.0.0.1:8000\", \"model\": \"llama-3-8b\", "
 			  "\"generation\": 1, \"flags\": 0, \"spec_paused\": false, \"counters\": "
-			  "{\"ctr[3]\": 7, \"ctr[39]\": 123456789012}}");
+			  "{\"events\": 7, \"ctr[39]\": 123456789012}}");
 	assert_has(r.out, "{\"index\": 1, \"name\": \"10.0.0.2:8000\", \"model\": \"\", "
 			  "\"generation\": 1, \"flags\": 1, \"spec_paused\": true, \"counters\": {}}");
 	cr_assert_eq(count(r.out, "{\"index\": "), 2);
@@ -755,7 +755,7 @@ Test(dump, header_pods_readers_stats)
 	assert_has(r.out, "  capacity             1000 keys\n");
 	assert_has(r.out, "(alive, holds the writer lock)");
 	assert_has(r.out, "  [0] 10.0.0.1:8000  model \"llama-3-8b\"  generation 1  flags -\n"
-			  "      ctr[3] 7  ctr[39] 123456789012\n");
+			  "      events 7  ctr[39] 123456789012\n");
 	assert_has(r.out, "  [1] 10.0.0.2:8000  model \"\"  generation 1  flags spec-paused\n");
 	assert_has(r.out, "  2 active of 16\n");
 	assert_has(r.out, "  <- this dump\n");
