@@ -408,13 +408,99 @@ void kvidx_weights_default(struct kvidx_weights *w)
 	w->speculative = 1.0;
 }
 
-static void prefetch_slots(const struct kv_view *v, const uint64_t *keys, size_t n,
-			   uint64_t *mix)
+/* Stage A: a key's home slot line, and the next one (a probe runs into it for ~1 key in 7). */
+static inline void pf_slots(const struct kv_view *v, uint64_t m)
 {
-	for (size_t j = 0; j < n; j++) {
-		mix[j] = kv_mix(keys[j]);
-		__builtin_prefetch(v->slots + kv_home(mix[j], v->nslots));
+	const uint64_t *s = v->slots + kv_home(m, v->nslots);
+
+	__builtin_prefetch(s);
+	__builtin_prefetch(s + 8);
+}
+
+/* Stage B: the first entry index in key's probe window whose fingerprint matches (0: absent),
+ * without touching the entry; then prefetch the entry's header and first two records. */
+static inline uint32_t scan_slots(const struct kv_view *v, uint64_t m)
+{
+	const uint64_t *slot = v->slots + kv_home(m, v->nslots);
+	uint32_t fp = kv_fp(m);
+
+	for (uint32_t p = 0; p < v->max_probe; p++) {
+		/* Acquire pairs with the release store of the slot word in publish(). */
+		uint64_t s = ld_acquire(&slot[p]);
+		if (s == KV_SLOT_EMPTY)
+			return 0;
+		uint32_t idx = (uint32_t)s;
+		if ((uint32_t)(s >> 32) != fp || s == KV_SLOT_TOMB || idx == 0 || idx >= v->units)
+			continue;
+		const uint64_t *e = v->arena + 2 * (uint64_t)idx;
+		__builtin_prefetch(e);
+		__builtin_prefetch(e + 3);
+		__builtin_prefetch(e + 5);
+		return idx;
 	}
+	return 0;
+}
+
+/* Stage C: checks candidate idx against key (the full probe on a fingerprint collision). */
+static inline const uint64_t *verify(const struct kv_view *v, uint64_t key, uint64_t m,
+				     uint32_t idx, unsigned *np)
+{
+	if (!idx)
+		return NULL;
+	const uint64_t *e = v->arena + 2 * (uint64_t)idx;
+	if (kvidx_unlikely(ld_relaxed(&e[0]) != key))
+		return rd_find(v, key, m, np);
+	uint64_t meta = ld_relaxed(&e[1]);
+	unsigned n = KV_META_NPODS(meta), cap = KV_META_CAP(meta);
+	if (n > cap || n > v->ppk || (uint64_t)idx + 1 + cap > v->units)
+		return NULL;
+	*np = n;
+	return e;
+}
+
+struct score_ctx {
+	struct kvidx_reader *r;
+	const struct kv_view *v;
+	const struct kvidx_weights *w;
+	double tw[16]; /* weight of a record by its tier set: its best tier */
+	uint64_t now;
+	bool open;     /* no candidates: pods holding block 0 join */
+	uint32_t nrows;
+};
+
+/* Scores block i held by entry e. Returns false when no tracked pod extends its run. */
+static inline bool score_block(struct score_ctx *c, const uint64_t *e, unsigned np, uint32_t i)
+{
+	struct kvidx_reader *r = c->r;
+	uint32_t alive = 0;
+
+	if (!e)
+		return false;
+	for (unsigned k = 0; k < np; k++) {
+		uint64_t w0 = ld_relaxed(&e[2 + 2 * k]), w1 = ld_relaxed(&e[3 + 2 * k]);
+		if (!rd_rec_visible(c->v, w0, w1, c->now))
+			continue;
+		unsigned p = KV_REC_POD(w0);
+		int32_t ri = r->row_of_pod[p];
+		if (ri < 0) {
+			if (!c->open || i != 0)
+				continue;
+			ri = r->row_of_pod[p] = (int32_t)c->nrows;
+			r->rows[c->nrows++] = (struct kv_row){ .pod = (int)p };
+		}
+		struct kv_row *row = &r->rows[ri];
+		if (row->blocks != i)
+			continue;
+		row->blocks = i + 1;
+		if (KV_REC_FLAGS(w0) & KV_REC_SPEC) {
+			row->spec++;
+			row->score += c->w->speculative;
+		} else {
+			row->score += c->tw[KV_REC_TIERS(w0) & 15];
+		}
+		alive++;
+	}
+	return alive != 0;
 }
 
 int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const int *cand,
@@ -422,12 +508,9 @@ int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const in
 		size_t max)
 {
 	struct kvidx_weights defw;
-	double tw[16];
-	uint64_t mix[2][CHUNK];
-	const uint64_t *ent[CHUNK];
-	unsigned np[CHUNK];
-	uint32_t nrows = 0;
-	uint64_t now = kvidx_now_ns();
+	struct score_ctx c = { .r = r, .open = cand == NULL, .now = kvidx_now_ns() };
+	uint64_t mix[3][CHUNK];
+	uint32_t idx[2][CHUNK];
 	int rc;
 
 	if ((!keys && n) || (!cand && ncand) || (!out && max))
@@ -436,85 +519,64 @@ int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const in
 		kvidx_weights_default(&defw);
 		weights = &defw;
 	}
-	/* Weight of a record by its tier set: the best tier it is held on. */
+	c.w = weights;
 	for (unsigned m = 0; m < 16; m++) {
-		tw[m] = 0;
+		c.tw[m] = 0;
 		for (unsigned t = 0; t < KVIDX_NTIERS; t++)
-			if ((m & (1u << t)) && weights->tier[t] > tw[m])
-				tw[m] = weights->tier[t];
+			if ((m & (1u << t)) && weights->tier[t] > c.tw[m])
+				c.tw[m] = weights->tier[t];
 	}
 	rc = rd_enter(r);
 	if (rc < 0)
 		return rc;
-	const struct kv_view *v = &r->v;
+	const struct kv_view *v = c.v = &r->v;
 	for (size_t i = 0; i < ncand; i++) {
 		int p = cand[i];
 		if (p < 0 || (uint32_t)p >= v->max_pods || r->row_of_pod[p] >= 0)
 			continue;
-		r->row_of_pod[p] = (int32_t)nrows;
-		r->rows[nrows++] = (struct kv_row){ .pod = p };
+		r->row_of_pod[p] = (int32_t)c.nrows;
+		r->rows[c.nrows++] = (struct kv_row){ .pod = p };
 	}
 
 	/*
-	 * Three stages per chunk of CHUNK keys, so that cache misses overlap instead of queueing:
-	 * slot lines of the next chunk are prefetched while this chunk's entries are fetched,
-	 * then the chunk's blocks are scored in order, stopping at the first block no tracked
-	 * pod extends.
+	 * A three-stage pipeline over chunks of CHUNK keys, so that cache misses overlap instead
+	 * of queueing: while chunk k is verified and scored (C), chunk k+1's slots are scanned and
+	 * its entries prefetched (B), and chunk k+2's slot lines are prefetched (A). Scoring stops
+	 * at the first block no tracked pod extends; at most two chunks of prefetches are wasted.
+	 * Every slot is still loaded with acquire before its entry is read, inside the section.
 	 */
-	size_t m0 = n < CHUNK ? n : CHUNK;
-	prefetch_slots(v, keys, m0, mix[0]);
-	for (size_t base = 0, c = 0; base < n; base += CHUNK, c ^= 1) {
-		size_t m = n - base < CHUNK ? n - base : CHUNK;
-		for (size_t j = 0; j < m; j++) {
-			ent[j] = rd_find(v, keys[base + j], mix[c][j], &np[j]);
-			if (ent[j]) {
-				__builtin_prefetch(ent[j]);
-				if (np[j] > 1)
-					__builtin_prefetch(ent[j] + 8);
-			}
+	size_t nch = (n + CHUNK - 1) / CHUNK;
+#define CH_LEN(k) ((k) * CHUNK + CHUNK <= n ? CHUNK : n - (k) * CHUNK)
+	for (size_t k = 0; k < 2 && k < nch; k++)
+		for (size_t j = 0; j < CH_LEN(k); j++) {
+			mix[k][j] = kv_mix(keys[k * CHUNK + j]);
+			pf_slots(v, mix[k][j]);
 		}
-		if (base + CHUNK < n) {
-			size_t mn = n - base - CHUNK < CHUNK ? n - base - CHUNK : CHUNK;
-			prefetch_slots(v, keys + base + CHUNK, mn, mix[c ^ 1]);
-		}
-		for (size_t j = 0; j < m; j++) {
-			uint32_t i = (uint32_t)(base + j), alive = 0;
-			if (!ent[j])
-				goto done;
-			for (unsigned k = 0; k < np[j]; k++) {
-				uint64_t w0 = ld_relaxed(&ent[j][2 + 2 * k]);
-				uint64_t w1 = ld_relaxed(&ent[j][3 + 2 * k]);
-				if (!rd_rec_visible(v, w0, w1, now))
-					continue;
-				unsigned p = KV_REC_POD(w0);
-				int32_t ri = r->row_of_pod[p];
-				if (ri < 0) {
-					if (cand || i != 0)
-						continue;
-					ri = r->row_of_pod[p] = (int32_t)nrows;
-					r->rows[nrows++] = (struct kv_row){ .pod = (int)p };
-				}
-				struct kv_row *row = &r->rows[ri];
-				if (row->blocks != i)
-					continue;
-				row->blocks = i + 1;
-				if (KV_REC_FLAGS(w0) & KV_REC_SPEC) {
-					row->spec++;
-					row->score += weights->speculative;
-				} else {
-					row->score += tw[KV_REC_TIERS(w0) & 15];
-				}
-				alive++;
+	for (size_t j = 0; j < CH_LEN(0) && nch; j++)
+		idx[0][j] = scan_slots(v, mix[0][j]);
+	for (size_t k = 0; k < nch; k++) {
+		if (k + 2 < nch)
+			for (size_t j = 0; j < CH_LEN(k + 2); j++) {
+				mix[(k + 2) % 3][j] = kv_mix(keys[(k + 2) * CHUNK + j]);
+				pf_slots(v, mix[(k + 2) % 3][j]);
 			}
-			if (!alive)
+		if (k + 1 < nch)
+			for (size_t j = 0; j < CH_LEN(k + 1); j++)
+				idx[(k + 1) & 1][j] = scan_slots(v, mix[(k + 1) % 3][j]);
+		for (size_t j = 0; j < CH_LEN(k); j++) {
+			unsigned np = 0;
+			size_t i = k * CHUNK + j;
+			const uint64_t *e = verify(v, keys[i], mix[k % 3][j], idx[k & 1][j], &np);
+			if (!score_block(&c, e, np, (uint32_t)i))
 				goto done;
 		}
 	}
+#undef CH_LEN
 done:
 	rc = rd_exit(r);
 	/* Rows out in pod order; reset the scratch for the next call. */
 	int nout = 0;
-	for (uint32_t p = 0; p < v->max_pods && (uint32_t)nout < nrows; p++) {
+	for (uint32_t p = 0; p < v->max_pods && (uint32_t)nout < c.nrows; p++) {
 		int32_t ri = r->row_of_pod[p];
 		if (ri < 0)
 			continue;
