@@ -19,6 +19,7 @@ struct kv_view {
 	const struct kvidx_pod *pods;
 	const uint64_t *slots;
 	const uint64_t *arena;
+	const uint64_t *hist;
 	uint64_t nslots, units;
 	uint32_t ppk, max_pods, max_probe;
 };
@@ -46,6 +47,9 @@ int64_t kv_reader_walk(struct kvidx_reader *r, uint64_t from, uint64_t count, ui
  * pod index out of range. And the data segment's writer counters.
  */
 uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod);
+/* Pod's latency histogram, which = 0 (cumulative) or 1 (recent); NULL if out of range. */
+uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which);
+const uint64_t *kv_view_pod_hist(const struct kv_view *v, int pod, int which);
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w);
 
 #endif /* KVIDX_INSPECT_H */

@@ -1,7 +1,7 @@
 /*
  * internal.h — internal to lib/: the writer's private state, shared by writer.c (segments,
- * pods, RCU grace periods, reader liveness) and table.c (hash table and entry arena).
- * Never installed.
+ * pods, RCU grace periods, reader liveness), table.c (hash table and entry arena) and
+ * route.c (route rings); and the reader's, shared by reader.c and route.c. Never installed.
  */
 #ifndef KVIDX_INTERNAL_H
 #define KVIDX_INTERNAL_H
@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "inspect.h"
 #include "kvidx.h"
 #include "layout.h"
 #include "segment.h"
@@ -36,6 +37,8 @@ struct kvidx {
 	struct kvidx_ctl_hdr *ctl;
 	struct kvidx_reader_slot *rslots;
 	uint32_t max_readers;
+	uint32_t ring_entries;
+	uint64_t *ring_tail; /* consumer position per ring (writer-private copy of rh_tail) */
 	/* Current data segment (read-write). */
 	int data_fd;
 	void *data;
@@ -45,6 +48,7 @@ struct kvidx {
 	struct kvidx_pod *pods;
 	uint64_t *slots;
 	uint64_t *arena; /* unit i = words 2i, 2i+1 */
+	uint64_t *hist;  /* per-pod latency histograms */
 	uint64_t nslots, units, capacity;
 	uint32_t ppk, max_pods, max_probe;
 	/* Entry allocator: bump pointer plus one free list per size class. */
@@ -66,6 +70,34 @@ struct kvidx {
 	uint64_t stall_ns;
 	uint64_t last_tick_ns;
 	uint64_t last_reap_ns;
+};
+
+/* A reader's private state (reader.c, route.c). */
+struct kv_row {
+	int pod;
+	uint32_t blocks, spec;
+	double score;
+};
+
+struct kvidx_reader {
+	char name[KVIDX_NAME_MAX];
+	int ctl_fd;
+	struct kvidx_ctl_hdr *ctl;
+	size_t ctl_size;
+	struct kvidx_reader_slot *me;
+	uint32_t slot;
+	uint64_t state; /* the rs_state we own: (claim generation << 8) | ACTIVE */
+	struct kv_view v;
+	/* Scoring scratch, sized by max_pods. */
+	int32_t *row_of_pod;
+	struct kv_row *rows;
+	uint32_t scratch_pods;
+	/* This slot's route ring (producer side). */
+	struct kv_ring_hdr *ring;
+	struct kv_msg *ring_msgs;
+	uint32_t ring_entries;
+	uint64_t ring_head; /* private copy of rh_head */
+	uint32_t commit_seq;
 };
 
 /* table.c */

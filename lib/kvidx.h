@@ -106,6 +106,7 @@ struct kvidx_geometry {
 	uint32_t pods_per_key; /* max pods recorded per key (default 10, at most 64) */
 	uint32_t max_pods;     /* pods (default 256, at most 4096) */
 	uint32_t max_readers;  /* reader registry slots (default 64, at most 4096) */
+	uint32_t ring_entries; /* route-ring messages per reader, power of two (default 4096) */
 };
 
 #define KVIDX_DEFAULT_NAME "kvidx"
@@ -243,6 +244,60 @@ struct kvidx_score {
 int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const int *cand,
 		size_t ncand, const struct kvidx_weights *weights, struct kvidx_score *out,
 		size_t max);
+
+/* ---- route commits (router -> writer) ----------------------------------------------------- */
+
+#define KVIDX_MAX_COMMIT_KEYS 2048
+
+/* A routing decision, as a router commits it. */
+struct kvidx_route {
+	uint64_t corr_id;        /* request-safe correlation id (never prompt data) */
+	int pod;                 /* chosen (decode) pod index */
+	int prefill_pod;         /* chosen prefill pod under P/D disaggregation, or -1 */
+	const uint64_t *keys;    /* the prompt's block keys (at most KVIDX_MAX_COMMIT_KEYS) */
+	size_t nkeys;
+	uint32_t matched_blocks; /* blocks the chosen pod matched when the router scored */
+	uint32_t matched_spec;   /* of those, held only speculatively */
+};
+
+/*
+ * Sends a routing decision to the writer, which adds speculative records for keys on the
+ * chosen pod(s) (except where already confirmed) and starts the route-to-confirmation clock.
+ * Wait-free: returns 0, -EAGAIN when this reader's ring is full (the commit is dropped and
+ * counted in its registry slot), -E2BIG for too many keys, -EINVAL for bad arguments.
+ * The commit is stamped with kvidx_now_ns() and the reader's data generation (pod indices
+ * are only meaningful within one generation).
+ */
+int kvidx_commit(struct kvidx_reader *r, const struct kvidx_route *rt);
+
+/*
+ * Reports what the model server said about a routed request: cached_tokens as vLLM's
+ * usage.prompt_tokens_details.cached_tokens, prompt_tokens its prompt length. Wait-free;
+ * returns 0, -EAGAIN (ring full, dropped and counted) or -EINVAL.
+ */
+int kvidx_report_outcome(struct kvidx_reader *r, uint64_t corr_id, int pod,
+			 uint32_t cached_tokens, uint32_t prompt_tokens);
+
+/* Writer side: what kvidx_drain() hands over. */
+struct kvidx_outcome {
+	uint64_t corr_id;
+	int pod;
+	uint32_t cached_tokens, prompt_tokens;
+	uint64_t t_ns;
+};
+struct kvidx_drain_ops {
+	/* A validated commit; rt->keys is valid during the call only. */
+	void (*route)(void *arg, const struct kvidx_route *rt, uint64_t commit_ns);
+	void (*outcome)(void *arg, const struct kvidx_outcome *o);
+	void *arg;
+};
+
+/*
+ * Writer: consumes up to budget messages from the readers' rings, calling ops for each
+ * valid one (malformed, stale-generation or truncated ones are counted in stat route_bad and
+ * skipped). Returns the number of messages consumed. Never blocks.
+ */
+int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *ops);
 
 /* Reader-side view of the index header and pods (for tools and routers). */
 struct kvidx_info {

@@ -35,31 +35,10 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "segment.h"
+#include "internal.h"
 
 #define NS_PER_MS 1000000ull
 #define CHUNK 16 /* keys resolved together: their cache misses overlap */
-
-struct kv_row {
-	int pod;
-	uint32_t blocks, spec;
-	double score;
-};
-
-struct kvidx_reader {
-	char name[KVIDX_NAME_MAX];
-	int ctl_fd;
-	struct kvidx_ctl_hdr *ctl;
-	size_t ctl_size;
-	struct kvidx_reader_slot *me;
-	uint32_t slot;
-	uint64_t state; /* the rs_state we own: (claim generation << 8) | ACTIVE */
-	struct kv_view v;
-	/* Scoring scratch, sized by max_pods. */
-	int32_t *row_of_pod;
-	struct kv_row *rows;
-	uint32_t scratch_pods;
-};
 
 /* ---- attach ---- */
 
@@ -109,6 +88,7 @@ static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
 	v.pods = (const void *)((const char *)v.base + v.hdr->dh_pods_off);
 	v.slots = (const void *)((const char *)v.base + v.hdr->dh_slots_off);
 	v.arena = (const void *)((const char *)v.base + v.hdr->dh_arena_off);
+	v.hist = (const void *)((const char *)v.base + v.hdr->dh_hist_off);
 	if (v.max_pods > r->scratch_pods) {
 		int32_t *rop = malloc(v.max_pods * sizeof(*rop));
 		struct kv_row *rows = malloc(v.max_pods * sizeof(*rows));
@@ -233,6 +213,12 @@ struct kvidx_reader *kvidx_reader_open(const char *name)
 	}
 	if (!r->me)
 		goto fail;
+	/* The ring geometry comes from the validated header copy, not from the live segment. */
+	r->ring_entries = probe.ch_ring_entries;
+	r->ring = kv_ring_at(r->ctl, probe.ch_max_readers, probe.ch_ring_entries, r->slot);
+	r->ring_msgs = (struct kv_msg *)(r->ring + 1);
+	/* A previous owner's messages may still be queued: continue after them. */
+	r->ring_head = ld_acquire(&r->ring->rh_head);
 	rc = rd_switch(r);
 	if (rc < 0)
 		goto fail;
@@ -660,6 +646,13 @@ int kvidx_reader_pod_find(struct kvidx_reader *r, const char *name)
 const struct kv_view *kv_reader_view(struct kvidx_reader *r)
 {
 	return &r->v;
+}
+
+const uint64_t *kv_view_pod_hist(const struct kv_view *v, int pod, int which)
+{
+	if (pod < 0 || (uint32_t)pod >= v->max_pods || which < 0 || which > 1)
+		return NULL;
+	return v->hist + ((uint64_t)pod * 2 + (unsigned)which) * KV_HIST_BUCKETS;
 }
 
 const struct kvidx_ctl_hdr *kv_reader_ctl(struct kvidx_reader *r)

@@ -51,6 +51,8 @@ static void set_defaults(struct kvidx_writer_opts *o, const struct kvidx_writer_
 		o->geo.max_pods = 256;
 	if (!o->geo.max_readers)
 		o->geo.max_readers = 64;
+	if (!o->geo.ring_entries)
+		o->geo.ring_entries = 4096;
 	if (!o->algo)
 		o->algo = KVIDX_KEY_CBOR_FNV;
 	if (!o->seed)
@@ -82,7 +84,7 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 	if (fstat(w->ctl_fd, &sb) < 0)
 		return -errno;
 	if (sb.st_size == 0) {
-		size_t size = kv_ctl_size(o->geo.max_readers);
+		size_t size = kv_ctl_size(o->geo.max_readers, o->geo.ring_entries);
 		if (ftruncate(w->ctl_fd, (off_t)size) < 0)
 			return -errno;
 		rc = kv_set_perms(w->ctl_fd, o->group ? o->group : (gid_t)-1, true);
@@ -96,6 +98,8 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 		w->ctl->ch_max_readers = o->geo.max_readers;
 		w->ctl->ch_slots_off = sizeof(struct kvidx_ctl_hdr);
 		w->ctl->ch_created_ns = kvidx_now_ns();
+		w->ctl->ch_ring_off = kv_ctl_ring_off(o->geo.max_readers);
+		w->ctl->ch_ring_entries = o->geo.ring_entries;
 		w->ctl->ch_epoch = 1;
 		/* Magic last: readers treat a registry without it as not yet there. */
 		st_release(&w->ctl->ch_magic, KV_CTL_MAGIC);
@@ -112,6 +116,12 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 			return -errno;
 	}
 	w->max_readers = w->ctl->ch_max_readers;
+	w->ring_entries = w->ctl->ch_ring_entries;
+	w->ring_tail = calloc(w->max_readers, sizeof(uint64_t));
+	if (!w->ring_tail)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < w->max_readers; i++)
+		w->ring_tail[i] = ld_acquire(&kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i)->rh_tail);
 	w->rslots = (struct kvidx_reader_slot *)((char *)w->ctl + w->ctl->ch_slots_off);
 	return 0;
 }
@@ -159,6 +169,7 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 	w->pods = (struct kvidx_pod *)((char *)w->data + plan.dh_pods_off);
 	w->slots = (uint64_t *)((char *)w->data + plan.dh_slots_off);
 	w->arena = (uint64_t *)((char *)w->data + plan.dh_arena_off);
+	w->hist = (uint64_t *)((char *)w->data + plan.dh_hist_off);
 	w->nslots = plan.dh_nslots;
 	w->units = plan.dh_arena_units;
 	w->capacity = plan.dh_capacity;
@@ -194,7 +205,8 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 	set_defaults(&o, opts);
 	if (kv_name_check(o.name) < 0 || strlen(o.seed) >= 64 ||
 	    (o.algo != KVIDX_KEY_CBOR_FNV && o.algo != KVIDX_KEY_XXH64) ||
-	    o.geo.max_readers > KV_MAX_READERS) {
+	    o.geo.max_readers > KV_MAX_READERS || o.geo.ring_entries < KV_RING_MIN ||
+	    o.geo.ring_entries > KV_RING_MAX || (o.geo.ring_entries & (o.geo.ring_entries - 1))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -244,6 +256,7 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 	if (w->ctl_fd >= 0)
 		close(w->ctl_fd); /* drops the writer lock */
 	kv_table_free(w);
+	free(w->ring_tail);
 	free(w->blocked_ctr);
 	free(w->blocked_since);
 	free(w);
@@ -289,6 +302,11 @@ int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 	pod_write_names(p, name, model);
 	for (int c = 0; c < KV_POD_COUNTERS; c++)
 		st_relaxed(&p->pd_ctr[c], 0);
+	for (int which = 0; which < 2; which++) {
+		uint64_t *h = kv_writer_pod_hist(w, free_idx, which);
+		for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
+			st_relaxed(&h[b], 0);
+	}
 	/* A new generation: records a previous occupant of this index left behind stay dead.
 	 * Release pairs with the acquire pod-word loads in reader.c. */
 	st_release(&p->pd_word, KV_POD_WORD(KV_POD_ACTIVE, 0, KV_POD_GEN(p->pd_word) + 1));
@@ -329,6 +347,13 @@ uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod)
 	if (pod < 0 || (unsigned)pod >= w->max_pods)
 		return NULL;
 	return w->pods[pod].pd_ctr;
+}
+
+uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which)
+{
+	if (pod < 0 || (unsigned)pod >= w->max_pods || which < 0 || which > 1)
+		return NULL;
+	return w->hist + ((uint64_t)pod * 2 + (unsigned)which) * KV_HIST_BUCKETS;
 }
 
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w)

@@ -4,7 +4,8 @@
  * An index NAME lives in two kinds of POSIX shm objects (/dev/shm/...):
  *
  *   /NAME           the registry segment, read-write for writer and readers: which data
- *                   generation is current, the RCU epoch, and one cache-line slot per reader.
+ *                   generation is current, the RCU epoch, one cache-line slot per reader,
+ *                   then one route ring per slot (struct kv_ring_hdr + ring_entries x 64 B).
  *                   OFD locks on its file (not its contents) carry liveness: byte 0 is held by
  *                   the writer, byte 1+i by the reader owning slot i. The kernel drops them when
  *                   the holder dies, whatever instruction it was at.
@@ -16,6 +17,7 @@
  *   0        struct kvidx_data_hdr           identity, geometry, region offsets, heartbeat
  *   dh_stats_off  struct kvidx_stats         writer counters (relaxed)
  *   dh_pods_off   struct kvidx_pod[max_pods] pod name, model, state word, per-pod counters
+ *   dh_hist_off   uint64_t[max_pods][2][KV_HIST_BUCKETS] latency histograms
  *   dh_slots_off  uint64_t[nslots+max_probe] open-addressing slots, linear probing, no wrap
  *   dh_arena_off  16-byte units[arena_units] entries: key, meta, then cap records
  *
@@ -45,12 +47,13 @@
 
 #define KV_CTL_MAGIC 0x4c54435844494b56ull  /* "VKIDXCTL" little-endian */
 #define KV_DATA_MAGIC 0x4154414458444b56ull /* "VKDXDATA" little-endian */
-#define KV_LAYOUT_VERSION 1u
+#define KV_LAYOUT_VERSION 2u
 
 /* Format stamp: layout version and the ABI facts a reader relies on, folded into one word. */
 #define KV_STAMP                                                                             \
 	(((uint64_t)KV_LAYOUT_VERSION << 48) | ((uint64_t)sizeof(void *) << 40) |            \
-	 ((uint64_t)sizeof(struct kvidx_pod) << 16) | (uint64_t)sizeof(struct kvidx_reader_slot))
+	 ((uint64_t)KV_HIST_BUCKETS << 28) | ((uint64_t)sizeof(struct kvidx_pod) << 16) |     \
+	 ((uint64_t)sizeof(struct kv_msg) << 8) | (uint64_t)sizeof(struct kvidx_reader_slot))
 
 #define KV_SLOT_EMPTY 0ull
 #define KV_SLOT_TOMB 0x00000000ffffffffull
@@ -73,7 +76,10 @@ struct kvidx_ctl_hdr {
 	uint32_t ch_max_readers;
 	uint32_t ch_slots_off;
 	uint64_t ch_created_ns;
-	uint8_t ch_pad0[KVIDX_CACHELINE - 40];
+	uint64_t ch_ring_off;     /* first reader's ring; ring i at ch_ring_off + i * ring bytes */
+	uint32_t ch_ring_entries; /* messages per ring, a power of two */
+	uint32_t ch_pad3;
+	uint8_t ch_pad0[KVIDX_CACHELINE - 56];
 	/* Writer-written. */
 	uint64_t ch_generation; /* current data generation; release-stored after it is built */
 	uint64_t ch_epoch;      /* RCU epoch, starts at 1; seq_cst-stored by kv_rcu_advance() */
@@ -97,9 +103,53 @@ struct kvidx_reader_slot {
 	uint64_t rs_claimed_ns;
 	uint64_t rs_lookups;  /* lookups done (reader) */
 	uint64_t rs_expelled; /* times this slot's owner was expelled (writer) */
-	uint8_t rs_pad2[KVIDX_CACHELINE - 48];
+	uint64_t rs_commits;  /* route commits and outcomes sent (reader) */
+	uint64_t rs_dropped;  /* messages dropped because the ring was full (reader) */
 };
 _Static_assert(sizeof(struct kvidx_reader_slot) == KVIDX_CACHELINE, "reader slot size");
+
+/*
+ * Route rings: one single-producer (the reader owning the slot) single-consumer (the writer)
+ * ring per registry slot, carrying route commits and outcome reports. Indices run freely;
+ * message i lives at i & (entries - 1). The producer publishes rh_head after writing all the
+ * messages of one commit, so the consumer never sees half a commit. The consumer keeps the
+ * ring geometry itself and never trusts rh_head beyond entries ahead of its own tail.
+ * (ck_ring would keep its mask in this producer-writable memory; that is why this is not it.)
+ */
+struct kv_ring_hdr {
+	uint64_t rh_head; /* producer: messages written (release) */
+	uint8_t rh_pad0[KVIDX_CACHELINE - 8];
+	uint64_t rh_tail; /* consumer: messages consumed (release) */
+	uint8_t rh_pad1[KVIDX_CACHELINE - 8];
+};
+
+enum { KV_MSG_COMMIT = 1, KV_MSG_KEYS = 2, KV_MSG_OUTCOME = 3 };
+#define KV_MSG_KEYS_PER 6
+
+struct kv_msg {
+	uint8_t m_type;
+	uint8_t m_n;      /* KEYS: keys in this message */
+	uint16_t m_pad;
+	uint32_t m_seq;   /* producer's commit number, repeated in each of its KEYS messages */
+	uint64_t m_corr;
+	union {
+		struct {
+			uint64_t t_ns, gen;
+			uint16_t pod, prefill_pod;
+			uint32_t nkeys, matched, matched_spec;
+			uint8_t pad[12];
+		} commit;
+		uint64_t keys[KV_MSG_KEYS_PER];
+		struct {
+			uint64_t t_ns, gen;
+			uint16_t pod, pad0;
+			uint32_t cached_tokens, prompt_tokens;
+			uint8_t pad[20];
+		} outcome;
+	} u;
+};
+_Static_assert(sizeof(struct kv_msg) == KVIDX_CACHELINE, "ring message size");
+_Static_assert(sizeof(struct kv_ring_hdr) == 2 * KVIDX_CACHELINE, "ring header size");
 
 /* ---- data segment ---- */
 
@@ -128,7 +178,8 @@ struct kvidx_data_hdr {
 	uint64_t dh_pods_off;
 	uint64_t dh_slots_off;
 	uint64_t dh_arena_off;
-	uint8_t dh_pad0[256 - 192];
+	uint64_t dh_hist_off; /* max_pods x 2 x KV_HIST_BUCKETS u64: latency histograms */
+	uint8_t dh_pad0[256 - 200];
 	/* Mutable, writer-written. */
 	uint64_t dh_state;
 	uint64_t dh_heartbeat_ns;
@@ -142,7 +193,8 @@ _Static_assert(offsetof(struct kvidx_data_hdr, dh_state) == 256, "data header la
 	X(keys) X(records) X(spec_records) X(tombstones) X(arena_used) X(limbo)              \
 	X(stores) X(confirms) X(removes) X(speculations) X(expirations) X(pod_clears)        \
 	X(evict_spec) X(evict_confirmed) X(rec_evictions) X(store_failed) X(retired)         \
-	X(reclaimed) X(epochs) X(readers_dead) X(readers_expelled) X(sweep_passes)
+	X(reclaimed) X(epochs) X(readers_dead) X(readers_expelled) X(sweep_passes)            \
+	X(route_commits) X(route_bad)
 struct kvidx_stats {
 #define KV_STAT_FIELD(n) uint64_t n;
 	KV_STATS(KV_STAT_FIELD)
@@ -190,6 +242,15 @@ struct kvidx_pod {
 	uint64_t pd_ctr[KV_POD_COUNTERS];
 };
 _Static_assert(sizeof(struct kvidx_pod) == 512, "pod size");
+
+/*
+ * Route-to-confirmation latency histograms, two per pod: [0] cumulative since the pod was
+ * added, [1] recent (the writer halves it every KV_HIST_DECAY_S seconds). Log-linear buckets
+ * over microseconds: 0..15 one each, then 8 per power of two up to 2^26 us (67 s); larger
+ * values land in the last bucket. See lib/hist.c.
+ */
+#define KV_HIST_BUCKETS 192
+#define KV_HIST_DECAY_S 60
 
 /* Record word 0 packing. */
 #define KV_REC_W0(pod, gen, tiers, flags, ttl)                                              \

@@ -96,9 +96,19 @@ int kv_lock_held(int fd, off_t byte)
 	return fl.l_type != F_UNLCK;
 }
 
-size_t kv_ctl_size(uint32_t max_readers)
+uint64_t kv_ctl_ring_off(uint32_t max_readers)
 {
-	return sizeof(struct kvidx_ctl_hdr) + (size_t)max_readers * sizeof(struct kvidx_reader_slot);
+	return sizeof(struct kvidx_ctl_hdr) + (uint64_t)max_readers * sizeof(struct kvidx_reader_slot);
+}
+
+uint64_t kv_ctl_ring_bytes(uint32_t ring_entries)
+{
+	return sizeof(struct kv_ring_hdr) + (uint64_t)ring_entries * sizeof(struct kv_msg);
+}
+
+size_t kv_ctl_size(uint32_t max_readers, uint32_t ring_entries)
+{
+	return kv_ctl_ring_off(max_readers) + (size_t)max_readers * kv_ctl_ring_bytes(ring_entries);
 }
 
 int kv_ctl_validate(const struct kvidx_ctl_hdr *h, size_t size)
@@ -107,9 +117,11 @@ int kv_ctl_validate(const struct kvidx_ctl_hdr *h, size_t size)
 		return -KVIDX_ECORRUPT;
 	if (h->ch_stamp != KV_STAMP)
 		return -KVIDX_EVERSION;
+	uint32_t re = h->ch_ring_entries;
 	if (h->ch_max_readers == 0 || h->ch_max_readers > KV_MAX_READERS ||
-	    h->ch_slots_off != sizeof(*h) || h->ch_size != kv_ctl_size(h->ch_max_readers) ||
-	    h->ch_size > size)
+	    re < KV_RING_MIN || re > KV_RING_MAX || (re & (re - 1)) ||
+	    h->ch_slots_off != sizeof(*h) || h->ch_ring_off != kv_ctl_ring_off(h->ch_max_readers) ||
+	    h->ch_size != kv_ctl_size(h->ch_max_readers, re) || h->ch_size > size)
 		return -KVIDX_ECORRUPT;
 	return 0;
 }
@@ -145,7 +157,8 @@ int kv_data_plan(struct kvidx_data_hdr *h, uint64_t capacity, uint64_t records, 
 	h->dh_max_probe = KV_MAX_PROBE;
 	h->dh_stats_off = align4k(sizeof(*h));
 	h->dh_pods_off = align4k(h->dh_stats_off + sizeof(struct kvidx_stats));
-	h->dh_slots_off = align4k(h->dh_pods_off + (uint64_t)max_pods * sizeof(struct kvidx_pod));
+	h->dh_hist_off = align4k(h->dh_pods_off + (uint64_t)max_pods * sizeof(struct kvidx_pod));
+	h->dh_slots_off = align4k(h->dh_hist_off + (uint64_t)max_pods * 2 * KV_HIST_BUCKETS * 8);
 	h->dh_arena_off = align4k(h->dh_slots_off + (h->dh_nslots + KV_MAX_PROBE) * 8);
 	h->dh_size = align4k(h->dh_arena_off + units * 16);
 	return 0;
@@ -167,6 +180,7 @@ int kv_data_validate(const struct kvidx_data_hdr *h, size_t size)
 	if (plan.dh_nslots != h->dh_nslots || plan.dh_arena_units != h->dh_arena_units ||
 	    plan.dh_max_probe != h->dh_max_probe || plan.dh_stats_off != h->dh_stats_off ||
 	    plan.dh_pods_off != h->dh_pods_off || plan.dh_slots_off != h->dh_slots_off ||
+	    plan.dh_hist_off != h->dh_hist_off ||
 	    plan.dh_arena_off != h->dh_arena_off || plan.dh_size != h->dh_size ||
 	    h->dh_size > size)
 		return -KVIDX_ECORRUPT;

@@ -35,8 +35,19 @@ int kv_lock_held(int fd, off_t byte);
 #define KV_LOCK_WRITER 0
 #define KV_LOCK_READER(i) ((off_t)1 + (off_t)(i))
 
-/* Registry segment size for max_readers slots. */
-size_t kv_ctl_size(uint32_t max_readers);
+/* Registry layout: header, max_readers slots, then one ring (header + ring_entries messages)
+ * per slot. */
+uint64_t kv_ctl_ring_off(uint32_t max_readers);
+uint64_t kv_ctl_ring_bytes(uint32_t ring_entries);
+size_t kv_ctl_size(uint32_t max_readers, uint32_t ring_entries);
+static inline struct kv_ring_hdr *kv_ring_at(void *ctl, uint32_t max_readers, uint32_t entries,
+					     uint32_t i)
+{
+	return (struct kv_ring_hdr *)((char *)ctl + kv_ctl_ring_off(max_readers) +
+				      (uint64_t)i * kv_ctl_ring_bytes(entries));
+}
+#define KV_RING_MIN 64
+#define KV_RING_MAX (1u << 20)
 
 /*
  * Validates a mapped registry / data header of size bytes against this library's layout.

@@ -1,0 +1,211 @@
+/*
+ * route.c — route commits and outcome reports, from router workers to the writer, through one
+ * single-producer single-consumer ring per registry slot (layout: shm/layout.h, kv_ring_hdr).
+ *
+ * Concurrency model:
+ *
+ *  1. Producer: the reader owning the slot (one thread). It reads rh_tail with acquire (pairs
+ *     with the consumer's release store of rh_tail in kvidx_drain(): the consumer is done
+ *     reading the messages it passed before the producer overwrites them), writes all the
+ *     messages of one commit, then publishes them with one release store of rh_head.
+ *  2. Consumer: the writer (one thread). It reads rh_head with acquire (pairs with the
+ *     producer's release store in ring_put(): the messages are complete), copies them out,
+ *     then releases rh_tail.
+ *  3. The consumer trusts nothing in the ring: its geometry is its own, a head more than
+ *     ring_entries ahead of its tail is treated as corruption (everything queued is dropped
+ *     and counted), every message is type- and range-checked, and a commit whose key messages
+ *     do not follow it whole is dropped.
+ *  4. A slot's next owner continues at the head the previous one left, so a dead producer
+ *     (SIGKILL between two messages) leaves nothing half-published: rh_head moves only after
+ *     a whole commit is written.
+ *
+ * Progress: kvidx_commit() and kvidx_report_outcome() are wait-free: a full ring drops the
+ * message and counts it (rs_dropped); they never wait for the writer. kvidx_drain() is bounded
+ * by its budget.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Producer: room for need messages? */
+static bool ring_room(struct kvidx_reader *r, uint64_t need)
+{
+	uint64_t tail = ld_acquire(&r->ring->rh_tail); /* rule 1 */
+	uint64_t used = r->ring_head - tail;
+
+	if (used > r->ring_entries) {
+		/* Nonsense left by a previous owner or a corruption: start over from the tail. */
+		r->ring_head = tail;
+		used = 0;
+	}
+	return r->ring_entries - used >= need;
+}
+
+static struct kv_msg *ring_slot(struct kvidx_reader *r, uint64_t i)
+{
+	return &r->ring_msgs[(r->ring_head + i) & (r->ring_entries - 1)];
+}
+
+static void ring_put(struct kvidx_reader *r, uint64_t n)
+{
+	r->ring_head += n;
+	/* Rule 1: the messages are written before the head says so. Pairs with the acquire load
+	 * of rh_head in kvidx_drain(). */
+	st_release(&r->ring->rh_head, r->ring_head);
+	st_relaxed(&r->me->rs_commits, ld_relaxed(&r->me->rs_commits) + 1);
+}
+
+static int ring_drop(struct kvidx_reader *r)
+{
+	st_relaxed(&r->me->rs_dropped, ld_relaxed(&r->me->rs_dropped) + 1);
+	return -EAGAIN;
+}
+
+int kvidx_commit(struct kvidx_reader *r, const struct kvidx_route *rt)
+{
+	if (!rt || (!rt->keys && rt->nkeys) || rt->pod < 0 || rt->pod >= KV_MAX_PODS ||
+	    rt->prefill_pod >= KV_MAX_PODS || rt->prefill_pod < -1)
+		return -EINVAL;
+	if (rt->nkeys > KVIDX_MAX_COMMIT_KEYS)
+		return -E2BIG;
+	uint64_t nmsg = 1 + (rt->nkeys + KV_MSG_KEYS_PER - 1) / KV_MSG_KEYS_PER;
+	if (!ring_room(r, nmsg))
+		return ring_drop(r);
+	uint32_t seq = ++r->commit_seq;
+	struct kv_msg *m = ring_slot(r, 0);
+	memset(m, 0, sizeof(*m));
+	m->m_type = KV_MSG_COMMIT;
+	m->m_seq = seq;
+	m->m_corr = rt->corr_id;
+	m->u.commit.t_ns = kvidx_now_ns();
+	m->u.commit.gen = r->v.gen;
+	m->u.commit.pod = (uint16_t)rt->pod;
+	m->u.commit.prefill_pod = rt->prefill_pod < 0 ? UINT16_MAX : (uint16_t)rt->prefill_pod;
+	m->u.commit.nkeys = (uint32_t)rt->nkeys;
+	m->u.commit.matched = rt->matched_blocks;
+	m->u.commit.matched_spec = rt->matched_spec;
+	for (uint64_t i = 1, k = 0; i < nmsg; i++) {
+		struct kv_msg *km = ring_slot(r, i);
+		unsigned n = rt->nkeys - k < KV_MSG_KEYS_PER ? (unsigned)(rt->nkeys - k) :
+							       KV_MSG_KEYS_PER;
+		memset(km, 0, sizeof(*km));
+		km->m_type = KV_MSG_KEYS;
+		km->m_n = (uint8_t)n;
+		km->m_seq = seq;
+		km->m_corr = rt->corr_id;
+		memcpy(km->u.keys, rt->keys + k, n * sizeof(uint64_t));
+		k += n;
+	}
+	ring_put(r, nmsg);
+	return 0;
+}
+
+int kvidx_report_outcome(struct kvidx_reader *r, uint64_t corr_id, int pod,
+			 uint32_t cached_tokens, uint32_t prompt_tokens)
+{
+	if (pod < 0 || pod >= KV_MAX_PODS)
+		return -EINVAL;
+	if (!ring_room(r, 1))
+		return ring_drop(r);
+	struct kv_msg *m = ring_slot(r, 0);
+	memset(m, 0, sizeof(*m));
+	m->m_type = KV_MSG_OUTCOME;
+	m->m_corr = corr_id;
+	m->u.outcome.t_ns = kvidx_now_ns();
+	m->u.outcome.gen = r->v.gen;
+	m->u.outcome.pod = (uint16_t)pod;
+	m->u.outcome.cached_tokens = cached_tokens;
+	m->u.outcome.prompt_tokens = prompt_tokens;
+	ring_put(r, 1);
+	return 0;
+}
+
+/* ---- consumer (writer) ---- */
+
+/* Drains ring i. Returns the number of messages consumed. */
+static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
+			const struct kvidx_drain_ops *ops, uint64_t *keybuf)
+{
+	struct kv_ring_hdr *rh = kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i);
+	const struct kv_msg *msgs = (const struct kv_msg *)(rh + 1);
+	uint64_t mask = w->ring_entries - 1, t = w->ring_tail[i];
+	/* Rule 2: pairs with the release store of rh_head in ring_put(). */
+	uint64_t h = ld_acquire(&rh->rh_head);
+	size_t used = 0;
+
+	if (h - t > w->ring_entries) {
+		stat_add(&w->st->route_bad, h - t);
+		t = h; /* rule 3 */
+	}
+	while (t != h && used < budget) {
+		struct kv_msg m;
+		memcpy(&m, &msgs[t & mask], sizeof(m));
+		t++;
+		used++;
+		if (m.m_type == KV_MSG_OUTCOME) {
+			struct kvidx_outcome o = { .corr_id = m.m_corr, .pod = m.u.outcome.pod,
+						   .cached_tokens = m.u.outcome.cached_tokens,
+						   .prompt_tokens = m.u.outcome.prompt_tokens,
+						   .t_ns = m.u.outcome.t_ns };
+			if (m.u.outcome.gen != w->hdr->dh_generation || o.pod >= (int)w->max_pods)
+				stat_add(&w->st->route_bad, 1);
+			else if (ops->outcome)
+				ops->outcome(ops->arg, &o);
+			continue;
+		}
+		if (m.m_type != KV_MSG_COMMIT) {
+			stat_add(&w->st->route_bad, 1); /* stray keys of a dropped commit */
+			continue;
+		}
+		uint32_t nkeys = m.u.commit.nkeys, got = 0;
+		bool ok = nkeys <= KVIDX_MAX_COMMIT_KEYS;
+		while (ok && got < nkeys) {
+			if (t == h) {
+				ok = false;
+				break;
+			}
+			const struct kv_msg *km = &msgs[t & mask];
+			unsigned n = ld_relaxed(&km->m_n);
+			if (ld_relaxed(&km->m_type) != KV_MSG_KEYS || km->m_seq != m.m_seq ||
+			    n == 0 || n > KV_MSG_KEYS_PER || got + n > nkeys) {
+				ok = false;
+				break;
+			}
+			memcpy(keybuf + got, km->u.keys, n * sizeof(uint64_t));
+			got += n;
+			t++;
+			used++;
+		}
+		struct kvidx_route rt = { .corr_id = m.m_corr, .pod = m.u.commit.pod,
+					  .prefill_pod = m.u.commit.prefill_pod == UINT16_MAX ?
+								 -1 : m.u.commit.prefill_pod,
+					  .keys = keybuf, .nkeys = nkeys,
+					  .matched_blocks = m.u.commit.matched,
+					  .matched_spec = m.u.commit.matched_spec };
+		if (!ok || m.u.commit.gen != w->hdr->dh_generation ||
+		    rt.pod >= (int)w->max_pods || rt.prefill_pod >= (int)w->max_pods) {
+			stat_add(&w->st->route_bad, 1);
+			continue;
+		}
+		stat_add(&w->st->route_commits, 1);
+		if (ops->route)
+			ops->route(ops->arg, &rt, m.u.commit.t_ns);
+	}
+	w->ring_tail[i] = t;
+	/* Rule 1: everything copied out above is done before the producer may reuse it. */
+	st_release(&rh->rh_tail, t);
+	return used;
+}
+
+int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *ops)
+{
+	static __thread uint64_t keybuf[KVIDX_MAX_COMMIT_KEYS];
+	size_t used = 0;
+
+	for (uint32_t i = 0; i < w->max_readers && used < budget; i++) {
+		/* Rings of free slots may still hold what a dead owner sent: drain them too. */
+		used += drain_one(w, i, budget - used, ops, keybuf);
+	}
+	return (int)used;
+}
