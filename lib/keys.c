@@ -242,7 +242,7 @@ size_t kvidx_key_chain(enum kvidx_key_algo algo, uint64_t parent, const uint32_t
 
 enum kvidx_tier kvidx_tier_from_medium(const char *medium)
 {
-	if (!medium || !strcasecmp(medium, "GPU"))
+	if (!medium || !*medium || !strcasecmp(medium, "GPU"))
 		return KVIDX_TIER_GPU;
 	if (!strcasecmp(medium, "CPU"))
 		return KVIDX_TIER_CPU;

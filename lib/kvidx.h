@@ -86,7 +86,7 @@ enum kvidx_tier {
 };
 #define KVIDX_NTIERS 4
 
-/* Maps a vLLM "medium" string (NULL means GPU) to a tier; case-insensitive. */
+/* Maps a vLLM "medium" string (NULL or "" means GPU) to a tier; case-insensitive. */
 enum kvidx_tier kvidx_tier_from_medium(const char *medium);
 const char *kvidx_tier_name(enum kvidx_tier tier); /* "gpu", "cpu", "disk", "other" */
 
@@ -142,8 +142,9 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts);
 void kvidx_writer_close(struct kvidx *w, bool unlink);
 
 /*
- * Pods. add returns the pod index (>= 0) of name, creating it if new, or -KVIDX_ENOPOD when the
- * pod table is full, -EINVAL for an empty or too-long name. model may be NULL.
+ * Pods. add returns the pod index (>= 0) of name, creating it if new (an existing pod takes
+ * the given model if it is non-NULL and differs), or -KVIDX_ENOPOD when the pod table is
+ * full, -EINVAL for an empty or too-long name. model may be NULL.
  * remove clears the pod and frees its index for reuse. Both O(1).
  */
 int kvidx_pod_add(struct kvidx *w, const char *name, const char *model);

@@ -218,7 +218,7 @@ Test(keys, tiers)
 	cr_assert_eq(kvidx_tier_from_medium("cpu"), KVIDX_TIER_CPU);
 	cr_assert_eq(kvidx_tier_from_medium("DISK"), KVIDX_TIER_DISK);
 	cr_assert_eq(kvidx_tier_from_medium("disk"), KVIDX_TIER_DISK);
-	cr_assert_eq(kvidx_tier_from_medium(""), KVIDX_TIER_OTHER);
+	cr_assert_eq(kvidx_tier_from_medium(""), KVIDX_TIER_GPU, "empty is nil is GPU");
 	cr_assert_eq(kvidx_tier_from_medium("NVME"), KVIDX_TIER_OTHER);
 	cr_assert_eq(kvidx_tier_from_medium("GPU "), KVIDX_TIER_OTHER);
 

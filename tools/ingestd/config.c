@@ -1,0 +1,580 @@
+/*
+ * config.c — kvidx-ingestd's configuration: one table of options shared by the command line
+ * and the config file, value parsing, pod specs, and the --help text (see config.h).
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum opt_kind {
+	OPT_STR,   /* copied into a buffer */
+	OPT_U64,   /* integer, optional k/m/g suffix (x1024) */
+	OPT_U32,
+	OPT_BOOL,  /* no argument on the command line */
+	OPT_SPECIAL,
+};
+
+enum opt_id {
+	O_NAME, O_CAPACITY, O_RECORDS, O_PPK, O_MAX_PODS, O_MAX_READERS, O_ALGO, O_SEED,
+	O_BLOCK_SIZE, O_GROUP, O_STALL_MS, O_ENGINE_MAP, O_REPLAY_TIMEOUT, O_REPLAY_ON_START,
+	O_POD, O_BIND, O_CONFIG, O_LOG_LEVEL, O_HELP,
+};
+
+struct opt {
+	enum opt_id id;
+	const char *name;
+	enum opt_kind kind;
+};
+
+static const struct opt opts[] = {
+	{ O_NAME, "name", OPT_STR },
+	{ O_CAPACITY, "capacity", OPT_U64 },
+	{ O_RECORDS, "records", OPT_U64 },
+	{ O_PPK, "pods-per-key", OPT_U32 },
+	{ O_MAX_PODS, "max-pods", OPT_U32 },
+	{ O_MAX_READERS, "max-readers", OPT_U32 },
+	{ O_ALGO, "algo", OPT_SPECIAL },
+	{ O_SEED, "seed", OPT_STR },
+	{ O_BLOCK_SIZE, "block-size", OPT_U32 },
+	{ O_GROUP, "group", OPT_SPECIAL },
+	{ O_STALL_MS, "stall-ms", OPT_U32 },
+	{ O_ENGINE_MAP, "engine-map", OPT_U64 },
+	{ O_REPLAY_TIMEOUT, "replay-timeout-ms", OPT_U32 },
+	{ O_REPLAY_ON_START, "replay-on-start", OPT_BOOL },
+	{ O_POD, "pod", OPT_SPECIAL },
+	{ O_BIND, "bind", OPT_STR },
+	{ O_CONFIG, "config", OPT_STR },
+	{ O_LOG_LEVEL, "log-level", OPT_SPECIAL },
+	{ O_HELP, "help", OPT_BOOL },
+};
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+void ing_config_init(struct ing_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->name, KVIDX_DEFAULT_NAME);
+	c->algo = KVIDX_KEY_CBOR_FNV;
+	c->block_size = 16;
+	c->replay_timeout_ms = 2000;
+	c->log_level = ILOG_INFO;
+}
+
+void ing_config_free(struct ing_config *c)
+{
+	free(c->pods);
+	c->pods = NULL;
+	c->npods = c->pods_cap = 0;
+}
+
+static const struct opt *opt_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		if (strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
+			return &opts[i];
+	return NULL;
+}
+
+static int parse_u64(const char *key, const char *v, uint64_t max, uint64_t *out, char *err,
+		     size_t errlen)
+{
+	char *end;
+	unsigned long long x;
+	uint64_t mul = 1;
+
+	if (!*v || *v == '-' || isspace((unsigned char)*v))
+		return fail(err, errlen, "%s: expected a non-negative integer, got '%s'", key, v);
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || end == v)
+		return fail(err, errlen, "%s: expected a non-negative integer, got '%s'", key, v);
+	switch (tolower((unsigned char)*end)) {
+	case 'k':
+		mul = 1ull << 10;
+		end++;
+		break;
+	case 'm':
+		mul = 1ull << 20;
+		end++;
+		break;
+	case 'g':
+		mul = 1ull << 30;
+		end++;
+		break;
+	}
+	if (mul != 1 && *end == 'i')
+		end++;
+	if (*end)
+		return fail(err, errlen, "%s: trailing characters in '%s'", key, v);
+	if (x > max / mul)
+		return fail(err, errlen, "%s: %s is out of range (at most %llu)", key, v,
+			    (unsigned long long)max);
+	*out = x * mul;
+	return 0;
+}
+
+static int parse_bool(const char *key, const char *v, bool *out, char *err, size_t errlen)
+{
+	if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1") || !strcmp(v, "on")) {
+		*out = true;
+		return 0;
+	}
+	if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0") || !strcmp(v, "off")) {
+		*out = false;
+		return 0;
+	}
+	return fail(err, errlen, "%s: expected true or false, got '%s'", key, v);
+}
+
+static int copy_str(const char *key, const char *v, char *dst, size_t cap, char *err,
+		    size_t errlen)
+{
+	size_t n = strlen(v);
+
+	if (n >= cap)
+		return fail(err, errlen, "%s: value too long (at most %zu bytes)", key, cap - 1);
+	memcpy(dst, v, n + 1);
+	return 0;
+}
+
+static int parse_group(const char *v, gid_t *out, char *err, size_t errlen)
+{
+	struct group gr, *res = NULL;
+	char buf[4096];
+	uint64_t g;
+
+	if (isdigit((unsigned char)*v)) {
+		if (parse_u64("group", v, (gid_t)-2, &g, err, errlen) < 0)
+			return -EINVAL;
+		*out = (gid_t)g;
+		return 0;
+	}
+	if (getgrnam_r(v, &gr, buf, sizeof(buf), &res) != 0 || !res)
+		return fail(err, errlen, "group: no group named '%s'", v);
+	*out = res->gr_gid;
+	return 0;
+}
+
+static bool endpoint_ok(const char *e)
+{
+	const char *p = strstr(e, "://");
+
+	return p && p > e && p[3];
+}
+
+int ing_pod_spec_parse(const char *s, struct ing_pod_spec *out, char *err, size_t errlen)
+{
+	char buf[4 * ING_ENDPOINT_MAX];
+	char *save = NULL, *tok;
+	bool first = true;
+
+	memset(out, 0, sizeof(*out));
+	if (strlen(s) >= sizeof(buf))
+		return fail(err, errlen, "pod: spec too long");
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = false) {
+		while (isspace((unsigned char)*tok))
+			tok++;
+		size_t n = strlen(tok);
+		while (n && isspace((unsigned char)tok[n - 1]))
+			tok[--n] = '\0';
+		if (first) {
+			if (!endpoint_ok(tok))
+				return fail(err, errlen,
+					    "pod: '%s' is not a ZeroMQ endpoint (e.g. tcp://10.0.0.1:5557)",
+					    tok);
+			if (copy_str("pod endpoint", tok, out->endpoint, sizeof(out->endpoint), err,
+				     errlen) < 0)
+				return -EINVAL;
+			continue;
+		}
+		char *eq = strchr(tok, '=');
+		if (!eq)
+			return fail(err, errlen, "pod: expected key=value, got '%s'", tok);
+		*eq = '\0';
+		const char *k = tok, *v = eq + 1;
+		int rc;
+		if (!strcmp(k, "replay")) {
+			if (!endpoint_ok(v))
+				return fail(err, errlen, "pod: replay '%s' is not a ZeroMQ endpoint", v);
+			rc = copy_str("pod replay", v, out->replay, sizeof(out->replay), err, errlen);
+		} else if (!strcmp(k, "name")) {
+			if (!*v)
+				return fail(err, errlen, "pod: empty name");
+			rc = copy_str("pod name", v, out->name, sizeof(out->name), err, errlen);
+		} else if (!strcmp(k, "model")) {
+			rc = copy_str("pod model", v, out->model, sizeof(out->model), err, errlen);
+		} else {
+			return fail(err, errlen, "pod: unknown attribute '%s' (replay, name, model)", k);
+		}
+		if (rc < 0)
+			return rc;
+	}
+	if (first)
+		return fail(err, errlen, "pod: empty spec");
+	return 0;
+}
+
+bool ing_pod_spec_equal(const struct ing_pod_spec *a, const struct ing_pod_spec *b)
+{
+	return !strcmp(a->endpoint, b->endpoint) && !strcmp(a->replay, b->replay) &&
+	       !strcmp(a->name, b->name) && !strcmp(a->model, b->model);
+}
+
+static int add_pod(struct ing_config *c, const char *v, bool from_file, char *err, size_t errlen)
+{
+	struct ing_pod_spec spec;
+	int rc = ing_pod_spec_parse(v, &spec, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	spec.from_file = from_file;
+	if (c->npods == c->pods_cap) {
+		size_t ncap = c->pods_cap ? 2 * c->pods_cap : 8;
+		struct ing_pod_spec *np = realloc(c->pods, ncap * sizeof(*np));
+		if (!np)
+			return fail(err, errlen, "out of memory");
+		c->pods = np;
+		c->pods_cap = ncap;
+	}
+	c->pods[c->npods++] = spec;
+	return 0;
+}
+
+int ing_config_set(struct ing_config *c, const char *key, const char *value, bool from_file,
+		   char *err, size_t errlen)
+{
+	const struct opt *o = opt_find(key, strlen(key));
+	uint64_t u;
+	int rc = 0;
+
+	if (!o)
+		return fail(err, errlen, "unknown option '%s' (see --help)", key);
+	if (!value)
+		return fail(err, errlen, "%s: missing value", key);
+	switch (o->kind) {
+	case OPT_U64:
+	case OPT_U32:
+		rc = parse_u64(key, value, o->kind == OPT_U32 ? UINT32_MAX : UINT64_MAX, &u, err,
+			       errlen);
+		if (rc < 0)
+			return rc;
+		break;
+	default:
+		u = 0;
+	}
+	switch (o->id) {
+	case O_NAME:
+		if (!*value)
+			return fail(err, errlen, "name: empty");
+		return copy_str(key, value, c->name, sizeof(c->name), err, errlen);
+	case O_CAPACITY:
+		c->geo.capacity = u;
+		return 0;
+	case O_RECORDS:
+		c->geo.records = u;
+		return 0;
+	case O_PPK:
+		c->geo.pods_per_key = (uint32_t)u;
+		return 0;
+	case O_MAX_PODS:
+		c->geo.max_pods = (uint32_t)u;
+		return 0;
+	case O_MAX_READERS:
+		c->geo.max_readers = (uint32_t)u;
+		return 0;
+	case O_ALGO:
+		if (kvidx_key_algo_parse(value, &c->algo) < 0)
+			return fail(err, errlen, "algo: expected cbor-fnv or xxh64, got '%s'", value);
+		return 0;
+	case O_SEED:
+		return copy_str(key, value, c->seed, sizeof(c->seed), err, errlen);
+	case O_BLOCK_SIZE:
+		if (u == 0)
+			return fail(err, errlen, "block-size: must be > 0");
+		c->block_size = (uint32_t)u;
+		return 0;
+	case O_GROUP:
+		return parse_group(value, &c->group, err, errlen);
+	case O_STALL_MS:
+		c->stall_ms = (uint32_t)u;
+		return 0;
+	case O_ENGINE_MAP:
+		c->engine_map = u;
+		return 0;
+	case O_REPLAY_TIMEOUT:
+		if (u == 0)
+			return fail(err, errlen, "replay-timeout-ms: must be > 0");
+		c->replay_timeout_ms = (uint32_t)u;
+		return 0;
+	case O_REPLAY_ON_START:
+		return parse_bool(key, value, &c->replay_on_start, err, errlen);
+	case O_POD:
+		return add_pod(c, value, from_file, err, errlen);
+	case O_BIND:
+		if (*value && !endpoint_ok(value))
+			return fail(err, errlen, "bind: '%s' is not a ZeroMQ endpoint", value);
+		return copy_str(key, value, c->bind, sizeof(c->bind), err, errlen);
+	case O_CONFIG:
+		if (from_file)
+			return fail(err, errlen, "config: not allowed inside a config file");
+		return copy_str(key, value, c->config_path, sizeof(c->config_path), err, errlen);
+	case O_LOG_LEVEL:
+		if (ilog_level_parse(value, &c->log_level) < 0)
+			return fail(err, errlen,
+				    "log-level: expected error, warn, info or debug, got '%s'", value);
+		return 0;
+	case O_HELP:
+		if (from_file)
+			return fail(err, errlen, "help: not allowed inside a config file");
+		return parse_bool(key, value, &c->help, err, errlen);
+	}
+	return fail(err, errlen, "%s: unhandled option", key);
+}
+
+int ing_config_load_file(struct ing_config *c, const char *path, char *err, size_t errlen)
+{
+	char line[8192];
+	unsigned lineno = 0;
+	FILE *f = fopen(path, "re");
+	int rc = 0;
+
+	if (!f) {
+		rc = -errno;
+		if (errlen)
+			snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return rc;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char msg[512];
+		char *p = line, *eq, *k, *v;
+		size_t n;
+
+		lineno++;
+		n = strlen(line);
+		if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
+			rc = fail(err, errlen, "%s:%u: line too long", path, lineno);
+			break;
+		}
+		/* '#' at the start or after whitespace starts a comment. */
+		for (char *q = p; *q; q++) {
+			if (*q == '#' && (q == p || isspace((unsigned char)q[-1]))) {
+				*q = '\0';
+				break;
+			}
+		}
+		while (isspace((unsigned char)*p))
+			p++;
+		n = strlen(p);
+		while (n && isspace((unsigned char)p[n - 1]))
+			p[--n] = '\0';
+		if (!*p)
+			continue;
+		eq = strchr(p, '=');
+		if (!eq) {
+			rc = fail(err, errlen, "%s:%u: expected 'key = value'", path, lineno);
+			break;
+		}
+		*eq = '\0';
+		k = p;
+		v = eq + 1;
+		n = strlen(k);
+		while (n && isspace((unsigned char)k[n - 1]))
+			k[--n] = '\0';
+		while (isspace((unsigned char)*v))
+			v++;
+		rc = ing_config_set(c, k, v, true, msg, sizeof(msg));
+		if (rc < 0) {
+			if (errlen)
+				snprintf(err, errlen, "%s:%u: %s", path, lineno, msg);
+			break;
+		}
+	}
+	if (!rc && ferror(f)) {
+		rc = -EIO;
+		if (errlen)
+			snprintf(err, errlen, "%s: read error", path);
+	}
+	fclose(f);
+	return rc;
+}
+
+int ing_config_parse_args(struct ing_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+	int rc;
+
+	/* Pass 1: --help wins; --config is loaded before the other flags apply on top. */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			c->help = true;
+			return 0;
+		}
+		if (!strcmp(argv[i], "--"))
+			break;
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = NULL;
+		if (!strncmp(a, "--config=", 9))
+			v = a + 9;
+		else if (!strcmp(a, "--config") && i + 1 < argc)
+			v = argv[++i];
+		else
+			continue;
+		rc = copy_str("config", v, c->config_path, sizeof(c->config_path), err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	if (c->config_path[0]) {
+		rc = ing_config_load_file(c, c->config_path, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	/* Pass 2: every flag, in order. */
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *eq;
+		const struct opt *o;
+		const char *v;
+
+		if (strncmp(a, "--", 2) || !a[2])
+			return fail(err, errlen, "unexpected argument '%s' (see --help)", a);
+		a += 2;
+		eq = strchr(a, '=');
+		o = opt_find(a, eq ? (size_t)(eq - a) : strlen(a));
+		if (!o)
+			return fail(err, errlen, "unknown flag '%s' (see --help)", argv[i]);
+		if (o->kind == OPT_BOOL) {
+			v = eq ? eq + 1 : "true";
+		} else if (eq) {
+			v = eq + 1;
+		} else {
+			if (i + 1 >= argc)
+				return fail(err, errlen, "--%s needs a value", o->name);
+			v = argv[++i];
+		}
+		if (o->id == O_CONFIG)
+			continue; /* loaded above */
+		rc = ing_config_set(c, o->name, v, false, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
+{
+	if (!c->npods && !c->bind[0])
+		return fail(err, errlen, "no pods: give --pod (connect mode) or --bind (bind mode)");
+	for (size_t i = 0; i < c->npods; i++)
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(c->pods[i].endpoint, c->pods[j].endpoint))
+				return fail(err, errlen, "pod %s is listed twice", c->pods[i].endpoint);
+			else if (c->pods[i].name[0] && !strcmp(c->pods[i].name, c->pods[j].name))
+				return fail(err, errlen, "two pods are named %s", c->pods[i].name);
+	return 0;
+}
+
+const char *ing_fmt_count(uint64_t v, char *buf, size_t len)
+{
+	if (v && v % (1ull << 30) == 0)
+		snprintf(buf, len, "%lluGi", (unsigned long long)(v >> 30));
+	else if (v && v % (1ull << 20) == 0)
+		snprintf(buf, len, "%lluMi", (unsigned long long)(v >> 20));
+	else if (v && v % (1ull << 10) == 0)
+		snprintf(buf, len, "%lluKi", (unsigned long long)(v >> 10));
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+void ing_config_usage(FILE *f)
+{
+	fputs(
+"Usage: kvidx-ingestd [FLAGS]\n"
+"\n"
+"The one writer of a kvidx index: subscribes to vLLM pods' KV-cache events over ZeroMQ\n"
+"(3-frame messages: topic kv@<pod>@<model>, 8-byte big-endian seq, msgpack batch) and keeps\n"
+"the shared-memory index \"request block key -> pods\" true.\n"
+"\n"
+"Index (fixed when the index is created; a restart publishes a fresh generation):\n"
+"  --name NAME            index name, /dev/shm/NAME and NAME.data.G (default kvidx)\n"
+"  --capacity N           keys (default 1Mi); N may end in k, m, g (x1024)\n"
+"  --records N            pod records in all (default 2 x capacity)\n"
+"  --pods-per-key N       pods recorded per key (default 10, at most 64)\n"
+"  --max-pods N           pods (default 256, at most 4096)\n"
+"  --max-readers N        reader slots (default 64, at most 4096)\n"
+"  --algo ALGO            request-key scheme: cbor-fnv (default, llm-d) or xxh64\n"
+"  --seed STRING          key seed, as llm-d's hash seed / PYTHONHASHSEED (default \"\")\n"
+"  --block-size N         tokens per index block (default 16)\n"
+"  --group GROUP          gid or group name: segments 0640/0660 for that group (default\n"
+"                         0600, owner only)\n"
+"  --stall-ms N           expel a reader stalled this long (default 1000)\n"
+"\n"
+"Ingest:\n"
+"  --pod SPEC             connect mode, repeatable: SPEC is\n"
+"                           ENDPOINT[,replay=ENDPOINT][,name=IP:PORT][,model=MODEL]\n"
+"                         ingestd connects a SUB (topic prefix \"kv@\") to the pod's PUB\n"
+"                         ENDPOINT and, on a sequence gap, asks its replay ROUTER. The pod is\n"
+"                         named name=, else by its topic's pod, else ENDPOINT's host:port;\n"
+"                         its model is model=, else the topic's model.\n"
+"  --bind ENDPOINT        bind mode: one SUB bound at ENDPOINT, pods connect in and are\n"
+"                         told apart by topic (no replay: a gap clears the pod)\n"
+"  --engine-map N         entries of the engine-key -> request-key map, oldest evicted\n"
+"                         first (default 4 x capacity)\n"
+"  --replay-timeout-ms N  a replay silent this long fails, the pod is cleared (default 2000)\n"
+"  --replay-on-start      ask every pod's replay socket from seq 0 at start (to rebuild\n"
+"                         after a restart; only the batches the pod still keeps come\n"
+"                         back); otherwise the first message sets the sequence\n"
+"\n"
+"Other:\n"
+"  --config FILE          read settings from FILE first; flags given here override them\n"
+"  --log-level LEVEL      error, warn, info (default) or debug; logs go to stderr\n"
+"  --help                 this text\n"
+"\n"
+"Config file: one 'key = value' per line, keys exactly the long flag names above without\n"
+"'--' (name, capacity, ..., pod, bind, log-level); '#' starts a comment; 'pod = SPEC' may\n"
+"repeat; replay-on-start takes true or false. Example: examples/ingestd.conf.\n"
+"\n"
+"Signals: SIGHUP re-reads the config file's pod list (added pods are subscribed, removed\n"
+"ones unsubscribed and dropped from the index, a changed pod line is both; other settings\n"
+"need a restart).\n"
+"SIGTERM / SIGINT stop cleanly; the index stays and readers keep serving its last state.\n"
+"\n"
+"Sequence numbers, per pod: a small step back is a duplicate (ignored); a gap is replayed\n"
+"from the pod's replay socket while its live messages wait; a replay that cannot cover the\n"
+"gap, a missing replay socket, or a timeout clears the pod and live ingest continues; a big\n"
+"step back or a return to 0 is a publisher restart (pod cleared, resynced).\n"
+"AllBlocksCleared clears the pod.\n"
+"\n"
+"Health per pod is in the index's pod counters (kvidx-dump --pods): batches, events,\n"
+"blocks_stored/removed, clears, seq_gaps/dups, restarts, replays_ok/truncated/failed,\n"
+"decode_errors, skipped_events, unknown_parent, last_seq, last_event_ns, events_per_s (last\n"
+"full second), queue_depth (messages read for the pod in the last poll round, at most 256\n"
+"per round: 256 means a backlog) and connected (TCP connection up; bind mode: 1 after the\n"
+"first message). While a pod replays or is disconnected its speculation is paused.\n"
+"\n"
+"Limits: engine block sizes that are not a multiple of --block-size, and BlockStored\n"
+"events with extra_keys (multimodal, salted), are skipped (skipped_events); a parent the\n"
+"engine-key map no longer knows skips its event (unknown_parent), as llm-d does.\n"
+"\n"
+"Exit status: 0 after a clean stop, 1 on a startup error, 2 on bad usage.\n",
+	      f);
+}

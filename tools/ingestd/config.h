@@ -1,0 +1,87 @@
+/*
+ * config.h — internal to kvidx-ingestd: its one job is the daemon's configuration, from
+ * command-line flags and from a config file, and the --help text that documents both.
+ *
+ * The config file has one format: "key = value" lines whose keys are exactly the long flag
+ * names (without "--"); '#' starts a comment (whole line, or after whitespace); blank lines
+ * are ignored; "pod = ..." may repeat; a flag without a value (replay-on-start) takes
+ * true/false/yes/no/1/0. Flags on the command line override the file's scalar settings; pods
+ * from both are used. On SIGHUP ingestd re-reads only the file's pod list.
+ */
+#ifndef KVIDX_INGEST_CONFIG_H
+#define KVIDX_INGEST_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "kvidx.h"
+#include "log.h"
+
+#define ING_ENDPOINT_MAX 256
+#define ING_MODEL_MAX KVIDX_POD_NAME_MAX /* the index stores pod models in 64 bytes */
+
+/* One --pod: 'ENDPOINT[,replay=ENDPOINT][,name=IP:PORT][,model=MODEL]'. */
+struct ing_pod_spec {
+	char endpoint[ING_ENDPOINT_MAX]; /* the pod's PUB socket, ingestd connects a SUB to it */
+	char replay[ING_ENDPOINT_MAX];   /* its replay ROUTER socket, "" = none */
+	char name[KVIDX_POD_NAME_MAX];   /* identity override, "" = from the topic */
+	char model[ING_MODEL_MAX];       /* model override, "" = from the topic */
+	bool from_file;                  /* listed in the config file (SIGHUP reloads those) */
+};
+
+struct ing_config {
+	char name[KVIDX_NAME_MAX];
+	struct kvidx_geometry geo;     /* 0 fields: the library's defaults */
+	enum kvidx_key_algo algo;
+	char seed[64];
+	uint32_t block_size;           /* index block size (default 16) */
+	gid_t group;                   /* 0: segments private to the user */
+	uint32_t stall_ms;             /* 0: library default */
+	uint64_t engine_map;           /* engine-key map entries, 0: 4 x capacity */
+	uint32_t replay_timeout_ms;    /* silence on the replay socket that fails a replay */
+	bool replay_on_start;
+	char bind[ING_ENDPOINT_MAX];   /* "" = no bind-mode socket */
+	char config_path[4096];        /* "" = no config file */
+	enum ilog_level log_level;
+	bool help;
+	struct ing_pod_spec *pods;
+	size_t npods, pods_cap;
+};
+
+/* Defaults; no allocation. */
+void ing_config_init(struct ing_config *c);
+void ing_config_free(struct ing_config *c);
+
+/*
+ * Parses argv: finds --config first and loads that file, then applies the command-line flags
+ * on top. Returns 0, or -EINVAL (bad flag or value, message in err), or -errno reading the
+ * file. On --help, c->help is set and parsing stops early with 0.
+ */
+int ing_config_parse_args(struct ing_config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Loads path ("key = value" lines) into c, pods marked from_file. 0 or -errno / -EINVAL. */
+int ing_config_load_file(struct ing_config *c, const char *path, char *err, size_t errlen);
+
+/* Sets one option by its long name. from_file: the value came from the config file. */
+int ing_config_set(struct ing_config *c, const char *key, const char *value, bool from_file,
+		   char *err, size_t errlen);
+
+/* Parses one pod spec. 0 or -EINVAL with a message. */
+int ing_pod_spec_parse(const char *s, struct ing_pod_spec *out, char *err, size_t errlen);
+
+/* Two specs describe the same subscription (endpoint, replay, name and model all equal). */
+bool ing_pod_spec_equal(const struct ing_pod_spec *a, const struct ing_pod_spec *b);
+
+/* Checks the whole configuration (at least one pod or --bind, no duplicate endpoints). */
+int ing_config_check(const struct ing_config *c, char *err, size_t errlen);
+
+/* Prints the --help text. */
+void ing_config_usage(FILE *f);
+
+/* Formats a number of keys with a binary suffix where exact (1048576 -> "1Mi"). */
+const char *ing_fmt_count(uint64_t v, char *buf, size_t len);
+
+#endif /* KVIDX_INGEST_CONFIG_H */

@@ -1,0 +1,400 @@
+/*
+ * ingest.c — kvidx-ingestd's event loop, reload and shutdown (see ingest.h).
+ */
+#include "ingest.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define NS_PER_MS 1000000ull
+
+enum { ITEM_SUB, ITEM_MON, ITEM_REPLAY, ITEM_BIND };
+
+/* Resolves 0 ("library default") fields so the summary shows what the index really uses. */
+static void resolve_defaults(struct ing_config *c)
+{
+	if (!c->geo.capacity)
+		c->geo.capacity = 1u << 20;
+	if (!c->geo.records)
+		c->geo.records = 2 * c->geo.capacity;
+	if (!c->geo.pods_per_key)
+		c->geo.pods_per_key = 10;
+	if (!c->geo.max_pods)
+		c->geo.max_pods = 256;
+	if (!c->geo.max_readers)
+		c->geo.max_readers = 64;
+	if (!c->stall_ms)
+		c->stall_ms = 1000;
+	if (!c->engine_map)
+		c->engine_map = 4 * c->geo.capacity;
+}
+
+static int bind_open(struct ingestd *d)
+{
+	int hwm = ING_SUB_HWM, zero = 0;
+
+	d->bind_sub = zmq_socket(d->sh.zctx, ZMQ_SUB);
+	if (!d->bind_sub)
+		return -errno;
+	zmq_setsockopt(d->bind_sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	zmq_setsockopt(d->bind_sub, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_setsockopt(d->bind_sub, ZMQ_SUBSCRIBE, "kv@", 3) < 0 ||
+	    zmq_bind(d->bind_sub, d->cfg->bind) < 0) {
+		int e = errno;
+		ilog(ILOG_ERROR, "bind %s: %s", d->cfg->bind, zmq_strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int ingestd_open(struct ingestd *d, struct ing_config *cfg)
+{
+	struct kvidx_writer_opts o;
+	uint64_t now = kvidx_now_ns();
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	resolve_defaults(cfg);
+	d->cfg = cfg;
+	d->sh.cfg = cfg;
+	memset(&o, 0, sizeof(o));
+	o.name = cfg->name;
+	o.geo = cfg->geo;
+	o.algo = cfg->algo;
+	o.seed = cfg->seed;
+	o.block_size = cfg->block_size;
+	o.group = cfg->group;
+	o.stall_ms = cfg->stall_ms;
+	d->sh.w = kvidx_writer_open(&o);
+	if (!d->sh.w) {
+		rc = -errno;
+		ilog(ILOG_ERROR, "cannot open index '%s': %s", cfg->name, kvidx_strerror(rc));
+		return rc;
+	}
+	rc = emap_init(&d->sh.emap, cfg->engine_map);
+	if (rc < 0) {
+		ilog(ILOG_ERROR, "engine-key map: %s", strerror(-rc));
+		goto fail;
+	}
+	ing_apply_init(&d->sh.ap, d->sh.w, &d->sh.emap, cfg->algo, cfg->seed, cfg->block_size);
+	kvw_batch_init(&d->sh.batch);
+	d->sh.zctx = zmq_ctx_new();
+	if (!d->sh.zctx) {
+		rc = -errno;
+		ilog(ILOG_ERROR, "zmq_ctx_new: %s", zmq_strerror(errno));
+		goto fail;
+	}
+	if (cfg->bind[0] && (rc = bind_open(d)) < 0)
+		goto fail;
+	for (size_t i = 0; i < cfg->npods; i++) {
+		/* A pod that cannot be subscribed is logged and left out; the others run. */
+		ing_pod_open(&d->sh, &cfg->pods[i], now);
+	}
+	kvidx_writer_tick(d->sh.w, now);
+	d->sh.last_tick_ns = now;
+	d->last_house_ns = now;
+	return 0;
+fail:
+	ingestd_close(d);
+	return rc;
+}
+
+void ingestd_summary(const struct ingestd *d)
+{
+	const struct ing_config *c = d->cfg;
+	char line[8192], a[32], b[32], e[32];
+	size_t n;
+
+	n = (size_t)snprintf(line, sizeof(line),
+			     "kvidx-ingestd: index '%s' capacity=%s records=%s pods-per-key=%u "
+			     "max-pods=%u max-readers=%u algo=%s seed='%s' block-size=%u "
+			     "engine-map=%s group=%u stall-ms=%u replay-timeout-ms=%u%s; bind=%s; "
+			     "pods=%zu:",
+			     c->name, ing_fmt_count(c->geo.capacity, a, sizeof(a)),
+			     ing_fmt_count(c->geo.records, b, sizeof(b)), c->geo.pods_per_key,
+			     c->geo.max_pods, c->geo.max_readers, kvidx_key_algo_name(c->algo),
+			     c->seed, c->block_size, ing_fmt_count(c->engine_map, e, sizeof(e)),
+			     (unsigned)c->group, c->stall_ms, c->replay_timeout_ms,
+			     c->replay_on_start ? " replay-on-start" : "",
+			     c->bind[0] ? c->bind : "-", d->sh.npods);
+	for (size_t i = 0; i < d->sh.npods && n < sizeof(line); i++) {
+		const struct ing_pod_spec *s = &d->sh.pods[i]->spec;
+		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s%s%s%s%s%s%s", s->endpoint,
+				      s->name[0] ? ",name=" : "", s->name,
+				      s->replay[0] ? ",replay=" : "", s->replay,
+				      s->model[0] ? ",model=" : "", s->model);
+	}
+	ilog(ILOG_INFO, "%s", line);
+}
+
+/* ---- bind mode ------------------------------------------------------------------------------ */
+
+static struct ing_pod *bound_pod(struct ingestd *d, const char *name)
+{
+	for (size_t i = 0; i < d->sh.npods; i++)
+		if (d->sh.pods[i]->bind_mode && !strcmp(d->sh.pods[i]->name, name))
+			return d->sh.pods[i];
+	return NULL;
+}
+
+/* One message from the bound socket, routed to its pod by topic. */
+static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint64_t now)
+{
+	char tpod[KVIDX_POD_NAME_MAX], tmodel[ING_MODEL_MAX];
+	struct ing_pod *p;
+	uint64_t seq;
+
+	if (kvw_parse_topic(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), tpod, sizeof(tpod), tmodel,
+			    sizeof(tmodel)) < 0 ||
+	    !tpod[0]) {
+		/* No pod to count it against: the log is all there is. */
+		ilog_limited(&d->bind_lim, ILOG_WARN,
+			     "bind %s: message without a usable topic skipped", d->cfg->bind);
+		return;
+	}
+	p = bound_pod(d, tpod);
+	if (!p && !(p = ing_pod_open_bound(&d->sh, tpod, tmodel, now)))
+		return;
+	p->round_reads++;
+	if (total != 3 || !kvw_seq_get(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &seq)) {
+		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
+		ilog_limited(&p->tgt.lim, ILOG_WARN,
+			     "pod %s: message of %d frames skipped: expected topic, 8-byte seq, "
+			     "payload", p->name, total);
+		return;
+	}
+	if (tmodel[0] && strcmp(p->model, tmodel))
+		snprintf(p->model, sizeof(p->model), "%s", tmodel);
+	ing_pod_live(&d->sh, p, tmodel, seq, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
+}
+
+static unsigned read_bind(struct ingestd *d)
+{
+	unsigned reads;
+
+	for (reads = 0; reads < ING_READ_BUDGET; reads++) {
+		zmq_msg_t f[3];
+		int n, total = ing_recv_multipart(d->bind_sub, f, 3, &n);
+
+		if (total <= 0)
+			break;
+		bind_message(d, f, n, total, kvidx_now_ns());
+		for (int i = 0; i < n; i++)
+			zmq_msg_close(&f[i]);
+		ing_maybe_tick(&d->sh, kvidx_now_ns());
+	}
+	return reads;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------- */
+
+static int items_reserve(struct ingestd *d, size_t n)
+{
+	if (n <= d->items_cap)
+		return 0;
+	size_t cap = d->items_cap ? d->items_cap : 16;
+	while (cap < n)
+		cap *= 2;
+	zmq_pollitem_t *it = realloc(d->items, cap * sizeof(*it));
+	if (!it)
+		return -ENOMEM;
+	d->items = it;
+	struct ing_pod **ip = realloc(d->item_pod, cap * sizeof(*ip));
+	if (!ip)
+		return -ENOMEM;
+	d->item_pod = ip;
+	unsigned char *ik = realloc(d->item_kind, cap);
+	if (!ik)
+		return -ENOMEM;
+	d->item_kind = ik;
+	d->items_cap = cap;
+	return 0;
+}
+
+static void add_item(struct ingestd *d, size_t *n, void *sock, struct ing_pod *p, int kind)
+{
+	d->items[*n] = (zmq_pollitem_t){ .socket = sock, .events = ZMQ_POLLIN };
+	d->item_pod[*n] = p;
+	d->item_kind[*n] = (unsigned char)kind;
+	(*n)++;
+}
+
+/* Poll set for this round: a replaying pod's DEALER instead of its SUB (its live messages wait
+ * in ZeroMQ's queue). Rebuilt every round: O(pods), and pods come and go. */
+static int build_items(struct ingestd *d, size_t *n)
+{
+	*n = 0;
+	if (items_reserve(d, 2 * d->sh.npods + 1) < 0)
+		return -ENOMEM;
+	if (d->bind_sub)
+		add_item(d, n, d->bind_sub, NULL, ITEM_BIND);
+	for (size_t i = 0; i < d->sh.npods; i++) {
+		struct ing_pod *p = d->sh.pods[i];
+		if (p->bind_mode)
+			continue;
+		/* Monitor first: a connect is seen before the messages that follow it. */
+		if (p->mon)
+			add_item(d, n, p->mon, p, ITEM_MON);
+		if (p->replaying && p->dealer)
+			add_item(d, n, p->dealer, p, ITEM_REPLAY);
+		else if (p->sub)
+			add_item(d, n, p->sub, p, ITEM_SUB);
+	}
+	return 0;
+}
+
+int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_atomic_t *hup)
+{
+	long timeout = 1;
+
+	while (!*stop) {
+		size_t n;
+		bool busy = false;
+
+		if (*hup) {
+			*hup = 0;
+			ingestd_reload(d);
+		}
+		if (build_items(d, &n) < 0) {
+			ilog(ILOG_ERROR, "out of memory building the poll set");
+			return -ENOMEM;
+		}
+		int rc = zmq_poll(d->items, (int)n, timeout);
+		if (rc < 0) {
+			if (errno == EINTR)
+				continue;
+			ilog(ILOG_ERROR, "zmq_poll: %s", zmq_strerror(errno));
+			return -errno;
+		}
+		for (size_t i = 0; rc > 0 && i < n; i++) {
+			struct ing_pod *p = d->item_pod[i];
+			if (!(d->items[i].revents & ZMQ_POLLIN))
+				continue;
+			switch (d->item_kind[i]) {
+			case ITEM_BIND:
+				if (read_bind(d) >= ING_READ_BUDGET)
+					busy = true;
+				break;
+			case ITEM_SUB:
+				if (!p->replaying && ing_pod_read_sub(&d->sh, p) >= ING_READ_BUDGET)
+					busy = true;
+				break;
+			case ITEM_REPLAY:
+				if (p->replaying)
+					ing_pod_read_replay(&d->sh, p);
+				break;
+			case ITEM_MON:
+				ing_pod_read_monitor(&d->sh, p);
+				break;
+			}
+		}
+		/* A socket left with messages after its budget: poll again at once. */
+		timeout = busy ? 0 : 1;
+		uint64_t now = kvidx_now_ns();
+		ing_maybe_tick(&d->sh, now);
+		for (size_t i = 0; i < d->sh.npods; i++)
+			ing_pod_housekeeping(&d->sh, d->sh.pods[i], now);
+	}
+	return 0;
+}
+
+/* ---- SIGHUP --------------------------------------------------------------------------------- */
+
+int ingestd_reload(struct ingestd *d)
+{
+	struct ing_config nc;
+	char err[512];
+	uint64_t now = kvidx_now_ns();
+	size_t added = 0, removed = 0;
+	int rc;
+
+	if (!d->cfg->config_path[0]) {
+		ilog(ILOG_WARN, "SIGHUP: no --config file, nothing to reload");
+		return 0;
+	}
+	ing_config_init(&nc);
+	rc = ing_config_load_file(&nc, d->cfg->config_path, err, sizeof(err));
+	if (rc < 0) {
+		ilog(ILOG_ERROR, "SIGHUP: %s; pods unchanged", err);
+		ing_config_free(&nc);
+		return rc;
+	}
+	/* Removed: file pods whose spec is no longer in the file. */
+	for (size_t i = d->sh.npods; i-- > 0;) {
+		struct ing_pod *p = d->sh.pods[i];
+		bool keep = false;
+		if (p->bind_mode || !p->spec.from_file)
+			continue;
+		for (size_t j = 0; j < nc.npods && !keep; j++)
+			keep = ing_pod_spec_equal(&p->spec, &nc.pods[j]);
+		if (!keep) {
+			ilog(ILOG_INFO, "SIGHUP: unsubscribing %s", p->spec.endpoint);
+			ing_pod_close(&d->sh, p, true);
+			removed++;
+		}
+	}
+	/* Added: file pods not subscribed yet. */
+	for (size_t j = 0; j < nc.npods; j++) {
+		bool have = false, clash = false;
+		for (size_t i = 0; i < d->sh.npods; i++) {
+			struct ing_pod *p = d->sh.pods[i];
+			if (p->bind_mode)
+				continue;
+			if (ing_pod_spec_equal(&p->spec, &nc.pods[j]))
+				have = true;
+			else if (!strcmp(p->spec.endpoint, nc.pods[j].endpoint))
+				clash = true;
+		}
+		if (have)
+			continue;
+		if (clash) {
+			ilog(ILOG_WARN, "SIGHUP: %s is already subscribed (command line); ignored",
+			     nc.pods[j].endpoint);
+			continue;
+		}
+		ilog(ILOG_INFO, "SIGHUP: subscribing %s", nc.pods[j].endpoint);
+		if (ing_pod_open(&d->sh, &nc.pods[j], now))
+			added++;
+	}
+	ilog(ILOG_INFO, "SIGHUP: %zu pods added, %zu removed, %zu subscribed", added, removed,
+	     d->sh.npods);
+	ing_config_free(&nc);
+	return 0;
+}
+
+void ingestd_close(struct ingestd *d)
+{
+	while (d->sh.npods)
+		ing_pod_close(&d->sh, d->sh.pods[d->sh.npods - 1], false);
+	free(d->sh.pods);
+	d->sh.pods = NULL;
+	if (d->bind_sub) {
+		int zero = 0;
+		zmq_setsockopt(d->bind_sub, ZMQ_LINGER, &zero, sizeof(zero));
+		zmq_close(d->bind_sub);
+		d->bind_sub = NULL;
+	}
+	if (d->sh.zctx) {
+		zmq_ctx_term(d->sh.zctx);
+		d->sh.zctx = NULL;
+	}
+	kvw_batch_free(&d->sh.batch);
+	ing_apply_free(&d->sh.ap);
+	emap_free(&d->sh.emap);
+	if (d->sh.w) {
+		kvidx_writer_close(d->sh.w, false);
+		d->sh.w = NULL;
+	}
+	free(d->items);
+	free(d->item_pod);
+	free(d->item_kind);
+	d->items = NULL;
+	d->item_pod = NULL;
+	d->item_kind = NULL;
+	d->items_cap = 0;
+}

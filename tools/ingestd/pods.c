@@ -1,0 +1,702 @@
+/*
+ * pods.c — one pod's event stream in kvidx-ingestd: sockets, identity, sequence numbers,
+ * replay, health (see pods.h). Everything here runs on the one ingest thread and never
+ * blocks: sockets are read with ZMQ_DONTWAIT and sends to a replay DEALER only queue.
+ */
+#include "pods.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inspect.h"
+#include "log.h"
+
+#define NS_PER_MS 1000000ull
+#define NS_PER_S 1000000000ull
+
+/* ---- small helpers -------------------------------------------------------------------- */
+
+void ing_maybe_tick(struct ing_shared *sh, uint64_t now)
+{
+	if (now - sh->last_tick_ns >= NS_PER_MS) {
+		kvidx_writer_tick(sh->w, now);
+		sh->last_tick_ns = now;
+	}
+}
+
+static void set_ctr(struct ing_pod *p, enum kv_pod_ctr i, uint64_t v)
+{
+	ing_ctr_set(&p->tgt, i, v);
+}
+
+static const char *label(const struct ing_pod *p)
+{
+	return p->tgt.label;
+}
+
+static void relabel(struct ing_pod *p)
+{
+	p->tgt.label = p->name[0] ? p->name : p->spec.endpoint;
+}
+
+int ing_recv_multipart(void *sock, zmq_msg_t *msgs, int max, int *nframes)
+{
+	int total = 0, more = 0;
+	size_t more_len = sizeof(more);
+
+	*nframes = 0;
+	do {
+		zmq_msg_t scratch, *m = total < max ? &msgs[total] : &scratch;
+		zmq_msg_init(m);
+		/* Parts of one message arrive together: only the first can find nothing there. */
+		if (zmq_msg_recv(m, sock, ZMQ_DONTWAIT) < 0) {
+			int e = errno;
+			zmq_msg_close(m);
+			if (total == 0 && e == EAGAIN)
+				return 0;
+			return -e;
+		}
+		if (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &more_len) < 0)
+			more = 0;
+		if (total < max)
+			(*nframes)++;
+		else
+			zmq_msg_close(m);
+		total++;
+	} while (more);
+	return total;
+}
+
+static void close_frames(zmq_msg_t *msgs, int n)
+{
+	for (int i = 0; i < n; i++)
+		zmq_msg_close(&msgs[i]);
+}
+
+/* Host:port of an endpoint, "tcp://10.0.0.1:5557" -> "10.0.0.1:5557". */
+static void endpoint_host(const char *ep, char *out, size_t len)
+{
+	const char *p = strstr(ep, "://");
+	const char *h = p ? p + 3 : ep;
+	size_t n = strlen(h);
+
+	/* Too long for a pod name: truncated (give name= for such endpoints). */
+	if (n >= len)
+		n = len - 1;
+	memcpy(out, h, n);
+	out[n] = '\0';
+}
+
+static void sock_close(void **s)
+{
+	if (*s) {
+		int zero = 0;
+		zmq_setsockopt(*s, ZMQ_LINGER, &zero, sizeof(zero));
+		zmq_close(*s);
+		*s = NULL;
+	}
+}
+
+/*
+ * Freshness gating (DESIGN.md section 6): while a gap is being replayed or the SUB is
+ * disconnected, the pod's speculative records stop counting for readers. Called where either
+ * changes, and from housekeeping (for a pod registered after the change).
+ */
+static void gate(struct ing_shared *sh, struct ing_pod *p)
+{
+	bool pause = p->replaying || (!p->bind_mode && !p->connected);
+
+	if (p->tgt.pod >= 0 && pause != p->spec_paused &&
+	    kvidx_pod_set_spec_paused(sh->w, p->tgt.pod, pause) == 0)
+		p->spec_paused = pause;
+}
+
+/* ---- identity ------------------------------------------------------------------------- */
+
+static struct ing_pod *find_by_name(struct ing_shared *sh, const char *name,
+				    const struct ing_pod *except)
+{
+	for (size_t i = 0; i < sh->npods; i++)
+		if (sh->pods[i] != except && sh->pods[i]->tgt.pod >= 0 &&
+		    !strcmp(sh->pods[i]->name, name))
+			return sh->pods[i];
+	return NULL;
+}
+
+/* Registers p in the index as name. 0, or -errno / -KVIDX_E* (logged). */
+static int pod_register(struct ing_shared *sh, struct ing_pod *p, const char *name)
+{
+	int idx;
+
+	if (strlen(name) >= sizeof(p->name))
+		return -ENAMETOOLONG;
+	if (find_by_name(sh, name, p)) {
+		/* kvidx_pod_add would hand out the same index: two streams would clear each
+		 * other's records. */
+		ilog_limited(&p->tgt.lim, ILOG_ERROR,
+			     "pod %s (%s): another subscription already uses that name; ignored",
+			     name, p->spec.endpoint[0] ? p->spec.endpoint : "bind");
+		return -EEXIST;
+	}
+	idx = kvidx_pod_add(sh->w, name, p->model);
+	if (idx < 0) {
+		ilog_limited(&p->tgt.lim, ILOG_ERROR, "pod %s: cannot add to the index: %s", name,
+			     kvidx_strerror(idx));
+		return idx;
+	}
+	strcpy(p->name, name);
+	relabel(p);
+	uint64_t *shm = kv_writer_pod_ctrs(sh->w, idx);
+	/* kvidx_pod_add zeroed the slot's counters; carry over what was counted before. */
+	for (int c = 0; c < KV_POD_COUNTERS; c++)
+		if (p->local_ctr[c])
+			st_relaxed(&shm[c], p->local_ctr[c]);
+	p->tgt.ctr = shm;
+	p->tgt.pod = idx;
+	p->tgt.token = emap_new_token(&sh->emap);
+	ilog(ILOG_INFO, "pod %s: index pod %d%s%s%s%s", name, idx,
+	     p->bind_mode ? " (bind mode)" : ", endpoint ", p->bind_mode ? "" : p->spec.endpoint,
+	     p->model[0] ? ", model " : "", p->model);
+	return 0;
+}
+
+/* Connect mode, first message: name = name=, else the topic's pod, else endpoint host:port. */
+static int identify(struct ing_shared *sh, struct ing_pod *p, const char *topic_pod)
+{
+	char host[KVIDX_POD_NAME_MAX];
+
+	endpoint_host(p->spec.endpoint, host, sizeof(host));
+	if (topic_pod[0]) {
+		if (!find_by_name(sh, topic_pod, p))
+			return pod_register(sh, p, topic_pod);
+		ilog(ILOG_WARN,
+		     "pod %s: topic names pod %s, which another subscription already uses; "
+		     "naming this one %s (give name= to choose)",
+		     p->spec.endpoint, topic_pod, host);
+	}
+	return pod_register(sh, p, host);
+}
+
+/* Registers p if it is not yet: by name=, else by identify(). 0 or negative (logged). */
+static int ensure_registered(struct ing_shared *sh, struct ing_pod *p, const char *topic_pod)
+{
+	if (p->tgt.pod >= 0)
+		return 0;
+	return p->spec.name[0] ? pod_register(sh, p, p->spec.name) : identify(sh, p, topic_pod);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------ */
+
+static struct ing_pod *pod_alloc(struct ing_shared *sh)
+{
+	struct ing_pod *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	if (sh->npods == sh->pods_cap) {
+		size_t ncap = sh->pods_cap ? 2 * sh->pods_cap : 16;
+		struct ing_pod **np = realloc(sh->pods, ncap * sizeof(*np));
+		if (!np) {
+			free(p);
+			return NULL;
+		}
+		sh->pods = np;
+		sh->pods_cap = ncap;
+	}
+	sh->pods[sh->npods++] = p;
+	p->tgt.pod = -1;
+	p->tgt.ctr = p->local_ctr;
+	p->tgt.token = emap_new_token(&sh->emap);
+	return p;
+}
+
+static void pod_unlink(struct ing_shared *sh, struct ing_pod *p)
+{
+	for (size_t i = 0; i < sh->npods; i++) {
+		if (sh->pods[i] == p) {
+			memmove(&sh->pods[i], &sh->pods[i + 1], (sh->npods - i - 1) * sizeof(p));
+			sh->npods--;
+			return;
+		}
+	}
+}
+
+static int replay_start(struct ing_shared *sh, struct ing_pod *p, uint64_t from, uint64_t now);
+
+struct ing_pod *ing_pod_open(struct ing_shared *sh, const struct ing_pod_spec *spec,
+			     uint64_t now)
+{
+	struct ing_pod *p = pod_alloc(sh);
+	char mon_ep[64];
+	int hwm = ING_SUB_HWM, zero = 0;
+
+	if (!p) {
+		ilog(ILOG_ERROR, "pod %s: out of memory", spec->endpoint);
+		return NULL;
+	}
+	p->spec = *spec;
+	snprintf(p->model, sizeof(p->model), "%s", spec->model);
+	relabel(p);
+	p->win_start_ns = now;
+	p->sub = zmq_socket(sh->zctx, ZMQ_SUB);
+	if (!p->sub)
+		goto fail;
+	zmq_setsockopt(p->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	zmq_setsockopt(p->sub, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_setsockopt(p->sub, ZMQ_SUBSCRIBE, "kv@", 3) < 0)
+		goto fail;
+	/* The monitor reports the SUB's TCP connection coming and going: the connected gauge,
+	 * and a reconnect makes any step back in the sequence a publisher restart. */
+	snprintf(mon_ep, sizeof(mon_ep), "inproc://kvidx-ingestd-mon-%llu",
+		 (unsigned long long)++sh->monitor_seq);
+	if (zmq_socket_monitor(p->sub, mon_ep, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) < 0)
+		goto fail;
+	p->mon = zmq_socket(sh->zctx, ZMQ_PAIR);
+	if (!p->mon || zmq_connect(p->mon, mon_ep) < 0)
+		goto fail;
+	if (zmq_connect(p->sub, spec->endpoint) < 0)
+		goto fail;
+	if (spec->name[0] && pod_register(sh, p, spec->name) < 0) {
+		/* Retried at the first message; the subscription stays. */
+		ilog(ILOG_WARN, "pod %s: not registered yet, will retry", spec->name);
+	}
+	if (sh->cfg->replay_on_start && spec->replay[0])
+		replay_start(sh, p, 0, now);
+	return p;
+fail:
+	ilog(ILOG_ERROR, "pod %s: cannot subscribe: %s", spec->endpoint, zmq_strerror(errno));
+	ing_pod_close(sh, p, false);
+	return NULL;
+}
+
+struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, const char *model,
+				   uint64_t now)
+{
+	struct ing_pod *p, *other = find_by_name(sh, name, NULL);
+
+	if (other) {
+		/* Two streams writing one pod would clear each other on every sequence step. */
+		ilog_limited(&other->tgt.lim, ILOG_WARN,
+			     "pod %s: also publishing to the bound socket while subscribed as %s; "
+			     "bound messages ignored",
+			     name, other->spec.endpoint);
+		return NULL;
+	}
+	p = pod_alloc(sh);
+	if (!p) {
+		ilog(ILOG_ERROR, "pod %s: out of memory", name);
+		return NULL;
+	}
+	p->bind_mode = true;
+	snprintf(p->model, sizeof(p->model), "%s", model);
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	relabel(p);
+	p->win_start_ns = now;
+	if (pod_register(sh, p, name) < 0) {
+		ing_pod_close(sh, p, false);
+		return NULL;
+	}
+	p->connected = true;
+	set_ctr(p, KV_PC_connected, 1);
+	return p;
+}
+
+void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove)
+{
+	if (!p)
+		return;
+	if (p->sub)
+		zmq_socket_monitor(p->sub, NULL, 0);
+	sock_close(&p->mon);
+	sock_close(&p->sub);
+	sock_close(&p->dealer);
+	if (remove && p->tgt.pod >= 0) {
+		kvidx_pod_remove(sh->w, p->tgt.pod);
+		ilog(ILOG_INFO, "pod %s: removed from the index", label(p));
+	}
+	pod_unlink(sh, p);
+	free(p->held_buf);
+	free(p);
+}
+
+/* ---- applying one batch --------------------------------------------------------------- */
+
+static void clear_pod(struct ing_shared *sh, struct ing_pod *p)
+{
+	ing_target_clear(&sh->ap, &p->tgt);
+}
+
+/* Consumes batch seq: decode, validate, apply. Malformed: counted, logged, skipped. */
+static void apply_batch(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
+			uint64_t seq, const void *payload, size_t len, uint64_t now)
+{
+	char err[256];
+	const char *model = p->spec.model[0] ? p->spec.model : topic_model;
+	int rc;
+
+	seq_accept(&p->seq, seq);
+	set_ctr(p, KV_PC_last_seq, seq);
+	rc = kvw_decode_batch(payload, len, &sh->batch, err, sizeof(err));
+	if (rc == 0)
+		rc = ing_apply_batch(&sh->ap, &p->tgt, &sh->batch, model, now, err, sizeof(err));
+	if (rc < 0) {
+		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
+		ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: batch %llu skipped: %s", label(p),
+			     (unsigned long long)seq, err);
+		return;
+	}
+	ing_pod_ctr_add(p, KV_PC_batches, 1);
+	set_ctr(p, KV_PC_last_event_ns, now);
+	p->win_events += sh->batch.nevents + sh->batch.nskipped;
+}
+
+/* ---- replay ------------------------------------------------------------------------------ */
+
+static void hold(struct ing_pod *p, const char *topic_model, uint64_t seq, const void *payload,
+		 size_t len)
+{
+	if (len > p->held_cap) {
+		void *nb = realloc(p->held_buf, len);
+		if (!nb) {
+			/* Without the message the replay must cover it: nothing is lost. */
+			p->held = false;
+			return;
+		}
+		p->held_buf = nb;
+		p->held_cap = len;
+	}
+	/* Re-holding the held message itself (a new gap found when it is released) keeps it. */
+	if (len && payload != p->held_buf)
+		memcpy(p->held_buf, payload, len);
+	if (topic_model != p->held_model)
+		snprintf(p->held_model, sizeof(p->held_model), "%s", topic_model);
+	p->held_len = len;
+	p->held_seq = seq;
+	p->held = true;
+}
+
+static int replay_start(struct ing_shared *sh, struct ing_pod *p, uint64_t from, uint64_t now)
+{
+	unsigned char seq8[8];
+	int zero = 0;
+
+	sock_close(&p->dealer);
+	p->dealer = zmq_socket(sh->zctx, ZMQ_DEALER);
+	if (!p->dealer)
+		goto fail;
+	/* Unbounded receive queue: a replay may send the publisher's whole buffer (10,000
+	 * batches by default) at once, and a dropped reply would fail the replay. */
+	zmq_setsockopt(p->dealer, ZMQ_RCVHWM, &zero, sizeof(zero));
+	zmq_setsockopt(p->dealer, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_connect(p->dealer, p->spec.replay) < 0)
+		goto fail;
+	kvw_seq_put(seq8, from);
+	if (zmq_send(p->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+	    zmq_send(p->dealer, seq8, 8, ZMQ_DONTWAIT) < 0)
+		goto fail;
+	p->replaying = true;
+	p->rp_at_start = !p->seq.have;
+	p->rp_from = p->rp_next = from;
+	p->rp_got = false;
+	p->rp_deadline = now + (uint64_t)sh->cfg->replay_timeout_ms * NS_PER_MS;
+	gate(sh, p);
+	ilog(ILOG_INFO, "pod %s: replaying from seq %llu (%s)", label(p),
+	     (unsigned long long)from, p->spec.replay);
+	return 0;
+fail:
+	ilog(ILOG_WARN, "pod %s: cannot ask replay endpoint %s: %s", label(p), p->spec.replay,
+	     zmq_strerror(errno));
+	sock_close(&p->dealer);
+	return -1;
+}
+
+/* Resumes live ingest with the held message, if any, through the normal sequence rules. */
+static void release_held(struct ing_shared *sh, struct ing_pod *p, uint64_t now)
+{
+	if (!p->held)
+		return;
+	p->held = false;
+	ing_pod_live(sh, p, p->held_model, p->held_seq, p->held_buf, p->held_len, now);
+}
+
+/* The replay could not cover the gap: clear the pod, continue live. */
+static void replay_abandon(struct ing_shared *sh, struct ing_pod *p, enum kv_pod_ctr why,
+			   const char *reason, uint64_t now)
+{
+	sock_close(&p->dealer);
+	p->replaying = false;
+	gate(sh, p);
+	ing_pod_ctr_add(p, why, 1);
+	ilog(ILOG_WARN, "pod %s: replay from seq %llu %s; pod cleared, continuing live", label(p),
+	     (unsigned long long)p->rp_from, reason);
+	clear_pod(sh, p);
+	seq_reset(&p->seq);
+	release_held(sh, p, now);
+}
+
+static void replay_done(struct ing_shared *sh, struct ing_pod *p, uint64_t now)
+{
+	if (!p->rp_got) {
+		/* The publisher holds nothing from rp_from on, yet it sent a later batch. */
+		replay_abandon(sh, p, KV_PC_replays_truncated, "returned nothing", now);
+		return;
+	}
+	sock_close(&p->dealer);
+	p->replaying = false;
+	gate(sh, p);
+	ing_pod_ctr_add(p, KV_PC_replays_ok, 1);
+	ilog(ILOG_INFO, "pod %s: replayed seq %llu..%llu", label(p),
+	     (unsigned long long)p->rp_from, (unsigned long long)p->rp_last);
+	/* Live messages from the held one up to the last replayed one are already applied.
+	 * Without a held message (replay at start) everything up to rp_last is. */
+	uint64_t lo = p->held ? p->held_seq : 0;
+	if (lo <= p->rp_last) {
+		p->seq.covered = true;
+		p->seq.cov_lo = lo;
+		p->seq.cov_hi = p->rp_last;
+	}
+	release_held(sh, p, now);
+}
+
+/* One reply: ["", seq8, payload] or ["", topic, seq8, payload]. */
+static void replay_message(struct ing_shared *sh, struct ing_pod *p, zmq_msg_t *f, int n,
+			   int total, uint64_t now)
+{
+	char tpod[KVIDX_POD_NAME_MAX], tmodel[ING_MODEL_MAX];
+	const char *model = p->held ? p->held_model : p->model;
+	uint64_t seq;
+	int s;
+
+	if (total != n || n < 3 || n > 4 || zmq_msg_size(&f[0]) != 0) {
+		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
+		ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: replay reply of %d frames skipped",
+			     label(p), total);
+		return;
+	}
+	s = n == 4 ? 2 : 1;
+	if (!kvw_seq_get(zmq_msg_data(&f[s]), zmq_msg_size(&f[s]), &seq)) {
+		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
+		ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: replay reply with a %zu-byte seq",
+			     label(p), zmq_msg_size(&f[s]));
+		return;
+	}
+	if (seq == KVW_SEQ_END) {
+		replay_done(sh, p, now);
+		return;
+	}
+	tpod[0] = '\0';
+	if (n == 4 && kvw_parse_topic(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), tpod, sizeof(tpod),
+				      tmodel, sizeof(tmodel)) == 0 && tmodel[0])
+		model = tmodel;
+	if (!p->spec.model[0] && model != p->model && strcmp(p->model, model))
+		snprintf(p->model, sizeof(p->model), "%s", model);
+	p->rp_deadline = now + (uint64_t)sh->cfg->replay_timeout_ms * NS_PER_MS;
+	if (!p->rp_got) {
+		p->rp_got = true;
+		if (seq > p->rp_from && p->rp_at_start) {
+			/* vLLM keeps only its last batches (10,000 by default): a rebuild at start
+			 * takes what there is. Blocks stored before seq are unknown, so children of
+			 * theirs count as unknown_parent; nothing wrong enters the index. */
+			ilog(ILOG_INFO,
+			     "pod %s: replay at start begins at seq %llu; earlier blocks are not "
+			     "rebuilt",
+			     label(p), (unsigned long long)seq);
+			p->rp_next = seq;
+		} else if (seq > p->rp_from) {
+			char why[96];
+			snprintf(why, sizeof(why), "starts at seq %llu (publisher no longer has the gap)",
+				 (unsigned long long)seq);
+			replay_abandon(sh, p, KV_PC_replays_truncated, why, now);
+			return;
+		}
+	}
+	if (seq < p->rp_next)
+		return; /* before what was asked: already applied */
+	if (seq > p->rp_next) {
+		char why[96];
+		snprintf(why, sizeof(why), "skipped from seq %llu to %llu",
+			 (unsigned long long)p->rp_next, (unsigned long long)seq);
+		replay_abandon(sh, p, KV_PC_replays_truncated, why, now);
+		return;
+	}
+	/* A replay at start may come before any live message named the pod. */
+	if (ensure_registered(sh, p, tpod) == 0)
+		apply_batch(sh, p, model, seq, zmq_msg_data(&f[n - 1]), zmq_msg_size(&f[n - 1]),
+			    now);
+	else
+		seq_accept(&p->seq, seq);
+	p->rp_next = seq + 1;
+	p->rp_last = seq;
+}
+
+void ing_pod_read_replay(struct ing_shared *sh, struct ing_pod *p)
+{
+	for (unsigned i = 0; i < ING_READ_BUDGET && p->replaying && p->dealer; i++) {
+		zmq_msg_t f[4];
+		int n, total = ing_recv_multipart(p->dealer, f, 4, &n);
+		if (total <= 0) {
+			if (total < 0)
+				ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: replay socket: %s",
+					     label(p), zmq_strerror(-total));
+			return;
+		}
+		uint64_t now = kvidx_now_ns();
+		replay_message(sh, p, f, n, total, now);
+		close_frames(f, n);
+		p->round_reads++;
+		ing_maybe_tick(sh, now);
+	}
+}
+
+/* ---- live messages ------------------------------------------------------------------------ */
+
+void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
+		  uint64_t seq, const void *payload, size_t len, uint64_t now)
+{
+	enum seq_verdict v = seq_classify(&p->seq, seq);
+
+	switch (v) {
+	case SEQ_FIRST:
+	case SEQ_IN_ORDER:
+		break;
+	case SEQ_COVERED:
+		return;
+	case SEQ_DUP:
+		ing_pod_ctr_add(p, KV_PC_seq_dups, 1);
+		ilog_limited(&p->tgt.lim, ILOG_DEBUG, "pod %s: duplicate seq %llu (expected %llu)",
+			     label(p), (unsigned long long)seq, (unsigned long long)p->seq.next);
+		return;
+	case SEQ_RESTART:
+		ing_pod_ctr_add(p, KV_PC_restarts, 1);
+		ilog(ILOG_WARN, "pod %s: seq went back from %llu to %llu: publisher restarted, pod "
+		     "cleared", label(p), (unsigned long long)p->seq.next - 1,
+		     (unsigned long long)seq);
+		clear_pod(sh, p);
+		seq_reset(&p->seq);
+		break;
+	case SEQ_GAP:
+		ing_pod_ctr_add(p, KV_PC_seq_gaps, 1);
+		ilog(ILOG_WARN, "pod %s: seq gap, expected %llu, got %llu", label(p),
+		     (unsigned long long)p->seq.next, (unsigned long long)seq);
+		if (p->spec.replay[0]) {
+			hold(p, topic_model, seq, payload, len);
+			if (replay_start(sh, p, p->seq.next, now) == 0)
+				return;
+			p->held = false;
+		}
+		ing_pod_ctr_add(p, KV_PC_replays_failed, 1);
+		ilog(ILOG_WARN, "pod %s: %s; pod cleared, continuing live", label(p),
+		     p->spec.replay[0] ? "replay failed" : "no replay endpoint");
+		clear_pod(sh, p);
+		seq_reset(&p->seq);
+		break;
+	}
+	apply_batch(sh, p, topic_model, seq, payload, len, now);
+}
+
+unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
+{
+	unsigned reads = 0;
+
+	while (reads < ING_READ_BUDGET && !p->replaying) {
+		char tpod[KVIDX_POD_NAME_MAX], tmodel[ING_MODEL_MAX];
+		zmq_msg_t f[3];
+		uint64_t seq, now;
+		int n, total = ing_recv_multipart(p->sub, f, 3, &n);
+
+		if (total <= 0) {
+			if (total < 0)
+				ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: SUB socket: %s",
+					     label(p), zmq_strerror(-total));
+			break;
+		}
+		reads++;
+		now = kvidx_now_ns();
+		if (total != 3 || !kvw_seq_get(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &seq)) {
+			ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
+			ilog_limited(&p->tgt.lim, ILOG_WARN,
+				     "pod %s: message of %d frames (seq frame %zu bytes) skipped: "
+				     "expected topic, 8-byte seq, payload",
+				     label(p), total, n > 1 ? zmq_msg_size(&f[1]) : (size_t)0);
+			close_frames(f, n);
+			continue;
+		}
+		int rc = kvw_parse_topic(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), tpod,
+					 sizeof(tpod), tmodel, sizeof(tmodel));
+		if (rc < 0) {
+			ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
+			ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: bad topic (%s), message skipped",
+				     label(p), rc == -ENAMETOOLONG ? "too long" : "NUL byte");
+			close_frames(f, n);
+			continue;
+		}
+		if (!p->spec.model[0] && tmodel[0] && strcmp(p->model, tmodel))
+			snprintf(p->model, sizeof(p->model), "%s", tmodel);
+		if (ensure_registered(sh, p, tpod) < 0) {
+			close_frames(f, n);
+			continue; /* logged; retried at the next message */
+		}
+		if (!p->connected) {
+			/* A message proves the connection even if its monitor event is still
+			 * queued. */
+			p->connected = true;
+			set_ctr(p, KV_PC_connected, 1);
+			gate(sh, p);
+		}
+		ing_pod_live(sh, p, tmodel, seq, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
+		close_frames(f, n);
+		ing_maybe_tick(sh, kvidx_now_ns());
+	}
+	p->round_reads += reads;
+	return reads;
+}
+
+void ing_pod_read_monitor(struct ing_shared *sh, struct ing_pod *p)
+{
+	for (;;) {
+		zmq_msg_t f[2];
+		int n, total = ing_recv_multipart(p->mon, f, 2, &n);
+		uint16_t ev;
+
+		if (total <= 0)
+			return;
+		if (n >= 1 && zmq_msg_size(&f[0]) >= 6) {
+			memcpy(&ev, zmq_msg_data(&f[0]), sizeof(ev));
+			if (ev == ZMQ_EVENT_CONNECTED) {
+				if (p->was_disconnected)
+					p->seq.reconnected = true;
+				p->connected = true;
+				ilog(ILOG_INFO, "pod %s: connected to %s", label(p), p->spec.endpoint);
+			} else if (ev == ZMQ_EVENT_DISCONNECTED) {
+				if (p->connected)
+					ilog(ILOG_WARN, "pod %s: disconnected from %s", label(p),
+					     p->spec.endpoint);
+				p->connected = false;
+				p->was_disconnected = true;
+			}
+			set_ctr(p, KV_PC_connected, p->connected);
+			gate(sh, p);
+		}
+		close_frames(f, n);
+	}
+}
+
+/* ---- housekeeping -------------------------------------------------------------------------- */
+
+void ing_pod_housekeeping(struct ing_shared *sh, struct ing_pod *p, uint64_t now)
+{
+	if (p->replaying && now >= p->rp_deadline)
+		replay_abandon(sh, p, KV_PC_replays_failed, "timed out", now);
+	if (now - p->win_start_ns >= NS_PER_S) {
+		uint64_t el = now - p->win_start_ns;
+		set_ctr(p, KV_PC_events_per_s,
+			(uint64_t)((double)p->win_events * (double)NS_PER_S / (double)el + 0.5));
+		p->win_events = 0;
+		p->win_start_ns = now;
+	}
+	set_ctr(p, KV_PC_queue_depth, p->round_reads);
+	p->round_reads = 0;
+	gate(sh, p);
+}

@@ -1,0 +1,143 @@
+/*
+ * pods.h — internal to kvidx-ingestd: its one job is one pod's event stream: its ZeroMQ
+ * sockets (SUB, socket monitor, replay DEALER), its identity in the index, its sequence
+ * numbers and the replay state machine, and its health counters. The poll loop that drives
+ * every pod is in ingest.c.
+ *
+ * A pod is in one of two modes:
+ *   connect  (--pod): ingestd owns a SUB connected to the pod's PUB, a PAIR socket receiving
+ *            that SUB's monitor events (connected / disconnected), and, while a replay runs, a
+ *            DEALER connected to the pod's replay ROUTER.
+ *   bind     (--bind): the pod is one topic on the shared bound SUB; it has no socket of its
+ *            own and no replay endpoint.
+ *
+ * Replay (connect mode): on a gap the message that revealed it is held, a DEALER sends
+ * ["", seq8(next expected)], and the pod's SUB is not read (ZeroMQ queues its messages, up to
+ * ING_SUB_HWM) until the end marker arrives, the replay proves short (first seq later than
+ * asked, or a hole), or nothing arrives for replay-timeout-ms. Success: the replayed batches
+ * are applied in order, then live messages the replay already covered are dropped. Failure:
+ * the pod is cleared and live ingest goes on from the held message. A replay that starts later
+ * than asked fails, except the one --replay-on-start asks for at seq 0: vLLM keeps only its
+ * recent batches, so that rebuild applies whatever window the publisher still has (blocks
+ * stored before it stay unknown; nothing wrong is indexed).
+ *
+ * Counters (KV_POD_CTRS) this file maintains: last_event_ns, last_seq, batches, events_per_s
+ * (events in the last full one-second window), seq_gaps, seq_dups, restarts, replays_ok,
+ * replays_truncated, replays_failed, decode_errors, queue_depth (messages read for the pod in
+ * the last poll round; ING_READ_BUDGET means "at least that many were waiting"), connected
+ * (connect mode: from the socket monitor, 1 while the TCP connection is up; bind mode: 1 after
+ * the first message). apply.c maintains the others.
+ *
+ * Freshness gating (DESIGN.md section 6): while the pod replays a gap, or (connect mode) its SUB
+ * is not connected, the pod is flagged speculation-paused in the index
+ * (kvidx_pod_set_spec_paused), so readers stop counting its speculative records.
+ */
+#ifndef KVIDX_INGEST_PODS_H
+#define KVIDX_INGEST_PODS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "apply.h"
+#include "config.h"
+#include "emap.h"
+#include "layout.h"
+#include "seq.h"
+#include "wire.h"
+
+#include <zmq.h>
+
+#define ING_READ_BUDGET 256   /* messages read from one socket per poll round */
+#define ING_SUB_HWM 100000    /* SUB receive high-water mark (vLLM's PUB uses 100,000) */
+
+/* What every pod shares: set up by ingest.c. */
+struct ing_shared {
+	const struct ing_config *cfg;
+	struct kvidx *w;
+	void *zctx;
+	struct emap emap;
+	struct ing_apply ap;
+	struct kvw_batch batch;   /* decode scratch, reused */
+	struct ing_pod **pods;
+	size_t npods, pods_cap;
+	uint64_t monitor_seq;
+	uint64_t last_tick_ns;
+};
+
+struct ing_pod {
+	struct ing_pod_spec spec; /* connect mode: as configured; bind mode: zero */
+	bool bind_mode;
+	char name[KVIDX_POD_NAME_MAX];  /* identity in the index, "" until known */
+	char model[ING_MODEL_MAX];      /* model for keys: spec.model, else the topic's */
+	struct ing_target tgt;          /* tgt.pod == -1 until registered */
+	uint64_t local_ctr[KV_POD_COUNTERS]; /* counters before registration */
+
+	void *sub, *mon, *dealer;
+	bool connected, was_disconnected;
+
+	struct seq_state seq;
+
+	bool replaying;
+	uint64_t rp_from, rp_next, rp_last, rp_deadline;
+	bool rp_got;
+	bool rp_at_start; /* --replay-on-start: no sequence yet, a later first seq is fine */
+	bool held;
+	uint64_t held_seq;
+	char held_model[ING_MODEL_MAX];
+	void *held_buf;
+	size_t held_len, held_cap;
+
+	uint64_t win_start_ns, win_events;
+	uint32_t round_reads;
+	bool spec_paused; /* the index's KV_POD_SPEC_PAUSED flag as last set */
+};
+
+/* Creates a connect-mode pod for spec: SUB (+ monitor) connected; registered in the index at
+ * once if spec has name=, else at its first message; a replay from 0 started if
+ * --replay-on-start and spec has replay=. NULL on error (logged). */
+struct ing_pod *ing_pod_open(struct ing_shared *sh, const struct ing_pod_spec *spec,
+			     uint64_t now);
+
+/* Creates a bind-mode pod named name (registered at once). NULL on error (logged). */
+struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, const char *model,
+				   uint64_t now);
+
+/* Closes the pod's sockets; remove: also kvidx_pod_remove() it from the index. Frees p. */
+void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove);
+
+/* Connect mode: reads up to ING_READ_BUDGET messages from the SUB (returns how many). */
+unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p);
+/* Reads the replay DEALER until it would block or the replay ends. */
+void ing_pod_read_replay(struct ing_shared *sh, struct ing_pod *p);
+/* Drains socket-monitor events. */
+void ing_pod_read_monitor(struct ing_shared *sh, struct ing_pod *p);
+
+/*
+ * One live message for p (bind mode: routed here by its topic). topic_model: the model part of
+ * the message's topic. Applies the sequence rules, then decodes and applies.
+ */
+void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
+		  uint64_t seq, const void *payload, size_t len, uint64_t now);
+
+/* Periodic work: replay timeout, events_per_s window, queue_depth. */
+void ing_pod_housekeeping(struct ing_shared *sh, struct ing_pod *p, uint64_t now);
+
+/* Runs kvidx_writer_tick() if a millisecond passed since the last one. */
+void ing_maybe_tick(struct ing_shared *sh, uint64_t now);
+
+/* Counter i of p (shm once registered, local before). */
+static inline void ing_pod_ctr_add(struct ing_pod *p, enum kv_pod_ctr i, uint64_t v)
+{
+	ing_ctr_add(&p->tgt, i, v);
+}
+
+/*
+ * Receives one multipart message from sock without blocking: up to max frames into msgs
+ * (initialised here; the caller closes *nframes of them, at most max), extra frames dropped.
+ * Returns the total frame count (> max means frames were dropped), 0 if nothing was waiting
+ * (EAGAIN), or -errno.
+ */
+int ing_recv_multipart(void *sock, zmq_msg_t *msgs, int max, int *nframes);
+
+#endif /* KVIDX_INGEST_PODS_H */
