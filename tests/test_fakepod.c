@@ -1,0 +1,1320 @@
+/*
+ * test_fakepod.c — Criterion tests for kvidx-fakepod (tools/kvidx-fakepod.c) and for the
+ * serve request/reply codec it shares with the router tools (tools/ingestd/serve.c).
+ *
+ * Each test starts $KVIDX_BIN/kvidx-fakepod as a child on loopback ports of its own, with
+ * --wait-subscribers so that nothing is published before the test's SUB socket has
+ * subscribed, drives it through its script on standard input, its replay ROUTER or its serve
+ * ROUTER, and checks what comes out on the wire with the project's own decoder: topic,
+ * sequence numbers, every event field, both encodings, replay framings, serve replies and the
+ * timing of delayed events. The child is killed in teardown whatever happens.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+#include <zmq.h>
+
+#include "kvidx.h"
+#include "serve.h"
+#include "wire.h"
+
+#define ENGINE_SEED 0x66616b65706f6431ull /* as in kvidx-fakepod.c: "fakepod1" */
+#define RCV_MS 3000
+
+/* ---- child process ------------------------------------------------------------------------- */
+
+static pid_t child = -1;
+static int child_in = -1, child_out = -1, child_err = -1;
+static char outbuf[1 << 16], errbuf[1 << 14];
+static size_t outlen, errlen;
+static void *zctx;
+static void *socks[16];
+static int nsocks;
+
+static void setup(void)
+{
+	zctx = zmq_ctx_new();
+	cr_assert_not_null(zctx);
+}
+
+static void close_child_fds(void)
+{
+	if (child_in >= 0)
+		close(child_in);
+	if (child_out >= 0)
+		close(child_out);
+	if (child_err >= 0)
+		close(child_err);
+	child_in = child_out = child_err = -1;
+	outlen = errlen = 0;
+}
+
+static void kill_child(void)
+{
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		child = -1;
+	}
+	close_child_fds();
+}
+
+static void teardown(void)
+{
+	kill_child();
+	for (int i = 0; i < nsocks; i++)
+		zmq_close(socks[i]);
+	nsocks = 0;
+	if (zctx)
+		zmq_ctx_term(zctx);
+	zctx = NULL;
+}
+
+TestSuite(fakepod, .init = setup, .fini = teardown, .timeout = 20);
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Loopback ports of this test (Criterion runs each test in its own process), n in 0..9.
+ * They stay below Linux's ephemeral range (32768-60999 by default): a client connection in
+ * TIME_WAIT on an ephemeral port lacks SO_REUSEADDR and would make a bind to it fail.
+ */
+static int port(int n)
+{
+	return 20000 + (getpid() % 1000) * 10 + n;
+}
+
+static const char *endpoint(int n)
+{
+	static char buf[10][64];
+
+	snprintf(buf[n], sizeof buf[n], "tcp://127.0.0.1:%d", port(n));
+	return buf[n];
+}
+
+/* Starts kvidx-fakepod with the NULL-terminated arguments, its stdio on pipes. */
+static void spawn(const char *first, ...)
+{
+	const char *argv[64];
+	const char *bin = getenv("KVIDX_BIN");
+	char path[4096];
+	int in[2], out[2], err[2], n = 0;
+	va_list ap;
+
+	cr_assert(bin && *bin, "KVIDX_BIN is not set: run the tests through 'make test' or set "
+			       "it to the directory holding kvidx-fakepod");
+	snprintf(path, sizeof path, "%s/kvidx-fakepod", bin);
+	cr_assert(access(path, X_OK) == 0, "%s: %s", path, strerror(errno));
+	argv[n++] = path;
+	va_start(ap, first);
+	for (const char *a = first; a; a = va_arg(ap, const char *)) {
+		cr_assert(n < 62);
+		argv[n++] = a;
+	}
+	va_end(ap);
+	argv[n] = NULL;
+	cr_assert(pipe(in) == 0 && pipe(out) == 0 && pipe(err) == 0);
+	child = fork();
+	cr_assert(child >= 0);
+	if (child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		close(in[0]), close(in[1]), close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+		execv(path, (char *const *)argv);
+		_exit(127);
+	}
+	close(in[0]), close(out[1]), close(err[1]);
+	child_in = in[1];
+	child_out = out[0];
+	child_err = err[0];
+	fcntl(child_err, F_SETFL, O_NONBLOCK);
+	outlen = errlen = 0;
+}
+
+/*
+ * What the child has written on standard error so far (all of it once it has exited), for
+ * assertions and for failure messages.
+ */
+static const char *child_stderr(void)
+{
+	ssize_t r;
+
+	while (child_err >= 0 && errlen < sizeof errbuf - 1 &&
+	       (r = read(child_err, errbuf + errlen, sizeof errbuf - 1 - errlen)) > 0)
+		errlen += (size_t)r;
+	errbuf[errlen] = '\0';
+	return errbuf;
+}
+
+/* Writes one script line (a newline is added). */
+__attribute__((format(printf, 1, 2)))
+static void say(const char *fmt, ...)
+{
+	char line[1 << 14];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof line - 1, fmt, ap);
+	va_end(ap);
+	cr_assert(n >= 0 && (size_t)n < sizeof line - 1);
+	line[n++] = '\n';
+	cr_assert_eq(write(child_in, line, (size_t)n), n, "writing to the child: %s",
+		     strerror(errno));
+}
+
+static void close_stdin(void)
+{
+	close(child_in);
+	child_in = -1;
+}
+
+/* Reads one line of the child's standard output; false on timeout or end of file. */
+static bool read_line(char *buf, size_t len, int timeout_ms)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		char *nl = memchr(outbuf, '\n', outlen);
+		struct pollfd p = { child_out, POLLIN, 0 };
+		uint64_t now = now_ms();
+		ssize_t r;
+
+		if (nl) {
+			size_t n = (size_t)(nl - outbuf);
+
+			cr_assert(n < len);
+			memcpy(buf, outbuf, n);
+			buf[n] = '\0';
+			memmove(outbuf, nl + 1, outlen - n - 1);
+			outlen -= n + 1;
+			return true;
+		}
+		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
+			return false;
+		r = read(child_out, outbuf + outlen, sizeof outbuf - outlen);
+		if (r <= 0)
+			return false;
+		outlen += (size_t)r;
+	}
+}
+
+/* Reads the hashes a store prints. */
+static void read_hashes(uint64_t *h, size_t n)
+{
+	char line[64];
+
+	for (size_t i = 0; i < n; i++) {
+		cr_assert(read_line(line, sizeof line, RCV_MS), "no hash line %zu from store; "
+			  "child stderr: %s", i, child_stderr());
+		cr_assert_eq(strlen(line), 18, "bad hash line '%s'", line);
+		cr_assert(line[0] == '0' && line[1] == 'x');
+		h[i] = strtoull(line + 2, NULL, 16);
+	}
+}
+
+/* Waits for the child to exit; returns its exit status (-1 if killed, -2 on timeout). */
+static int wait_exit(int timeout_ms)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	int st;
+
+	while (now_ms() < deadline) {
+		pid_t r = waitpid(child, &st, WNOHANG);
+
+		if (r == child) {
+			child = -1;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		}
+		usleep(5000);
+	}
+	return -2;
+}
+
+/* Runs kvidx-fakepod to completion with no input; returns the exit status. */
+#define RUN(...) (spawn(__VA_ARGS__, NULL), close_stdin(), wait_exit(5000))
+
+/* ---- sockets ------------------------------------------------------------------------------- */
+
+static void *sock(int type, const char *ep)
+{
+	void *s = zmq_socket(zctx, type);
+	int zero = 0, tmo = RCV_MS;
+
+	cr_assert_not_null(s);
+	cr_assert(nsocks < 16);
+	socks[nsocks++] = s;
+	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+	zmq_setsockopt(s, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+	if (type == ZMQ_SUB)
+		zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+	cr_assert_eq(zmq_connect(s, ep), 0, "connect %s: %s", ep, zmq_strerror(errno));
+	return s;
+}
+
+static void set_timeout(void *s, int ms)
+{
+	zmq_setsockopt(s, ZMQ_RCVTIMEO, &ms, sizeof ms);
+}
+
+/* One received message, up to 8 frames. */
+struct msg {
+	int n;
+	size_t len[8];
+	unsigned char *data[8];
+};
+
+static bool recv_msg(void *s, struct msg *m)
+{
+	int more = 1;
+	size_t sz = sizeof more;
+
+	m->n = 0;
+	while (more) {
+		zmq_msg_t f;
+
+		zmq_msg_init(&f);
+		if (zmq_msg_recv(&f, s, 0) < 0) {
+			zmq_msg_close(&f);
+			cr_assert_eq(m->n, 0, "message cut short");
+			return false;
+		}
+		cr_assert(m->n < 8, "more than 8 frames");
+		m->len[m->n] = zmq_msg_size(&f);
+		m->data[m->n] = malloc(m->len[m->n] + 1);
+		memcpy(m->data[m->n], zmq_msg_data(&f), m->len[m->n]);
+		m->data[m->n][m->len[m->n]] = '\0';
+		m->n++;
+		zmq_msg_close(&f);
+		zmq_getsockopt(s, ZMQ_RCVMORE, &more, &sz);
+	}
+	return true;
+}
+
+static void msg_free(struct msg *m)
+{
+	for (int i = 0; i < m->n; i++)
+		free(m->data[i]);
+	m->n = 0;
+}
+
+static void send_msg(void *s, int n, const void *const *d, const size_t *l)
+{
+	for (int i = 0; i < n; i++)
+		cr_assert(zmq_send(s, d[i], l[i], i + 1 < n ? ZMQ_SNDMORE : 0) >= 0);
+}
+
+/* A batch received on the SUB socket, decoded. */
+struct got {
+	char topic[600];
+	uint64_t seq;
+	unsigned char *payload;
+	size_t len;
+	struct kvw_batch b;
+	uint64_t at_ms;
+};
+
+static bool recv_batch(void *sub, struct got *g)
+{
+	struct msg m;
+	char err[256];
+	int rc;
+
+	free(g->payload);
+	g->payload = NULL;
+	if (!recv_msg(sub, &m))
+		return false;
+	g->at_ms = now_ms();
+	cr_assert_eq(m.n, 3, "PUB message of %d frames", m.n);
+	cr_assert(m.len[0] < sizeof g->topic);
+	memcpy(g->topic, m.data[0], m.len[0] + 1);
+	cr_assert(kvw_seq_get(m.data[1], m.len[1], &g->seq), "seq frame of %zu bytes", m.len[1]);
+	g->payload = m.data[2];
+	g->len = m.len[2];
+	m.data[2] = NULL;
+	free(m.data[0]);
+	free(m.data[1]);
+	rc = kvw_decode_batch(g->payload, g->len, &g->b, err, sizeof err);
+	cr_assert_eq(rc, 0, "seq %llu: decode failed: %s", (unsigned long long)g->seq, err);
+	return true;
+}
+
+static void got_free(struct got *g)
+{
+	free(g->payload);
+	g->payload = NULL;
+	kvw_batch_free(&g->b);
+}
+
+/* Receives a batch and checks its sequence number. */
+static void expect_batch(void *sub, struct got *g, uint64_t seq)
+{
+	cr_assert(recv_batch(sub, g), "no batch with seq %llu; child stderr: %s",
+		  (unsigned long long)seq, child_stderr());
+	cr_assert_eq(g->seq, seq, "seq %llu, expected %llu", (unsigned long long)g->seq,
+		     (unsigned long long)seq);
+}
+
+/* ---- expected values ------------------------------------------------------------------------ */
+
+/* The documented engine hash: XXH64(LE64(parent) || LE32(tokens)..., ENGINE_SEED). */
+static uint64_t engine_hash(uint64_t parent, const uint32_t *t, size_t n)
+{
+	unsigned char buf[8 + 4 * 64];
+
+	cr_assert(n <= 64);
+	for (int i = 0; i < 8; i++)
+		buf[i] = (unsigned char)(parent >> (8 * i));
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < 4; k++)
+			buf[8 + 4 * i + k] = (unsigned char)(t[i] >> (8 * k));
+	return XXH64(buf, 8 + 4 * n, ENGINE_SEED);
+}
+
+static void seq_tokens(uint32_t *t, uint32_t from, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		t[i] = from + (uint32_t)i;
+}
+
+/* "from,from+1,...", n tokens. */
+static const char *token_list(uint32_t from, size_t n)
+{
+	static char buf[8192];
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%u", i ? "," : "",
+				      from + (unsigned)i);
+	return buf;
+}
+
+static void assert_stored(const struct kvw_event *ev, const uint64_t *h, size_t nh,
+			  bool has_parent, uint64_t parent, uint32_t tok_from)
+{
+	cr_assert_eq(ev->type, KVW_BLOCK_STORED, "event is %s", kvw_type_name(ev->type));
+	cr_assert_eq(ev->nhashes, nh);
+	for (size_t i = 0; i < nh; i++)
+		cr_assert_eq(ev->hashes[i], h[i], "hash %zu: 0x%llx, expected 0x%llx", i,
+			     (unsigned long long)ev->hashes[i], (unsigned long long)h[i]);
+	cr_assert_eq(ev->has_parent, has_parent);
+	if (has_parent)
+		cr_assert_eq(ev->parent, parent);
+	cr_assert_eq(ev->block_size, 16);
+	cr_assert_eq(ev->ntokens, nh * 16);
+	for (size_t i = 0; i < ev->ntokens; i++)
+		cr_assert_eq(ev->tokens[i], tok_from + i, "token %zu", i);
+}
+
+/* ---- usage ---------------------------------------------------------------------------------- */
+
+Test(fakepod, help_and_usage_errors)
+{
+	static const struct {
+		const char *a, *b, *c, *msg;
+	} bad[] = {
+		{ "--bogus", NULL, NULL, "unknown option '--bogus'" },
+		{ "--rate", "fast", NULL, "bad --rate 'fast': expected a number in [0, 1e+09]" },
+		{ "--block-size", "0", NULL, "bad --block-size '0': expected a decimal integer 1..65536" },
+		{ "--encoding", "xml", NULL, "bad --encoding 'xml': expected array or map" },
+		{ "--hashes", "hex", NULL, "bad --hashes 'hex': expected int or bytes" },
+		{ "--medium", "TPU", NULL, "bad --medium 'TPU': expected GPU or CPU" },
+		{ "--fail-rate", "1.5", NULL, "bad --fail-rate '1.5'" },
+		{ "--pod", "a@b", NULL, "must not contain '@'" },
+		{ "--script", "-", "--workload", "--workload and --script cannot be combined" },
+		{ "--serve", NULL, NULL, "option '--serve' requires an argument" },
+		{ "stray", NULL, NULL, "unexpected argument 'stray'" },
+	};
+	char line[256];
+	bool usage = false;
+
+	spawn("--help", NULL);
+	while (read_line(line, sizeof line, RCV_MS))
+		usage |= strstr(line, "Usage: kvidx-fakepod") != NULL;
+	cr_assert(usage, "--help printed no usage line");
+	cr_assert_eq(wait_exit(5000), 0);
+	close_child_fds();
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		const char *err;
+		int rc = RUN(bad[i].a, bad[i].b, bad[i].c);
+
+		cr_assert_eq(rc, 2, "%s: exit %d, expected 2", bad[i].a, rc);
+		err = child_stderr();
+		cr_assert(strstr(err, bad[i].msg), "%s: stderr '%s' lacks '%s'", bad[i].a, err,
+			  bad[i].msg);
+		cr_assert(strstr(err, "Try 'kvidx-fakepod --help'"));
+		close_child_fds();
+	}
+}
+
+Test(fakepod, bad_script_lines_exit_2)
+{
+	static const struct {
+		const char *line, *msg;
+	} bad[] = {
+		{ "store - 1,2,3", "standard input line 3: store: 3 tokens make no full block of 16" },
+		{ "store xyz 1", "store: bad parent 'xyz'" },
+		{ "store - 1,-2", "store: bad token '-2'" },
+		{ "remove", "remove: expected at least one hash" },
+		{ "gap 0", "gap: bad argument '0'" },
+		{ "raw 0g", "raw: bad hex digit in '0g'" },
+		{ "clear now", "clear: no argument expected" },
+		{ "explode", "unknown command 'explode'" },
+	};
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		const char *err;
+		int rc;
+
+		spawn("--script", "-", "--pub", endpoint(0), "--linger-ms", "0", NULL);
+		say("# a comment, then a blank line");
+		say("%s", "");
+		say("%s", bad[i].line);
+		rc = wait_exit(5000);
+		cr_assert_eq(rc, 2, "'%s': exit %d", bad[i].line, rc);
+		err = child_stderr();
+		cr_assert(strstr(err, bad[i].msg), "'%s': stderr '%s' lacks '%s'", bad[i].line, err,
+			  bad[i].msg);
+		cr_assert(strstr(err, "line 3:"), "'%s': wrong line number in '%s'", bad[i].line,
+			  err);
+		close_child_fds();
+	}
+}
+
+/* ---- script mode ------------------------------------------------------------------------------ */
+
+Test(fakepod, script_store_remove_clear)
+{
+	struct got g = { 0 };
+	uint64_t h[3], h3[3], keys[3];
+	uint32_t t[48];
+	const char *err;
+	void *sub;
+
+	spawn("--script", "-", "--pub", endpoint(0), "--pod", "10.0.0.1:8000", "--model", "m1",
+	      "--wait-subscribers", "1", "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+
+	say("store - %s", token_list(1, 32));
+	read_hashes(h, 2);
+	expect_batch(sub, &g, 0);
+	cr_assert_str_eq(g.topic, "kv@10.0.0.1:8000@m1");
+	cr_assert_eq(g.b.nevents, 1);
+	cr_assert_not(g.b.has_dp_rank);
+	assert_stored(&g.b.events[0], h, 2, false, 0, 1);
+	cr_assert_str_eq(g.b.events[0].medium, "GPU");
+	cr_assert(g.payload[0] == 0x92, "array batch without rank expected, got 0x%02x",
+		  g.payload[0]);
+
+	/* The hashes are the documented engine hashes, chained, and not kvidx request keys. */
+	seq_tokens(t, 1, 48);
+	cr_assert_eq(h[0], engine_hash(0, t, 16));
+	cr_assert_eq(h[1], engine_hash(h[0], t + 16, 16));
+	kvidx_key_chain(KVIDX_KEY_CBOR_FNV, kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", "m1"), t, 32,
+			16, keys, 2);
+	cr_assert_neq(h[0], keys[0]);
+	kvidx_key_chain(KVIDX_KEY_XXH64, kvidx_key_root(KVIDX_KEY_XXH64, "", "m1"), t, 32, 16,
+			keys, 2);
+	cr_assert_neq(h[0], keys[0]);
+
+	/* Chaining from a parent; a trailing partial block is dropped. */
+	say("store 0x%016llx %s,999", (unsigned long long)h[1], token_list(33, 16));
+	read_hashes(&h[2], 1);
+	expect_batch(sub, &g, 1);
+	assert_stored(&g.b.events[0], &h[2], 1, true, h[1], 33);
+	cr_assert_eq(h[2], engine_hash(h[1], t + 32, 16));
+
+	/* Deterministic: the same tokens from the root give the same chain, spaces work too. */
+	say("store - 1,2,3,4,5,6,7,8 9 10 11 12 13 14 15 16 %s", token_list(17, 32));
+	read_hashes(h3, 3);
+	cr_assert_arr_eq(h3, h, sizeof h);
+	expect_batch(sub, &g, 2);
+	assert_stored(&g.b.events[0], h, 3, false, 0, 1);
+
+	say("remove 0x%llx %llx", (unsigned long long)h[0], (unsigned long long)h[2]);
+	expect_batch(sub, &g, 3);
+	cr_assert_eq(g.b.nevents, 1);
+	cr_assert_eq(g.b.events[0].type, KVW_BLOCK_REMOVED);
+	cr_assert_eq(g.b.events[0].nhashes, 2);
+	cr_assert_eq(g.b.events[0].hashes[0], h[0]);
+	cr_assert_eq(g.b.events[0].hashes[1], h[2]);
+	cr_assert_str_eq(g.b.events[0].medium, "GPU");
+
+	say("clear");
+	expect_batch(sub, &g, 4);
+	cr_assert_eq(g.b.nevents, 1);
+	cr_assert_eq(g.b.events[0].type, KVW_ALL_BLOCKS_CLEARED);
+
+	close_stdin();
+	cr_assert_eq(wait_exit(5000), 0);
+	err = child_stderr();
+	cr_assert(strstr(err, "events=5 batches=5 blocks_stored=6 blocks_removed=2 clears=1"),
+		  "summary: %s", err);
+	got_free(&g);
+}
+
+Test(fakepod, gap_restart_and_sigusr1_reset_seq)
+{
+	struct got g = { 0 };
+	char topic[64];
+	void *sub;
+
+	spawn("--script", "-", "--pub", endpoint(0), "--wait-subscribers", "1", "--linger-ms", "0",
+	      NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	say("store - %s", token_list(1, 16));
+	expect_batch(sub, &g, 0);
+	snprintf(topic, sizeof topic, "kv@127.0.0.1:%d@fake-model", port(0));
+	cr_assert_str_eq(g.topic, topic, "default topic");
+	say("gap 5");
+	say("store - %s", token_list(1, 16));
+	expect_batch(sub, &g, 6);
+	say("restart");
+	say("store - %s", token_list(1, 16));
+	expect_batch(sub, &g, 0);
+	say("store - %s", token_list(1, 16));
+	expect_batch(sub, &g, 1);
+
+	/* SIGUSR1: a restart with nothing published; the next batch is seq 0 again. */
+	cr_assert_eq(kill(child, SIGUSR1), 0);
+	say("store - %s", token_list(1, 16));
+	expect_batch(sub, &g, 0);
+	cr_assert_eq(g.b.nevents, 1);
+	cr_assert_eq(g.b.events[0].type, KVW_BLOCK_STORED);
+
+	/* SIGTERM: exit 0 at once, with the summary. */
+	cr_assert_eq(kill(child, SIGTERM), 0);
+	cr_assert_eq(wait_exit(3000), 0);
+	cr_assert(strstr(child_stderr(), "batches=5 "), "summary missing");
+	got_free(&g);
+}
+
+Test(fakepod, encodings_and_hash_forms_decode_the_same)
+{
+	struct got g = { 0 };
+	uint64_t ha[2], hm[2];
+	void *sub;
+
+	spawn("--script", "-", "--pub", endpoint(0), "--wait-subscribers", "1", "--linger-ms", "0",
+	      NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	say("store - %s", token_list(100, 32));
+	read_hashes(ha, 2);
+	expect_batch(sub, &g, 0);
+	cr_assert_eq(g.payload[0], 0x92, "array batch expected");
+	cr_assert_null(memmem(g.payload, g.len, "\xc4\x08", 2), "int hashes expected");
+	assert_stored(&g.b.events[0], ha, 2, false, 0, 100);
+	kill_child();
+
+	spawn("--script", "-", "--pub", endpoint(1), "--wait-subscribers", "1", "--linger-ms", "0",
+	      "--encoding", "map", "--hashes", "bytes", "--medium", "CPU", "--rank", "3", NULL);
+	sub = sock(ZMQ_SUB, endpoint(1));
+	say("store - %s", token_list(100, 32));
+	read_hashes(hm, 2);
+	cr_assert_arr_eq(hm, ha, sizeof ha, "hashes depend on the encoding");
+	say("remove %llx", (unsigned long long)hm[1]);
+	expect_batch(sub, &g, 0);
+	cr_assert_eq(g.payload[0], 0x83, "map batch with rank expected, got 0x%02x", g.payload[0]);
+	cr_assert_not_null(memmem(g.payload, g.len, "\xc4\x08", 2), "bin hashes expected");
+	cr_assert_not_null(memmem(g.payload, g.len, "\xa4type\xab" "BlockStored", 17),
+			   "type-tagged event expected");
+	cr_assert(g.b.has_dp_rank && g.b.dp_rank == 3);
+	assert_stored(&g.b.events[0], ha, 2, false, 0, 100);
+	cr_assert_str_eq(g.b.events[0].medium, "CPU");
+	expect_batch(sub, &g, 1);
+	cr_assert_eq(g.b.events[0].type, KVW_BLOCK_REMOVED);
+	cr_assert_eq(g.b.events[0].hashes[0], ha[1]);
+	cr_assert_str_eq(g.b.events[0].medium, "CPU");
+	got_free(&g);
+}
+
+Test(fakepod, batch_grouping_flush_and_raw)
+{
+	/* The example bytes of reference/kv-events.md. */
+	static const char example_hex[] =
+		"93cb3ff8000000000000919" "8ab426c6f636b53746f72656491cff1e2d3c4b5a69788c09401"
+		"02030404c0a3475055c000";
+	struct got g = { 0 };
+	uint64_t h[2];
+	void *sub;
+
+	spawn("--script", "-", "--pub", endpoint(0), "--wait-subscribers", "1", "--linger-ms", "0",
+	      "--batch", "3", NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	say("store - %s", token_list(1, 16));
+	read_hashes(&h[0], 1);
+	say("store 0x%llx %s", (unsigned long long)h[0], token_list(17, 16));
+	read_hashes(&h[1], 1);
+	set_timeout(sub, 200);
+	cr_assert_not(recv_batch(sub, &g), "a batch of 2 events went out with --batch 3");
+	set_timeout(sub, RCV_MS);
+	say("remove %llx", (unsigned long long)h[0]);
+	expect_batch(sub, &g, 0);
+	cr_assert_eq(g.b.nevents, 3);
+	assert_stored(&g.b.events[0], &h[0], 1, false, 0, 1);
+	assert_stored(&g.b.events[1], &h[1], 1, true, h[0], 17);
+	cr_assert_eq(g.b.events[2].type, KVW_BLOCK_REMOVED);
+
+	say("clear");
+	say("flush");
+	expect_batch(sub, &g, 1);
+	cr_assert_eq(g.b.nevents, 1);
+	cr_assert_eq(g.b.events[0].type, KVW_ALL_BLOCKS_CLEARED);
+
+	/* raw publishes its bytes as they are, well-formed or not. */
+	say("raw %s", example_hex);
+	expect_batch(sub, &g, 2);
+	cr_assert_eq(g.len, sizeof example_hex / 2);
+	cr_assert_eq(g.b.nevents, 1);
+	cr_assert_eq(g.b.events[0].hashes[0], 0xF1E2D3C4B5A69788ull);
+	say("raw c1 00");
+	{
+		struct msg m;
+		uint64_t seq;
+
+		cr_assert(recv_msg(sub, &m));
+		cr_assert_eq(m.n, 3);
+		cr_assert(kvw_seq_get(m.data[1], m.len[1], &seq) && seq == 3);
+		cr_assert_eq(m.len[2], 2);
+		cr_assert(m.data[2][0] == 0xc1 && m.data[2][1] == 0x00);
+		msg_free(&m);
+	}
+
+	/* SIGUSR1 drops the pending batch: the old process never published it. */
+	say("store - %s", token_list(1, 16));
+	read_hashes(&h[0], 1); /* the store has been run */
+	cr_assert_eq(kill(child, SIGUSR1), 0);
+	say("clear");
+	say("clear");
+	say("clear");
+	expect_batch(sub, &g, 0);
+	cr_assert_eq(g.b.nevents, 3);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(g.b.events[i].type, KVW_ALL_BLOCKS_CLEARED);
+	got_free(&g);
+}
+
+Test(fakepod, delay_holds_publication_not_hashes)
+{
+	struct got g = { 0 };
+	uint64_t h, t0, t_hash;
+	void *sub;
+
+	spawn("--script", "-", "--pub", endpoint(0), "--wait-subscribers", "1", "--linger-ms", "0",
+	      NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	say("store - %s", token_list(1, 16)); /* also proves the subscription is live */
+	expect_batch(sub, &g, 0);
+	say("delay 300");
+	t0 = now_ms();
+	say("store - %s", token_list(1, 32));
+	read_hashes(&h, 1);
+	t_hash = now_ms();
+	expect_batch(sub, &g, 1);
+	cr_assert_lt(t_hash - t0, 250, "hashes printed after %llu ms",
+		     (unsigned long long)(t_hash - t0));
+	cr_assert_geq(g.at_ms - t0, 290, "delayed batch arrived after %llu ms",
+		      (unsigned long long)(g.at_ms - t0));
+	say("delay 0");
+	t0 = now_ms();
+	say("clear");
+	expect_batch(sub, &g, 2);
+	cr_assert_lt(g.at_ms - t0, 250);
+	got_free(&g);
+}
+
+/* ---- replay ---------------------------------------------------------------------------------- */
+
+static void replay_request(void *dealer, bool delim, uint64_t start)
+{
+	unsigned char seq8[8];
+	const void *d[2] = { "", seq8 };
+	size_t l[2] = { 0, 8 };
+
+	kvw_seq_put(seq8, start);
+	if (delim)
+		send_msg(dealer, 2, d, l);
+	else
+		send_msg(dealer, 1, d + 1, l + 1);
+}
+
+/* Receives one replay message and checks its framing; returns its seq. */
+static uint64_t replay_recv(void *dealer, bool delim, bool topic_frame, const char *topic,
+			    const struct got *live, size_t nlive)
+{
+	struct msg m;
+	int k = 0;
+	uint64_t seq;
+
+	cr_assert(recv_msg(dealer, &m), "no replay message; child stderr: %s", child_stderr());
+	cr_assert_eq(m.n, (int)delim + (int)topic_frame + 2, "replay message of %d frames", m.n);
+	if (delim)
+		cr_assert_eq(m.len[k++], 0, "no empty delimiter");
+	if (topic_frame) {
+		cr_assert_str_eq((char *)m.data[k], topic);
+		k++;
+	}
+	cr_assert(kvw_seq_get(m.data[k], m.len[k], &seq));
+	if (seq == KVW_SEQ_END) {
+		cr_assert_eq(m.len[k + 1], 0, "end marker with a payload");
+	} else {
+		bool found = false;
+
+		for (size_t i = 0; i < nlive; i++) {
+			if (live[i].seq != seq)
+				continue;
+			found = true;
+			cr_assert_eq(m.len[k + 1], live[i].len);
+			cr_assert_eq(memcmp(m.data[k + 1], live[i].payload, live[i].len), 0,
+				     "replayed payload of seq %llu differs", (unsigned long long)seq);
+		}
+		cr_assert(found, "replayed seq %llu never published", (unsigned long long)seq);
+	}
+	msg_free(&m);
+	return seq;
+}
+
+Test(fakepod, replay_new_framing_keep_and_lose)
+{
+	struct got g[8] = { 0 };
+	const char *topic;
+	void *sub, *dealer, *bare;
+
+	spawn("--script", "-", "--pub", endpoint(0), "--replay", endpoint(1), "--keep", "3",
+	      "--wait-subscribers", "1", "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	for (int i = 0; i < 5; i++) {
+		say("store - %s", token_list((uint32_t)i * 16, 16));
+		expect_batch(sub, &g[i], (uint64_t)i);
+	}
+	topic = g[0].topic;
+	/* lose: seq 5 is kept for replay but never sent. */
+	say("lose 1");
+	say("store - %s", token_list(1000, 16));
+	say("store - %s", token_list(2000, 16));
+	expect_batch(sub, &g[6], 6);
+
+	dealer = sock(ZMQ_DEALER, endpoint(1));
+	/* From 5: the lost batch is there (its payload is checked against nothing live). */
+	replay_request(dealer, true, 6);
+	cr_assert_eq(replay_recv(dealer, true, true, topic, g, 8), 6);
+	cr_assert_eq(replay_recv(dealer, true, true, topic, g, 8), KVW_SEQ_END);
+	/* From 0, older than the oldest kept (--keep 3: seqs 4, 5, 6): starts at 4. */
+	replay_request(dealer, true, 0);
+	cr_assert_eq(replay_recv(dealer, true, true, topic, g, 5), 4);
+	{
+		struct msg m;
+
+		cr_assert(recv_msg(dealer, &m));
+		cr_assert_eq(m.n, 4);
+		cr_assert(kvw_seq_get(m.data[2], 8, &g[5].seq) && g[5].seq == 5);
+		cr_assert_eq(kvw_decode_batch(m.data[3], m.len[3], &g[5].b, NULL, 0), 0);
+		cr_assert_eq(g[5].b.events[0].tokens[0], 1000, "the lost batch");
+		msg_free(&m);
+	}
+	cr_assert_eq(replay_recv(dealer, true, true, topic, g, 8), 6);
+	cr_assert_eq(replay_recv(dealer, true, true, topic, g, 8), KVW_SEQ_END);
+
+	/* A DEALER that sends [seq8] without the delimiter gets replies without it. */
+	bare = sock(ZMQ_DEALER, endpoint(1));
+	replay_request(bare, false, 6);
+	cr_assert_eq(replay_recv(bare, false, true, topic, g, 8), 6);
+	cr_assert_eq(replay_recv(bare, false, true, topic, g, 8), KVW_SEQ_END);
+
+	/* A past the end start: just the end marker. */
+	replay_request(dealer, true, 100);
+	cr_assert_eq(replay_recv(dealer, true, true, topic, g, 8), KVW_SEQ_END);
+	for (int i = 0; i < 8; i++)
+		got_free(&g[i]);
+}
+
+Test(fakepod, replay_old_framing)
+{
+	struct got g[2] = { 0 };
+	void *sub, *dealer;
+
+	spawn("--script", "-", "--pub", endpoint(0), "--replay", endpoint(1),
+	      "--old-replay-framing", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	say("store - %s", token_list(1, 16));
+	expect_batch(sub, &g[0], 0);
+	say("clear");
+	expect_batch(sub, &g[1], 1);
+	dealer = sock(ZMQ_DEALER, endpoint(1));
+	replay_request(dealer, true, 0);
+	cr_assert_eq(replay_recv(dealer, true, false, NULL, g, 2), 0);
+	cr_assert_eq(replay_recv(dealer, true, false, NULL, g, 2), 1);
+	cr_assert_eq(replay_recv(dealer, true, false, NULL, g, 2), KVW_SEQ_END);
+	got_free(&g[0]);
+	got_free(&g[1]);
+}
+
+/* ---- serve ------------------------------------------------------------------------------------ */
+
+static void serve_send(void *dealer, uint64_t corr, const char *model, const uint32_t *t,
+		       size_t n)
+{
+	msgpack_sbuffer sb;
+	const void *d[2];
+	size_t l[2];
+
+	msgpack_sbuffer_init(&sb);
+	cr_assert_eq(kvs_encode_request(&sb, corr, model, t, n), 0);
+	d[0] = "";
+	l[0] = 0;
+	d[1] = sb.data;
+	l[1] = sb.size;
+	send_msg(dealer, 2, d, l);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static struct kvs_reply serve_recv(void *dealer)
+{
+	struct kvs_reply rp;
+	struct msg m;
+	char err[128];
+
+	cr_assert(recv_msg(dealer, &m), "no serve reply; child stderr: %s", child_stderr());
+	cr_assert_eq(m.n, 2, "reply of %d frames", m.n);
+	cr_assert_eq(m.len[0], 0, "no empty delimiter");
+	cr_assert_eq(kvs_decode_reply(m.data[1], m.len[1], &rp, err, sizeof err), 0, "%s", err);
+	msg_free(&m);
+	return rp;
+}
+
+Test(fakepod, serve_cached_tokens_and_delayed_event)
+{
+	struct got g = { 0 };
+	struct kvs_reply rp;
+	uint32_t t[80];
+	uint64_t h[5], t0;
+	char topic[64];
+	void *sub, *dealer;
+
+	spawn("--serve", endpoint(1), "--pub", endpoint(0), "--prefill-ms", "20",
+	      "--event-delay-ms", "200", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	dealer = sock(ZMQ_DEALER, endpoint(1));
+	seq_tokens(t, 500, 80);
+	for (int i = 0; i < 5; i++)
+		h[i] = engine_hash(i ? h[i - 1] : 0, t + 16 * i, 16);
+
+	/* A prompt without a full block stores nothing; its reply shows the pod has started. */
+	serve_send(dealer, 6, "fake-model", t, 15);
+	rp = serve_recv(dealer);
+	cr_assert(rp.corr_id == 6 && rp.status == KVS_OK && rp.cached_tokens == 0);
+
+	t0 = now_ms();
+	serve_send(dealer, 7, "fake-model", t, 64);
+	rp = serve_recv(dealer);
+	cr_assert_eq(rp.corr_id, 7);
+	cr_assert_eq(rp.status, KVS_OK);
+	cr_assert_eq(rp.cached_tokens, 0);
+	cr_assert_geq(now_ms() - t0, 18, "replied before the prefill time");
+	cr_assert_lt(now_ms() - t0, 150, "reply took %llu ms", (unsigned long long)(now_ms() - t0));
+	expect_batch(sub, &g, 0);
+	cr_assert_geq(g.at_ms - t0, 195, "BlockStored after %llu ms, before --event-delay-ms",
+		      (unsigned long long)(g.at_ms - t0));
+	cr_assert_lt(g.at_ms - t0, 600, "BlockStored after %llu ms",
+		     (unsigned long long)(g.at_ms - t0));
+	snprintf(topic, sizeof topic, "kv@127.0.0.1:%d@fake-model", port(1));
+	cr_assert_str_eq(g.topic, topic, "the pod is the serve endpoint");
+	cr_assert_eq(g.b.nevents, 1);
+	assert_stored(&g.b.events[0], h, 4, false, 0, 500);
+
+	/* The same prefix plus one block: 64 tokens cached, one block stored, chained. */
+	serve_send(dealer, 8, "", t, 80);
+	rp = serve_recv(dealer);
+	cr_assert_eq(rp.corr_id, 8);
+	cr_assert_eq(rp.status, KVS_OK);
+	cr_assert_eq(rp.cached_tokens, 64);
+	expect_batch(sub, &g, 1);
+	assert_stored(&g.b.events[0], &h[4], 1, true, h[3], 500 + 64);
+
+	/* Fully cached: the last block is recomputed (vLLM), and nothing new is published. */
+	serve_send(dealer, 9, "fake-model", t, 80);
+	rp = serve_recv(dealer);
+	cr_assert_eq(rp.cached_tokens, 64);
+	/* Another model fails at once. */
+	serve_send(dealer, 10, "other-model", t, 80);
+	rp = serve_recv(dealer);
+	cr_assert_eq(rp.corr_id, 10);
+	cr_assert_eq(rp.status, KVS_FAILED);
+	set_timeout(sub, 400);
+	cr_assert_not(recv_batch(sub, &g), "unexpected batch seq %llu", (unsigned long long)g.seq);
+	got_free(&g);
+}
+
+Test(fakepod, serve_failed_and_cancelled_store_nothing)
+{
+	static const char *const rates[] = { "--fail-rate", "--cancel-rate" };
+	static const enum kvs_status want[] = { KVS_FAILED, KVS_CANCELLED };
+
+	for (int k = 0; k < 2; k++) {
+		struct got g = { 0 };
+		struct kvs_reply rp;
+		uint32_t t[32];
+		void *sub, *dealer;
+
+		spawn("--serve", endpoint(2 * k + 1), "--pub", endpoint(2 * k), rates[k], "1",
+		      "--prefill-ms", "10", "--event-delay-ms", "50", "--wait-subscribers", "1",
+		      "--linger-ms", "0", NULL);
+		sub = sock(ZMQ_SUB, endpoint(2 * k));
+		dealer = sock(ZMQ_DEALER, endpoint(2 * k + 1));
+		seq_tokens(t, 1, 32);
+		for (uint64_t corr = 1; corr <= 2; corr++) {
+			serve_send(dealer, corr, "fake-model", t, 32);
+			rp = serve_recv(dealer);
+			cr_assert_eq(rp.corr_id, corr);
+			cr_assert_eq(rp.status, want[k], "%s 1: status %s", rates[k],
+				     kvs_status_name(rp.status));
+			cr_assert_eq(rp.cached_tokens, 0, "%s 1: blocks were cached", rates[k]);
+		}
+		set_timeout(sub, 300);
+		cr_assert_not(recv_batch(sub, &g), "%s 1: a batch was published", rates[k]);
+		kill_child();
+		got_free(&g);
+	}
+}
+
+Test(fakepod, serve_dropped_event_still_caches)
+{
+	const char *err;
+	struct got g = { 0 };
+	struct kvs_reply rp;
+	uint32_t t[32];
+	void *sub, *dealer;
+
+	spawn("--serve", endpoint(1), "--pub", endpoint(0), "--drop-events", "1", "--prefill-ms",
+	      "5", "--event-delay-ms", "20", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	dealer = sock(ZMQ_DEALER, endpoint(1));
+	seq_tokens(t, 1, 32);
+	serve_send(dealer, 1, "fake-model", t, 32);
+	rp = serve_recv(dealer);
+	cr_assert_eq(rp.status, KVS_OK);
+	cr_assert_eq(rp.cached_tokens, 0);
+	serve_send(dealer, 2, "fake-model", t, 32);
+	rp = serve_recv(dealer);
+	cr_assert_eq(rp.status, KVS_OK);
+	cr_assert_eq(rp.cached_tokens, 16, "the pod holds the blocks its event never announced");
+	set_timeout(sub, 200);
+	cr_assert_not(recv_batch(sub, &g), "a dropped event was published");
+
+	/* A malformed request gets no reply and does not stop the server. */
+	{
+		const void *d[2] = { "", "\x93\x01" };
+		size_t l[2] = { 0, 2 };
+
+		send_msg(dealer, 2, d, l);
+	}
+	serve_send(dealer, 3, "fake-model", t, 8);
+	rp = serve_recv(dealer);
+	cr_assert_eq(rp.corr_id, 3);
+
+	/* SIGUSR1 empties the cache. */
+	cr_assert_eq(kill(child, SIGUSR1), 0);
+	usleep(50000);
+	serve_send(dealer, 4, "fake-model", t, 32);
+	rp = serve_recv(dealer);
+	cr_assert_eq(rp.cached_tokens, 0, "cache survived a restart");
+
+	cr_assert_eq(kill(child, SIGTERM), 0);
+	cr_assert_eq(wait_exit(3000), 0);
+	err = child_stderr();
+	cr_assert(strstr(err, "requests=5 ok=4 failed=0 cancelled=0 events_dropped=2 "
+			      "bad_requests=1"), "summary: %s", err);
+	got_free(&g);
+}
+
+Test(fakepod, script_clear_empties_the_serve_cache)
+{
+	struct got g = { 0 };
+	struct kvs_reply rp;
+	uint32_t t[48];
+	void *sub, *dealer;
+
+	spawn("--script", "-", "--serve", endpoint(1), "--pub", endpoint(0), "--prefill-ms", "0",
+	      "--event-delay-ms", "0", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	dealer = sock(ZMQ_DEALER, endpoint(1));
+	seq_tokens(t, 7, 48);
+	serve_send(dealer, 1, "fake-model", t, 48);
+	cr_assert_eq(serve_recv(dealer).cached_tokens, 0);
+	expect_batch(sub, &g, 0);
+	serve_send(dealer, 2, "fake-model", t, 40);
+	cr_assert_eq(serve_recv(dealer).cached_tokens, 32);
+	say("clear");
+	expect_batch(sub, &g, 1);
+	cr_assert_eq(g.b.events[0].type, KVW_ALL_BLOCKS_CLEARED);
+	serve_send(dealer, 3, "fake-model", t, 40);
+	rp = serve_recv(dealer);
+	cr_assert_eq(rp.corr_id, 3);
+	cr_assert_eq(rp.cached_tokens, 0, "clear left blocks in the cache");
+	/* The pod stores them again: a new BlockStored with the same engine hashes. */
+	expect_batch(sub, &g, 2);
+	cr_assert_eq(g.b.events[0].nhashes, 2);
+	got_free(&g);
+}
+
+/* ---- workload --------------------------------------------------------------------------------- */
+
+static bool in_set(const uint64_t *v, size_t n, uint64_t x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+static void set_del(uint64_t *v, size_t *n, uint64_t x)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (v[i] == x) {
+			v[i] = v[--*n];
+			return;
+		}
+}
+
+Test(fakepod, workload_count_chains_and_evictions)
+{
+	struct got g = { 0 };
+	uint64_t cached[64], first_ms = 0;
+	size_t ncached = 0, nremoved = 0, nstored = 0, nevents = 0;
+	const char *err;
+	void *sub;
+
+	spawn("--pub", endpoint(0), "--count", "40", "--batch", "4", "--rate", "200",
+	      "--prefixes", "3", "--prefix-blocks", "4", "--suffix-blocks", "1", "--cache-blocks",
+	      "10", "--wait-subscribers", "1", "--linger-ms", "100", NULL);
+	sub = sock(ZMQ_SUB, endpoint(0));
+	for (uint64_t seq = 0; seq < 10; seq++) {
+		expect_batch(sub, &g, seq);
+		if (seq == 0)
+			first_ms = g.at_ms;
+		cr_assert_eq(g.b.nevents, 4);
+		for (size_t i = 0; i < g.b.nevents; i++) {
+			const struct kvw_event *ev = &g.b.events[i];
+
+			nevents++;
+			if (ev->type == KVW_BLOCK_REMOVED) {
+				for (size_t k = 0; k < ev->nhashes; k++) {
+					cr_assert(in_set(cached, ncached, ev->hashes[k]),
+						  "removed a block never stored");
+					set_del(cached, &ncached, ev->hashes[k]);
+				}
+				nremoved += ev->nhashes;
+				continue;
+			}
+			cr_assert_eq(ev->type, KVW_BLOCK_STORED);
+			cr_assert(!ev->has_parent || in_set(cached, ncached, ev->parent),
+				  "parent not cached");
+			cr_assert_eq(ev->ntokens, ev->nhashes * 16);
+			for (size_t k = 0; k < ev->nhashes; k++) {
+				uint64_t parent = k ? ev->hashes[k - 1] : ev->has_parent ? ev->parent : 0;
+
+				cr_assert_eq(ev->hashes[k], engine_hash(parent, ev->tokens + 16 * k, 16));
+				cr_assert_not(in_set(cached, ncached, ev->hashes[k]), "stored twice");
+				cached[ncached++] = ev->hashes[k];
+			}
+			nstored += ev->nhashes;
+		}
+		cr_assert_leq(ncached, 10, "more blocks cached than --cache-blocks");
+	}
+	cr_assert_eq(nevents, 40);
+	cr_assert_gt(nremoved, 0, "no eviction");
+	/* 40 events at 200/s: the last batch is due 200 ms after the start. */
+	cr_assert_geq(g.at_ms - first_ms, 150, "rate not honoured: %llu ms",
+		      (unsigned long long)(g.at_ms - first_ms));
+	cr_assert_eq(wait_exit(3000), 0);
+	err = child_stderr();
+	cr_assert(strstr(err, "events=40 batches=10 "), "summary: %s", err);
+	(void)nstored;
+	got_free(&g);
+}
+
+Test(fakepod, duration_ends_serve_mode)
+{
+	uint64_t t0 = now_ms();
+	int rc = RUN("--serve", endpoint(1), "--pub", endpoint(0), "--duration", "0.3",
+		     "--linger-ms", "0");
+
+	cr_assert_eq(rc, 0);
+	cr_assert_geq(now_ms() - t0, 290);
+	cr_assert(strstr(child_stderr(), "requests=0 "));
+}
+
+/* ---- serve codec ------------------------------------------------------------------------------- */
+
+Test(fakepod, codec_round_trips)
+{
+	struct kvs_request rq;
+	struct kvs_reply rp = { UINT64_MAX, 123456, KVS_CANCELLED }, back;
+	uint32_t t[300];
+	msgpack_sbuffer sb;
+	char err[128];
+
+	for (size_t i = 0; i < 300; i++)
+		t[i] = i % 3 ? (uint32_t)i : UINT32_MAX - (uint32_t)i;
+	msgpack_sbuffer_init(&sb);
+	kvs_request_init(&rq);
+	cr_assert_eq(kvs_encode_request(&sb, 1ull << 63, "m", t, 300), 0);
+	cr_assert_eq(kvs_decode_request(sb.data, sb.size, &rq, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(rq.corr_id, 1ull << 63);
+	cr_assert_str_eq(rq.model, "m");
+	cr_assert_eq(rq.ntokens, 300);
+	cr_assert_arr_eq(rq.tokens, t, sizeof t);
+	msgpack_sbuffer_clear(&sb);
+	cr_assert_eq(kvs_encode_request(&sb, 0, "", NULL, 0), 0);
+	cr_assert_eq(kvs_decode_request(sb.data, sb.size, &rq, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(rq.ntokens, 0);
+	cr_assert_str_eq(rq.model, "");
+
+	for (int s = KVS_OK; s <= KVS_CANCELLED; s++) {
+		rp.status = (enum kvs_status)s;
+		msgpack_sbuffer_clear(&sb);
+		cr_assert_eq(kvs_encode_reply(&sb, &rp), 0);
+		cr_assert_eq(kvs_decode_reply(sb.data, sb.size, &back, err, sizeof err), 0, "%s", err);
+		cr_assert_eq(back.corr_id, rp.corr_id);
+		cr_assert_eq(back.cached_tokens, rp.cached_tokens);
+		cr_assert_eq(back.status, rp.status);
+	}
+	cr_assert_str_eq(kvs_status_name(KVS_OK), "ok");
+	cr_assert_str_eq(kvs_status_name(KVS_FAILED), "failed");
+	cr_assert_str_eq(kvs_status_name(KVS_CANCELLED), "cancelled");
+	cr_assert_str_eq(kvs_status_name((enum kvs_status)7), "?");
+	rp.status = (enum kvs_status)7;
+	cr_assert_eq(kvs_encode_reply(&sb, &rp), -EINVAL);
+
+	/* Encoder limits. */
+	{
+		char longm[KVS_MODEL_MAX + 1];
+
+		memset(longm, 'a', KVS_MODEL_MAX);
+		longm[KVS_MODEL_MAX] = '\0';
+		cr_assert_eq(kvs_encode_request(&sb, 1, longm, t, 1), -EINVAL);
+		cr_assert_eq(kvs_encode_request(&sb, 1, NULL, t, 1), -EINVAL);
+		cr_assert_eq(kvs_encode_request(&sb, 1, "m", NULL, 1), -EINVAL);
+		cr_assert_eq(kvs_encode_request(&sb, 1, "m", t, KVS_MAX_TOKENS + 1ul), -EINVAL);
+	}
+	kvs_request_free(&rq);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+static void req_fails(const void *p, size_t n, int rc, const char *msg)
+{
+	struct kvs_request rq;
+	char err[160];
+	int got;
+
+	kvs_request_init(&rq);
+	got = kvs_decode_request(p, n, &rq, err, sizeof err);
+	cr_assert_eq(got, rc, "expected %d, got %d (%s)", rc, got, err);
+	cr_assert_eq(rq.ntokens, 0);
+	if (msg)
+		cr_assert_str_eq(err, msg);
+	else
+		cr_assert(err[0]);
+	kvs_request_free(&rq);
+}
+
+static void rep_fails(const void *p, size_t n, const char *msg)
+{
+	struct kvs_reply rp;
+	char err[160];
+
+	cr_assert_eq(kvs_decode_reply(p, n, &rp, err, sizeof err), -EBADMSG, "accepted");
+	cr_assert_str_eq(err, msg);
+}
+
+#define REQ_FAILS(lit, rc, msg) req_fails(lit, sizeof(lit) - 1, rc, msg)
+#define REP_FAILS(lit, msg) rep_fails(lit, sizeof(lit) - 1, msg)
+
+Test(fakepod, codec_rejects_malformed)
+{
+	struct kvs_request rq;
+	msgpack_sbuffer sb;
+	uint32_t t[3] = { 1, 300, 70000 };
+	char err[160];
+
+	/* Every truncation of a valid request fails cleanly. */
+	msgpack_sbuffer_init(&sb);
+	cr_assert_eq(kvs_encode_request(&sb, 99999, "model", t, 3), 0);
+	for (size_t n = 0; n < sb.size; n++)
+		req_fails(sb.data, n, -EBADMSG, NULL);
+	/* Trailing bytes. */
+	msgpack_sbuffer_write(&sb, "\xc0", 1);
+	req_fails(sb.data, sb.size, -EBADMSG, "request: 1 trailing bytes");
+	msgpack_sbuffer_destroy(&sb);
+
+	REQ_FAILS("\x92\x01\xa1m", -EBADMSG, "request: expected 3 elements, got 2");
+	REQ_FAILS("\x94\x01\xa1m\x90\xc0", -EBADMSG, "request: expected 3 elements, got 4");
+	REQ_FAILS("\x81\x01\x02", -EBADMSG, "request: message: expected array, got map");
+	REQ_FAILS("\x93\xa1x\xa1m\x90", -EBADMSG, "request: corr_id: expected uint, got str");
+	REQ_FAILS("\x93\xff\xa1m\x90", -EBADMSG, "request: corr_id: expected uint, got a negative int");
+	REQ_FAILS("\x93\xd0\x80\xa1m\x90", -EBADMSG,
+		  "request: corr_id: expected uint, got a negative int");
+	REQ_FAILS("\x93\x01\xc4\x01m\x90", -EBADMSG, "request: model: expected str, got bin");
+	REQ_FAILS("\x93\x01\xa2m\x00\x90", -EBADMSG, "request: model: contains a NUL byte");
+	REQ_FAILS("\x93\x01\xa1m\x91\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00", -EBADMSG,
+		  "request: tokens[0]: expected uint, got float");
+	REQ_FAILS("\x93\x01\xa1m\x92\x01\xcf\x00\x00\x00\x01\x00\x00\x00\x00", -EBADMSG,
+		  "request: tokens[1]: 4294967296 out of range [0, 4294967295]");
+	REQ_FAILS("\x93\x01\xa1m\x92\x01\xe0", -EBADMSG,
+		  "request: tokens[1]: expected uint, got a negative int");
+	REQ_FAILS("\x93\x01\xa1m\x92\x01\xc1", -EBADMSG,
+		  "request: tokens[1]: expected uint, got reserved byte 0xc1");
+	REQ_FAILS("\x93\x01\xa1m\xa1x", -EBADMSG, "request: tokens: expected array, got str");
+	/* A claimed count larger than the bytes left is refused before any allocation. */
+	REQ_FAILS("\x93\x01\xa1m\xdd\x00\x3f\xff\xff\x01", -EBADMSG, "request: tokens: truncated");
+	REQ_FAILS("\x93\x01\xa1m\xdd\xff\xff\xff\xff\x01", -E2BIG,
+		  "request: tokens: 4294967295 tokens, limit 4194304");
+	{
+		unsigned char big[5 + KVS_MODEL_MAX + 1];
+
+		memcpy(big, "\x93\x01\xda", 3); /* str16 */
+		big[3] = KVS_MODEL_MAX >> 8;
+		big[4] = KVS_MODEL_MAX & 0xff;
+		memset(big + 5, 'a', KVS_MODEL_MAX);
+		big[5 + KVS_MODEL_MAX] = 0x90;
+		req_fails(big, sizeof big, -E2BIG, "request: model: 256 bytes, limit 255");
+	}
+	/* Signed formats with non-negative values are accepted. */
+	kvs_request_init(&rq);
+	cr_assert_eq(kvs_decode_request("\x93\xd3\x00\x00\x00\x00\x00\x00\x00\x05\xa1m\x91\xd1\x01\x00",
+					16, &rq, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(rq.corr_id, 5);
+	cr_assert_eq(rq.ntokens, 1);
+	cr_assert_eq(rq.tokens[0], 256);
+	kvs_request_free(&rq);
+
+	REP_FAILS("\x93\x01\x02\xa3" "bad", "reply: status: unknown value 'bad'");
+	REP_FAILS("\x93\x01\x02\xa2" "\x01\x02", "reply: status: unknown value of 2 bytes");
+	REP_FAILS("\x93\x01\xce\x00\x00\x00\x01\xa3ok", "reply: status: truncated");
+	REP_FAILS("\x93\x01\xcf\x00\x00\x00\x01\x00\x00\x00\x00\xa2ok",
+		  "reply: cached_tokens: 4294967296 out of range [0, 4294967295]");
+	REP_FAILS("\x93\x01\x02\xa2ok\x00", "reply: 1 trailing bytes");
+	REP_FAILS("\x93\x01\x02\x01", "reply: status: expected str, got int");
+}
