@@ -1,7 +1,8 @@
 /*
  * kvidx-dump — prints what an index holds: its header and geometry, its pods, the reader
  * registry, the writer's counters and, on request, the entries themselves or one key's
- * (DESIGN.md sections 4 to 6). Text for people, or one JSON object for scripts and tests.
+ * (DESIGN.md sections 4 to 6). Text for people, or one JSON object for scripts and tests, or
+ * (--prometheus) the Prometheus exposition of tools/ingestd/metrics.c.
  *
  * It attaches as an ordinary reader (kvidx_reader_open(): the data segment mapped read-only,
  * one registry slot, which the reader section marks as its own), so it never changes the
@@ -30,6 +31,7 @@
 
 #include "inspect.h"
 #include "kvidx.h"
+#include "metrics.h"
 #include "segment.h"
 
 #define PROG "kvidx-dump"
@@ -900,6 +902,9 @@ static void usage(FILE *f)
 	      "  --name NAME       index to read (default \"" KVIDX_DEFAULT_NAME "\", i.e. "
 	      "/dev/shm/" KVIDX_DEFAULT_NAME ")\n"
 	      "  --json            print one JSON object with a member per section shown\n"
+	      "  --prometheus      print every metric in the Prometheus text format instead of\n"
+	      "                    the sections (what kvidx-ingestd --metrics serves); not with\n"
+	      "                    --json or a section option\n"
 	      "  --header          layout version, generation, key algorithm, seed, block size,\n"
 	      "                    geometry, sizes, writer pid and liveness, heartbeat age\n"
 	      "  --pods            active pods: name, model, generation, flags, nonzero counters\n"
@@ -982,7 +987,7 @@ static bool parse_hex64(const char *s, uint64_t *out)
 int main(int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_JSON, OPT_HEADER, OPT_PODS, OPT_READERS, OPT_STATS,
-	       OPT_ENTRIES, OPT_KEY };
+	       OPT_ENTRIES, OPT_KEY, OPT_PROMETHEUS };
 	static const struct option longopts[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "json", no_argument, NULL, OPT_JSON },
@@ -992,12 +997,14 @@ int main(int argc, char **argv)
 		{ "stats", no_argument, NULL, OPT_STATS },
 		{ "entries", optional_argument, NULL, OPT_ENTRIES },
 		{ "key", required_argument, NULL, OPT_KEY },
+		{ "prometheus", no_argument, NULL, OPT_PROMETHEUS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct dump d = { .name = KVIDX_DEFAULT_NAME, .lock_fd = -1, .j = { .f = stdout } };
 	uint64_t limit = DEFAULT_ENTRIES, key = 0;
 	unsigned sections = 0;
+	bool prometheus = false;
 	int c, status = 0;
 
 	opterr = 0; /* This program prints its own messages, naming itself PROG. */
@@ -1015,6 +1022,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_JSON:
 			d.json = true;
+			break;
+		case OPT_PROMETHEUS:
+			prometheus = true;
 			break;
 		case OPT_HEADER:
 			sections |= SEC_HEADER;
@@ -1069,6 +1079,11 @@ int main(int argc, char **argv)
 				" (a count goes with an equals sign: --entries=N)" : "");
 		bad_usage();
 	}
+	if (prometheus && (d.json || sections)) {
+		fprintf(stderr, PROG ": --prometheus prints every metric on its own; it takes "
+			     "neither --json nor a section option\n");
+		bad_usage();
+	}
 	if (!sections)
 		sections = SEC_DEFAULT;
 
@@ -1077,10 +1092,18 @@ int main(int argc, char **argv)
 		free(d.pods);
 		return 1;
 	}
-	if (d.json)
+	if (prometheus) {
+		int rc = metrics_render(d.r, stdout);
+		if (rc < 0) {
+			err_msg(&d, "rendering the metrics: %s", kvidx_strerror(rc));
+			status = 1;
+		}
+		sections = 0;
+	} else if (d.json) {
 		jw_open(&d.j, NULL, '{');
-	else
+	} else {
 		printf("index %s\n", d.name);
+	}
 	if (sections & SEC_HEADER)
 		dump_header(&d);
 	if (sections & SEC_PODS)

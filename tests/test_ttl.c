@@ -1,0 +1,928 @@
+/*
+ * test_ttl.c — the TTL advisor: the seed document's own examples through the arithmetic of
+ * tools/ingestd/ttlcalc.c (p99 1.15 s + 250 ms backlog + 100 ms slack = 1.50 s; a 2 s setting
+ * leaves 500 ms; 120/s x 0.4% x 1.5 s = 0.72 live failed predictions, 2.4 at 5 s; the cap
+ * clamps), its parsers and formatters, and the built kvidx-ttl tool offline (those numbers in
+ * its output lines and its JSON), on bad usage, and live against an index the test builds with
+ * the writer API, filling per-pod counters and latency histograms as ingestd would.
+ *
+ * The tool is found through KVIDX_BIN (`make test` sets it); the tests fail loudly without it.
+ * Each live test creates its own index "t-ttl-<pid>-<n>", unlinked in teardown.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hist.h"
+#include "inspect.h"
+#include "kvidx.h"
+#include "layout.h"
+#include "ttlcalc.h"
+
+static char name[64];
+static struct kvidx *w;
+
+static void setup(void)
+{
+	static int n;
+
+	snprintf(name, sizeof(name), "t-ttl-%d-%d", getpid(), n++);
+	w = NULL;
+}
+
+static void teardown(void)
+{
+	char path[128];
+
+	if (w)
+		kvidx_writer_close(w, true);
+	w = NULL;
+	snprintf(path, sizeof(path), "/%s", name);
+	shm_unlink(path);
+	for (int g = 1; g <= 3; g++) {
+		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
+		shm_unlink(path);
+	}
+}
+
+TestSuite(ttl, .init = setup, .fini = teardown);
+
+/* ---- helpers ---- */
+
+struct run {
+	int status;
+	char *out;
+	size_t len;
+};
+
+/* Runs "$KVIDX_BIN/kvidx-ttl ARGS" through sh; the caller frees r.out. */
+static struct run run_ttl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static struct run run_ttl(const char *fmt, ...)
+{
+	const char *bin = getenv("KVIDX_BIN");
+	struct run r = { 0 };
+	size_t cap = 1 << 16;
+	char cmd[4096], args[2048];
+	va_list ap;
+	FILE *p;
+	int st;
+
+	cr_assert(bin && *bin,
+		  "KVIDX_BIN is not set: run the tests through `make test`, or set KVIDX_BIN to "
+		  "the directory holding the kvidx-ttl binary");
+	cr_assert(!strchr(bin, '\''), "KVIDX_BIN contains a single quote: %s", bin);
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	cr_assert(snprintf(cmd, sizeof(cmd), "'%s/kvidx-ttl' %s", bin, args) < (int)sizeof(cmd));
+	r.out = malloc(cap);
+	cr_assert_not_null(r.out);
+	p = popen(cmd, "r");
+	cr_assert(p, "popen(%s): %s", cmd, strerror(errno));
+	for (;;) {
+		if (cap - r.len < 2) {
+			cap *= 2;
+			r.out = realloc(r.out, cap);
+			cr_assert_not_null(r.out);
+		}
+		size_t got = fread(r.out + r.len, 1, cap - r.len - 1, p);
+		if (!got)
+			break;
+		r.len += got;
+	}
+	r.out[r.len] = '\0';
+	st = pclose(p);
+	cr_assert(st != -1 && WIFEXITED(st), "%s: did not exit normally (status %d)", cmd, st);
+	r.status = WEXITSTATUS(st);
+	return r;
+}
+
+static void assert_has(const char *hay, const char *needle)
+{
+	cr_assert(strstr(hay, needle), "expected\n  %s\nin:\n%s", needle, hay);
+}
+
+static void assert_lacks(const char *hay, const char *needle)
+{
+	cr_assert(!strstr(hay, needle), "did not expect\n  %s\nin:\n%s", needle, hay);
+}
+
+/* The line of out that contains needle (a copy, static), for asserting on one line. */
+static const char *line_with(const char *out, const char *needle)
+{
+	static char line[1024];
+	const char *p = strstr(out, needle);
+
+	cr_assert_not_null(p, "no line with %s in:\n%s", needle, out);
+	const char *b = p, *e = strchr(p, '\n');
+	while (b > out && b[-1] != '\n')
+		b--;
+	if (!e)
+		e = p + strlen(p);
+	cr_assert_lt((size_t)(e - b), sizeof(line));
+	memcpy(line, b, (size_t)(e - b));
+	line[e - b] = '\0';
+	return line;
+}
+
+/* The number after needle in hay. */
+static double number_after(const char *hay, const char *needle)
+{
+	const char *p = strstr(hay, needle);
+
+	cr_assert_not_null(p, "no %s in:\n%s", needle, hay);
+	return strtod(p + strlen(needle), NULL);
+}
+
+/* ---- a strict JSON well-formedness check (RFC 8259) ---- */
+
+struct jp {
+	const unsigned char *p;
+	int depth;
+};
+
+static bool jv_value(struct jp *j);
+
+static void jv_ws(struct jp *j)
+{
+	while (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r')
+		j->p++;
+}
+
+static bool jv_lit(struct jp *j, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if (strncmp((const char *)j->p, lit, n))
+		return false;
+	j->p += n;
+	return true;
+}
+
+static bool jv_string(struct jp *j)
+{
+	if (*j->p++ != '"')
+		return false;
+	for (;;) {
+		unsigned c = *j->p++;
+		if (c == '"')
+			return true;
+		if (c < 0x20)
+			return false;
+		if (c == '\\') {
+			c = *j->p++;
+			if (c == 'u') {
+				for (int i = 0; i < 4; i++, j->p++)
+					if (!*j->p || !strchr("0123456789abcdefABCDEF", *j->p))
+						return false;
+			} else if (!c || !strchr("\"\\/bfnrt", (int)c)) {
+				return false;
+			}
+		}
+	}
+}
+
+static bool jv_number(struct jp *j)
+{
+	const unsigned char *s = j->p;
+
+	if (*j->p == '-')
+		j->p++;
+	if (*j->p == '0')
+		j->p++;
+	else if (*j->p >= '1' && *j->p <= '9')
+		while (*j->p >= '0' && *j->p <= '9')
+			j->p++;
+	else
+		return false;
+	if (*j->p == '.') {
+		j->p++;
+		if (!(*j->p >= '0' && *j->p <= '9'))
+			return false;
+		while (*j->p >= '0' && *j->p <= '9')
+			j->p++;
+	}
+	if (*j->p == 'e' || *j->p == 'E') {
+		j->p++;
+		if (*j->p == '+' || *j->p == '-')
+			j->p++;
+		if (!(*j->p >= '0' && *j->p <= '9'))
+			return false;
+		while (*j->p >= '0' && *j->p <= '9')
+			j->p++;
+	}
+	return j->p > s;
+}
+
+static bool jv_container(struct jp *j, char close, bool object)
+{
+	j->p++;
+	if (++j->depth > 64)
+		return false;
+	jv_ws(j);
+	if (*j->p == close) {
+		j->p++;
+		j->depth--;
+		return true;
+	}
+	for (;;) {
+		jv_ws(j);
+		if (object) {
+			if (!jv_string(j))
+				return false;
+			jv_ws(j);
+			if (*j->p++ != ':')
+				return false;
+		}
+		if (!jv_value(j))
+			return false;
+		jv_ws(j);
+		if (*j->p == ',') {
+			j->p++;
+			continue;
+		}
+		if (*j->p++ != close)
+			return false;
+		j->depth--;
+		return true;
+	}
+}
+
+static bool jv_value(struct jp *j)
+{
+	jv_ws(j);
+	switch (*j->p) {
+	case '{':
+		return jv_container(j, '}', true);
+	case '[':
+		return jv_container(j, ']', false);
+	case '"':
+		return jv_string(j);
+	case 't':
+		return jv_lit(j, "true");
+	case 'f':
+		return jv_lit(j, "false");
+	case 'n':
+		return jv_lit(j, "null");
+	}
+	return jv_number(j);
+}
+
+static bool is_json_object(const char *text)
+{
+	struct jp j = { (const unsigned char *)text, 0 };
+
+	jv_ws(&j);
+	if (*j.p != '{' || !jv_value(&j))
+		return false;
+	jv_ws(&j);
+	return *j.p == '\0';
+}
+
+static void assert_json(const char *text)
+{
+	cr_assert(is_json_object(text), "not exactly one well-formed JSON object:\n%s", text);
+}
+
+Test(ttl, json_checker_can_fail)
+{
+	cr_assert(is_json_object("{\"a\": [1, 2.5, null, true], \"b\": {\"c\": \"x\"}}"));
+	cr_assert(!is_json_object("{\"a\": 1,}"));
+	cr_assert(!is_json_object("{\"a\": inf}"));
+	cr_assert(!is_json_object("{\"a\": 1} {}"));
+	cr_assert(!is_json_object("{\"a\": \"\x01\"}"));
+}
+
+/* ---- the arithmetic: the seed's examples ---- */
+
+static struct ttl_plan seed_plan(void)
+{
+	struct ttl_plan p = { .lq = 1.15, .backlog = 0.25, .slack = 0.10, .cap = 5.0 };
+
+	ttl_plan_compute(&p);
+	return p;
+}
+
+Test(ttl, seed_t_is_lq_plus_j)
+{
+	struct ttl_plan p = seed_plan();
+	char buf[256];
+
+	cr_assert_float_eq(p.j, 0.35, 1e-12);
+	cr_assert_float_eq(p.t, 1.50, 1e-12, "T = %.17g", p.t);
+	cr_assert_float_eq(p.rec, p.t, 0);
+	cr_assert_eq(p.bound, 0);
+	cr_assert_str_eq(ttl_fmt_arith(buf, sizeof(buf), &p),
+			 "T = Lq + J = 1.150 s + (0.250 s backlog + 0.100 s slack) = 1.500 s");
+	/* Round only after the arithmetic: 1.15 + 0.25 + 0.10 is not exactly 1.5 in binary,
+	 * and must not become 1501 ms by rounding up an intermediate result. */
+	cr_assert_eq(ttl_ms_ceil(p.t), 1500);
+	cr_assert_str_eq(ttl_fmt_recommend(buf, sizeof(buf), &p),
+			 "recommended TTL 1.500 s (ttl_ms 1500): T is under the 5 s cap, 3.5 s to "
+			 "spare");
+}
+
+Test(ttl, seed_two_second_setting_leaves_500ms)
+{
+	struct ttl_plan p = seed_plan();
+	char buf[256];
+
+	cr_assert_float_eq(TTL_DEFAULT_S - p.t, 0.5, 1e-12);
+	cr_assert_str_eq(ttl_fmt_room(buf, sizeof(buf), 2.0, p.t),
+			 "a 2 s setting would leave 500 ms of additional room");
+	cr_assert_str_eq(ttl_fmt_room(buf, sizeof(buf), 1.0, p.t),
+			 "a 1 s setting would fall 500 ms short of T: expect early expiries");
+	cr_assert_str_eq(ttl_fmt_room(buf, sizeof(buf), 1.5, p.t),
+			 "a 1.5 s setting would leave no additional room");
+}
+
+Test(ttl, seed_exposure)
+{
+	struct ttl_plan p = seed_plan();
+	char buf[256];
+
+	cr_assert_float_eq(ttl_exposure(120, 0.004, p.t), 0.72, 1e-12);
+	cr_assert_float_eq(ttl_exposure(120, 0.004, 5.0), 2.4, 1e-12);
+	cr_assert_str_eq(ttl_fmt_exposure(buf, sizeof(buf), 120, 0.004, p.t),
+			 "120 /s x 0.004 x 1.500 s = 0.72 requests' worth of live failed "
+			 "predictions");
+	cr_assert_str_eq(ttl_fmt_exposure(buf, sizeof(buf), 120, 0.004, 5.0),
+			 "120 /s x 0.004 x 5.000 s = 2.4 requests' worth of live failed predictions");
+	/* Linear in each factor. */
+	cr_assert_float_eq(ttl_exposure(240, 0.004, 1.5), 1.44, 1e-12);
+	cr_assert_float_eq(ttl_exposure(120, 0, 1.5), 0, 0);
+}
+
+Test(ttl, cap_clamps_and_floor_raises)
+{
+	struct ttl_plan p = { .lq = 6.0, .backlog = 0.25, .slack = 0.10, .cap = 5.0 };
+	char buf[256];
+
+	ttl_plan_compute(&p);
+	cr_assert_float_eq(p.t, 6.35, 1e-12);
+	cr_assert_float_eq(p.rec, 5.0, 0);
+	cr_assert_eq(p.bound, 1);
+	ttl_fmt_recommend(buf, sizeof(buf), &p);
+	assert_has(buf, "recommended TTL 5.000 s (ttl_ms 5000): capped");
+	assert_has(buf, "T = 6.350 s exceeds the 5 s cap by 1.35 s");
+
+	/* Exactly at the cap is not capped. */
+	struct ttl_plan at = { .lq = 4.65, .backlog = 0.25, .slack = 0.10, .cap = 5.0 };
+	ttl_plan_compute(&at);
+	cr_assert_leq(at.rec, 5.0);
+	cr_assert_float_eq(at.rec, 5.0, 1e-12);
+
+	struct ttl_plan lo = { .lq = 0.1, .backlog = 0.25, .slack = 0.10, .floor = 1.0,
+			       .cap = 5.0 };
+	ttl_plan_compute(&lo);
+	cr_assert_float_eq(lo.t, 0.45, 1e-12);
+	cr_assert_float_eq(lo.rec, 1.0, 0);
+	cr_assert_eq(lo.bound, -1);
+	assert_has(ttl_fmt_recommend(buf, sizeof(buf), &lo), "raised to the 1 s floor");
+}
+
+Test(ttl, parse_durations)
+{
+	static const struct {
+		const char *s;
+		double v;
+	} ok[] = {
+		{ "1.15s", 1.15 }, { "250ms", 0.25 }, { "100ms", 0.1 }, { "500us", 0.0005 },
+		{ "2", 2.0 },      { "0.5m", 30.0 },  { "1.", 1.0 },    { ".5s", 0.5 },
+		{ "0", 0.0 },      { "7\xc2\xb5s", 7e-6 },
+	};
+	static const char *bad[] = { "",     "s",   "-1s", "+1s", "1e3", "inf", "nan",  "1 s",
+				     " 1s",  "1h",  "0x10", "1.2.3", "1ms ", "ms", ".", "1sec" };
+	double v;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		cr_assert_eq(ttl_parse_duration(ok[i].s, &v), 0, "%s", ok[i].s);
+		cr_assert_float_eq(v, ok[i].v, 1e-12, "%s -> %g", ok[i].s, v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(ttl_parse_duration(bad[i], &v), -EINVAL, "'%s' accepted", bad[i]);
+	cr_assert_eq(ttl_parse_duration("90000s", &v), -ERANGE);
+	cr_assert_eq(ttl_parse_duration("86400s", &v), 0);
+}
+
+Test(ttl, parse_numbers_and_probabilities)
+{
+	double v;
+
+	cr_assert_eq(ttl_parse_number("120", &v), 0);
+	cr_assert_float_eq(v, 120, 0);
+	cr_assert_eq(ttl_parse_number("0.5", &v), 0);
+	cr_assert_eq(ttl_parse_number("-1", &v), -EINVAL);
+	cr_assert_eq(ttl_parse_number("12/s", &v), -EINVAL);
+	cr_assert_eq(ttl_parse_number("", &v), -EINVAL);
+	cr_assert_eq(ttl_parse_probability("0.004", &v), 0);
+	cr_assert_float_eq(v, 0.004, 1e-15);
+	cr_assert_eq(ttl_parse_probability("0.4%", &v), 0);
+	cr_assert_float_eq(v, 0.004, 1e-15);
+	cr_assert_eq(ttl_parse_probability("100%", &v), 0);
+	cr_assert_float_eq(v, 1.0, 0);
+	cr_assert_eq(ttl_parse_probability("1.5", &v), -ERANGE);
+	cr_assert_eq(ttl_parse_probability("101%", &v), -ERANGE);
+	cr_assert_eq(ttl_parse_probability("x", &v), -EINVAL);
+	cr_assert_eq(ttl_parse_probability("0.4%%", &v), -EINVAL);
+}
+
+Test(ttl, formatters)
+{
+	char b[64];
+
+	cr_assert_str_eq(ttl_fmt_num(b, sizeof(b), 0.72), "0.72");
+	cr_assert_str_eq(ttl_fmt_num(b, sizeof(b), 0.7200000000000001), "0.72");
+	cr_assert_str_eq(ttl_fmt_num(b, sizeof(b), 2.4), "2.4");
+	cr_assert_str_eq(ttl_fmt_num(b, sizeof(b), 120), "120");
+	cr_assert_str_eq(ttl_fmt_num(b, sizeof(b), 0.004), "0.004");
+	cr_assert_str_eq(ttl_fmt_num(b, sizeof(b), 12345.6), "12346");
+	cr_assert_str_eq(ttl_fmt_num(b, sizeof(b), 0), "0");
+	cr_assert_str_eq(ttl_fmt_dur(b, sizeof(b), 2.0), "2 s");
+	cr_assert_str_eq(ttl_fmt_dur(b, sizeof(b), 1.5), "1.5 s");
+	cr_assert_str_eq(ttl_fmt_dur(b, sizeof(b), 0.5), "500 ms");
+	cr_assert_str_eq(ttl_fmt_dur(b, sizeof(b), 2.0 - (1.15 + 0.25 + 0.10)), "500 ms");
+	cr_assert_str_eq(ttl_fmt_dur(b, sizeof(b), 0.00025), "250 us");
+	cr_assert_str_eq(ttl_fmt_dur(b, sizeof(b), 0.180223), "180.223 ms");
+	cr_assert_str_eq(ttl_fmt_dur(b, sizeof(b), 0.9999996), "1 s");
+	cr_assert_str_eq(ttl_fmt_fixed(b, sizeof(b), 1.15), "1.150 s");
+	cr_assert_str_eq(ttl_fmt_fixed(b, sizeof(b), -0.0001), "0.000 s");
+	cr_assert_str_eq(ttl_fmt_pct_name(b, sizeof(b), 0.99), "p99");
+	cr_assert_str_eq(ttl_fmt_pct_name(b, sizeof(b), 0.999), "p99.9");
+	cr_assert_str_eq(ttl_fmt_pct_name(b, sizeof(b), 0.5), "p50");
+	cr_assert_eq(ttl_ms_ceil(0.0015001), 2);
+	cr_assert_eq(ttl_ms_ceil(0), 0);
+}
+
+/* ---- the tool, offline ---- */
+
+#define SEED_ARGS "--p99 1.15s --backlog 250ms --slack 100ms --rate 120 --fail 0.004"
+
+Test(ttl, tool_offline_seed_example)
+{
+	struct run r = run_ttl(SEED_ARGS " 2>&1");
+
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_has(line_with(r.out, "Lq = p99"), "Lq = p99 = 1.150 s");
+	assert_has(r.out, "\n  T = Lq + J = 1.150 s + (0.250 s backlog + 0.100 s slack) = 1.500 s\n");
+	assert_has(line_with(r.out, "recommended TTL"), "recommended TTL 1.500 s (ttl_ms 1500)");
+	assert_has(line_with(r.out, "recommended TTL"), "under the 5 s cap");
+	/* Without --ttl, the documented 2 s default is compared, as the seed does. */
+	assert_has(line_with(r.out, "documented default"),
+		   "a 2 s setting would leave 500 ms of additional room");
+	assert_has(line_with(r.out, "at the recommended TTL"),
+		   "120 /s x 0.004 x 1.500 s = 0.72 requests' worth of live failed predictions");
+	free(r.out);
+
+	r = run_ttl(SEED_ARGS " --ttl 2s --ttl 5s");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_has(r.out, "a 2 s setting would leave 500 ms of additional room\n");
+	assert_has(r.out, "a 5 s setting would leave 3.5 s of additional room\n");
+	assert_has(line_with(r.out, "at 5 s:"),
+		   "120 /s x 0.004 x 5.000 s = 2.4 requests' worth of live failed predictions");
+	assert_has(line_with(r.out, "at 2 s:"), "120 /s x 0.004 x 2.000 s = 0.96 requests'");
+	assert_lacks(r.out, "documented default");
+	free(r.out);
+}
+
+Test(ttl, tool_offline_json)
+{
+	struct run r = run_ttl(SEED_ARGS " --p50 180ms --p95 620ms --ttl 5s --json");
+
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_json(r.out);
+	assert_has(r.out, "\"mode\": \"offline\"");
+	assert_has(r.out, "\"percentile\": \"p99\"");
+	assert_has(r.out, "\"p50\": 0.18");
+	assert_has(r.out, "\"p95\": 0.62");
+	assert_has(r.out, "\"lq_s\": 1.15,");
+	assert_has(r.out, "\"t_s\": 1.5,");
+	assert_has(r.out, "\"recommended_ms\": 1500,");
+	assert_has(r.out, "\"capped\": false,");
+	assert_has(r.out, "\"exposure_at_recommended\": 0.72,");
+	assert_has(r.out, "\"ttl_s\": 5, \"source\": \"--ttl\", \"room_s\": 3.5,");
+	assert_has(r.out, "\"exposure\": 2.4,");
+	assert_has(r.out, "\"arithmetic\": \"T = Lq + J = 1.150 s + (0.250 s backlog + 0.100 s "
+			  "slack) = 1.500 s\"");
+	free(r.out);
+}
+
+Test(ttl, tool_offline_percentile_choice_and_cap)
+{
+	/* --percentile picks which given value is Lq. */
+	struct run r = run_ttl("--p50 180ms --p95 620ms --p99 1.15s --percentile 0.95");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_has(r.out, "latency: p50 180 ms, p95 620 ms, p99 1.15 s\n");
+	assert_has(r.out, "Lq = p95 = 0.620 s\n");
+	assert_has(r.out, "T = Lq + J = 0.620 s + (0.250 s backlog + 0.100 s slack) = 0.970 s\n");
+	assert_has(r.out, "a 2 s setting would leave 1.03 s of additional room");
+	assert_has(r.out, "give --rate and --fail");
+	free(r.out);
+
+	/* The generic form, named. */
+	r = run_ttl("--lq 1150ms --percentile-name p99 --backlog 0.25 --slack 100ms");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_has(r.out, "Lq = p99 = 1.150 s\n");
+	assert_has(r.out, "= 1.500 s\n");
+	free(r.out);
+	r = run_ttl("--lq 1.15s --percentile 99.9%%");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_has(r.out, "Lq = p99.9 = 1.150 s\n");
+	free(r.out);
+
+	/* The cap clamps. */
+	r = run_ttl("--p99 6s --cap 5s --rate 100 --fail 1%%");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_has(r.out, "T = Lq + J = 6.000 s + (0.250 s backlog + 0.100 s slack) = 6.350 s\n");
+	assert_has(r.out, "recommended TTL 5.000 s (ttl_ms 5000): capped; T = 6.350 s exceeds "
+			  "the 5 s cap by 1.35 s");
+	assert_has(r.out, "a 2 s setting would fall 4.35 s short of T: expect early expiries");
+	assert_has(r.out, "100 /s x 0.01 x 5.000 s = 5 requests' worth");
+	free(r.out);
+	r = run_ttl("--p99 6s --cap 5s --json");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_json(r.out);
+	assert_has(r.out, "\"recommended_s\": 5,");
+	assert_has(r.out, "\"capped\": true,");
+	assert_has(r.out, "\"exposure_at_recommended\": null");
+	free(r.out);
+}
+
+Test(ttl, tool_bad_usage)
+{
+	static const struct {
+		const char *args, *msg;
+	} bad[] = {
+		{ "--p99 abc", "bad --p99 'abc': expected a duration" },
+		{ "--p95 -1s", "bad --p95 '-1s'" },
+		{ "--p99", "option '--p99' requires an argument" },
+		{ "--p99 1s --rate 120", "--rate and --fail go together" },
+		{ "--p99 1s --fail 0.1", "--rate is missing" },
+		{ "--rate 120 --fail 0.004", "offline mode needs a latency percentile" },
+		{ "--p99 1s --name x", "--name reads a live index, but --p99 gives offline numbers" },
+		{ "--p99 1s --interval 2s", "--interval reads a live index" },
+		{ "--p99 1s --percentile 0.95", "--percentile 0.95 selects the p95, which was not "
+						"given" },
+		{ "--p99 1s --cap 70s", "bad --cap '70s'" },
+		{ "--p99 1s --cap 0", "bad --cap '0'" },
+		{ "--p99 1s --floor 6s", "--floor (6s) is above --cap (5s)" },
+		{ "--p99 1s --fail 2 --rate 1", "bad --fail '2'" },
+		{ "--p99 1s --rate 1e3 --fail 0", "bad --rate '1e3'" },
+		{ "--p99 1s --percentile 0", "bad --percentile '0'" },
+		{ "--p99 1s --ttl 0", "bad --ttl '0'" },
+		{ "--p99 1s --percentile-name 'a b'", "bad --percentile-name 'a b'" },
+		{ "--interval 1s --since-start", "--interval and --since-start" },
+		{ "--percentile-name p99", "offline mode needs a latency percentile" },
+		{ "--name ../x", "bad --name '../x'" },
+		{ "--bogus", "unknown option '--bogus'" },
+		{ "-q", "unknown option '-q'" },
+		{ "extra", "unexpected argument 'extra'" },
+		{ "--p99 1s --ttl 1s --ttl 1s --ttl 1s --ttl 1s --ttl 1s --ttl 1s --ttl 1s --ttl 1s "
+		  "--ttl 1s", "too many --ttl settings" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct run r = run_ttl("%s 2>/dev/null", bad[i].args);
+		cr_assert_eq(r.status, 2, "%s: exit %d", bad[i].args, r.status);
+		cr_assert_str_eq(r.out, "", "%s: printed on stdout:\n%s", bad[i].args, r.out);
+		free(r.out);
+		r = run_ttl("%s 2>&1", bad[i].args);
+		assert_has(r.out, bad[i].msg);
+		assert_has(r.out, "Try 'kvidx-ttl --help' for more information.\n");
+		free(r.out);
+	}
+}
+
+Test(ttl, tool_help)
+{
+	struct run r = run_ttl("--help 2>/dev/null");
+	static const char *opts[] = { "--p50 D", "--p95 D", "--p99 D", "--lq D", "--percentile Q",
+				      "--percentile-name NAME", "--rate R", "--fail P", "--ttl D",
+				      "--cap D", "--floor D", "--backlog D", "--slack D",
+				      "--name NAME", "--pod NAME", "--interval D", "--since-start",
+				      "--cumulative", "--stale-limit P", "--json", "--help",
+				      "Exit status" };
+
+	cr_assert_eq(r.status, 0);
+	assert_has(r.out, "Usage: kvidx-ttl");
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		assert_has(r.out, opts[i]);
+	free(r.out);
+}
+
+/* ---- the tool, live ---- */
+
+static struct kvidx *open_index(void)
+{
+	struct kvidx_writer_opts o = { .name = name,
+				       .geo = { .capacity = 1000, .pods_per_key = 4,
+						.max_pods = 16, .max_readers = 8 } };
+	struct kvidx *x = kvidx_writer_open(&o);
+
+	cr_assert_not_null(x, "writer open %s: %s", name, kvidx_strerror(-errno));
+	return x;
+}
+
+static void set_ctr(int pod, enum kv_pod_ctr c, uint64_t v)
+{
+	uint64_t *ctr = kv_writer_pod_ctrs(w, pod);
+
+	cr_assert_not_null(ctr);
+	st_relaxed(&ctr[c], v);
+}
+
+/* n samples of us microseconds into pod's histogram (0 cumulative, 1 recent). */
+static void add_lat(int pod, int which, uint64_t us, int n)
+{
+	uint64_t *h = kv_writer_pod_hist(w, pod, which);
+
+	cr_assert_not_null(h);
+	for (int i = 0; i < n; i++)
+		kv_hist_add(h, us);
+}
+
+/* What the tool prints for a sample of us microseconds: its bucket's upper bound. */
+static double bucket_s(uint64_t us)
+{
+	return (double)kv_hist_upper(kv_hist_bucket(us)) / 1e6;
+}
+
+/*
+ * Pod "a": the seed's distribution in the recent histogram (p50 180 ms, p95 620 ms, p99
+ * 1.15 s over 1000 confirmations), a slower one in the cumulative histogram, TTL in force
+ * 2 s, 1000 speculations of which 4 went stale (p = 0.004). Pod "b": nothing yet.
+ */
+static void seed_pods(int *pa, int *pb)
+{
+	int a = kvidx_pod_add(w, "10.0.0.1:8000", "llama-3");
+	int b = kvidx_pod_add(w, "10.0.0.2:8000", "llama-3");
+
+	cr_assert_geq(a, 0);
+	cr_assert_geq(b, 0);
+	add_lat(a, 1, 180000, 500);
+	add_lat(a, 1, 620000, 450);
+	add_lat(a, 1, 1150000, 50);
+	add_lat(a, 0, 180000, 500);
+	add_lat(a, 0, 620000, 450);
+	add_lat(a, 0, 3000000, 50);
+	set_ctr(a, KV_PC_ttl_ms, 2000);
+	set_ctr(a, KV_PC_speculations, 1000);
+	set_ctr(a, KV_PC_confirmed_in_time, 994);
+	set_ctr(a, KV_PC_early_expiries, 2);
+	set_ctr(a, KV_PC_stale_expiries, 4);
+	set_ctr(a, KV_PC_late_confirmations, 2);
+	set_ctr(a, KV_PC_routes_predicted, 300);
+	set_ctr(a, KV_PC_routes_confirmed, 600);
+	set_ctr(a, KV_PC_routes_nomatch, 100);
+	set_ctr(a, KV_PC_last_event_ns, kvidx_now_ns());
+	*pa = a;
+	*pb = b;
+}
+
+Test(ttl, tool_live_text)
+{
+	char want[512], d1[32], d2[32], d3[32];
+	int a, b;
+
+	w = open_index();
+	seed_pods(&a, &b);
+	struct run r = run_ttl("--name %s --interval 50ms 2>&1", name);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+
+	assert_has(r.out, "2 active pods; Lq = p99 of recent route-to-confirmation latency");
+	assert_has(r.out, "\npod 10.0.0.1:8000 (model \"llama-3\")\n");
+	/* Percentiles: the recent and the cumulative histogram, as bucket upper bounds. */
+	snprintf(want, sizeof(want), "latency, recent     (1000 confirmations): p50 %s p95 %s p99 %s",
+		 ttl_fmt_dur(d1, sizeof(d1), bucket_s(180000)),
+		 ttl_fmt_dur(d2, sizeof(d2), bucket_s(620000)),
+		 ttl_fmt_dur(d3, sizeof(d3), bucket_s(1150000)));
+	assert_has(r.out, want);
+	assert_has(want, "p50 180.223 ms"); /* the bucket bound is what the test expects */
+	snprintf(want, sizeof(want), "latency, cumulative (1000 confirmations): p50 %s p95 %s p99 %s",
+		 d1, d2, ttl_fmt_dur(d3, sizeof(d3), bucket_s(3000000)));
+	assert_has(r.out, want);
+	/* T from the recent p99. */
+	struct ttl_plan pl = { .lq = bucket_s(1150000), .backlog = 0.25, .slack = 0.1,
+			       .cap = 5 };
+	ttl_plan_compute(&pl);
+	char arith[256];
+	snprintf(want, sizeof(want), "  %s\n", ttl_fmt_arith(arith, sizeof(arith), &pl));
+	assert_has(r.out, want);
+	assert_has(r.out, "T = Lq + J = 1.180 s + (0.250 s backlog + 0.100 s slack) = 1.530 s\n");
+	assert_has(r.out, "recommended TTL 1.530 s (ttl_ms 1530): T is under the 5 s cap");
+	snprintf(want, sizeof(want), "TTL in force 2 s: %s\n",
+		 ttl_fmt_room(arith, sizeof(arith), 2.0, pl.t));
+	assert_has(r.out, want);
+	assert_has(want, "would leave 470.353 ms of additional room");
+	assert_has(r.out, "speculations 1000, confirmed in time 994, early expiries 2, stale "
+			  "expiries 4, late confirmations 2\n");
+	assert_has(r.out, "failed-prediction probability p = stale expiries / speculations = 4 / "
+			  "1000 = 0.004\n");
+	/* No routes during the sample: lambda 0, so no live failed predictions. */
+	assert_has(r.out, "routed rate lambda = 0 /s (0 routes in a ");
+	assert_has(r.out, "stale exposure at the recommended TTL: 0 /s x 0.004 x 1.530 s = 0 "
+			  "requests' worth");
+	assert_has(r.out, "stale exposure at the TTL in force:    0 /s x 0.004 x 2.000 s = 0 ");
+	assert_has(r.out, "freshness: fresh, last event ");
+	/* Pod b has nothing to go on. */
+	const char *pb = strstr(r.out, "\npod 10.0.0.2:8000");
+	cr_assert_not_null(pb, "%s", r.out);
+	assert_has(pb, "latency, recent     no confirmations yet\n");
+	assert_has(pb, "latency, cumulative no confirmations yet\n");
+	assert_has(pb, "TTL in force: not reported (pod counter ttl_ms is 0)\n");
+	assert_has(pb, "failed-prediction probability p: no speculations yet\n");
+	assert_has(pb, "freshness: fresh, no events yet\n");
+	assert_has(pb, "guidance: no confirmations yet: no measured Lq; start from the documented "
+		       "2 s default\n");
+	assert_lacks(pb, "T = Lq + J");
+	free(r.out);
+
+	/* --cumulative takes Lq from the other histogram. */
+	r = run_ttl("--name %s --interval 10ms --cumulative --pod 10.0.0.1:8000 --ttl 1s", name);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	snprintf(want, sizeof(want), "Lq = p99 of cumulative latency = %s\n",
+		 ttl_fmt_fixed(d1, sizeof(d1), bucket_s(3000000)));
+	assert_has(r.out, want);
+	assert_lacks(r.out, "10.0.0.2:8000");
+	/* A --ttl setting is compared too. */
+	assert_has(r.out, "compared: a 1 s setting would fall ");
+	assert_has(r.out, "stale exposure at 1 s: 0 /s x 0.004 x 1.000 s = 0 ");
+	free(r.out);
+}
+
+/* Bumps pod's routes_predicted by 10 every millisecond until stopped. */
+struct bumper {
+	int pod;
+	volatile int stop; /* test-local flag between two threads of this process */
+	pthread_t t;
+};
+
+static void *bump(void *arg)
+{
+	struct bumper *b = arg;
+	uint64_t *ctr = kv_writer_pod_ctrs(w, b->pod);
+
+	while (!__atomic_load_n(&b->stop, __ATOMIC_RELAXED)) {
+		st_relaxed(&ctr[KV_PC_routes_predicted], ld_relaxed(&ctr[KV_PC_routes_predicted]) + 10);
+		usleep(1000);
+	}
+	return NULL;
+}
+
+Test(ttl, tool_live_json_rate_and_exposure)
+{
+	struct bumper bp = { 0 };
+	int a, b;
+
+	w = open_index();
+	seed_pods(&a, &b);
+	bp.pod = a;
+	cr_assert_eq(pthread_create(&bp.t, NULL, bump, &bp), 0);
+	struct run r = run_ttl("--name %s --interval 300ms --json", name);
+	__atomic_store_n(&bp.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(bp.t, NULL);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_json(r.out);
+	assert_has(r.out, "\"mode\": \"live\"");
+	assert_has(r.out, "\"percentile_name\": \"p99\"");
+	assert_has(r.out, "\"rate_source\": \"interval\"");
+
+	const char *pa = strstr(r.out, "\"10.0.0.1:8000\": {");
+	cr_assert_not_null(pa, "%s", r.out);
+	const char *pa_end = strchr(pa, '\n');
+	cr_assert_not_null(pa_end);
+	char line[4096];
+	cr_assert_lt((size_t)(pa_end - pa), sizeof(line));
+	memcpy(line, pa, (size_t)(pa_end - pa));
+	line[pa_end - pa] = '\0';
+	assert_has(line, "\"model\": \"llama-3\"");
+	assert_has(line, "\"confirmations_recent\": 1000");
+	assert_has(line, "\"fail_p\": 0.004,");
+	assert_has(line, "\"ttl_in_force_s\": 2,");
+	assert_has(line, "\"stale_expiries\": 4,");
+	assert_has(line, "\"freshness\": \"fresh\"");
+	double lq = number_after(line, "\"lq_s\": ");
+	double t = number_after(line, "\"t_s\": ");
+	double rec = number_after(line, "\"recommended_s\": ");
+	double lambda = number_after(line, "\"rate_per_s\": ");
+	double ex = number_after(line, "\"exposure_at_recommended\": ");
+	double ex_now = number_after(line, "\"exposure_at_ttl_in_force\": ");
+	cr_assert_float_eq(lq, bucket_s(1150000), 1e-9);
+	cr_assert_float_eq(t, lq + 0.35, 1e-9);
+	cr_assert_float_eq(rec, t, 1e-9);
+	/* 10 routes a millisecond, give or take scheduling: clearly positive and bounded. */
+	cr_assert_gt(lambda, 100, "lambda %g", lambda);
+	cr_assert_lt(lambda, 20000, "lambda %g", lambda);
+	cr_assert_float_eq(ex, lambda * 0.004 * rec, 1e-6 * ex + 1e-9, "%g vs %g", ex,
+			   lambda * 0.004 * rec);
+	cr_assert_float_eq(ex_now, lambda * 0.004 * 2.0, 1e-6 * ex_now + 1e-9);
+
+	const char *pbj = strstr(r.out, "\"10.0.0.2:8000\": {");
+	cr_assert_not_null(pbj, "%s", r.out);
+	assert_has(pbj, "\"latency_recent_s\": null");
+	assert_has(pbj, "\"fail_p\": null");
+	assert_has(pbj, "\"rate_per_s\": 0,");
+	free(r.out);
+
+	/* --since-start: lambda from the counters over the generation's age, no wait. */
+	r = run_ttl("--name %s --since-start --pod 10.0.0.1:8000", name);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_has(r.out, "routes in ");
+	assert_has(r.out, "since the index generation was created)\n");
+	free(r.out);
+}
+
+Test(ttl, tool_live_guidance)
+{
+	int a, b, c;
+
+	w = open_index();
+	seed_pods(&a, &b);
+	c = kvidx_pod_add(w, "10.0.0.3:8000", "llama-3");
+	cr_assert_geq(c, 0);
+	/* a: fresh and healthy: no guidance line. */
+	/* b: the event path is longer than the TTL: 5% of confirmations arrive after expiry. */
+	add_lat(b, 1, 400000, 200);
+	set_ctr(b, KV_PC_ttl_ms, 300);
+	set_ctr(b, KV_PC_speculations, 1000);
+	set_ctr(b, KV_PC_confirmed_in_time, 950);
+	set_ctr(b, KV_PC_early_expiries, 50);
+	/* c: predictions that never confirm, and a broken pipeline. */
+	add_lat(c, 1, 400000, 200);
+	set_ctr(c, KV_PC_speculations, 1000);
+	set_ctr(c, KV_PC_confirmed_in_time, 900);
+	set_ctr(c, KV_PC_stale_expiries, 100);
+	set_ctr(c, KV_PC_spec_paused, 2);
+	cr_assert_eq(kvidx_pod_set_spec_paused(w, c, true), 0);
+
+	struct run r = run_ttl("--name %s --interval 10ms", name);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	const char *pb = strstr(r.out, "\npod 10.0.0.2:8000");
+	const char *pc = strstr(r.out, "\npod 10.0.0.3:8000");
+	cr_assert(pb && pc && pb < pc, "%s", r.out);
+	char a_part[8192];
+	size_t alen = (size_t)(pb - r.out);
+	cr_assert_lt(alen, sizeof(a_part));
+	memcpy(a_part, r.out, alen);
+	a_part[alen] = '\0';
+	assert_lacks(a_part, "guidance:");
+
+	char b_part[8192];
+	size_t blen = (size_t)(pc - pb);
+	cr_assert_lt(blen, sizeof(b_part));
+	memcpy(b_part, pb, blen);
+	b_part[blen] = '\0';
+	assert_has(b_part, "guidance: early expiries high (5% of confirmed predictions, above the "
+			   "1% a p99 target accepts): TTL shorter than the event path\n");
+	assert_has(b_part, "a 300 ms setting would fall");
+	assert_lacks(b_part, "stale expiries high");
+
+	assert_has(pc, "freshness: pipeline broken, speculation paused");
+	assert_has(pc, "guidance: pipeline broken: fix the subscriber; do not stretch the TTL\n");
+	assert_has(pc, "guidance: stale expiries high (10% of speculations, above the 1% limit): "
+		       "failed predictions or lost events; a longer TTL will not help\n");
+	assert_lacks(pc, "early expiries high");
+	free(r.out);
+
+	/* A laxer stale limit silences the stale line; a stricter percentile the early one. */
+	r = run_ttl("--name %s --interval 10ms --stale-limit 20%% --percentile 0.9", name);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_lacks(r.out, "stale expiries high");
+	assert_lacks(r.out, "early expiries high");
+	assert_has(r.out, "Lq = p90 of recent latency");
+	free(r.out);
+
+	/* Replaying or disconnected. */
+	set_ctr(c, KV_PC_spec_paused, 1);
+	r = run_ttl("--name %s --interval 10ms --pod 10.0.0.3:8000 --json", name);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	assert_json(r.out);
+	assert_has(r.out, "\"freshness\": \"replaying-disconnected\"");
+	assert_has(r.out, "replaying or disconnected: speculation is paused");
+	free(r.out);
+}
+
+Test(ttl, tool_live_errors)
+{
+	int a, b;
+
+	struct run r = run_ttl("--name %s 2>&1", name);
+	cr_assert_eq(r.status, 1, "%s", r.out);
+	assert_has(r.out, "kvidx-ttl: index '");
+	assert_has(r.out, "' not found (no /dev/shm/");
+	free(r.out);
+
+	w = open_index();
+	seed_pods(&a, &b);
+	r = run_ttl("--name %s --interval 10ms --pod nosuch 2>&1", name);
+	cr_assert_eq(r.status, 1, "%s", r.out);
+	assert_has(r.out, "no active pod named 'nosuch'");
+	free(r.out);
+}

@@ -1,0 +1,1165 @@
+/*
+ * kvidx-ttl — the TTL advisor: the seed document's arithmetic ("Prefix cache speculative
+ * index TTL") made into a tool, on numbers given on the command line or on what a live index
+ * has measured.
+ *
+ *   T = Lq + J                Lq a high percentile of route-to-confirmation latency, J the
+ *                             slack for subscriber backlog and timing (--backlog + --slack)
+ *   recommended = T, clamped to --floor and --cap (the longest stale window the routing SLO
+ *                             permits)
+ *   exposure = lambda x p x TTL   live failed predictions in requests' worth: lambda routed
+ *                             requests per second, p the failed-prediction probability
+ *
+ * Offline (any of --p50/--p95/--p99/--lq/--rate/--fail given), it prints that arithmetic
+ * written out, the recommendation against the cap, the room a compared setting leaves, and the
+ * stale exposure. Live (otherwise), it attaches to an index as an ordinary reader (data mapped
+ * read-only, one registry slot) and does the same per active pod from the pod's latency
+ * histograms and counters, adding the counts that tell early expiry from stale expiry, the
+ * pod's freshness, and the seed's guidance where it applies. It never changes the index. All
+ * arithmetic is in double-precision seconds, rounded only when printed (tools/ingestd/
+ * ttlcalc.c).
+ *
+ * Exit status: 0 on success, 1 if the index cannot be read or the --pod is not in it, 2 on
+ * bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hist.h"
+#include "inspect.h"
+#include "kvidx.h"
+#include "segment.h"
+#include "ttlcalc.h"
+
+#define PROG "kvidx-ttl"
+#define MAX_TTLS 8          /* --ttl settings compared */
+#define MIN_JUDGE 100       /* outcomes needed before expiry rates are judged */
+#define INTERVAL_MAX_S 3600.0
+#define NPCT 3
+
+static const double pct_q[NPCT] = { 0.50, 0.95, 0.99 };
+static const char *const pct_label[NPCT] = { "p50", "p95", "p99" };
+
+struct opts {
+	const char *name;
+	bool json;
+	/* offline numbers */
+	double pv[NPCT];
+	bool have_pv[NPCT];
+	double lq;
+	bool have_lq;
+	const char *pct_name;
+	double rate, fail;
+	bool have_rate, have_fail;
+	/* both modes */
+	double q;
+	bool have_q;
+	double backlog, slack, cap, floor;
+	double ttls[MAX_TTLS];
+	int nttl;
+	/* live */
+	bool name_set;
+	const char *pod;
+	double interval;
+	bool have_interval, since_start, cumulative;
+	double stale_limit;
+	bool have_stale_limit;
+};
+
+/* ---- output: escaped strings and a small JSON writer --------------------------------------- */
+
+/* Length of the well-formed UTF-8 sequence (2 to 4 bytes) at p, code point in *cp, or 0. */
+static size_t utf8_seq(const unsigned char *p, uint32_t *cp)
+{
+	uint32_t c = p[0], v, min;
+	size_t n;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, v = c & 0x1f, min = 0x80;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, v = c & 0x0f, min = 0x800;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, v = c & 0x07, min = 0x10000;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (p[i] & 0x3f);
+	}
+	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return n;
+}
+
+/* s as a JSON string, valid whatever s holds (segment strings are untrusted). */
+static void json_str(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+	size_t n;
+
+	putc('"', f);
+	while (*p) {
+		if (*p == '"' || *p == '\\') {
+			putc('\\', f);
+			putc(*p++, f);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p++);
+		} else if (*p < 0x80) {
+			putc(*p++, f);
+		} else if ((n = utf8_seq(p, &cp)) != 0) {
+			fwrite(p, 1, n, f);
+			p += n;
+		} else {
+			fputs("\\ufffd", f);
+			p++;
+		}
+	}
+	putc('"', f);
+}
+
+/* s for a terminal: printable ASCII and UTF-8 as is, quotes and backslashes escaped, control
+ * characters and stray bytes as \u00HH or \xHH (as kvidx-dump). */
+static void text_str(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+	size_t n;
+
+	while (*p) {
+		if (*p == '\\' || *p == '"') {
+			putc('\\', f);
+			putc(*p++, f);
+		} else if (*p >= 0x20 && *p < 0x7f) {
+			putc(*p++, f);
+		} else if ((n = utf8_seq(p, &cp)) != 0 && cp >= 0xa0) {
+			fwrite(p, 1, n, f);
+			p += n;
+		} else if (n) {
+			fprintf(f, "\\u%04" PRIx32, cp);
+			p += n;
+		} else {
+			fprintf(f, "\\x%02x", *p++);
+		}
+	}
+}
+
+/* Members of the top-level object and of the objects directly in it get a line each; deeper
+ * ones (one pod, one setting) stay on one line. */
+#define JSON_MAX_DEPTH 8
+struct jw {
+	FILE *f;
+	int depth;
+	bool first[JSON_MAX_DEPTH];
+};
+
+static void jw_item(struct jw *j, const char *key)
+{
+	if (!j->first[j->depth])
+		putc(',', j->f);
+	if (j->depth <= 2) {
+		putc('\n', j->f);
+		for (int i = 0; i < j->depth; i++)
+			fputs("  ", j->f);
+	} else if (!j->first[j->depth]) {
+		putc(' ', j->f);
+	}
+	j->first[j->depth] = false;
+	if (key) {
+		json_str(j->f, key);
+		fputs(": ", j->f);
+	}
+}
+
+static void jw_open(struct jw *j, const char *key, char brace)
+{
+	if (j->depth > 0)
+		jw_item(j, key);
+	putc(brace, j->f);
+	j->depth++;
+	j->first[j->depth] = true;
+}
+
+static void jw_close(struct jw *j, char brace)
+{
+	bool empty = j->first[j->depth];
+
+	j->depth--;
+	if (j->depth <= 1 && !empty) {
+		putc('\n', j->f);
+		for (int i = 0; i < j->depth; i++)
+			fputs("  ", j->f);
+	}
+	putc(brace, j->f);
+	if (j->depth == 0)
+		putc('\n', j->f);
+}
+
+/* A number; %.9g keeps 1.5000000000000002 as 1.5 (rounding after the arithmetic). */
+static void jw_num(struct jw *j, const char *key, double v)
+{
+	jw_item(j, key);
+	fprintf(j->f, "%.9g", v);
+}
+
+static void jw_u64(struct jw *j, const char *key, uint64_t v)
+{
+	jw_item(j, key);
+	fprintf(j->f, "%" PRIu64, v);
+}
+
+static void jw_str(struct jw *j, const char *key, const char *s)
+{
+	jw_item(j, key);
+	json_str(j->f, s);
+}
+
+static void jw_bool(struct jw *j, const char *key, bool v)
+{
+	jw_item(j, key);
+	fputs(v ? "true" : "false", j->f);
+}
+
+static void jw_null(struct jw *j, const char *key)
+{
+	jw_item(j, key);
+	fputs("null", j->f);
+}
+
+static void jw_plan(struct jw *j, const struct ttl_plan *pl)
+{
+	char buf[256];
+
+	jw_num(j, "lq_s", pl->lq);
+	jw_num(j, "backlog_s", pl->backlog);
+	jw_num(j, "slack_s", pl->slack);
+	jw_num(j, "j_s", pl->j);
+	jw_num(j, "t_s", pl->t);
+	jw_num(j, "recommended_s", pl->rec);
+	jw_u64(j, "recommended_ms", ttl_ms_ceil(pl->rec));
+	jw_bool(j, "capped", pl->bound > 0);
+	jw_bool(j, "raised_to_floor", pl->bound < 0);
+	jw_str(j, "arithmetic", ttl_fmt_arith(buf, sizeof(buf), pl));
+	jw_str(j, "recommendation", ttl_fmt_recommend(buf, sizeof(buf), pl));
+}
+
+/* ---- offline --------------------------------------------------------------------------------- */
+
+/* Which given value Lq is, and its name. Validated in main(). */
+static double offline_lq(const struct opts *o, char *label, size_t n)
+{
+	if (o->have_lq) {
+		if (o->pct_name)
+			snprintf(label, n, "%s", o->pct_name);
+		else if (o->have_q)
+			ttl_fmt_pct_name(label, n, o->q);
+		else
+			snprintf(label, n, "Lq");
+		return o->lq;
+	}
+	int k = -1;
+	for (int i = 0; i < NPCT; i++) {
+		if (!o->have_pv[i])
+			continue;
+		if (o->have_q ? o->q > pct_q[i] - 1e-9 && o->q < pct_q[i] + 1e-9 : true)
+			k = i; /* with no --percentile, the highest given */
+	}
+	snprintf(label, n, "%s", o->pct_name ? o->pct_name : pct_label[k]);
+	return o->pv[k];
+}
+
+/* The settings compared: the --ttl values, or the documented default. */
+static int settings(const struct opts *o, const double **out, bool *dflt)
+{
+	static const double def = TTL_DEFAULT_S;
+
+	*dflt = o->nttl == 0;
+	*out = o->nttl ? o->ttls : &def;
+	return o->nttl ? o->nttl : 1;
+}
+
+static int run_offline(const struct opts *o)
+{
+	struct ttl_plan pl = { .backlog = o->backlog, .slack = o->slack, .floor = o->floor,
+			       .cap = o->cap };
+	char label[64], buf[512], d[32];
+	const double *set;
+	bool dflt;
+	int nset = settings(o, &set, &dflt);
+	bool expo = o->have_rate && o->have_fail;
+
+	pl.lq = offline_lq(o, label, sizeof(label));
+	ttl_plan_compute(&pl);
+
+	if (o->json) {
+		struct jw j = { .f = stdout };
+		jw_open(&j, NULL, '{');
+		jw_str(&j, "mode", "offline");
+		jw_open(&j, "latency_s", '{');
+		for (int i = 0; i < NPCT; i++)
+			if (o->have_pv[i])
+				jw_num(&j, pct_label[i], o->pv[i]);
+		jw_close(&j, '}');
+		jw_str(&j, "percentile", label);
+		jw_plan(&j, &pl);
+		jw_num(&j, "floor_s", pl.floor);
+		jw_num(&j, "cap_s", pl.cap);
+		if (expo) {
+			jw_num(&j, "rate_per_s", o->rate);
+			jw_num(&j, "fail_p", o->fail);
+			jw_num(&j, "exposure_at_recommended", ttl_exposure(o->rate, o->fail, pl.rec));
+			jw_str(&j, "exposure_line",
+			       ttl_fmt_exposure(buf, sizeof(buf), o->rate, o->fail, pl.rec));
+		} else {
+			jw_null(&j, "rate_per_s");
+			jw_null(&j, "fail_p");
+			jw_null(&j, "exposure_at_recommended");
+		}
+		jw_open(&j, "compared", '[');
+		for (int i = 0; i < nset; i++) {
+			jw_open(&j, NULL, '{');
+			jw_num(&j, "ttl_s", set[i]);
+			jw_str(&j, "source", dflt ? "documented default" : "--ttl");
+			jw_num(&j, "room_s", set[i] - pl.t);
+			jw_str(&j, "room", ttl_fmt_room(buf, sizeof(buf), set[i], pl.t));
+			if (expo) {
+				jw_num(&j, "exposure", ttl_exposure(o->rate, o->fail, set[i]));
+				jw_str(&j, "exposure_line", ttl_fmt_exposure(buf, sizeof(buf),
+									     o->rate, o->fail,
+									     set[i]));
+			} else {
+				jw_null(&j, "exposure");
+			}
+			jw_close(&j, '}');
+		}
+		jw_close(&j, ']');
+		jw_close(&j, '}');
+		return 0;
+	}
+
+	printf("TTL from route-to-confirmation latency (numbers given)\n");
+	bool any = false;
+	for (int i = 0; i < NPCT; i++) {
+		if (!o->have_pv[i])
+			continue;
+		printf("%s %s %s", any ? "," : "  latency:", pct_label[i],
+		       ttl_fmt_dur(d, sizeof(d), o->pv[i]));
+		any = true;
+	}
+	if (any)
+		printf("\n");
+	printf("  Lq = %s = %s\n", label, ttl_fmt_fixed(d, sizeof(d), pl.lq));
+	printf("  %s\n", ttl_fmt_arith(buf, sizeof(buf), &pl));
+	printf("  %s\n", ttl_fmt_recommend(buf, sizeof(buf), &pl));
+	for (int i = 0; i < nset; i++)
+		printf("  compared%s: %s\n", dflt ? " with the documented default" : "",
+		       ttl_fmt_room(buf, sizeof(buf), set[i], pl.t));
+	if (!expo) {
+		printf("  stale exposure: give --rate and --fail to price failed predictions\n");
+		return 0;
+	}
+	printf("  stale exposure, lambda x p x TTL:\n");
+	printf("    at the recommended TTL: %s\n",
+	       ttl_fmt_exposure(buf, sizeof(buf), o->rate, o->fail, pl.rec));
+	for (int i = 0; i < nset; i++)
+		printf("    at %s: %s\n", ttl_fmt_dur(d, sizeof(d), set[i]),
+		       ttl_fmt_exposure(buf, sizeof(buf), o->rate, o->fail, set[i]));
+	return 0;
+}
+
+/* ---- live ------------------------------------------------------------------------------------ */
+
+struct tpod {
+	int idx;
+	unsigned gen, flags;
+	char name[KVIDX_POD_NAME_MAX];
+	char model[KVIDX_POD_NAME_MAX];
+	uint64_t ctr[KV_PC_COUNT];
+};
+
+struct live {
+	const struct opts *o;
+	const char *name;
+	struct kvidx_reader *r;
+	struct jw j;
+	char pct[32];       /* "p99" */
+	const char *rate_how; /* "interval" or "since-start" */
+	double elapsed_s;   /* of the rate sample */
+};
+
+/* Copies the active pods. Returns their number, or -ENOMEM. */
+static int snapshot(struct kvidx_reader *r, struct tpod **out)
+{
+	const struct kv_view *v = kv_reader_view(r);
+	struct tpod *pods = NULL;
+	int n = 0, cap = 0;
+
+	for (uint32_t i = 0; i < v->max_pods; i++) {
+		/* Acquire pairs with the release stores of pd_word in writer.c. */
+		uint64_t pw = ld_acquire(&v->pods[i].pd_word);
+		if (KV_POD_STATE(pw) != KV_POD_ACTIVE)
+			continue;
+		if (n == cap) {
+			int ncap = cap ? 2 * cap : 16;
+			struct tpod *np = realloc(pods, (size_t)ncap * sizeof(*np));
+			if (!np) {
+				free(pods);
+				return -ENOMEM;
+			}
+			pods = np;
+			cap = ncap;
+		}
+		struct tpod *p = &pods[n];
+		int rc = kvidx_reader_pod(r, (int)i, p->name, p->model);
+		if (rc == -KVIDX_ERETRY)
+			rc = kvidx_reader_pod(r, (int)i, p->name, p->model);
+		if (rc < 0)
+			continue;
+		p->idx = (int)i;
+		p->gen = KV_POD_GEN(pw);
+		p->flags = KV_POD_FLAGS(pw);
+		for (unsigned c = 0; c < KV_PC_COUNT; c++)
+			p->ctr[c] = ld_relaxed(&v->pods[i].pd_ctr[c]);
+		n++;
+	}
+	*out = pods;
+	return n;
+}
+
+static uint64_t routes_of(const struct tpod *p)
+{
+	return p->ctr[KV_PC_routes_predicted] + p->ctr[KV_PC_routes_confirmed] +
+	       p->ctr[KV_PC_routes_nomatch];
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* One latency histogram, copied once so that its count and percentiles agree. */
+struct lat {
+	uint64_t n;
+	double p[NPCT]; /* seconds */
+	double q;       /* at the chosen percentile */
+};
+
+static void lat_of(const uint64_t *h, double q, struct lat *out)
+{
+	uint64_t c[KV_HIST_BUCKETS], us;
+
+	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
+		c[b] = ld_relaxed(&h[b]);
+	out->n = kv_hist_count(c);
+	for (int i = 0; i < NPCT; i++)
+		out->p[i] = kv_hist_quantile(c, pct_q[i], &us) == 0 ? (double)us / 1e6 : 0;
+	out->q = kv_hist_quantile(c, q, &us) == 0 ? (double)us / 1e6 : 0;
+}
+
+static const char *fresh_name(uint64_t sp)
+{
+	return sp == 0 ? "fresh" : sp == 1 ? "replaying-disconnected" :
+	       sp == 2 ? "pipeline-broken" : "unknown";
+}
+
+/* The seed's guidance for a pod, one line each, into g[]; returns how many. */
+static int guidance(const struct live *L, const struct tpod *p, bool have_lq, char g[][256])
+{
+	const struct opts *o = L->o;
+	uint64_t spec = p->ctr[KV_PC_speculations], stale = p->ctr[KV_PC_stale_expiries];
+	uint64_t early = p->ctr[KV_PC_early_expiries], in_time = p->ctr[KV_PC_confirmed_in_time];
+	uint64_t sp = p->ctr[KV_PC_spec_paused];
+	char a[32], b[32];
+	int n = 0;
+
+	if (sp == 2)
+		snprintf(g[n++], 256, "pipeline broken: fix the subscriber; do not stretch the TTL");
+	else if (sp == 1 || (p->flags & KV_POD_SPEC_PAUSED))
+		snprintf(g[n++], 256, "replaying or disconnected: speculation is paused until "
+				      "events are fresh again; do not stretch the TTL over the gap");
+	if (!have_lq)
+		snprintf(g[n++], 256, "no confirmations yet: no measured Lq; start from the "
+				      "documented 2 s default");
+	if (early + in_time >= MIN_JUDGE) {
+		double fr = (double)early / (double)(early + in_time);
+		if (fr > 1.0 - o->q + 1e-12)
+			snprintf(g[n++], 256,
+				 "early expiries high (%s%% of confirmed predictions, above the "
+				 "%s%% a %s target accepts): TTL shorter than the event path",
+				 ttl_fmt_num(a, sizeof(a), 100.0 * fr),
+				 ttl_fmt_num(b, sizeof(b), 100.0 * (1.0 - o->q)), L->pct);
+	}
+	if (spec >= MIN_JUDGE) {
+		double pf = (double)stale / (double)spec;
+		if (pf > o->stale_limit)
+			snprintf(g[n++], 256,
+				 "stale expiries high (%s%% of speculations, above the %s%% "
+				 "limit): failed predictions or lost events; a longer TTL will not "
+				 "help",
+				 ttl_fmt_num(a, sizeof(a), 100.0 * pf),
+				 ttl_fmt_num(b, sizeof(b), 100.0 * o->stale_limit));
+	} else if (spec || early + in_time) {
+		snprintf(g[n++], 256, "too few speculations (%" PRIu64 ") to judge expiry rates; "
+				      "%d or more needed", spec, MIN_JUDGE);
+	}
+	return n;
+}
+
+/* Prints (or adds to the JSON) one pod. prev: its first sample, or NULL. */
+static void live_pod(struct live *L, const struct tpod *p, const struct tpod *prev,
+		     uint64_t since_start_routes_ns)
+{
+	const struct opts *o = L->o;
+	const struct kv_view *v = kv_reader_view(L->r);
+	struct lat rec, cum;
+	struct ttl_plan pl = { .backlog = o->backlog, .slack = o->slack, .floor = o->floor,
+			       .cap = o->cap };
+	char buf[512], d[32], d2[32], g[8][256], why[128] = "";
+	uint64_t now = kvidx_now_ns();
+	uint64_t spec = p->ctr[KV_PC_speculations], stale = p->ctr[KV_PC_stale_expiries];
+	uint64_t ttl_ms = p->ctr[KV_PC_ttl_ms], last_ev = p->ctr[KV_PC_last_event_ns];
+	uint64_t sp = p->ctr[KV_PC_spec_paused], routes = routes_of(p);
+	double lambda = 0, pf = 0, ttl_in_force = (double)ttl_ms / 1000.0;
+	bool have_rate = false, have_p = spec > 0, have_lq;
+	const char *src = NULL;
+
+	lat_of(kv_view_pod_hist(v, p->idx, 1), o->q, &rec);
+	lat_of(kv_view_pod_hist(v, p->idx, 0), o->q, &cum);
+	if (!o->cumulative && rec.n) {
+		pl.lq = rec.q;
+		src = "recent";
+	} else if (cum.n) {
+		pl.lq = cum.q;
+		src = o->cumulative ? "cumulative" : "cumulative (the recent window is empty)";
+	}
+	have_lq = src != NULL;
+	if (have_lq)
+		ttl_plan_compute(&pl);
+	uint64_t nq = !o->cumulative && rec.n ? rec.n : cum.n;
+
+	/* lambda */
+	if (o->since_start) {
+		if (since_start_routes_ns) {
+			lambda = (double)routes / ((double)since_start_routes_ns / 1e9);
+			have_rate = true;
+		} else {
+			snprintf(why, sizeof(why), "the index was created just now");
+		}
+	} else if (!prev) {
+		snprintf(why, sizeof(why), "the pod appeared during the sample");
+	} else if (routes_of(prev) > routes) {
+		snprintf(why, sizeof(why), "its route counters went back during the sample");
+	} else {
+		lambda = (double)(routes - routes_of(prev)) / L->elapsed_s;
+		have_rate = true;
+	}
+	if (have_p)
+		pf = (double)stale / (double)spec;
+	int ng = guidance(L, p, have_lq, g);
+	double age = last_ev && now > last_ev ? (double)(now - last_ev) / 1e9 : 0;
+	const double *set;
+	bool dflt;
+	int nset = settings(o, &set, &dflt);
+	bool expo = have_rate && have_p;
+
+	if (o->json) {
+		struct jw *j = &L->j;
+		jw_open(j, p->name, '{');
+		jw_u64(j, "index", (uint64_t)p->idx);
+		jw_str(j, "model", p->model);
+		jw_u64(j, "confirmations_recent", rec.n);
+		jw_u64(j, "confirmations_cumulative", cum.n);
+		for (int w = 0; w < 2; w++) {
+			const struct lat *l = w ? &cum : &rec;
+			const char *key = w ? "latency_cumulative_s" : "latency_recent_s";
+			if (!l->n) {
+				jw_null(j, key);
+				continue;
+			}
+			jw_open(j, key, '{');
+			for (int i = 0; i < NPCT; i++)
+				jw_num(j, pct_label[i], l->p[i]);
+			jw_close(j, '}');
+		}
+		if (have_lq) {
+			jw_str(j, "lq_source", src);
+			jw_plan(j, &pl);
+		} else {
+			jw_null(j, "lq_source");
+			jw_null(j, "lq_s");
+			jw_null(j, "t_s");
+			jw_null(j, "recommended_s");
+		}
+		if (ttl_ms) {
+			jw_num(j, "ttl_in_force_s", ttl_in_force);
+			if (have_lq)
+				jw_num(j, "room_s", ttl_in_force - pl.t);
+		} else {
+			jw_null(j, "ttl_in_force_s");
+		}
+		jw_u64(j, "speculations", spec);
+		jw_u64(j, "confirmed_in_time", p->ctr[KV_PC_confirmed_in_time]);
+		jw_u64(j, "early_expiries", p->ctr[KV_PC_early_expiries]);
+		jw_u64(j, "stale_expiries", stale);
+		jw_u64(j, "late_confirmations", p->ctr[KV_PC_late_confirmations]);
+		jw_u64(j, "routes", routes);
+		if (have_rate)
+			jw_num(j, "rate_per_s", lambda);
+		else
+			jw_null(j, "rate_per_s");
+		if (have_p)
+			jw_num(j, "fail_p", pf);
+		else
+			jw_null(j, "fail_p");
+		if (expo && have_lq)
+			jw_num(j, "exposure_at_recommended", ttl_exposure(lambda, pf, pl.rec));
+		else
+			jw_null(j, "exposure_at_recommended");
+		if (expo && ttl_ms)
+			jw_num(j, "exposure_at_ttl_in_force", ttl_exposure(lambda, pf, ttl_in_force));
+		else
+			jw_null(j, "exposure_at_ttl_in_force");
+		if (o->nttl) {
+			jw_open(j, "compared", '[');
+			for (int i = 0; i < nset; i++) {
+				jw_open(j, NULL, '{');
+				jw_num(j, "ttl_s", set[i]);
+				if (have_lq)
+					jw_num(j, "room_s", set[i] - pl.t);
+				if (expo)
+					jw_num(j, "exposure", ttl_exposure(lambda, pf, set[i]));
+				jw_close(j, '}');
+			}
+			jw_close(j, ']');
+		}
+		jw_str(j, "freshness", fresh_name(sp));
+		jw_u64(j, "spec_paused", sp);
+		jw_bool(j, "spec_paused_flag", p->flags & KV_POD_SPEC_PAUSED);
+		if (last_ev)
+			jw_num(j, "seconds_since_last_event", age);
+		else
+			jw_null(j, "seconds_since_last_event");
+		jw_open(j, "guidance", '[');
+		for (int i = 0; i < ng; i++)
+			jw_str(j, NULL, g[i]);
+		jw_close(j, ']');
+		jw_close(j, '}');
+		return;
+	}
+
+	printf("\npod ");
+	text_str(stdout, p->name);
+	printf(" (model \"");
+	text_str(stdout, p->model);
+	printf("\")\n");
+	for (int w = 0; w < 2; w++) {
+		const struct lat *l = w ? &cum : &rec;
+		printf("  latency, %-10s ", w ? "cumulative" : "recent");
+		if (!l->n) {
+			printf("no confirmations yet\n");
+			continue;
+		}
+		printf("(%" PRIu64 " confirmation%s):", l->n, l->n == 1 ? "" : "s");
+		for (int i = 0; i < NPCT; i++)
+			printf(" %s %s", pct_label[i], ttl_fmt_dur(d, sizeof(d), l->p[i]));
+		printf("\n");
+	}
+	if (have_lq) {
+		printf("  Lq = %s of %s latency = %s", L->pct, src, ttl_fmt_fixed(d, sizeof(d), pl.lq));
+		if ((double)nq * (1.0 - o->q) <= 1.0 && o->q < 1.0)
+			printf(" (only %" PRIu64 " confirmation%s: the %s is the slowest one seen)", nq,
+			       nq == 1 ? "" : "s", L->pct);
+		printf("\n  %s\n", ttl_fmt_arith(buf, sizeof(buf), &pl));
+		printf("  %s\n", ttl_fmt_recommend(buf, sizeof(buf), &pl));
+	}
+	if (ttl_ms) {
+		printf("  TTL in force %s", ttl_fmt_dur(d, sizeof(d), ttl_in_force));
+		if (have_lq)
+			printf(": %s", ttl_fmt_room(buf, sizeof(buf), ttl_in_force, pl.t));
+		printf("\n");
+	} else {
+		printf("  TTL in force: not reported (pod counter ttl_ms is 0)\n");
+	}
+	for (int i = 0; i < o->nttl && have_lq; i++)
+		printf("  compared: %s\n", ttl_fmt_room(buf, sizeof(buf), set[i], pl.t));
+	printf("  speculations %" PRIu64 ", confirmed in time %" PRIu64 ", early expiries %" PRIu64
+	       ", stale expiries %" PRIu64 ", late confirmations %" PRIu64 "\n",
+	       spec, p->ctr[KV_PC_confirmed_in_time], p->ctr[KV_PC_early_expiries], stale,
+	       p->ctr[KV_PC_late_confirmations]);
+	if (have_rate && o->since_start)
+		printf("  routed rate lambda = %s /s (%" PRIu64 " routes in %s since the index "
+		       "generation was created)\n",
+		       ttl_fmt_num(d, sizeof(d), lambda), routes,
+		       ttl_fmt_dur(d2, sizeof(d2), (double)since_start_routes_ns / 1e9));
+	else if (have_rate)
+		printf("  routed rate lambda = %s /s (%" PRIu64 " routes in a %s sample)\n",
+		       ttl_fmt_num(d, sizeof(d), lambda), routes - routes_of(prev),
+		       ttl_fmt_dur(d2, sizeof(d2), L->elapsed_s));
+	else
+		printf("  routed rate lambda: unknown (%s)\n", why);
+	if (have_p)
+		printf("  failed-prediction probability p = stale expiries / speculations = %" PRIu64
+		       " / %" PRIu64 " = %s\n", stale, spec, ttl_fmt_num(d, sizeof(d), pf));
+	else
+		printf("  failed-prediction probability p: no speculations yet\n");
+	if (expo) {
+		if (have_lq)
+			printf("  stale exposure at the recommended TTL: %s\n",
+			       ttl_fmt_exposure(buf, sizeof(buf), lambda, pf, pl.rec));
+		if (ttl_ms)
+			printf("  stale exposure at the TTL in force:    %s\n",
+			       ttl_fmt_exposure(buf, sizeof(buf), lambda, pf, ttl_in_force));
+		for (int i = 0; i < o->nttl; i++)
+			printf("  stale exposure at %s: %s\n", ttl_fmt_dur(d, sizeof(d), set[i]),
+			       ttl_fmt_exposure(buf, sizeof(buf), lambda, pf, set[i]));
+	}
+	printf("  freshness: %s", sp == 0 ? "fresh" : sp == 1 ? "replaying or disconnected" :
+				    sp == 2 ? "pipeline broken" : "unknown state");
+	if (sp > 2)
+		printf(" (spec_paused %" PRIu64 ")", sp);
+	if (p->flags & KV_POD_SPEC_PAUSED)
+		printf(", speculation paused");
+	if (last_ev)
+		printf(", last event %s ago\n", ttl_fmt_dur(d, sizeof(d), age));
+	else
+		printf(", no events yet\n");
+	for (int i = 0; i < ng; i++)
+		printf("  guidance: %s\n", g[i]);
+}
+
+/* Attaches. Returns 0, or 1 after saying why not (as kvidx-dump). */
+static int attach(struct live *L)
+{
+	L->r = kvidx_reader_open(L->name);
+	if (L->r)
+		return 0;
+	int rc = -errno;
+	if (rc == -ENOENT) {
+		char dev[KV_SHM_PATH_MAX + 16];
+		snprintf(dev, sizeof(dev), "/dev/shm/%s", L->name);
+		if (access(dev, F_OK) == 0)
+			fprintf(stderr, PROG ": index '%s' has no live data segment (its writer is "
+					"creating it, or died while building it)\n", L->name);
+		else
+			fprintf(stderr, PROG ": index '%s' not found (no /dev/shm/%s; is "
+					"kvidx-ingestd running?)\n", L->name, L->name);
+	} else if (rc == -EACCES) {
+		fprintf(stderr, PROG ": index '%s': %s (segments are readable by their owner, or "
+				"by the group given to the writer)\n", L->name, kvidx_strerror(rc));
+	} else {
+		fprintf(stderr, PROG ": index '%s': %s\n", L->name, kvidx_strerror(rc));
+	}
+	return 1;
+}
+
+static int refresh(struct live *L, struct kvidx_info *info)
+{
+	int rc = kvidx_reader_info(L->r, info);
+
+	if (rc == -KVIDX_ERETRY)
+		rc = kvidx_reader_info(L->r, info);
+	if (rc < 0)
+		fprintf(stderr, PROG ": index '%s': reading the header: %s\n", L->name,
+			kvidx_strerror(rc));
+	return rc;
+}
+
+static int run_live(const struct opts *o)
+{
+	struct live L = { .o = o, .name = o->name, .j = { .f = stdout } };
+	struct tpod *a = NULL, *b = NULL;
+	struct kvidx_info info;
+	uint64_t gen0, t0, t1, since = 0;
+	int na = 0, nb, status = 0;
+	char d[32], d2[32], d3[32], d4[32];
+
+	ttl_fmt_pct_name(L.pct, sizeof(L.pct), o->q);
+	if (attach(&L))
+		return 1;
+	if (refresh(&L, &info) < 0)
+		goto fail;
+	gen0 = info.generation;
+	t0 = kvidx_now_ns();
+	if (!o->since_start) {
+		na = snapshot(L.r, &a);
+		if (na < 0)
+			goto nomem;
+		sleep_s(o->interval);
+		if (refresh(&L, &info) < 0)
+			goto fail;
+	}
+	t1 = kvidx_now_ns();
+	nb = snapshot(L.r, &b);
+	if (nb < 0)
+		goto nomem;
+	L.elapsed_s = (double)(t1 - t0) / 1e9;
+	if (t1 > info.created_ns)
+		since = t1 - info.created_ns;
+	if (info.generation != gen0)
+		na = 0; /* pods of another generation: no rate */
+
+	int shown = 0;
+	for (int i = 0; i < nb; i++)
+		shown += !o->pod || !strcmp(b[i].name, o->pod);
+	if (o->pod && !shown) {
+		fprintf(stderr, PROG ": index '%s': no active pod named '", L.name);
+		text_str(stderr, o->pod);
+		fprintf(stderr, "'\n");
+		status = 1;
+		goto out;
+	}
+
+	if (o->json) {
+		jw_open(&L.j, NULL, '{');
+		jw_str(&L.j, "mode", "live");
+		jw_str(&L.j, "index", L.name);
+		jw_num(&L.j, "percentile", o->q);
+		jw_str(&L.j, "percentile_name", L.pct);
+		jw_str(&L.j, "lq_window", o->cumulative ? "cumulative" : "recent");
+		jw_num(&L.j, "backlog_s", o->backlog);
+		jw_num(&L.j, "slack_s", o->slack);
+		jw_num(&L.j, "j_s", o->backlog + o->slack);
+		jw_num(&L.j, "floor_s", o->floor);
+		jw_num(&L.j, "cap_s", o->cap);
+		jw_str(&L.j, "rate_source", o->since_start ? "since-start" : "interval");
+		jw_num(&L.j, "rate_window_s", o->since_start ? (double)since / 1e9 : L.elapsed_s);
+		jw_u64(&L.j, "active_pods", (uint64_t)nb);
+		jw_open(&L.j, "pods", '{');
+	} else {
+		printf("index %s: %d active pod%s; Lq = %s of %s route-to-confirmation latency, "
+		       "J = %s backlog + %s slack, cap %s",
+		       L.name, nb, nb == 1 ? "" : "s", L.pct,
+		       o->cumulative ? "cumulative" : "recent", ttl_fmt_dur(d, sizeof(d), o->backlog),
+		       ttl_fmt_dur(d2, sizeof(d2), o->slack), ttl_fmt_dur(d3, sizeof(d3), o->cap));
+		if (o->floor > 0)
+			printf(", floor %s", ttl_fmt_dur(d4, sizeof(d4), o->floor));
+		printf("\n(percentiles are histogram bucket upper bounds, at most 12.5%% above the "
+		       "true value)\n");
+	}
+	for (int i = 0; i < nb; i++) {
+		const struct tpod *p = &b[i], *prev = NULL;
+		if (o->pod && strcmp(p->name, o->pod))
+			continue;
+		for (int k = 0; k < na; k++)
+			if (a[k].idx == p->idx && a[k].gen == p->gen && !strcmp(a[k].name, p->name))
+				prev = &a[k];
+		live_pod(&L, p, prev, since);
+	}
+	if (o->json) {
+		jw_close(&L.j, '}');
+		jw_close(&L.j, '}');
+	}
+	goto out;
+nomem:
+	fprintf(stderr, PROG ": out of memory\n");
+fail:
+	status = 1;
+out:
+	free(a);
+	free(b);
+	kvidx_reader_close(L.r);
+	return status;
+}
+
+/* ---- command line ----------------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fputs("Usage: " PROG " [OPTION]...   (live: from an index)\n"
+	      "       " PROG " --p99 D [--p95 D] [--p50 D] | --lq D [OPTION]...   (offline)\n"
+	      "Sizes the speculative TTL from route-to-confirmation latency: T = Lq + J, with Lq a\n"
+	      "high percentile of the latency and J = backlog + slack; recommends T clamped to the\n"
+	      "cap; prices failed predictions as lambda x p x TTL (live failed predictions, in\n"
+	      "requests' worth). Arithmetic in full precision, rounded only when printed.\n"
+	      "\n"
+	      "Offline, from numbers (any of the options below selects it):\n"
+	      "  --p50 D, --p95 D, --p99 D   measured latency percentiles; Lq is the highest\n"
+	      "                    given, or the one --percentile names (0.5, 0.95 or 0.99)\n"
+	      "  --lq D            Lq directly (label it with --percentile or --percentile-name)\n"
+	      "  --percentile-name NAME  how to call Lq in the output (e.g. p99)\n"
+	      "  --rate R          routed requests per second (lambda)\n"
+	      "  --fail P          failed-prediction probability p, 0.004 or 0.4%\n"
+	      "                    (--rate and --fail go together)\n"
+	      "\n"
+	      "Live, from an index (when no offline numbers are given), per active pod: recent and\n"
+	      "cumulative latency p50/p95/p99 from its histograms, T, the recommendation, the TTL\n"
+	      "in force (counter ttl_ms), speculations, confirmed in time, early and stale\n"
+	      "expiries, late confirmations, lambda (route counters), p = stale expiries /\n"
+	      "speculations, exposure at the recommended TTL and at the TTL in force, freshness\n"
+	      "(fresh, replaying or disconnected, pipeline broken; time since the last event), and\n"
+	      "the seed's guidance where it applies.\n"
+	      "  --name NAME       index to read (default \"" KVIDX_DEFAULT_NAME "\")\n"
+	      "  --pod NAME        only this pod (exit status 1 if it is not active)\n"
+	      "  --interval D      lambda from route counters sampled twice D apart (default 1s)\n"
+	      "  --since-start     lambda from the counters over the index generation's age\n"
+	      "                    instead (no wait)\n"
+	      "  --cumulative      Lq from the cumulative histogram, not the recent one (the recent\n"
+	      "                    one halves every 60 s; when it is empty the cumulative is used)\n"
+	      "  --stale-limit P   stale expiries above this share of speculations are called\n"
+	      "                    high (default 1%, or 0.01); early expiries are high above the\n"
+	      "                    share of confirmed predictions the percentile accepts (1% for\n"
+	      "                    p99). Each is judged once it has 100 speculations, or 100\n"
+	      "                    confirmed predictions, to go on.\n"
+	      "\n"
+	      "Both:\n"
+	      "  --percentile Q    0 < Q <= 1, as 0.99 or 99%. Live: Lq's percentile (default\n"
+	      "                    0.99). Offline: which of --p50/--p95/--p99 is Lq, or the\n"
+	      "                    label of --lq\n"
+	      "  --backlog D       J's allowance for subscriber backlog (default 250ms)\n"
+	      "  --slack D         J's allowance for timing slack and resolution (default 100ms)\n"
+	      "  --cap D           the longest stale window the routing SLO permits (default 5s,\n"
+	      "                    at most 65.535s, the index's largest TTL)\n"
+	      "  --floor D         never recommend less (default 0: none)\n"
+	      "  --ttl D           a setting to compare: the room it leaves over T and its\n"
+	      "                    exposure; repeatable up to 8 times. Offline, without --ttl, the\n"
+	      "                    documented 2 s default is compared.\n"
+	      "  --json            one JSON object (live: a member per pod under \"pods\")\n"
+	      "  -h, --help        print this help and exit\n"
+	      "\n"
+	      "Durations D: a number with us, ms, s or m (minutes); a bare number is seconds.\n"
+	      "Example (the seed's): " PROG " --p99 1.15s --backlog 250ms --slack 100ms --rate 120\n"
+	      "  --fail 0.004 --ttl 2s --ttl 5s   gives T = 1.500 s, 500 ms of room at 2 s, and\n"
+	      "  0.72 requests' worth of live failed predictions (2.4 at 5 s).\n"
+	      "\n"
+	      "Exit status: 0 on success, 1 if the index cannot be read or the --pod is not active,\n"
+	      "2 on bad usage.\n",
+	      f);
+}
+
+static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (fmt) {
+		fputs(PROG ": ", stderr);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		putc('\n', stderr);
+	}
+	fputs("Try '" PROG " --help' for more information.\n", stderr);
+	exit(2);
+}
+
+static double arg_duration(const char *opt, const char *s)
+{
+	double v;
+	int rc = ttl_parse_duration(s, &v);
+
+	if (rc == -ERANGE)
+		bad_usage("bad %s '%s': longer than a day", opt, s);
+	if (rc < 0)
+		bad_usage("bad %s '%s': expected a duration such as 1.15s, 250ms, 500us or 2 "
+			  "(seconds)", opt, s);
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_P50 = 256, OPT_P95, OPT_P99, OPT_LQ, OPT_PERCENTILE, OPT_PCT_NAME, OPT_BACKLOG,
+	       OPT_SLACK, OPT_CAP, OPT_FLOOR, OPT_RATE, OPT_FAIL, OPT_TTL, OPT_NAME, OPT_POD,
+	       OPT_INTERVAL, OPT_SINCE_START, OPT_CUMULATIVE, OPT_STALE_LIMIT, OPT_JSON };
+	static const struct option longopts[] = {
+		{ "p50", required_argument, NULL, OPT_P50 },
+		{ "p95", required_argument, NULL, OPT_P95 },
+		{ "p99", required_argument, NULL, OPT_P99 },
+		{ "lq", required_argument, NULL, OPT_LQ },
+		{ "percentile", required_argument, NULL, OPT_PERCENTILE },
+		{ "percentile-name", required_argument, NULL, OPT_PCT_NAME },
+		{ "backlog", required_argument, NULL, OPT_BACKLOG },
+		{ "slack", required_argument, NULL, OPT_SLACK },
+		{ "cap", required_argument, NULL, OPT_CAP },
+		{ "floor", required_argument, NULL, OPT_FLOOR },
+		{ "rate", required_argument, NULL, OPT_RATE },
+		{ "fail", required_argument, NULL, OPT_FAIL },
+		{ "ttl", required_argument, NULL, OPT_TTL },
+		{ "name", required_argument, NULL, OPT_NAME },
+		{ "pod", required_argument, NULL, OPT_POD },
+		{ "interval", required_argument, NULL, OPT_INTERVAL },
+		{ "since-start", no_argument, NULL, OPT_SINCE_START },
+		{ "cumulative", no_argument, NULL, OPT_CUMULATIVE },
+		{ "stale-limit", required_argument, NULL, OPT_STALE_LIMIT },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct opts o = { .name = KVIDX_DEFAULT_NAME, .q = 0.99, .backlog = 0.25, .slack = 0.1,
+			  .cap = 5.0, .interval = 1.0, .stale_limit = 0.01 };
+	const char *live_opt = NULL, *offline_opt = NULL;
+	int c, rc;
+
+	opterr = 0; /* This program prints its own messages, naming itself PROG. */
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_P50:
+		case OPT_P95:
+		case OPT_P99:
+			o.pv[c - OPT_P50] = arg_duration(c == OPT_P50 ? "--p50" :
+							  c == OPT_P95 ? "--p95" : "--p99", optarg);
+			o.have_pv[c - OPT_P50] = true;
+			offline_opt = pct_label[c - OPT_P50];
+			break;
+		case OPT_LQ:
+			o.lq = arg_duration("--lq", optarg);
+			o.have_lq = true;
+			offline_opt = "lq";
+			break;
+		case OPT_PERCENTILE:
+			if (ttl_parse_probability(optarg, &o.q) < 0 || o.q <= 0)
+				bad_usage("bad --percentile '%s': expected a number in (0, 1] such as "
+					  "0.99, or a percentage such as 99%%", optarg);
+			o.have_q = true;
+			break;
+		case OPT_PCT_NAME:
+			if (!*optarg || strlen(optarg) > 16 ||
+			    strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					   "0123456789._-") != strlen(optarg))
+				bad_usage("bad --percentile-name '%s': expected 1 to 16 of "
+					  "[A-Za-z0-9._-], such as p99", optarg);
+			o.pct_name = optarg;
+			offline_opt = "percentile-name";
+			break;
+		case OPT_BACKLOG:
+			o.backlog = arg_duration("--backlog", optarg);
+			break;
+		case OPT_SLACK:
+			o.slack = arg_duration("--slack", optarg);
+			break;
+		case OPT_CAP:
+			o.cap = arg_duration("--cap", optarg);
+			if (o.cap <= 0 || o.cap > KVIDX_MAX_TTL_MS / 1000.0)
+				bad_usage("bad --cap '%s': expected more than 0 and at most 65.535s "
+					  "(the index stores TTLs in 16-bit milliseconds)", optarg);
+			break;
+		case OPT_FLOOR:
+			o.floor = arg_duration("--floor", optarg);
+			break;
+		case OPT_RATE:
+			if (ttl_parse_number(optarg, &o.rate) < 0)
+				bad_usage("bad --rate '%s': expected routed requests per second, a "
+					  "plain non-negative number such as 120", optarg);
+			o.have_rate = true;
+			offline_opt = "rate";
+			break;
+		case OPT_FAIL:
+			rc = ttl_parse_probability(optarg, &o.fail);
+			if (rc < 0)
+				bad_usage("bad --fail '%s': expected a probability in [0, 1] such as "
+					  "0.004, or a percentage such as 0.4%%", optarg);
+			o.have_fail = true;
+			offline_opt = "fail";
+			break;
+		case OPT_TTL:
+			if (o.nttl == MAX_TTLS)
+				bad_usage("too many --ttl settings (at most %d)", MAX_TTLS);
+			o.ttls[o.nttl] = arg_duration("--ttl", optarg);
+			if (o.ttls[o.nttl] <= 0)
+				bad_usage("bad --ttl '%s': a TTL must be longer than 0", optarg);
+			o.nttl++;
+			break;
+		case OPT_NAME:
+			if (kv_name_check(optarg) < 0)
+				bad_usage("bad --name '%s': expected 1 to %d of [A-Za-z0-9_.-], not "
+					  "starting with '.'", optarg, KVIDX_NAME_MAX - 1);
+			o.name = optarg;
+			o.name_set = true;
+			live_opt = "name";
+			break;
+		case OPT_POD:
+			o.pod = optarg;
+			live_opt = "pod";
+			break;
+		case OPT_INTERVAL:
+			o.interval = arg_duration("--interval", optarg);
+			if (o.interval <= 0 || o.interval > INTERVAL_MAX_S)
+				bad_usage("bad --interval '%s': expected more than 0 and at most an "
+					  "hour", optarg);
+			o.have_interval = true;
+			live_opt = "interval";
+			break;
+		case OPT_SINCE_START:
+			o.since_start = true;
+			live_opt = "since-start";
+			break;
+		case OPT_CUMULATIVE:
+			o.cumulative = true;
+			live_opt = "cumulative";
+			break;
+		case OPT_STALE_LIMIT:
+			if (ttl_parse_probability(optarg, &o.stale_limit) < 0)
+				bad_usage("bad --stale-limit '%s': expected a share in [0, 1] such as "
+					  "0.01, or a percentage such as 1%%", optarg);
+			o.have_stale_limit = true;
+			live_opt = "stale-limit";
+			break;
+		case OPT_JSON:
+			o.json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return fflush(stdout) || ferror(stdout) ? 1 : 0;
+		case ':':
+			bad_usage("option '%s' requires an argument", argv[optind - 1]);
+		default: /* '?' */
+			if (optopt && optopt < 256)
+				bad_usage("unknown option '-%c'", optopt);
+			bad_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		bad_usage("unexpected argument '%s'", argv[optind]);
+	if (o.floor > o.cap)
+		bad_usage("--floor (%gs) is above --cap (%gs)", o.floor, o.cap);
+
+	if (offline_opt) {
+		if (live_opt)
+			bad_usage("--%s reads a live index, but --%s gives offline numbers; use one "
+				  "mode or the other", live_opt, offline_opt);
+		bool any_pv = o.have_pv[0] || o.have_pv[1] || o.have_pv[2];
+		if (!o.have_lq && !any_pv)
+			bad_usage("offline mode needs a latency percentile: --p99, --p95, --p50 or "
+				  "--lq");
+		if (o.have_rate != o.have_fail)
+			bad_usage("--rate and --fail go together (stale exposure is lambda x p x "
+				  "T); --%s is missing", o.have_rate ? "fail" : "rate");
+		if (!o.have_lq && o.have_q) {
+			bool found = false;
+			for (int i = 0; i < NPCT; i++)
+				found |= o.have_pv[i] && o.q > pct_q[i] - 1e-9 &&
+					 o.q < pct_q[i] + 1e-9;
+			if (!found) {
+				char qn[32], pn[32];
+				bad_usage("--percentile %s selects the %s, which was not given (give "
+					  "it with --p50, --p95 or --p99, or give --lq)",
+					  ttl_fmt_num(qn, sizeof(qn), o.q),
+					  ttl_fmt_pct_name(pn, sizeof(pn), o.q));
+			}
+		}
+		rc = run_offline(&o);
+	} else {
+		if (o.have_interval && o.since_start)
+			bad_usage("--interval and --since-start are two ways to measure lambda; "
+				  "give one");
+		rc = run_live(&o);
+	}
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, PROG ": writing standard output: %s\n", strerror(errno));
+		return 1;
+	}
+	return rc;
+}
