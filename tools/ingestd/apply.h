@@ -36,6 +36,9 @@
  *     child's parent lookup still resolves; FIFO eviction bounds it.
  *  7. AllBlocksCleared clears the pod (O(1) in the index) and starts a new engine-map stream
  *     token, which forgets the pod's mappings at once.
+ *  8. Every kvidx_store passes spec_confirm() (spec.h): a speculative record it confirms
+ *     records the route-to-confirmation latency and counts as confirmed in time or late; then
+ *     spec_after_store() finds late confirmations of predictions the reaper already removed.
  */
 #ifndef KVIDX_INGEST_APPLY_H
 #define KVIDX_INGEST_APPLY_H
@@ -50,6 +53,8 @@
 #include "log.h"
 #include "wire.h"
 
+struct ing_spec;
+
 /* Process-wide: the writer, the key scheme and scratch space. */
 struct ing_apply {
 	struct kvidx *w;
@@ -59,6 +64,7 @@ struct ing_apply {
 	uint32_t block_size; /* index block size */
 	uint64_t *keys;      /* scratch: request keys of one event */
 	size_t keys_cap;
+	struct ing_spec *spec; /* speculation bookkeeping (spec.h); NULL: none */
 };
 
 /* One pod's event stream as the apply step sees it. */

@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
@@ -17,6 +18,8 @@ enum opt_kind {
 	OPT_U64,   /* integer, optional k/m/g suffix (x1024) */
 	OPT_U32,
 	OPT_BOOL,  /* no argument on the command line */
+	OPT_DURATION, /* "250ms", "2s": milliseconds */
+	OPT_FRACTION, /* "0.99", "99%", "p99": (0, 1] */
 	OPT_SPECIAL,
 };
 
@@ -24,6 +27,9 @@ enum opt_id {
 	O_NAME, O_CAPACITY, O_RECORDS, O_PPK, O_MAX_PODS, O_MAX_READERS, O_ALGO, O_SEED,
 	O_BLOCK_SIZE, O_GROUP, O_STALL_MS, O_ENGINE_MAP, O_REPLAY_TIMEOUT, O_REPLAY_ON_START,
 	O_POD, O_BIND, O_CONFIG, O_LOG_LEVEL, O_HELP,
+	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
+	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
+	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS,
 };
 
 struct opt {
@@ -52,6 +58,23 @@ static const struct opt opts[] = {
 	{ O_CONFIG, "config", OPT_STR },
 	{ O_LOG_LEVEL, "log-level", OPT_SPECIAL },
 	{ O_HELP, "help", OPT_BOOL },
+	{ O_TTL_POLICY, "ttl-policy", OPT_SPECIAL },
+	{ O_TTL, "ttl", OPT_DURATION },
+	{ O_TTL_PERCENTILE, "ttl-percentile", OPT_FRACTION },
+	{ O_TTL_BACKLOG, "ttl-backlog", OPT_DURATION },
+	{ O_TTL_SLACK, "ttl-slack", OPT_DURATION },
+	{ O_TTL_FLOOR, "ttl-floor", OPT_DURATION },
+	{ O_TTL_CAP, "ttl-cap", OPT_DURATION },
+	{ O_TTL_MIN_SAMPLES, "ttl-min-samples", OPT_U64 },
+	{ O_TTL_INTERVAL, "ttl-interval", OPT_DURATION },
+	{ O_TTL_MAX_STEP, "ttl-max-step", OPT_FRACTION },
+	{ O_LATE_WINDOW, "late-window", OPT_SPECIAL },
+	{ O_STALE_LIMIT, "stale-limit", OPT_DURATION },
+	{ O_CORR_MAP, "corr-map", OPT_U64 },
+	{ O_LATE_MAP, "late-map", OPT_U64 },
+	{ O_REAP_INTERVAL, "reap-interval", OPT_DURATION },
+	{ O_REAP_PASS, "reap-pass", OPT_DURATION },
+	{ O_METRICS, "metrics", OPT_STR },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -77,6 +100,22 @@ void ing_config_init(struct ing_config *c)
 	c->block_size = 16;
 	c->replay_timeout_ms = 2000;
 	c->log_level = ILOG_INFO;
+	c->spec.policy = ING_TTL_STATIC;
+	c->spec.ttl_ms = 2000;
+	c->spec.percentile = 0.99;
+	c->spec.backlog_ms = 250;
+	c->spec.slack_ms = 100;
+	c->spec.floor_ms = 200;
+	c->spec.cap_ms = 5000;
+	c->spec.min_samples = 200;
+	c->spec.interval_ms = 10000;
+	c->spec.max_step = 0.25;
+	c->spec.late_window_ms = 0;
+	c->spec.stale_limit_ms = 5000;
+	c->spec.corr_map = 65536;
+	c->spec.late_map = 131072;
+	c->spec.reap_interval_ms = 10;
+	c->spec.reap_pass_ms = 1000;
 }
 
 void ing_config_free(struct ing_config *c)
@@ -143,6 +182,129 @@ static int parse_bool(const char *key, const char *v, bool *out, char *err, size
 		return 0;
 	}
 	return fail(err, errlen, "%s: expected true or false, got '%s'", key, v);
+}
+
+#define DURATION_MAX_MS 86400000ull /* a day: anything longer is a typo */
+
+int ing_parse_duration(const char *key, const char *v, uint64_t max_ms, uint32_t *out_ms,
+		       char *err, size_t errlen)
+{
+	char *end;
+	double x, mul;
+
+	if (!*v || *v == '-' || *v == '+' || isspace((unsigned char)*v))
+		return fail(err, errlen, "%s: expected a duration such as 250ms or 2s, got '%s'",
+			    key, v);
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || end == v || x != x)
+		return fail(err, errlen, "%s: expected a duration such as 250ms or 2s, got '%s'",
+			    key, v);
+	if (!strcmp(end, "ms"))
+		mul = 1;
+	else if (!strcmp(end, "s"))
+		mul = 1000;
+	else if (!*end && x == 0)
+		mul = 1; /* 0 needs no unit */
+	else if (!*end)
+		return fail(err, errlen, "%s: '%s' needs a unit, ms or s (e.g. 250ms, 2s)", key, v);
+	else
+		return fail(err, errlen, "%s: unknown unit in '%s' (use ms or s)", key, v);
+	x *= mul;
+	if (x > (double)max_ms)
+		return fail(err, errlen, "%s: %s is out of range (at most %llums)", key, v,
+			    (unsigned long long)max_ms);
+	uint64_t ms = (uint64_t)(x + 0.5);
+	if ((double)ms - x > 1e-6 || x - (double)ms > 1e-6)
+		return fail(err, errlen, "%s: '%s' is finer than a millisecond", key, v);
+	*out_ms = (uint32_t)ms;
+	return 0;
+}
+
+/* "0.99", "99%", "p99", "p99.9" -> (0, 1]. */
+static int parse_fraction(const char *key, const char *v, double *out, char *err,
+			  size_t errlen)
+{
+	const char *p = v;
+	bool percent = false;
+	char *end;
+	double x;
+
+	if (*p == 'p' || *p == 'P') {
+		percent = true;
+		p++;
+	}
+	if (!*p || isspace((unsigned char)*p) || *p == '-' || *p == '+')
+		return fail(err, errlen, "%s: expected a fraction (0.99), a percentage (99%%) or "
+			    "pNN, got '%s'", key, v);
+	errno = 0;
+	x = strtod(p, &end);
+	if (errno || end == p || x != x)
+		return fail(err, errlen, "%s: expected a fraction (0.99), a percentage (99%%) or "
+			    "pNN, got '%s'", key, v);
+	if (*end == '%' && !percent) {
+		percent = true;
+		end++;
+	}
+	if (*end)
+		return fail(err, errlen, "%s: trailing characters in '%s'", key, v);
+	if (percent)
+		x /= 100;
+	if (!(x > 0 && x <= 1))
+		return fail(err, errlen, "%s: %s is out of range (0, 1], i.e. (0%%, 100%%]", key, v);
+	*out = x;
+	return 0;
+}
+
+int ing_metrics_addr_check(const char *v, char *err, size_t errlen)
+{
+	char host[256];
+	const char *port;
+	size_t hl;
+
+	if (*v == '[') {
+		const char *rb = strchr(v, ']');
+		if (!rb || rb[1] != ':')
+			return fail(err, errlen, "metrics: expected ADDR:PORT or [IPV6]:PORT, got '%s'",
+				    v);
+		hl = (size_t)(rb - v - 1);
+		if (hl >= sizeof(host))
+			return fail(err, errlen, "metrics: address too long");
+		memcpy(host, v + 1, hl);
+		port = rb + 2;
+	} else {
+		const char *colon = strrchr(v, ':');
+		if (!colon || colon == v)
+			return fail(err, errlen, "metrics: expected ADDR:PORT (e.g. 127.0.0.1:9464), "
+				    "got '%s'", v);
+		hl = (size_t)(colon - v);
+		if (hl >= sizeof(host))
+			return fail(err, errlen, "metrics: address too long");
+		memcpy(host, v, hl);
+		port = colon + 1;
+	}
+	host[hl] = '\0';
+	if (!*port || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5 ||
+	    atoi(port) > 65535 || atoi(port) == 0)
+		return fail(err, errlen, "metrics: bad port in '%s' (1-65535)", v);
+	struct in_addr a4;
+	struct in6_addr a6;
+	bool loop = !strcmp(host, "localhost");
+	if (*v != '[' && strchr(host, ':'))
+		return fail(err, errlen, "metrics: write an IPv6 address in brackets, [::1]:PORT");
+	if (*v == '[') {
+		if (inet_pton(AF_INET6, host, &a6) != 1)
+			return fail(err, errlen, "metrics: '%s' is not an IPv6 address", host);
+		loop = !memcmp(&a6, &in6addr_loopback, sizeof(a6));
+	} else if (!loop && inet_pton(AF_INET, host, &a4) == 1) {
+		loop = (ntohl(a4.s_addr) >> 24) == 127;
+	}
+	if (!loop)
+		return fail(err, errlen,
+			    "metrics: '%s' is not a loopback address; the metrics endpoint has no "
+			    "authentication, so only 127.0.0.0/8, localhost or [::1] are accepted "
+			    "(put a proxy in front to expose it)", host);
+	return 0;
 }
 
 static int copy_str(const char *key, const char *v, char *dst, size_t cap, char *err,
@@ -282,6 +444,13 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 	default:
 		u = 0;
 	}
+	uint32_t ms = 0;
+	double frac = 0;
+	if (o->kind == OPT_DURATION &&
+	    (rc = ing_parse_duration(key, value, DURATION_MAX_MS, &ms, err, errlen)) < 0)
+		return rc;
+	if (o->kind == OPT_FRACTION && (rc = parse_fraction(key, value, &frac, err, errlen)) < 0)
+		return rc;
 	switch (o->id) {
 	case O_NAME:
 		if (!*value)
@@ -347,6 +516,89 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 		if (from_file)
 			return fail(err, errlen, "help: not allowed inside a config file");
 		return parse_bool(key, value, &c->help, err, errlen);
+	case O_TTL_POLICY:
+		if (!strcmp(value, "static"))
+			c->spec.policy = ING_TTL_STATIC;
+		else if (!strcmp(value, "adaptive"))
+			c->spec.policy = ING_TTL_ADAPTIVE;
+		else
+			return fail(err, errlen, "ttl-policy: expected static or adaptive, got '%s'",
+				    value);
+		return 0;
+	case O_TTL:
+		if (!ms)
+			return fail(err, errlen, "ttl: must be > 0");
+		c->spec.ttl_ms = ms;
+		return 0;
+	case O_TTL_PERCENTILE:
+		c->spec.percentile = frac;
+		return 0;
+	case O_TTL_BACKLOG:
+		c->spec.backlog_ms = ms;
+		return 0;
+	case O_TTL_SLACK:
+		c->spec.slack_ms = ms;
+		return 0;
+	case O_TTL_FLOOR:
+		if (!ms)
+			return fail(err, errlen, "ttl-floor: must be > 0");
+		c->spec.floor_ms = ms;
+		return 0;
+	case O_TTL_CAP:
+		if (!ms)
+			return fail(err, errlen, "ttl-cap: must be > 0");
+		c->spec.cap_ms = ms;
+		return 0;
+	case O_TTL_MIN_SAMPLES:
+		c->spec.min_samples = u;
+		return 0;
+	case O_TTL_INTERVAL:
+		if (!ms)
+			return fail(err, errlen, "ttl-interval: must be > 0");
+		c->spec.interval_ms = ms;
+		return 0;
+	case O_TTL_MAX_STEP:
+		c->spec.max_step = frac;
+		return 0;
+	case O_LATE_WINDOW:
+		if (!strcmp(value, "auto")) {
+			c->spec.late_window_ms = 0;
+			return 0;
+		}
+		rc = ing_parse_duration(key, value, DURATION_MAX_MS, &ms, err, errlen);
+		if (rc < 0)
+			return rc;
+		if (!ms)
+			return fail(err, errlen, "late-window: must be > 0 (or auto)");
+		c->spec.late_window_ms = ms;
+		return 0;
+	case O_STALE_LIMIT:
+		c->spec.stale_limit_ms = ms; /* 0: never pause for a broken pipeline */
+		return 0;
+	case O_CORR_MAP:
+		if (u == 0 || u > (1ull << 30))
+			return fail(err, errlen, "corr-map: must be 1..1Gi");
+		c->spec.corr_map = u;
+		return 0;
+	case O_LATE_MAP:
+		if (u == 0 || u > (1ull << 30))
+			return fail(err, errlen, "late-map: must be 1..1Gi");
+		c->spec.late_map = u;
+		return 0;
+	case O_REAP_INTERVAL:
+		if (!ms)
+			return fail(err, errlen, "reap-interval: must be > 0");
+		c->spec.reap_interval_ms = ms;
+		return 0;
+	case O_REAP_PASS:
+		if (!ms)
+			return fail(err, errlen, "reap-pass: must be > 0");
+		c->spec.reap_pass_ms = ms;
+		return 0;
+	case O_METRICS:
+		if (*value && (rc = ing_metrics_addr_check(value, err, errlen)) < 0)
+			return rc;
+		return copy_str(key, value, c->metrics, sizeof(c->metrics), err, errlen);
 	}
 	return fail(err, errlen, "%s: unhandled option", key);
 }
@@ -481,6 +733,9 @@ int ing_config_parse_args(struct ing_config *c, int argc, char **argv, char *err
 
 int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 {
+	if (c->spec.floor_ms > c->spec.cap_ms)
+		return fail(err, errlen, "ttl-floor (%ums) is above ttl-cap (%ums)",
+			    c->spec.floor_ms, c->spec.cap_ms);
 	if (!c->npods && !c->bind[0])
 		return fail(err, errlen, "no pods: give --pod (connect mode) or --bind (bind mode)");
 	for (size_t i = 0; i < c->npods; i++)
@@ -544,6 +799,53 @@ void ing_config_usage(FILE *f)
 "                         after a restart; only the batches the pod still keeps come\n"
 "                         back); otherwise the first message sets the sequence\n"
 "\n"
+"Speculative entries (DESIGN.md section 6). Routers commit each routing decision\n"
+"(kvidx_commit); ingestd then predicts the prompt's blocks on the chosen decode pod (and\n"
+"prefill pod under P/D) until a BlockStored confirms them or the TTL ends. Readers ignore an\n"
+"expired prediction themselves, so the reaper's delay never extends trust.\n"
+"Durations take a unit: 250ms, 2s, 1.5s. A TTL above 65535ms (the record format's limit)\n"
+"is clamped to 65535ms.\n"
+"  --ttl-policy POLICY    static (default): every pod uses --ttl; adaptive: per pod\n"
+"                         T = clamp(Lq + J, floor, cap), Lq the --ttl-percentile of the pod's\n"
+"                         recent route-to-confirmation latency, J = backlog + slack\n"
+"  --ttl DURATION         the static TTL, and the adaptive start (default 2s, llm-d's)\n"
+"  --ttl-percentile Q     adaptive Lq: 0.99, 99% or p99 (default 0.99)\n"
+"  --ttl-backlog DURATION\n"
+"                         adaptive J: subscriber queue growth in bursts (default 250ms)\n"
+"  --ttl-slack DURATION   adaptive J: scheduling jitter, measurement resolution (default\n"
+"                         100ms)\n"
+"  --ttl-floor DURATION   adaptive: smallest TTL (default 200ms)\n"
+"  --ttl-cap DURATION     adaptive: largest TTL, the largest stale window the routing SLO\n"
+"                         allows (default 5s)\n"
+"  --ttl-min-samples N    adaptive: recent samples a pod needs before its TTL moves; until\n"
+"                         then it keeps --ttl (clamped to floor..cap) (default 200)\n"
+"  --ttl-interval DURATION\n"
+"                         adaptive: re-evaluation period (default 10s)\n"
+"  --ttl-max-step Q       adaptive: largest change per interval, a fraction or percentage\n"
+"                         of the TTL in force (default 25%): change slowly\n"
+"  --late-window DURATION\n"
+"                         after the reaper expires a prediction, a BlockStored for it this\n"
+"                         long after is a late confirmation and an early expiry (the TTL did\n"
+"                         not cover the event path); none is a stale expiry (default auto:\n"
+"                         the larger of 10s and 5 x the largest TTL)\n"
+"  --stale-limit DURATION\n"
+"                         pause a pod's speculation when routes were sent to it and no event\n"
+"                         came for this long since the earliest of them (\"pipeline broken\",\n"
+"                         spec_paused=2; resumes at the next event). 0 disables (default 5s)\n"
+"  --corr-map N           route commits remembered for outcome reports, oldest forgotten\n"
+"                         first (default 64Ki)\n"
+"  --late-map N           expired predictions remembered for --late-window, oldest counted\n"
+"                         stale early when full (default 128Ki)\n"
+"  --reap-interval DURATION\n"
+"                         reaper wake-up period (default 10ms)\n"
+"  --reap-pass DURATION   time the reaper takes to walk the whole table: it examines\n"
+"                         slots x interval / pass slots per wake-up (default 1s)\n"
+"\n"
+"Metrics:\n"
+"  --metrics ADDR:PORT    serve per-pod metrics over HTTP on ADDR:PORT; loopback only\n"
+"                         (127.0.0.0/8, localhost, [::1]): the endpoint has no\n"
+"                         authentication. Labels are pod and model only. Default: off\n"
+"\n"
 "Other:\n"
 "  --config FILE          read settings from FILE first; flags given here override them\n"
 "  --log-level LEVEL      error, warn, info (default) or debug; logs go to stderr\n"
@@ -569,7 +871,19 @@ void ing_config_usage(FILE *f)
 "decode_errors, skipped_events, unknown_parent, last_seq, last_event_ns, events_per_s (last\n"
 "full second), queue_depth (messages read for the pod in the last poll round, at most 256\n"
 "per round: 256 means a backlog) and connected (TCP connection up; bind mode: 1 after the\n"
-"first message). While a pod replays or is disconnected its speculation is paused.\n"
+"first message).\n"
+"\n"
+"Speculation per pod, in the same counters: ttl_ms (the TTL in force), speculations\n"
+"(records predicted), confirmed_in_time, late_confirmations, early_expiries (expired, then\n"
+"confirmed within the late window), stale_expiries (never confirmed), routes_predicted\n"
+"(the router matched speculative blocks on the chosen pod), routes_confirmed (matched only\n"
+"confirmed blocks), routes_nomatch, last_route_ns, outcomes, false_warm_routes (decided on\n"
+"a prediction, fewer cached tokens than predicted) and wasted_prefill_tokens (predicted\n"
+"minus cached on those), spec_paused (0 fresh; 1 replaying or disconnected; 2 pipeline\n"
+"broken, see --stale-limit). Route-to-confirmation latency (commit -> BlockStored applied,\n"
+"one sample per route) is in the pod's cumulative and recent histograms (kvidx-dump).\n"
+"Predicted tokens are matched blocks x --block-size, at most the prompt less one token\n"
+"rounded down to a block (vLLM recomputes a prompt's last token).\n"
 "\n"
 "Limits: engine block sizes that are not a multiple of --block-size, and BlockStored\n"
 "events with extra_keys (multimodal, salted), are skipped (skipped_events); a parent the\n"

@@ -32,6 +32,31 @@ struct ing_pod_spec {
 	bool from_file;                  /* listed in the config file (SIGHUP reloads those) */
 };
 
+enum ing_ttl_policy {
+	ING_TTL_STATIC = 0, /* one TTL for every pod */
+	ING_TTL_ADAPTIVE,   /* per pod: clamp(Lq + backlog + slack, floor, cap), changed slowly */
+};
+
+/* Speculative lifecycle settings (spec.c). Durations in milliseconds. */
+struct ing_spec_config {
+	enum ing_ttl_policy policy;
+	uint32_t ttl_ms;          /* static TTL; the adaptive policy's start (default 2000) */
+	double percentile;        /* adaptive: Lq percentile of recent latency (default 0.99) */
+	uint32_t backlog_ms;      /* adaptive: J part for subscriber backlog (default 250) */
+	uint32_t slack_ms;        /* adaptive: J part for jitter and resolution (default 100) */
+	uint32_t floor_ms;        /* adaptive: smallest TTL (default 200) */
+	uint32_t cap_ms;          /* adaptive: largest TTL, the largest stale window (default 5000) */
+	uint64_t min_samples;     /* adaptive: recent samples before adapting (default 200) */
+	uint32_t interval_ms;     /* adaptive: re-evaluation period (default 10000) */
+	double max_step;          /* adaptive: largest change per interval, a fraction (0.25) */
+	uint32_t late_window_ms;  /* expiry -> late confirmation window; 0: max(10 s, 5 x TTL) */
+	uint32_t stale_limit_ms;  /* routes without events this long pause speculation (5000) */
+	uint64_t corr_map;        /* route commits remembered for outcomes (default 65536) */
+	uint64_t late_map;        /* expired predictions remembered (default 131072) */
+	uint32_t reap_interval_ms; /* reaper wake-up period (default 10) */
+	uint32_t reap_pass_ms;    /* time for the reaper to walk the whole table (default 1000) */
+};
+
 struct ing_config {
 	char name[KVIDX_NAME_MAX];
 	struct kvidx_geometry geo;     /* 0 fields: the library's defaults */
@@ -45,6 +70,8 @@ struct ing_config {
 	bool replay_on_start;
 	char bind[ING_ENDPOINT_MAX];   /* "" = no bind-mode socket */
 	char config_path[4096];        /* "" = no config file */
+	struct ing_spec_config spec;
+	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else loopback ADDR:PORT */
 	enum ilog_level log_level;
 	bool help;
 	struct ing_pod_spec *pods;
@@ -77,6 +104,19 @@ bool ing_pod_spec_equal(const struct ing_pod_spec *a, const struct ing_pod_spec 
 
 /* Checks the whole configuration (at least one pod or --bind, no duplicate endpoints). */
 int ing_config_check(const struct ing_config *c, char *err, size_t errlen);
+
+/*
+ * Parses a duration with a unit, "250ms", "2s", "1.5s", into milliseconds (at most max_ms).
+ * 0 or -EINVAL with a message naming key.
+ */
+int ing_parse_duration(const char *key, const char *v, uint64_t max_ms, uint32_t *out_ms,
+		       char *err, size_t errlen);
+
+/*
+ * Checks a --metrics value: HOST:PORT with HOST 127.0.0.0/8, localhost, or [::1] (the
+ * endpoint has no authentication, so it is never exposed beyond the host). 0 or -EINVAL.
+ */
+int ing_metrics_addr_check(const char *v, char *err, size_t errlen);
 
 /* Prints the --help text. */
 void ing_config_usage(FILE *f);

@@ -76,12 +76,23 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 		ilog(ILOG_ERROR, "cannot open index '%s': %s", cfg->name, kvidx_strerror(rc));
 		return rc;
 	}
+	pthread_mutex_init(&d->lock, NULL);
+	d->lock_ok = true;
+	rc = spec_init(&d->spec, d->sh.w, &cfg->spec, cfg->block_size, cfg->geo.max_pods,
+		       cfg->geo.capacity, &d->lock, now);
+	if (rc < 0) {
+		ilog(ILOG_ERROR, "speculation state: %s", strerror(-rc));
+		goto fail;
+	}
+	d->spec_ok = true;
+	d->sh.spec = &d->spec;
 	rc = emap_init(&d->sh.emap, cfg->engine_map);
 	if (rc < 0) {
 		ilog(ILOG_ERROR, "engine-key map: %s", strerror(-rc));
 		goto fail;
 	}
 	ing_apply_init(&d->sh.ap, d->sh.w, &d->sh.emap, cfg->algo, cfg->seed, cfg->block_size);
+	d->sh.ap.spec = &d->spec;
 	kvw_batch_init(&d->sh.batch);
 	d->sh.zctx = zmq_ctx_new();
 	if (!d->sh.zctx) {
@@ -98,6 +109,9 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	kvidx_writer_tick(d->sh.w, now);
 	d->sh.last_tick_ns = now;
 	d->last_house_ns = now;
+	/* Last: from here on writer calls take d->lock. */
+	if ((rc = spec_reaper_start(&d->spec)) < 0)
+		goto fail;
 	return 0;
 fail:
 	ingestd_close(d);
@@ -248,10 +262,18 @@ static int build_items(struct ingestd *d, size_t *n)
 	return 0;
 }
 
+/* Drains route commits; true if the budget ran out (more may be waiting). */
+static bool drain(struct ingestd *d)
+{
+	return spec_drain(&d->spec, ING_DRAIN_BUDGET, kvidx_now_ns()) >= ING_DRAIN_BUDGET;
+}
+
 int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_atomic_t *hup)
 {
 	long timeout = 1;
+	int ret = 0;
 
+	pthread_mutex_lock(&d->lock);
 	while (!*stop) {
 		size_t n;
 		bool busy = false;
@@ -262,15 +284,22 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 		}
 		if (build_items(d, &n) < 0) {
 			ilog(ILOG_ERROR, "out of memory building the poll set");
-			return -ENOMEM;
+			ret = -ENOMEM;
+			break;
 		}
+		pthread_mutex_unlock(&d->lock);
 		int rc = zmq_poll(d->items, (int)n, timeout);
+		int e = errno;
+		pthread_mutex_lock(&d->lock);
 		if (rc < 0) {
-			if (errno == EINTR)
+			if (e == EINTR)
 				continue;
-			ilog(ILOG_ERROR, "zmq_poll: %s", zmq_strerror(errno));
-			return -errno;
+			ilog(ILOG_ERROR, "zmq_poll: %s", zmq_strerror(e));
+			ret = -e;
+			break;
 		}
+		/* Predictions first: this round's events may confirm them. */
+		busy |= drain(d);
 		for (size_t i = 0; rc > 0 && i < n; i++) {
 			struct ing_pod *p = d->item_pod[i];
 			if (!(d->items[i].revents & ZMQ_POLLIN))
@@ -292,15 +321,20 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 				ing_pod_read_monitor(&d->sh, p);
 				break;
 			}
+			spec_yield(&d->spec);
 		}
+		busy |= drain(d);
 		/* A socket left with messages after its budget: poll again at once. */
 		timeout = busy ? 0 : 1;
 		uint64_t now = kvidx_now_ns();
 		ing_maybe_tick(&d->sh, now);
 		for (size_t i = 0; i < d->sh.npods; i++)
 			ing_pod_housekeeping(&d->sh, d->sh.pods[i], now);
+		spec_tick(&d->spec, now);
+		spec_yield(&d->spec);
 	}
-	return 0;
+	pthread_mutex_unlock(&d->lock);
+	return ret;
 }
 
 /* ---- SIGHUP --------------------------------------------------------------------------------- */
@@ -369,6 +403,9 @@ int ingestd_reload(struct ingestd *d)
 
 void ingestd_close(struct ingestd *d)
 {
+	/* The reaper first: after it, this thread is the only one making writer calls. */
+	if (d->spec_ok)
+		spec_reaper_stop(&d->spec);
 	while (d->sh.npods)
 		ing_pod_close(&d->sh, d->sh.pods[d->sh.npods - 1], false);
 	free(d->sh.pods);
@@ -386,9 +423,18 @@ void ingestd_close(struct ingestd *d)
 	kvw_batch_free(&d->sh.batch);
 	ing_apply_free(&d->sh.ap);
 	emap_free(&d->sh.emap);
+	if (d->spec_ok) {
+		spec_free(&d->spec);
+		d->spec_ok = false;
+		d->sh.spec = NULL;
+	}
 	if (d->sh.w) {
 		kvidx_writer_close(d->sh.w, false);
 		d->sh.w = NULL;
+	}
+	if (d->lock_ok) {
+		pthread_mutex_destroy(&d->lock);
+		d->lock_ok = false;
 	}
 	free(d->items);
 	free(d->item_pod);

@@ -4,19 +4,34 @@
  * zmq_poll loop (1 ms timeout, so kvidx_writer_tick() runs every millisecond), SIGHUP
  * reconciliation of the config file's pod list, and a clean shutdown.
  *
- * Threads: one. The loop, the apply path and the writer tick all run on the calling thread,
- * so the writer API's "caller serialises" contract holds trivially. Fairness: each socket is
- * read at most ING_READ_BUDGET messages per round, so a flooding pod delays others by at most
- * one budget; a dead pod costs nothing (its SUB is simply never readable).
+ * Route commits: right after each poll wake-up and again at the end of each round the loop
+ * drains the routers' rings (spec_drain, at most ING_DRAIN_BUDGET messages), so a prediction
+ * is in the table before the events of the same round are applied and can be confirmed by
+ * them. An idle loop drains at least every millisecond (the poll timeout).
+ *
+ * Threads: two, plus the metrics server's (which only reads the segment).
+ *   ingest thread  the loop: sockets, the apply path, route drain, writer tick, housekeeping.
+ *   reaper thread  spec.c: kvidx_expire and the late window, every --reap-interval.
+ * Both make writer calls, so both hold d->lock (the writer mutex) while they do: the loop
+ * takes it after zmq_poll returns and releases it before polling again, and in between lets a
+ * waiting reaper in after each socket's budget (spec_yield). The writer API's "caller
+ * serialises" contract and DESIGN.md 5.1 (apply and reaper never mutate concurrently) hold by
+ * that mutex alone. Fairness: each socket is read at most ING_READ_BUDGET messages per round,
+ * so a flooding pod delays others by at most one budget; a dead pod costs nothing (its SUB is
+ * simply never readable).
  */
 #ifndef KVIDX_INGEST_INGEST_H
 #define KVIDX_INGEST_INGEST_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 
 #include "config.h"
 #include "pods.h"
+#include "spec.h"
+
+#define ING_DRAIN_BUDGET 4096 /* route-ring messages consumed per drain */
 
 struct ingestd {
 	struct ing_config *cfg; /* borrowed; pods of cfg are the initial set */
@@ -28,11 +43,15 @@ struct ingestd {
 	unsigned char *item_kind;
 	size_t items_cap;
 	uint64_t last_house_ns;
+	pthread_mutex_t lock;   /* the writer mutex, see above */
+	bool lock_ok;
+	struct ing_spec spec;
+	bool spec_ok;
 };
 
 /*
- * Opens the index (kvidx_writer_open with cfg's geometry) and subscribes to every pod. Returns
- * 0, or a negative errno / -KVIDX_E* (logged; d is cleaned up).
+ * Opens the index (kvidx_writer_open with cfg's geometry), subscribes to every pod and starts
+ * the reaper thread. Returns 0, or a negative errno / -KVIDX_E* (logged; d is cleaned up).
  */
 int ingestd_open(struct ingestd *d, struct ing_config *cfg);
 
@@ -49,8 +68,8 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
  * and removed from the index). Command-line pods are kept. 0, or -errno (nothing changed). */
 int ingestd_reload(struct ingestd *d);
 
-/* Closes every socket and the context, then the writer without unlinking (readers keep the
- * last state). */
+/* Stops the reaper, closes every socket and the context, then the writer without unlinking
+ * (readers keep the last state). Predictions still in their late window are not counted. */
 void ingestd_close(struct ingestd *d);
 
 #endif /* KVIDX_INGEST_INGEST_H */

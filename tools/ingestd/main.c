@@ -1,8 +1,9 @@
 /*
  * main.c — kvidx-ingestd, the one writer of a kvidx index: parses the configuration, installs
- * the signal handlers, opens the index, prints the start-up summary and runs the event loop
- * (tools/ingestd/ingest.c) until SIGTERM or SIGINT. Everything testable lives in the other
- * files of tools/ingestd/; this one only wires them together.
+ * the signal handlers, opens the index, starts the --metrics endpoint if asked (metrics.c),
+ * prints the start-up summary and runs the event loop (tools/ingestd/ingest.c) until SIGTERM
+ * or SIGINT. Everything testable lives in the other files of tools/ingestd/; this one only
+ * wires them together.
  *
  * Exit status: 0 after a clean stop (or --help), 1 if the index or the sockets could not be
  * set up, 2 on a usage error.
@@ -15,6 +16,7 @@
 #include "config.h"
 #include "ingest.h"
 #include "log.h"
+#include "metrics.h"
 
 static volatile sig_atomic_t stop_flag, hup_flag;
 
@@ -74,6 +76,17 @@ int main(int argc, char **argv)
 	if (ingestd_open(&d, &cfg) < 0) {
 		ing_config_free(&cfg);
 		return 1;
+	}
+	if (cfg.metrics[0]) {
+		/* The index exists now; the server thread reads it like any router would. */
+		rc = metrics_http_start(cfg.metrics, cfg.name);
+		if (rc < 0) {
+			ilog(ILOG_ERROR, "metrics endpoint %s: %s", cfg.metrics, kvidx_strerror(rc));
+			ingestd_close(&d);
+			ing_config_free(&cfg);
+			return 1;
+		}
+		ilog(ILOG_INFO, "metrics: http://%s/metrics", cfg.metrics);
 	}
 	ingestd_summary(&d);
 	rc = ingestd_run(&d, &stop_flag, &hup_flag);

@@ -108,9 +108,9 @@ static void gate(struct ing_shared *sh, struct ing_pod *p)
 {
 	bool pause = p->replaying || (!p->bind_mode && !p->connected);
 
-	if (p->tgt.pod >= 0 && pause != p->spec_paused &&
-	    kvidx_pod_set_spec_paused(sh->w, p->tgt.pod, pause) == 0)
-		p->spec_paused = pause;
+	if (p->tgt.pod >= 0)
+		spec_set_stream(sh->spec, p->tgt.pod, pause ? SPEC_STREAM : SPEC_FRESH,
+				kvidx_now_ns());
 }
 
 /* ---- identity ------------------------------------------------------------------------- */
@@ -156,6 +156,8 @@ static int pod_register(struct ing_shared *sh, struct ing_pod *p, const char *na
 	p->tgt.ctr = shm;
 	p->tgt.pod = idx;
 	p->tgt.token = emap_new_token(&sh->emap);
+	spec_pod_attach(sh->spec, idx, name, kvidx_now_ns());
+	gate(sh, p);
 	ilog(ILOG_INFO, "pod %s: index pod %d%s%s%s%s", name, idx,
 	     p->bind_mode ? " (bind mode)" : ", endpoint ", p->bind_mode ? "" : p->spec.endpoint,
 	     p->model[0] ? ", model " : "", p->model);
@@ -313,6 +315,7 @@ void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove)
 	sock_close(&p->sub);
 	sock_close(&p->dealer);
 	if (remove && p->tgt.pod >= 0) {
+		spec_pod_detach(sh->spec, p->tgt.pod);
 		kvidx_pod_remove(sh->w, p->tgt.pod);
 		ilog(ILOG_INFO, "pod %s: removed from the index", label(p));
 	}
@@ -349,6 +352,7 @@ static void apply_batch(struct ing_shared *sh, struct ing_pod *p, const char *to
 	}
 	ing_pod_ctr_add(p, KV_PC_batches, 1);
 	set_ctr(p, KV_PC_last_event_ns, now);
+	spec_on_event(sh->spec, p->tgt.pod, now);
 	p->win_events += sh->batch.nevents + sh->batch.nskipped;
 }
 

@@ -29,8 +29,13 @@
  * the first message). apply.c maintains the others.
  *
  * Freshness gating (DESIGN.md section 6): while the pod replays a gap, or (connect mode) its SUB
- * is not connected, the pod is flagged speculation-paused in the index
- * (kvidx_pod_set_spec_paused), so readers stop counting its speculative records.
+ * is not connected, this file tells spec.c (spec_set_stream), which flags the pod
+ * speculation-paused in the index (kvidx_pod_set_spec_paused, spec_paused = 1), so readers
+ * stop counting its speculative records. spec.c also pauses it (spec_paused = 2) when routes
+ * went to it and no event followed for --stale-limit; each applied batch (spec_on_event)
+ * proves the pipeline alive again.
+ *
+ * Threads: everything here runs on the ingest thread with the writer mutex held (ingest.h).
  */
 #ifndef KVIDX_INGEST_PODS_H
 #define KVIDX_INGEST_PODS_H
@@ -44,6 +49,7 @@
 #include "emap.h"
 #include "layout.h"
 #include "seq.h"
+#include "spec.h"
 #include "wire.h"
 
 #include <zmq.h>
@@ -63,6 +69,7 @@ struct ing_shared {
 	size_t npods, pods_cap;
 	uint64_t monitor_seq;
 	uint64_t last_tick_ns;
+	struct ing_spec *spec;    /* speculation bookkeeping, NULL: none */
 };
 
 struct ing_pod {
@@ -90,7 +97,6 @@ struct ing_pod {
 
 	uint64_t win_start_ns, win_events;
 	uint32_t round_reads;
-	bool spec_paused; /* the index's KV_POD_SPEC_PAUSED flag as last set */
 };
 
 /* Creates a connect-mode pod for spec: SUB (+ monitor) connected; registered in the index at

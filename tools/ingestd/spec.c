@@ -1,0 +1,759 @@
+/*
+ * spec.c — the writer half of speculative entries in kvidx-ingestd: route commits, outcome
+ * reports, confirmations, the reaper thread and its late window, the TTL policy and
+ * freshness gating (see spec.h for what each does and for the threading rules).
+ *
+ * Counting, per pod (shm/layout.h KV_POD_CTRS), per record unless said otherwise:
+ *
+ *   speculations          records kvidx_speculate() added or extended
+ *   confirmed_in_time     a BlockStored found the record speculative and unexpired
+ *   late_confirmations    a BlockStored found it expired: still in the table (the reaper had
+ *                         not come by), or removed by the reaper less than --late-window ago
+ *   early_expiries        = late confirmations: each is an expiry the TTL made too early
+ *   stale_expiries        removed by the reaper and not confirmed within --late-window (or
+ *                         pushed out of a full late map before its window ended)
+ *   routes_*, outcomes,   per route commit / outcome report
+ *   false_warm_routes, wasted_prefill_tokens
+ *
+ * Latency samples (microseconds, cumulative and recent histograms) are taken per route, not
+ * per block: a route's blocks share their created-at (the commit time), so the first
+ * confirmation of a route records the sample and the pod's last few created-at values
+ * suppress the rest. A route of 100 blocks thus weighs as much as a route of one, as the
+ * seed's route-to-event latency does.
+ *
+ * Concurrency (spec.h rules 1-3): everything here runs under the writer mutex, on the ingest
+ * thread or on the reaper thread. Progress: the reaper holds the mutex for one chunk of at
+ * most SPEC_REAP_CHUNK slots of kvidx_expire (plus, once per wake-up, at most LATE_AGE_MAX
+ * late entries), so the ingest thread waits at most that long; the ingest thread hands the
+ * mutex over at its next spec_yield() when the reaper asks (rp_want), so the reaper waits at
+ * most one socket's read budget. rp_want is a relaxed hint, not a synchronisation: the mutex
+ * orders every access to shared state.
+ *
+ * Expired-at of a record the reaper removes is the reaper's clock (kvidx_expire_fn does not
+ * pass the record's expiry): at most one reaper pass (--reap-pass) later than the true expiry,
+ * which lengthens the late window by as much, never shortens it.
+ */
+#include "spec.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hist.h"
+#include "inspect.h"
+#include "layout.h"
+#include "log.h"
+
+#define NS_PER_US 1000ull
+#define NS_PER_MS 1000000ull
+#define NS_PER_S 1000000000ull
+#define PRED_FLAG (1ull << 63) /* corr map payload a: decided on a prediction */
+#define LATE_AGE_MAX 65536     /* late entries aged per reaper wake-up (bounds the hold) */
+
+/* ---- the bounded FIFO map -------------------------------------------------------------- */
+
+static uint64_t fhash(uint64_t key, int32_t sub)
+{
+	return kv_mix(key ^ ((uint64_t)(uint32_t)sub * 0x9e3779b97f4a7c15ull));
+}
+
+int spec_fifo_init(struct spec_fifo *f, uint64_t cap)
+{
+	uint64_t c = 16;
+
+	memset(f, 0, sizeof(*f));
+	while (c < cap)
+		c <<= 1;
+	f->ring = calloc(c, sizeof(*f->ring));
+	f->idx = calloc(2 * c, sizeof(*f->idx));
+	if (!f->ring || !f->idx) {
+		spec_fifo_free(f);
+		return -ENOMEM;
+	}
+	f->cap = c;
+	f->imask = 2 * c - 1;
+	return 0;
+}
+
+void spec_fifo_free(struct spec_fifo *f)
+{
+	free(f->ring);
+	free(f->idx);
+	memset(f, 0, sizeof(*f));
+}
+
+/* Index slot holding (key, sub), or -1. */
+static int64_t ifind(const struct spec_fifo *f, uint64_t key, int32_t sub)
+{
+	for (uint64_t i = fhash(key, sub) & f->imask;; i = (i + 1) & f->imask) {
+		uint32_t v = f->idx[i];
+		if (!v)
+			return -1;
+		const struct spec_fent *e = &f->ring[v - 1];
+		if (e->key == key && e->sub == sub)
+			return (int64_t)i;
+	}
+}
+
+struct spec_fent *spec_fifo_find(struct spec_fifo *f, uint64_t key, int32_t sub)
+{
+	if (!f->live)
+		return NULL;
+	int64_t i = ifind(f, key, sub);
+	return i < 0 ? NULL : &f->ring[f->idx[i] - 1];
+}
+
+/* Index slot pointing at entry e (duplicates of (key, sub) have slots of their own). */
+static int64_t islot_of(const struct spec_fifo *f, const struct spec_fent *e)
+{
+	uint32_t want = (uint32_t)(e - f->ring) + 1;
+
+	for (uint64_t i = fhash(e->key, e->sub) & f->imask;; i = (i + 1) & f->imask) {
+		if (f->idx[i] == want)
+			return (int64_t)i;
+		if (!f->idx[i])
+			return -1;
+	}
+}
+
+void spec_fifo_del(struct spec_fifo *f, struct spec_fent *e)
+{
+	int64_t pos = islot_of(f, e);
+	uint64_t i, j;
+
+	e->live = 0;
+	f->live--;
+	if (pos < 0)
+		return; /* cannot happen: live entries are always indexed */
+	/* Backward-shift deletion: pull later members of the probe run into the hole, unless
+	 * their home lies cyclically in (hole, their slot]. */
+	i = j = (uint64_t)pos;
+	f->idx[i] = 0;
+	for (;;) {
+		j = (j + 1) & f->imask;
+		uint32_t v = f->idx[j];
+		if (!v)
+			return;
+		const struct spec_fent *m = &f->ring[v - 1];
+		uint64_t k = fhash(m->key, m->sub) & f->imask;
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		f->idx[i] = v;
+		f->idx[j] = 0;
+		i = j;
+	}
+}
+
+bool spec_fifo_push(struct spec_fifo *f, uint64_t key, int32_t sub, int32_t aux, uint64_t a,
+		    uint64_t b, struct spec_fent *evicted)
+{
+	uint64_t mask = f->cap - 1;
+	bool ev = false;
+
+	if (f->tail - f->head == f->cap) {
+		struct spec_fent *old = &f->ring[f->head & mask];
+		if (old->live) {
+			if (evicted)
+				*evicted = *old;
+			ev = true;
+			spec_fifo_del(f, old);
+		}
+		f->head++;
+	}
+	uint64_t slot = f->tail++ & mask;
+	struct spec_fent *e = &f->ring[slot];
+	*e = (struct spec_fent){ .key = key, .sub = sub, .aux = aux, .a = a, .b = b, .live = 1 };
+	f->live++;
+	uint64_t i = fhash(key, sub) & f->imask;
+	while (f->idx[i])
+		i = (i + 1) & f->imask;
+	f->idx[i] = (uint32_t)slot + 1;
+	return ev;
+}
+
+struct spec_fent *spec_fifo_oldest(struct spec_fifo *f)
+{
+	uint64_t mask = f->cap - 1;
+
+	while (f->head != f->tail && !f->ring[f->head & mask].live)
+		f->head++;
+	return f->head != f->tail ? &f->ring[f->head & mask] : NULL;
+}
+
+void spec_fifo_purge(struct spec_fifo *f, int32_t pod, bool by_aux)
+{
+	uint64_t mask = f->cap - 1;
+
+	for (uint64_t p = f->head; p != f->tail && f->live; p++) {
+		struct spec_fent *e = &f->ring[p & mask];
+		if (e->live && (by_aux ? e->aux : e->sub) == pod)
+			spec_fifo_del(f, e);
+	}
+}
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+static struct spec_pod *pod_of(struct ing_spec *s, int pod)
+{
+	if (!s || pod < 0 || (uint32_t)pod >= s->max_pods || !s->pods[pod].active)
+		return NULL;
+	return &s->pods[pod];
+}
+
+static void ctr_add(struct spec_pod *sp, enum kv_pod_ctr c, uint64_t v)
+{
+	stat_add(&sp->ctr[c], v);
+}
+
+static void ctr_set(struct spec_pod *sp, enum kv_pod_ctr c, uint64_t v)
+{
+	if (ld_relaxed(&sp->ctr[c]) != v)
+		st_relaxed(&sp->ctr[c], v);
+}
+
+static uint32_t clamp_ttl(uint32_t ms)
+{
+	if (ms < 1)
+		return 1;
+	return ms > KVIDX_MAX_TTL_MS ? KVIDX_MAX_TTL_MS : ms;
+}
+
+/* The TTL a newly registered pod starts with. */
+static uint32_t initial_ttl(const struct ing_spec *s)
+{
+	uint32_t t = s->ttl_static_ms;
+
+	if (s->cfg->policy == ING_TTL_ADAPTIVE) {
+		if (t < s->ttl_floor_ms)
+			t = s->ttl_floor_ms;
+		if (t > s->ttl_cap_ms)
+			t = s->ttl_cap_ms;
+	}
+	return t;
+}
+
+/* One latency sample per route: skipped when this route (its created-at) was sampled. */
+static void record_latency(struct spec_pod *sp, uint64_t created_ns, uint64_t now)
+{
+	for (unsigned i = 0; i < 8; i++)
+		if (sp->recent_created[i] == created_ns)
+			return;
+	sp->recent_created[sp->rc_next++ & 7] = created_ns;
+	uint64_t us = now > created_ns ? (now - created_ns) / NS_PER_US : 0;
+	kv_hist_add(sp->hist[0], us);
+	kv_hist_add(sp->hist[1], us);
+}
+
+/* Applies the pause state sp should have now: stream problems first, then the pipeline. */
+static void apply_pause(struct ing_spec *s, struct spec_pod *sp, int pod, uint64_t now)
+{
+	uint64_t limit = (uint64_t)s->cfg->stale_limit_ms * NS_PER_MS;
+	bool broken = limit && sp->pending_ns && now > sp->pending_ns &&
+		      now - sp->pending_ns > limit;
+	enum spec_pause want = sp->stream ? SPEC_STREAM : broken ? SPEC_PIPELINE : SPEC_FRESH;
+
+	if (want == sp->paused)
+		return;
+	if (kvidx_pod_set_spec_paused(s->w, pod, want != SPEC_FRESH) < 0)
+		return;
+	if (want == SPEC_PIPELINE)
+		ilog(ILOG_WARN,
+		     "pod %s: routes were sent to it %.1f s ago and no event came since: event "
+		     "pipeline broken, speculation paused (spec_paused=2) until events flow",
+		     sp->label, (double)(now - sp->pending_ns) / 1e9);
+	else if (want == SPEC_STREAM) /* pods.c logs the replay or disconnect itself */
+		ilog(ILOG_DEBUG, "pod %s: speculation paused while its stream replays or is "
+		     "disconnected (spec_paused=1)", sp->label);
+	else if (sp->paused == SPEC_PIPELINE)
+		ilog(ILOG_INFO, "pod %s: events flow again, speculation resumed", sp->label);
+	else
+		ilog(ILOG_DEBUG, "pod %s: stream fresh, speculation resumed", sp->label);
+	sp->paused = want;
+	ctr_set(sp, KV_PC_spec_paused, (uint64_t)want);
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config *cfg,
+	      uint32_t block_size, uint32_t max_pods, uint64_t capacity, pthread_mutex_t *lock,
+	      uint64_t now)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	s->w = w;
+	s->cfg = cfg;
+	s->lock = lock;
+	s->block_size = block_size ? block_size : 16;
+	s->max_pods = max_pods;
+	s->pods = calloc(max_pods ? max_pods : 1, sizeof(*s->pods));
+	if (!s->pods)
+		return -ENOMEM;
+	if ((rc = spec_fifo_init(&s->corr, cfg->corr_map)) < 0 ||
+	    (rc = spec_fifo_init(&s->late, cfg->late_map)) < 0) {
+		spec_free(s);
+		return rc;
+	}
+	s->ttl_static_ms = clamp_ttl(cfg->ttl_ms);
+	s->ttl_floor_ms = clamp_ttl(cfg->floor_ms);
+	s->ttl_cap_ms = clamp_ttl(cfg->cap_ms);
+	if (cfg->ttl_ms > KVIDX_MAX_TTL_MS ||
+	    (cfg->policy == ING_TTL_ADAPTIVE &&
+	     (cfg->cap_ms > KVIDX_MAX_TTL_MS || cfg->floor_ms > KVIDX_MAX_TTL_MS)))
+		ilog(ILOG_WARN, "TTLs above %ums are clamped to %ums (the record format's limit)",
+		     KVIDX_MAX_TTL_MS, KVIDX_MAX_TTL_MS);
+	uint64_t largest = cfg->policy == ING_TTL_ADAPTIVE ? s->ttl_cap_ms : s->ttl_static_ms;
+	s->late_window_ns = cfg->late_window_ms ?
+				    (uint64_t)cfg->late_window_ms * NS_PER_MS :
+				    (5 * largest > 10000 ? 5 * largest : 10000) * NS_PER_MS;
+	/* Slots kvidx_expire walks: home positions plus the probe overflow (shm/segment.c plans
+	 * capacity + capacity / 3 + 1 home slots). */
+	uint64_t slots = capacity + capacity / 3 + 1 + KV_MAX_PROBE;
+	uint64_t wakeups = cfg->reap_pass_ms / (cfg->reap_interval_ms ? cfg->reap_interval_ms : 1);
+	if (wakeups < 1)
+		wakeups = 1;
+	s->reap_budget = (slots + wakeups - 1) / wakeups;
+	s->next_decay_ns = now + KV_HIST_DECAY_S * NS_PER_S;
+	pthread_mutex_init(&s->rp_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->rp_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (cfg->policy == ING_TTL_ADAPTIVE)
+		ilog(ILOG_INFO,
+		     "speculation: ttl-policy=adaptive start=%ums T=clamp(p%g + %ums + %ums, %ums, "
+		     "%ums) after %llu samples, every %ums, step <= %g%%; late-window=%llums "
+		     "stale-limit=%ums; reaper: %llu slots every %ums (full pass ~%ums)",
+		     initial_ttl(s), cfg->percentile * 100, cfg->backlog_ms, cfg->slack_ms,
+		     s->ttl_floor_ms, s->ttl_cap_ms, (unsigned long long)cfg->min_samples,
+		     cfg->interval_ms, cfg->max_step * 100,
+		     (unsigned long long)(s->late_window_ns / NS_PER_MS), cfg->stale_limit_ms,
+		     (unsigned long long)s->reap_budget, cfg->reap_interval_ms, cfg->reap_pass_ms);
+	else
+		ilog(ILOG_INFO,
+		     "speculation: ttl-policy=static ttl=%ums; late-window=%llums stale-limit=%ums; "
+		     "reaper: %llu slots every %ums (full pass ~%ums)",
+		     s->ttl_static_ms, (unsigned long long)(s->late_window_ns / NS_PER_MS),
+		     cfg->stale_limit_ms, (unsigned long long)s->reap_budget,
+		     cfg->reap_interval_ms, cfg->reap_pass_ms);
+	if (cfg->stale_limit_ms && cfg->stale_limit_ms < largest)
+		ilog(ILOG_WARN,
+		     "stale-limit %ums is below the largest TTL %llums: a slow but healthy event "
+		     "path may pause speculation",
+		     cfg->stale_limit_ms, (unsigned long long)largest);
+	return 0;
+}
+
+void spec_free(struct ing_spec *s)
+{
+	if (s->late_evicted)
+		ilog(ILOG_INFO, "late map: %llu expired predictions were counted stale before "
+		     "their window ended (--late-map too small)",
+		     (unsigned long long)s->late_evicted);
+	spec_fifo_free(&s->corr);
+	spec_fifo_free(&s->late);
+	free(s->pods);
+	s->pods = NULL;
+	if (s->cfg) {
+		pthread_mutex_destroy(&s->rp_mu);
+		pthread_cond_destroy(&s->rp_cv);
+		s->cfg = NULL;
+	}
+}
+
+void spec_pod_attach(struct ing_spec *s, int pod, const char *name, uint64_t now)
+{
+	struct spec_pod *sp;
+
+	if (!s || pod < 0 || (uint32_t)pod >= s->max_pods)
+		return;
+	sp = &s->pods[pod];
+	memset(sp, 0, sizeof(*sp));
+	sp->active = true;
+	snprintf(sp->label, sizeof(sp->label), "%s", name);
+	sp->ctr = kv_writer_pod_ctrs(s->w, pod);
+	sp->hist[0] = kv_writer_pod_hist(s->w, pod, 0);
+	sp->hist[1] = kv_writer_pod_hist(s->w, pod, 1);
+	if (!sp->ctr || !sp->hist[0] || !sp->hist[1]) {
+		sp->active = false;
+		return;
+	}
+	sp->ttl_ms = initial_ttl(s);
+	sp->next_eval_ns = now + (uint64_t)s->cfg->interval_ms * NS_PER_MS;
+	ctr_set(sp, KV_PC_ttl_ms, sp->ttl_ms);
+	/* A fresh index pod has no flags; one kept across a takeover may: start unpaused, the
+	 * caller's stream gating follows. */
+	kvidx_pod_set_spec_paused(s->w, pod, false);
+	ctr_set(sp, KV_PC_spec_paused, SPEC_FRESH);
+}
+
+void spec_pod_detach(struct ing_spec *s, int pod)
+{
+	if (!pod_of(s, pod))
+		return;
+	spec_fifo_purge(&s->corr, pod, true);
+	spec_fifo_purge(&s->late, pod, false);
+	s->pods[pod].active = false;
+}
+
+/* ---- route commits and outcomes ---------------------------------------------------------- */
+
+/* Predicts keys on pod for its TTL from created_ns. expects: the route leaves blocks for the
+ * pod to store, so an event should follow (pipeline-broken gating). */
+static void predict(struct ing_spec *s, struct spec_pod *sp, int pod, const uint64_t *keys,
+		    size_t n, uint64_t created_ns, bool expects)
+{
+	if (expects && !sp->pending_ns)
+		sp->pending_ns = s->drain_now;
+	ctr_set(sp, KV_PC_last_route_ns, created_ns);
+	if (!n)
+		return;
+	int rc = kvidx_speculate(s->w, pod, keys, n, created_ns, sp->ttl_ms);
+	if (rc > 0)
+		ctr_add(sp, KV_PC_speculations, (uint64_t)rc);
+	else if (rc < 0)
+		ilog_limited(&s->lim, ILOG_WARN, "pod %s: speculation failed: %s", sp->label,
+			     kvidx_strerror(rc));
+}
+
+static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns)
+{
+	struct ing_spec *s = arg;
+	struct spec_pod *sp = pod_of(s, rt->pod), *pp;
+	uint64_t now = s->drain_now;
+	bool on_pred = rt->matched_blocks > 0 && rt->matched_spec > 0;
+
+	if (!sp) {
+		ilog_limited(&s->lim, ILOG_DEBUG, "route commit to pod index %d, which ingestd "
+			     "does not serve: ignored", rt->pod);
+		return;
+	}
+	/* The ring is written by routers: a commit stamped in the future would be trusted for
+	 * longer than the TTL. The clock is CLOCK_MONOTONIC, system-wide. */
+	uint64_t created = commit_ns && commit_ns <= now ? commit_ns : now;
+	if (rt->matched_blocks == 0)
+		ctr_add(sp, KV_PC_routes_nomatch, 1);
+	else if (on_pred)
+		ctr_add(sp, KV_PC_routes_predicted, 1);
+	else
+		ctr_add(sp, KV_PC_routes_confirmed, 1);
+	predict(s, sp, rt->pod, rt->keys, rt->nkeys, created, rt->nkeys > rt->matched_blocks);
+	if (rt->prefill_pod >= 0 && rt->prefill_pod != rt->pod &&
+	    (pp = pod_of(s, rt->prefill_pod)))
+		predict(s, pp, rt->prefill_pod, rt->keys, rt->nkeys, created, rt->nkeys > 0);
+
+	struct spec_fent *old = spec_fifo_find(&s->corr, rt->corr_id, 0);
+	if (old)
+		spec_fifo_del(&s->corr, old); /* a reused corr_id: the newest route wins */
+	uint64_t predicted = (uint64_t)rt->matched_blocks * s->block_size;
+	spec_fifo_push(&s->corr, rt->corr_id, 0, rt->pod, predicted | (on_pred ? PRED_FLAG : 0),
+		       created, NULL);
+}
+
+static void on_outcome(void *arg, const struct kvidx_outcome *o)
+{
+	struct ing_spec *s = arg;
+	struct spec_fent *e = spec_fifo_find(&s->corr, o->corr_id, 0);
+	int pod = e ? e->aux : o->pod;
+	struct spec_pod *sp = pod_of(s, pod);
+	bool on_pred = false;
+	uint64_t predicted = 0;
+
+	if (e) {
+		on_pred = e->a & PRED_FLAG;
+		predicted = e->a & ~PRED_FLAG;
+		spec_fifo_del(&s->corr, e);
+	}
+	if (!sp)
+		return;
+	/* vLLM recomputes at least a prompt's last token: a full hit reports the prompt less
+	 * one token, rounded down to a block. Predicting more would call every full hit false. */
+	if (o->prompt_tokens) {
+		uint64_t most = (uint64_t)(o->prompt_tokens - 1) / s->block_size * s->block_size;
+		if (predicted > most)
+			predicted = most;
+	}
+	ctr_add(sp, KV_PC_outcomes, 1);
+	if (on_pred && o->cached_tokens < predicted) {
+		ctr_add(sp, KV_PC_false_warm_routes, 1);
+		ctr_add(sp, KV_PC_wasted_prefill_tokens, predicted - o->cached_tokens);
+	}
+}
+
+int spec_drain(struct ing_spec *s, size_t budget, uint64_t now)
+{
+	struct kvidx_drain_ops ops = { .route = on_route, .outcome = on_outcome, .arg = s };
+
+	s->drain_now = now;
+	return kvidx_drain(s->w, budget, &ops);
+}
+
+/* ---- confirmations ----------------------------------------------------------------------- */
+
+void spec_confirm(void *arg, uint64_t key, int pod, uint64_t created_ns, uint64_t expires_ns)
+{
+	struct spec_confirm_ctx *cx = arg;
+	struct spec_pod *sp = pod_of(cx->s, pod);
+
+	(void)key;
+	if (!sp)
+		return;
+	/* Readers trust a prediction while now < expires (reader.c); the reaper removes it at
+	 * expires <= now. In time means the readers were still trusting it. */
+	if (cx->now < expires_ns) {
+		ctr_add(sp, KV_PC_confirmed_in_time, 1);
+	} else {
+		ctr_add(sp, KV_PC_late_confirmations, 1);
+		ctr_add(sp, KV_PC_early_expiries, 1);
+	}
+	record_latency(sp, created_ns, cx->now);
+}
+
+void spec_after_store(struct ing_spec *s, int pod, const uint64_t *keys, size_t n,
+		      uint64_t now)
+{
+	struct spec_pod *sp;
+
+	if (!s || !s->late.live || !(sp = pod_of(s, pod)))
+		return;
+	for (size_t i = 0; i < n && s->late.live; i++) {
+		struct spec_fent *e;
+		while ((e = spec_fifo_find(&s->late, keys[i], pod))) {
+			ctr_add(sp, KV_PC_late_confirmations, 1);
+			ctr_add(sp, KV_PC_early_expiries, 1);
+			record_latency(sp, e->a, now);
+			spec_fifo_del(&s->late, e);
+		}
+	}
+}
+
+/* ---- reaper ------------------------------------------------------------------------------ */
+
+static void count_stale(struct ing_spec *s, int pod)
+{
+	struct spec_pod *sp = pod_of(s, pod);
+
+	if (sp)
+		ctr_add(sp, KV_PC_stale_expiries, 1);
+}
+
+/* kvidx_expire callback: the record goes into the late window. */
+static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns)
+{
+	struct ing_spec *s = arg;
+	struct spec_fent ev;
+
+	if (!pod_of(s, pod))
+		return;
+	/* A (key, pod) may be here already: an earlier prediction of the same block expired and
+	 * awaits its confirmation too. Each expiry keeps its own entry and window; one
+	 * BlockStored confirms them all (spec_after_store), as the seed counts it: each was
+	 * followed by a matching confirmation, so none of them is stale. */
+	if (spec_fifo_push(&s->late, key, pod, 0, created_ns, s->reap_now, &ev)) {
+		count_stale(s, ev.sub);
+		s->late_evicted++;
+		ilog_limited(&s->late_lim, ILOG_WARN,
+			     "late map full (--late-map %llu): oldest expired predictions counted "
+			     "stale before their window ended",
+			     (unsigned long long)s->cfg->late_map);
+	}
+}
+
+/* Expired predictions whose late window passed without a confirmation: stale. */
+static void age_late(struct ing_spec *s, uint64_t now)
+{
+	struct spec_fent *e;
+
+	for (unsigned n = 0; n < LATE_AGE_MAX && (e = spec_fifo_oldest(&s->late)); n++) {
+		if (e->b + s->late_window_ns > now)
+			break;
+		count_stale(s, e->sub);
+		spec_fifo_del(&s->late, e);
+	}
+}
+
+static void writer_lock(struct ing_spec *s)
+{
+	/* rp_want tells the ingest thread to let go at its next spec_yield(); relaxed ordering
+	 * is enough, it is a hint (the mutex orders everything that matters). */
+	__atomic_store_n(&s->rp_want, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(s->lock);
+	__atomic_store_n(&s->rp_want, 0, __ATOMIC_RELAXED);
+}
+
+void spec_yield(struct ing_spec *s)
+{
+	if (!__atomic_load_n(&s->rp_want, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_unlock(s->lock);
+	/* Bounded: the reaper clears the flag as soon as it holds the mutex. */
+	for (int i = 0; i < 1000 && __atomic_load_n(&s->rp_want, __ATOMIC_RELAXED); i++)
+		sched_yield();
+	pthread_mutex_lock(s->lock);
+}
+
+/* One wake-up: reap_budget slots in chunks of SPEC_REAP_CHUNK, each under the mutex. */
+static void reap_once(struct ing_spec *s)
+{
+	uint64_t left = s->reap_budget;
+	bool first = true;
+
+	do {
+		uint64_t chunk = left < SPEC_REAP_CHUNK ? left : SPEC_REAP_CHUNK;
+		writer_lock(s);
+		s->reap_now = kvidx_now_ns();
+		kvidx_expire(s->w, s->reap_now, chunk, on_expire, s);
+		if (first)
+			age_late(s, s->reap_now);
+		pthread_mutex_unlock(s->lock);
+		first = false;
+		left -= chunk;
+	} while (left);
+}
+
+static void *reaper_main(void *arg)
+{
+	struct ing_spec *s = arg;
+	uint64_t period = (uint64_t)s->cfg->reap_interval_ms * NS_PER_MS;
+
+	pthread_setname_np(pthread_self(), "kvidx-reaper");
+	pthread_mutex_lock(&s->rp_mu);
+	while (!s->rp_stop) {
+		pthread_mutex_unlock(&s->rp_mu);
+		reap_once(s);
+		uint64_t until = kvidx_now_ns() + period;
+		struct timespec ts = { .tv_sec = (time_t)(until / NS_PER_S),
+				       .tv_nsec = (long)(until % NS_PER_S) };
+		pthread_mutex_lock(&s->rp_mu);
+		while (!s->rp_stop && kvidx_now_ns() < until)
+			if (pthread_cond_timedwait(&s->rp_cv, &s->rp_mu, &ts) == ETIMEDOUT)
+				break;
+	}
+	pthread_mutex_unlock(&s->rp_mu);
+	return NULL;
+}
+
+int spec_reaper_start(struct ing_spec *s)
+{
+	int rc;
+
+	s->rp_stop = false;
+	rc = pthread_create(&s->reaper, NULL, reaper_main, s);
+	if (rc) {
+		ilog(ILOG_ERROR, "cannot start the reaper thread: %s", strerror(rc));
+		return -rc;
+	}
+	s->reaper_running = true;
+	return 0;
+}
+
+void spec_reaper_stop(struct ing_spec *s)
+{
+	if (!s->reaper_running)
+		return;
+	pthread_mutex_lock(&s->rp_mu);
+	s->rp_stop = true;
+	pthread_cond_signal(&s->rp_cv);
+	pthread_mutex_unlock(&s->rp_mu);
+	pthread_join(s->reaper, NULL);
+	s->reaper_running = false;
+}
+
+/* ---- freshness and TTL policy -------------------------------------------------------------- */
+
+void spec_on_event(struct ing_spec *s, int pod, uint64_t now)
+{
+	struct spec_pod *sp = pod_of(s, pod);
+
+	if (!sp)
+		return;
+	sp->pending_ns = 0;
+	apply_pause(s, sp, pod, now);
+}
+
+void spec_set_stream(struct ing_spec *s, int pod, enum spec_pause stream, uint64_t now)
+{
+	struct spec_pod *sp = pod_of(s, pod);
+
+	if (!sp)
+		return;
+	sp->stream = stream;
+	apply_pause(s, sp, pod, now);
+}
+
+uint32_t spec_ttl_next(uint32_t cur_ms, uint64_t lq_us, uint32_t backlog_ms, uint32_t slack_ms,
+		       uint32_t floor_ms, uint32_t cap_ms, double max_step)
+{
+	const uint64_t big = 1000000000000ull; /* 11.6 days: the histogram's open last bucket */
+	uint64_t target_us, target, step, next;
+
+	if (lq_us > big)
+		lq_us = big;
+	/* Round only after the arithmetic (the seed): Lq + J in microseconds, then up to ms. */
+	target_us = lq_us + ((uint64_t)backlog_ms + slack_ms) * 1000;
+	target = (target_us + 999) / 1000;
+	if (target < floor_ms)
+		target = floor_ms;
+	if (target > cap_ms)
+		target = cap_ms;
+	step = (uint64_t)((double)cur_ms * max_step);
+	if (step < 1)
+		step = 1;
+	next = target;
+	if (target > cur_ms && target - cur_ms > step)
+		next = cur_ms + step;
+	else if (target < cur_ms && cur_ms - target > step)
+		next = cur_ms - step;
+	if (next < floor_ms)
+		next = floor_ms;
+	if (next > cap_ms)
+		next = cap_ms;
+	return clamp_ttl((uint32_t)next);
+}
+
+static void adapt(struct ing_spec *s, struct spec_pod *sp, uint64_t now)
+{
+	const struct ing_spec_config *c = s->cfg;
+	uint64_t n, lq;
+
+	sp->next_eval_ns = now + (uint64_t)c->interval_ms * NS_PER_MS;
+	n = kv_hist_count(sp->hist[1]);
+	if (n < c->min_samples || n == 0 || kv_hist_quantile(sp->hist[1], c->percentile, &lq) < 0)
+		return; /* too few recent confirmations: keep the TTL in force */
+	uint32_t next = spec_ttl_next(sp->ttl_ms, lq, c->backlog_ms, c->slack_ms, s->ttl_floor_ms,
+				      s->ttl_cap_ms, c->max_step);
+	if (next == sp->ttl_ms)
+		return;
+	ilog(ILOG_INFO,
+	     "pod %s: TTL %ums -> %ums (p%g of %llu recent confirmations <= %.1fms, + %ums "
+	     "backlog + %ums slack, within %ums..%ums)",
+	     sp->label, sp->ttl_ms, next, c->percentile * 100, (unsigned long long)n,
+	     (double)lq / 1000, c->backlog_ms, c->slack_ms, s->ttl_floor_ms, s->ttl_cap_ms);
+	sp->ttl_ms = next;
+	ctr_set(sp, KV_PC_ttl_ms, next);
+}
+
+void spec_tick(struct ing_spec *s, uint64_t now)
+{
+	bool decay;
+
+	if (!s)
+		return;
+	decay = now >= s->next_decay_ns;
+	if (decay)
+		s->next_decay_ns = now + KV_HIST_DECAY_S * NS_PER_S;
+	for (uint32_t pod = 0; pod < s->max_pods; pod++) {
+		struct spec_pod *sp = &s->pods[pod];
+		if (!sp->active)
+			continue;
+		apply_pause(s, sp, (int)pod, now);
+		if (decay)
+			kv_hist_decay(sp->hist[1]);
+		if (s->cfg->policy == ING_TTL_ADAPTIVE && now >= sp->next_eval_ns)
+			adapt(s, sp, now);
+	}
+}

@@ -1,0 +1,205 @@
+/*
+ * spec.h — internal to kvidx-ingestd: its one job is the writer half of speculative entries
+ * (DESIGN.md section 6; the user's seed, seeds/prefix-cache-speculative-index-ttl.md):
+ *
+ *   route commits   kvidx_drain() hands over what routers committed: per-pod route counters
+ *                   (decided on a prediction / on confirmed blocks / on no match), speculative
+ *                   records on the chosen decode pod and, under P/D, the prefill pod, trusted
+ *                   for the pod's TTL. Outcome reports are matched to their route through a
+ *                   bounded corr_id map and priced: false warm routes, wasted prefill tokens.
+ *   confirmation    apply.c passes spec_confirm() to kvidx_store(): route-to-confirmation
+ *                   latency (commit -> event applied) goes into the pod's cumulative and recent
+ *                   histograms, and the record counts as confirmed in time or, if it had
+ *                   expired, as a late confirmation and an early expiry.
+ *   reaper          a thread that removes expired speculative records (kvidx_expire) and keeps
+ *                   what it removed in a bounded late-window map: a BlockStored for the same
+ *                   (key, pod) within --late-window is a late confirmation and an early expiry
+ *                   (the TTL did not cover the event path); none is a stale expiry (failed
+ *                   prediction, lost event, key mismatch).
+ *   TTL policy      static, or adaptive per pod: T = clamp(Lq + J, floor, cap), Lq a percentile
+ *                   of the pod's recent latency histogram, J = backlog + slack, re-evaluated
+ *                   every interval and moved by at most max-step per interval. The TTL in force
+ *                   is the pod counter ttl_ms.
+ *   freshness       a pod's speculation is paused (kvidx_pod_set_spec_paused; readers then
+ *                   ignore its speculative records and kvidx_speculate adds none) while its
+ *                   stream is replaying or disconnected (spec_paused = 1), or while routes were
+ *                   sent to it but no event came for --stale-limit (spec_paused = 2, "pipeline
+ *                   broken"). An idle pod (no routes, no events) is not paused.
+ *
+ * Threads and the writer mutex (DESIGN.md 5.1: the apply path and the reaper never mutate
+ * concurrently):
+ *
+ *  1. Every function here except spec_reaper_start/stop and spec_ttl_next is called with the
+ *     writer mutex held (ingest.c holds it around each piece of work of its loop: one
+ *     socket's budget of messages, the drain, the tick and housekeeping).
+ *  2. The reaper thread takes the same mutex for each bounded step (at most
+ *     SPEC_REAP_CHUNK slots of kvidx_expire, then the late map's aging), so the ingest thread
+ *     waits at most one step. The ingest thread yields the mutex between its pieces of work
+ *     when the reaper has asked for it (spec_yield), so the reaper cannot starve under load.
+ *  3. All writer-private state in struct ing_spec (per-pod state, the corr_id map, the late
+ *     map) is protected by that mutex; the shared-memory counters it writes are writer-only
+ *     relaxed words, as everywhere in ingestd.
+ *
+ * Metrics carry pods only: nothing here logs prompt text, token ids or keys above debug level.
+ */
+#ifndef KVIDX_INGEST_SPEC_H
+#define KVIDX_INGEST_SPEC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "kvidx.h"
+
+#define SPEC_REAP_CHUNK 4096 /* slots examined per mutex hold of the reaper */
+
+/* Why a pod's speculation is paused: the value of its spec_paused counter. */
+enum spec_pause {
+	SPEC_FRESH = 0,       /* not paused */
+	SPEC_STREAM = 1,      /* replaying a gap, or the subscriber is disconnected */
+	SPEC_PIPELINE = 2,    /* routes sent, no event for --stale-limit */
+};
+
+/*
+ * A bounded map with FIFO eviction, keyed by (key, sub): open addressing (linear probing,
+ * backward-shift deletion) over an index of ring positions, the entries in insertion order in
+ * a ring. A key may be pushed more than once (a multimap); every entry has its own slot. Used for route commits awaiting their outcome (key = corr_id, sub = 0, aux = the
+ * decode pod) and for expired predictions awaiting a late confirmation (key = block key,
+ * sub = pod). The index has twice as many slots as the ring, so probes stay short.
+ */
+struct spec_fent {
+	uint64_t key;
+	int32_t sub;
+	int32_t aux;
+	uint64_t a, b; /* payload */
+	uint32_t live;
+	uint32_t pad;
+};
+struct spec_fifo {
+	struct spec_fent *ring;
+	uint32_t *idx;  /* ring slot + 1, 0 = empty */
+	uint64_t cap;   /* ring entries, a power of two */
+	uint64_t imask; /* index slots - 1 (2 x cap slots) */
+	uint64_t head, tail; /* ring positions, running freely */
+	uint64_t live;
+};
+
+/* An empty map of at least cap entries. 0 or -ENOMEM. */
+int spec_fifo_init(struct spec_fifo *f, uint64_t cap);
+void spec_fifo_free(struct spec_fifo *f);
+/* A live entry of (key, sub) (one of them if pushed more than once), or NULL. Valid until
+ * the next push or del. */
+struct spec_fent *spec_fifo_find(struct spec_fifo *f, uint64_t key, int32_t sub);
+/* Removes a live entry (from find or oldest). */
+void spec_fifo_del(struct spec_fifo *f, struct spec_fent *e);
+/* Appends (key, sub) -> (aux, a, b). An existing entry of (key, sub) stays (delete it first
+ * for map semantics). When the ring is full the oldest live entry is evicted: copied to
+ * *evicted (if non-NULL) and true returned. */
+bool spec_fifo_push(struct spec_fifo *f, uint64_t key, int32_t sub, int32_t aux, uint64_t a,
+		    uint64_t b, struct spec_fent *evicted);
+/* The oldest live entry, or NULL. */
+struct spec_fent *spec_fifo_oldest(struct spec_fifo *f);
+/* Forgets every live entry whose sub (by_aux: aux) is pod. O(entries). */
+void spec_fifo_purge(struct spec_fifo *f, int32_t pod, bool by_aux);
+
+/* Writer-private state of one pod index. */
+struct spec_pod {
+	bool active;
+	char label[KVIDX_POD_NAME_MAX];
+	uint64_t *ctr;        /* kv_writer_pod_ctrs */
+	uint64_t *hist[2];    /* cumulative, recent */
+	uint32_t ttl_ms;      /* TTL in force */
+	uint64_t next_eval_ns;
+	uint64_t pending_ns;  /* earliest route expecting events since the last event; 0: none */
+	enum spec_pause stream; /* SPEC_STREAM while pods.c says replaying / disconnected */
+	enum spec_pause paused; /* in force */
+	uint64_t recent_created[8]; /* created-at of the last confirmed routes: one latency
+				     * sample per route, not per block */
+	unsigned rc_next;
+};
+
+struct ing_spec {
+	struct kvidx *w;
+	const struct ing_spec_config *cfg;
+	pthread_mutex_t *lock; /* the writer mutex */
+	uint32_t block_size;
+	uint32_t max_pods;
+	struct spec_pod *pods;
+	struct spec_fifo corr; /* corr_id -> (pod, predicted tokens | on-prediction bit, commit) */
+	struct spec_fifo late; /* (key, pod) -> (created_ns, expired_ns) */
+	uint64_t late_window_ns;
+	uint32_t ttl_static_ms, ttl_floor_ms, ttl_cap_ms; /* clamped to 1..KVIDX_MAX_TTL_MS */
+	uint64_t reap_budget;  /* slots per reaper wake-up */
+	uint64_t next_decay_ns;
+	uint64_t late_evicted; /* late-map entries evicted before their window ended */
+	uint64_t drain_now, reap_now; /* time of the current drain / reaper step */
+	struct ilog_limit lim, late_lim;
+	/* Reaper thread. */
+	pthread_t reaper;
+	bool reaper_running;
+	pthread_mutex_t rp_mu;
+	pthread_cond_t rp_cv;
+	bool rp_stop;
+	uint32_t rp_want; /* the reaper waits for the writer mutex (atomic) */
+};
+
+/*
+ * Prepares s for writer w. capacity: the index's key capacity (sizes the reaper's budget so
+ * a full pass over the table takes about cfg->reap_pass_ms). lock: the writer mutex, held by
+ * the caller of every other function (rule 1 above). Logs the effective settings (clamped
+ * TTLs, late window). 0 or -ENOMEM.
+ */
+int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config *cfg,
+	      uint32_t block_size, uint32_t max_pods, uint64_t capacity, pthread_mutex_t *lock,
+	      uint64_t now);
+/* Frees s; the reaper must be stopped. Pending late-window entries are dropped uncounted. */
+void spec_free(struct ing_spec *s);
+
+/* Starts / stops the reaper thread. Called without the writer mutex. start: 0 or -errno. */
+int spec_reaper_start(struct ing_spec *s);
+void spec_reaper_stop(struct ing_spec *s);
+/* Ingest thread, holding the mutex: lets a waiting reaper take it, then takes it back. */
+void spec_yield(struct ing_spec *s);
+
+/* Pod index pod was registered (name for log lines): TTL set to the static one, counter
+ * ttl_ms and spec_paused written. detach: the pod left the index; its pending outcomes and
+ * late-window entries are forgotten uncounted. */
+void spec_pod_attach(struct ing_spec *s, int pod, const char *name, uint64_t now);
+void spec_pod_detach(struct ing_spec *s, int pod);
+
+/* Consumes up to budget messages of the route rings (kvidx_drain) and applies them. */
+int spec_drain(struct ing_spec *s, size_t budget, uint64_t now);
+
+/* An event batch of pod was applied: the pipeline is alive. */
+void spec_on_event(struct ing_spec *s, int pod, uint64_t now);
+
+/* pods.c's view of the pod's stream (SPEC_STREAM or SPEC_FRESH); re-evaluates the pause. */
+void spec_set_stream(struct ing_spec *s, int pod, enum spec_pause stream, uint64_t now);
+
+/* Periodic work (each loop round): pipeline-broken gating, adaptive TTL, histogram decay. */
+void spec_tick(struct ing_spec *s, uint64_t now);
+
+/* The kvidx_confirm_fn apply.c passes to kvidx_store, with a struct spec_confirm_ctx as arg:
+ * the time the batch is applied at. */
+struct spec_confirm_ctx {
+	struct ing_spec *s;
+	uint64_t now;
+};
+void spec_confirm(void *arg, uint64_t key, int pod, uint64_t created_ns, uint64_t expires_ns);
+/* After kvidx_store of keys[0..n) on pod: late confirmations of records the reaper already
+ * removed. One hash lookup per key, only while the late map is not empty. */
+void spec_after_store(struct ing_spec *s, int pod, const uint64_t *keys, size_t n,
+		      uint64_t now);
+
+/*
+ * The adaptive policy's next TTL, a pure function: target = ceil((lq_us + J) / 1 ms) with
+ * J = backlog + slack, clamped to [floor, cap]; the result moves from cur_ms toward it by at
+ * most max_step x cur_ms (at least 1 ms) and stays within [floor, cap] and
+ * [1, KVIDX_MAX_TTL_MS]. floor and cap are taken as given (already clamped).
+ */
+uint32_t spec_ttl_next(uint32_t cur_ms, uint64_t lq_us, uint32_t backlog_ms, uint32_t slack_ms,
+		       uint32_t floor_ms, uint32_t cap_ms, double max_step);
+
+#endif /* KVIDX_INGEST_SPEC_H */
