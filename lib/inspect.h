@@ -51,5 +51,7 @@ uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod);
 uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which);
 const uint64_t *kv_view_pod_hist(const struct kv_view *v, int pod, int which);
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w);
+/* Slot positions a full kvidx_expire() pass visits (nslots + max probe). */
+uint64_t kv_writer_slots(struct kvidx *w);
 
 #endif /* KVIDX_INSPECT_H */

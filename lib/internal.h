@@ -39,6 +39,7 @@ struct kvidx {
 	uint32_t max_readers;
 	uint32_t ring_entries;
 	uint64_t *ring_tail; /* consumer position per ring (writer-private copy of rh_tail) */
+	uint32_t drain_next; /* ring kvidx_drain() starts with */
 	/* Current data segment (read-write). */
 	int data_fd;
 	void *data;

@@ -170,21 +170,28 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
  * kvidx_writer_tick() reclaims the stale records. */
 int kvidx_clear_pod(struct kvidx *w, int pod);
 
+/* Called for each speculative record that expires unconfirmed (reaper, or replaced by a new
+ * prediction), with its created-at and expires-at. */
+typedef void (*kvidx_expire_fn)(void *arg, uint64_t key, int pod, uint64_t created_ns,
+				uint64_t expires_ns);
+
 /*
  * Adds speculative records (expiring at now_ns + ttl_ms) for keys on pod, except where pod
- * already holds the key confirmed (left as is) or speculatively (expiry extended).
+ * already holds the key confirmed (left as is) or by a live prediction (its expiry is
+ * extended; created-at stays). An expired prediction the reaper has not removed yet is
+ * reported through on_expire (if non-NULL) and replaced by a new one.
  * ttl_ms in 1..KVIDX_MAX_TTL_MS. Speculative records are evicted first when the table is full.
- * Returns the number of records added or extended, or a negative error.
+ * Returns the number of new records (extensions are not counted), 0 when the pod's
+ * speculation is paused, or a negative error.
  */
 int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now_ns,
-		    uint32_t ttl_ms);
+		    uint32_t ttl_ms, kvidx_expire_fn on_expire, void *arg);
 
 /*
  * Reaper step: removes speculative records whose expiry is <= now_ns, examining at most
  * budget slots from a cursor that walks the table (so one call is bounded). on_expire, if
  * non-NULL, is called per removed record. Returns the number of records removed.
  */
-typedef void (*kvidx_expire_fn)(void *arg, uint64_t key, int pod, uint64_t created_ns);
 int kvidx_expire(struct kvidx *w, uint64_t now_ns, size_t budget, kvidx_expire_fn on_expire,
 		 void *arg);
 

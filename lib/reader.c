@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -45,6 +46,7 @@
 static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
 {
 	char path[KV_SHM_PATH_MAX];
+	struct kvidx_data_hdr h;
 	struct stat sb;
 	struct kv_view v;
 	int fd, rc;
@@ -70,25 +72,31 @@ static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
 	if (rc < 0)
 		return rc;
 	v.hdr = v.base;
-	rc = kv_data_validate(v.hdr, v.size);
-	if (rc == 0 && (v.hdr->dh_generation != gen ||
-			ld_acquire(&v.hdr->dh_state) != KV_DATA_LIVE))
+	/*
+	 * Validate a private copy of the header's immutable part and take the geometry from
+	 * that same copy: reading the shared header again after validating it would let a
+	 * change made in between (a corrupt segment) put unchecked offsets into the view.
+	 */
+	memset(&h, 0, sizeof(h));
+	memcpy(&h, v.base, offsetof(struct kvidx_data_hdr, dh_state));
+	rc = kv_data_validate(&h, v.size);
+	if (rc == 0 && (h.dh_generation != gen || ld_acquire(&v.hdr->dh_state) != KV_DATA_LIVE))
 		rc = -KVIDX_ECORRUPT;
 	if (rc < 0) {
 		munmap(v.base, v.size);
 		return rc;
 	}
 	v.gen = gen;
-	v.nslots = v.hdr->dh_nslots;
-	v.units = v.hdr->dh_arena_units;
-	v.ppk = v.hdr->dh_pods_per_key;
-	v.max_pods = v.hdr->dh_max_pods;
-	v.max_probe = v.hdr->dh_max_probe;
-	v.st = (const void *)((const char *)v.base + v.hdr->dh_stats_off);
-	v.pods = (const void *)((const char *)v.base + v.hdr->dh_pods_off);
-	v.slots = (const void *)((const char *)v.base + v.hdr->dh_slots_off);
-	v.arena = (const void *)((const char *)v.base + v.hdr->dh_arena_off);
-	v.hist = (const void *)((const char *)v.base + v.hdr->dh_hist_off);
+	v.nslots = h.dh_nslots;
+	v.units = h.dh_arena_units;
+	v.ppk = h.dh_pods_per_key;
+	v.max_pods = h.dh_max_pods;
+	v.max_probe = h.dh_max_probe;
+	v.st = (const void *)((const char *)v.base + h.dh_stats_off);
+	v.pods = (const void *)((const char *)v.base + h.dh_pods_off);
+	v.slots = (const void *)((const char *)v.base + h.dh_slots_off);
+	v.arena = (const void *)((const char *)v.base + h.dh_arena_off);
+	v.hist = (const void *)((const char *)v.base + h.dh_hist_off);
 	if (v.max_pods > r->scratch_pods) {
 		int32_t *rop = malloc(v.max_pods * sizeof(*rop));
 		struct kv_row *rows = malloc(v.max_pods * sizeof(*rows));
@@ -132,11 +140,11 @@ static int rd_switch(struct kvidx_reader *r)
 	return rc;
 }
 
-/* Claims slot i if its OFD lock is free: the lock is the claim. */
-static bool rd_claim(struct kvidx_reader *r, uint32_t i)
+/* Claims slot i of slots (located from the validated probe of the registry header, never
+ * from the shared header again) if its OFD lock is free: the lock is the claim. */
+static bool rd_claim(struct kvidx_reader *r, struct kvidx_reader_slot *slots, uint32_t i)
 {
-	struct kvidx_reader_slot *s = (struct kvidx_reader_slot *)((char *)r->ctl +
-								   r->ctl->ch_slots_off) + i;
+	struct kvidx_reader_slot *s = slots + i;
 
 	if (kv_lock_try(r->ctl_fd, KV_LOCK_READER(i)) < 0)
 		return false;
@@ -202,13 +210,12 @@ struct kvidx_reader *kvidx_reader_open(const char *name)
 	}
 	/* Free slots first; then slots whose owner may have died (their lock is gone). */
 	rc = -KVIDX_ENOSLOT;
+	struct kvidx_reader_slot *slots = (void *)((char *)r->ctl + probe.ch_slots_off);
 	for (int pass = 0; pass < 2 && !r->me; pass++) {
 		for (uint32_t i = 0; i < probe.ch_max_readers && !r->me; i++) {
-			const struct kvidx_reader_slot *s =
-				(const void *)((char *)r->ctl + probe.ch_slots_off);
-			bool is_free = KV_RS_STATE(ld_relaxed(&s[i].rs_state)) == KV_RS_FREE;
+			bool is_free = KV_RS_STATE(ld_relaxed(&slots[i].rs_state)) == KV_RS_FREE;
 			if (is_free == (pass == 0))
-				rd_claim(r, i);
+				rd_claim(r, slots, i);
 		}
 	}
 	if (!r->me)

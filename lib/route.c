@@ -203,8 +203,11 @@ int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *op
 	static __thread uint64_t keybuf[KVIDX_MAX_COMMIT_KEYS];
 	size_t used = 0;
 
-	for (uint32_t i = 0; i < w->max_readers && used < budget; i++) {
-		/* Rings of free slots may still hold what a dead owner sent: drain them too. */
+	/* Start where the last call stopped, so that a small budget cannot starve later rings.
+	 * Rings of free slots may still hold what a dead owner sent: drain them too. */
+	for (uint32_t n = 0; n < w->max_readers && used < budget; n++) {
+		uint32_t i = w->drain_next;
+		w->drain_next = (i + 1) % w->max_readers;
 		used += drain_one(w, i, budget - used, ops, keybuf);
 	}
 	return (int)used;

@@ -511,7 +511,7 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 }
 
 int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now,
-		    uint32_t ttl_ms)
+		    uint32_t ttl_ms, kvidx_expire_fn on_expire, void *arg)
 {
 	unsigned gen;
 	int rc = pod_gen(w, pod, &gen), added = 0, full = 0;
@@ -539,17 +539,23 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]))
 			continue; /* confirmed already: a prediction adds nothing */
-		if (r >= 0) {
+		bool fresh = true;
+		if (r >= 0 && rec_expires(b.w0[r], b.w1[r]) <= now) {
+			/* Expired, not reaped yet: that expiry is reported, then a new prediction. */
+			if (on_expire)
+				on_expire(arg, keys[k], pod, b.w1[r], rec_expires(b.w0[r], b.w1[r]));
+			stat_add(&w->st->expirations, 1);
+			b.w1[r] = now;
+			b.w0[r] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms);
+		} else if (r >= 0) {
 			/* Extend: keep created-at (latency is measured from the first commit). */
-			uint64_t until = now + (uint64_t)ttl_ms * NS_PER_MS;
-			uint64_t span = (until - b.w1[r]) / NS_PER_MS;
-			if (rec_expires(b.w0[r], b.w1[r]) <= now)
-				b.w1[r] = now, span = ttl_ms; /* expired: a new prediction */
+			uint64_t span = (now + (uint64_t)ttl_ms * NS_PER_MS - b.w1[r]) / NS_PER_MS;
 			if (span > KVIDX_MAX_TTL_MS)
 				span = KVIDX_MAX_TTL_MS;
 			if (span <= KV_REC_TTL(b.w0[r]) && b.n == b.old_n)
 				continue;
 			b.w0[r] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, span);
+			fresh = false;
 		} else {
 			if (b.n == w->ppk)
 				buf_make_room(w, &b, now);
@@ -561,10 +567,22 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 			full = 1;
 			continue;
 		}
-		added++;
+		added += fresh;
 	}
 	stat_add(&w->st->speculations, (uint64_t)added);
 	return full && !added ? -KVIDX_EFULL : added;
+}
+
+/* Whether entry idx holds an expired prediction (read in place: no copy for the common case). */
+static bool entry_has_expired(const struct kvidx *w, uint32_t idx, uint64_t now)
+{
+	const uint64_t *e = kv_unit(w, idx);
+	unsigned np = KV_META_NPODS(e[1]);
+
+	for (unsigned i = 0; i < np; i++)
+		if (rec_spec(e[2 + 2 * i]) && rec_expires(e[2 + 2 * i], e[3 + 2 * i]) <= now)
+			return true;
+	return false;
 }
 
 int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget, kvidx_expire_fn on_expire,
@@ -581,14 +599,15 @@ int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget, kvidx_expire_fn o
 		uint64_t sw = w->slots[pos];
 		if (++w->expire_pos >= end)
 			w->expire_pos = 0;
-		if (sw == KV_SLOT_EMPTY || sw == KV_SLOT_TOMB)
+		if (sw == KV_SLOT_EMPTY || sw == KV_SLOT_TOMB || !entry_has_expired(w, (uint32_t)sw, now))
 			continue;
 		entry_load(w, (uint32_t)sw, &b);
 		bool dirty = b.n != b.old_n;
 		for (unsigned i = 0; i < b.n;) {
 			if (rec_spec(b.w0[i]) && rec_expires(b.w0[i], b.w1[i]) <= now) {
 				if (on_expire)
-					on_expire(arg, b.key, (int)KV_REC_POD(b.w0[i]), b.w1[i]);
+					on_expire(arg, b.key, (int)KV_REC_POD(b.w0[i]), b.w1[i],
+						  rec_expires(b.w0[i], b.w1[i]));
 				buf_drop(&b, i);
 				removed++;
 				dirty = true;

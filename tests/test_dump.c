@@ -353,7 +353,7 @@ static void populate(int *pa, int *pb)
 	cr_assert_eq(b, 1);
 	cr_assert_eq(kvidx_store(w, a, abc, 3, KVIDX_TIER_GPU, now, NULL, NULL), 3);
 	cr_assert_eq(kvidx_store(w, a, abc, 1, KVIDX_TIER_CPU, now, NULL, NULL), 1);
-	cr_assert_eq(kvidx_speculate(w, b, bd, 2, now, 60000), 2);
+	cr_assert_eq(kvidx_speculate(w, b, bd, 2, now, 60000, NULL, NULL), 2);
 	if (pa)
 		*pa = a;
 	if (pb)
@@ -572,8 +572,8 @@ Test(dump, hidden_records_not_listed)
 	w = open_small();
 	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
 	int c = kvidx_pod_add(w, "c:1", NULL);
-	cr_assert_eq(kvidx_speculate(w, a, &k1, 1, old, 1000), 1);
-	cr_assert_eq(kvidx_speculate(w, b, &k2, 1, kvidx_now_ns(), 60000), 1);
+	cr_assert_eq(kvidx_speculate(w, a, &k1, 1, old, 1000, NULL, NULL), 1);
+	cr_assert_eq(kvidx_speculate(w, b, &k2, 1, kvidx_now_ns(), 60000, NULL, NULL), 1);
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, b, true), 0);
 	cr_assert_eq(kvidx_store(w, c, &k3, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
 	cr_assert_eq(kvidx_clear_pod(w, c), 0);

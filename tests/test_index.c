@@ -298,8 +298,8 @@ Test(index, speculate_confirm_expire)
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	struct kvidx_rec rec[4];
 
-	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 0), -EINVAL);
-	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 5000), 4);
+	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 0, NULL, NULL), -EINVAL);
+	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 5000, NULL, NULL), 4);
 	cr_assert_eq(kvidx_lookup(r, 11, rec, 4), 1);
 	cr_assert(rec[0].speculative);
 	cr_assert_eq(rec[0].t_ns, t0);
@@ -314,12 +314,12 @@ Test(index, speculate_confirm_expire)
 	cr_assert_eq(kvidx_lookup(r, 11, rec, 4), 1);
 	cr_assert_not(rec[0].speculative);
 	/* A prediction on a confirmed block changes nothing. */
-	cr_assert_eq(kvidx_speculate(w, a, keys, 1, t0, 5000), 0);
+	cr_assert_eq(kvidx_speculate(w, a, keys, 1, t0, 5000, NULL, NULL), 0);
 
 	/* Readers ignore expired predictions themselves, before any reaper runs. */
 	uint64_t old = kvidx_now_ns() - 10 * 1000000000ull;
 	uint64_t k5 = 15;
-	cr_assert_eq(kvidx_speculate(w, a, &k5, 1, old, 1000), 1);
+	cr_assert_eq(kvidx_speculate(w, a, &k5, 1, old, 1000, NULL, NULL), 1);
 	cr_assert_eq(kvidx_lookup(r, 15, rec, 4), 0);
 	/* The reaper removes expired ones and reports them. */
 	int got = kvidx_expire(w, kvidx_now_ns(), 100000, NULL, NULL);
@@ -330,10 +330,10 @@ Test(index, speculate_confirm_expire)
 	cr_assert_eq(stats(r)->keys, 1);
 
 	/* Paused speculation: no new predictions and existing ones stop counting. */
-	cr_assert_eq(kvidx_speculate(w, a, &keys[1], 1, kvidx_now_ns(), 5000), 1);
+	cr_assert_eq(kvidx_speculate(w, a, &keys[1], 1, kvidx_now_ns(), 5000, NULL, NULL), 1);
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, a, true), 0);
 	cr_assert_eq(kvidx_lookup(r, 12, rec, 4), 0);
-	cr_assert_eq(kvidx_speculate(w, a, &keys[2], 1, kvidx_now_ns(), 5000), 0);
+	cr_assert_eq(kvidx_speculate(w, a, &keys[2], 1, kvidx_now_ns(), 5000, NULL, NULL), 0);
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, a, false), 0);
 	cr_assert_eq(kvidx_lookup(r, 12, rec, 4), 1);
 	kvidx_reader_close(r);
@@ -348,7 +348,7 @@ Test(index, score_prefixes_candidates_weights)
 	kvidx_store(w, a, k, 8, KVIDX_TIER_GPU, now, NULL, NULL);
 	kvidx_store(w, b, k, 3, KVIDX_TIER_CPU, now, NULL, NULL);
 	kvidx_store(w, b, &k[4], 4, KVIDX_TIER_GPU, now, NULL, NULL); /* gap at block 3 */
-	kvidx_speculate(w, c, k, 2, now, 5000);
+	kvidx_speculate(w, c, k, 2, now, 5000, NULL, NULL);
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	struct kvidx_score s[8];
 
@@ -408,7 +408,7 @@ Test(index, full_table_evicts_speculative_first)
 	for (uint64_t k = 1; k <= 8; k++)
 		cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + k, NULL, NULL), 1);
 	for (uint64_t k = 101; k <= 108; k++)
-		cr_assert_eq(kvidx_speculate(w, b, &k, 1, now, 5000), 1);
+		cr_assert_eq(kvidx_speculate(w, b, &k, 1, now, 5000, NULL, NULL), 1);
 	cr_assert_eq(stats(r)->keys, 16);
 	/* 8 more confirmed keys: every eviction takes a speculative-only key. */
 	for (uint64_t k = 201; k <= 208; k++)
@@ -428,7 +428,7 @@ Test(index, full_table_evicts_speculative_first)
 	/* Pods per key is bounded: a third pod displaces a record, counted. */
 	int c = kvidx_pod_add(w, "c:1", NULL);
 	k = 2;
-	kvidx_speculate(w, b, &k, 1, now, 5000);
+	kvidx_speculate(w, b, &k, 1, now, 5000, NULL, NULL);
 	kvidx_store(w, c, &k, 1, KVIDX_TIER_GPU, now, NULL, NULL);
 	cr_assert_eq(kvidx_lookup(r, 2, rec, 2), 2);
 	cr_assert_eq(stats(r)->rec_evictions, 1);

@@ -5,7 +5,7 @@
  *
  * Counting, per pod (shm/layout.h KV_POD_CTRS), per record unless said otherwise:
  *
- *   speculations          records kvidx_speculate() added or extended
+ *   speculations          new records kvidx_speculate() added (extensions not counted)
  *   confirmed_in_time     a BlockStored found the record speculative and unexpired
  *   late_confirmations    a BlockStored found it expired: still in the table (the reaper had
  *                         not come by), or removed by the reaper less than --late-window ago
@@ -29,9 +29,8 @@
  * most one socket's read budget. rp_want is a relaxed hint, not a synchronisation: the mutex
  * orders every access to shared state.
  *
- * Expired-at of a record the reaper removes is the reaper's clock (kvidx_expire_fn does not
- * pass the record's expiry): at most one reaper pass (--reap-pass) later than the true expiry,
- * which lengthens the late window by as much, never shortens it.
+ * The late window of an expired prediction runs from its own expires-at, whether the reaper
+ * removed it or kvidx_speculate() replaced it with a new prediction (both report it here).
  */
 #include "spec.h"
 
@@ -402,6 +401,9 @@ void spec_pod_detach(struct ing_spec *s, int pod)
 
 /* ---- route commits and outcomes ---------------------------------------------------------- */
 
+static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
+		      uint64_t expires_ns);
+
 /* Predicts keys on pod for its TTL from created_ns. expects: the route leaves blocks for the
  * pod to store, so an event should follow (pipeline-broken gating). */
 static void predict(struct ing_spec *s, struct spec_pod *sp, int pod, const uint64_t *keys,
@@ -412,7 +414,7 @@ static void predict(struct ing_spec *s, struct spec_pod *sp, int pod, const uint
 	ctr_set(sp, KV_PC_last_route_ns, created_ns);
 	if (!n)
 		return;
-	int rc = kvidx_speculate(s->w, pod, keys, n, created_ns, sp->ttl_ms);
+	int rc = kvidx_speculate(s->w, pod, keys, n, created_ns, sp->ttl_ms, on_expire, s);
 	if (rc > 0)
 		ctr_add(sp, KV_PC_speculations, (uint64_t)rc);
 	else if (rc < 0)
@@ -541,8 +543,9 @@ static void count_stale(struct ing_spec *s, int pod)
 		ctr_add(sp, KV_PC_stale_expiries, 1);
 }
 
-/* kvidx_expire callback: the record goes into the late window. */
-static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns)
+/* kvidx_expire / kvidx_speculate callback: the expired record goes into the late window. */
+static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
+		      uint64_t expires_ns)
 {
 	struct ing_spec *s = arg;
 	struct spec_fent ev;
@@ -553,7 +556,7 @@ static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns)
 	 * awaits its confirmation too. Each expiry keeps its own entry and window; one
 	 * BlockStored confirms them all (spec_after_store), as the seed counts it: each was
 	 * followed by a matching confirmation, so none of them is stale. */
-	if (spec_fifo_push(&s->late, key, pod, 0, created_ns, s->reap_now, &ev)) {
+	if (spec_fifo_push(&s->late, key, pod, 0, created_ns, expires_ns, &ev)) {
 		count_stale(s, ev.sub);
 		s->late_evicted++;
 		ilog_limited(&s->late_lim, ILOG_WARN,

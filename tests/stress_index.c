@@ -1,0 +1,1883 @@
+/*
+ * stress_index.c — multi-process torture of kvidx's concurrency contract (DESIGN.md section 5):
+ * one writer process churns a deliberately small index while reader processes check every
+ * answer, and the supervisor (the parent) kills, stops and replaces them, and the writer.
+ *
+ * Oracle. ALWAYS keys are stored on pod 0 before the readers start and that record never
+ * changes but for gaining tiers: every lookup finds it, every ALWAYS-only prompt scores n
+ * blocks on pod 0. NEVER keys are never stored. Every record's contents derive from (key, pod)
+ * (a 10-bit tag in t_ns, a tier set, TTLs from a fixed set), so a torn record, another key's
+ * or one read from reused memory shows; per (key, pod) t_ns never goes backwards for a
+ * reader. -KVIDX_ERETRY is accepted only as often as the reader's slot was expelled.
+ *
+ * Faults. Readers are SIGKILLed (some mid-registration) and replaced, and SIGSTOPped inside a
+ * read-side section past the stall limit: the writer must expel them, keep reclaiming and keep
+ * its heartbeat; resumed, they must get -KVIDX_ERETRY and re-register by themselves. The
+ * registry has only readers + 2 slots, so replacements keep taking over dead readers' slots
+ * (and their route rings) before the writer frees them. A second writer is refused.
+ *
+ * Route rings. Readers commit routes and report outcomes; the writer applies routes as
+ * speculation and checks that each producer's messages arrive whole, in order, exactly once,
+ * with the contents their correlation id implies, even across SIGKILL.
+ *
+ * Writer restart (contract 6). At 70% of the run the writer is SIGKILLed: readers must keep
+ * serving and see its heartbeat go stale; a successor takes over, replays (pods, ALWAYS keys)
+ * into generation 2, and readers must switch by themselves. kvidx_writer_open() publishes the
+ * new generation before the caller can replay, so early readers find ALWAYS keys missing until
+ * the replay is done: counted as restart downtime, fatal with --strict-restart.
+ *
+ * At the end the writer walks the table (no duplicate, foreign or missing key), checks that
+ * limbo drains to 0 and that every dead reader's slot was freed.
+ *
+ * Usage: stress_index --seconds N [--readers R] [--capacity C] [--records N] [--seed S]
+ *                     [--stall-ms M] [--no-restart] [--strict-restart]
+ * Exit 0 with one summary line, or 1 with the first violation.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inspect.h"
+#include "kvidx.h"
+#include "layout.h"
+#include "segment.h"
+
+#define NPODS 8            /* max_pods of the index */
+#define PPK 4              /* pods_per_key */
+#define ALWAYS_PODS 4      /* pods 0..3 may hold ALWAYS keys: never more than PPK, no eviction */
+#define REMOVABLE 4        /* pods 4..7 are removed and re-added */
+#define MAX_ROLES 64
+#define NNEVER 4096
+#define NHOT 16            /* hot keys at the start of each class, hammered by both sides */
+#define TAG_MASK 1023ull
+#define MAX_PROMPT 128
+#define NS_MS 1000000ull
+#define NS_S 1000000000ull
+
+static const uint32_t ttls[] = { 5, 10, 20, 50 };
+#define TTL_MIN 5u
+#define TTL_MAX 50u
+
+enum { CLS_ALWAYS = 0, CLS_CHURN = 1, CLS_NEVER = 2 };
+
+/* ---- options and the key sets (built before any fork, so every process shares them) ---- */
+
+static struct {
+	unsigned seconds, readers, stall_ms;
+	uint64_t capacity, records, seed;
+	bool no_restart, strict_restart;
+} opt = { 10, 4, 200, 4096, 0, 0, false, false };
+
+static char idx_name[KVIDX_NAME_MAX];
+static uint64_t *keys_of[3];
+static uint32_t nkeys[3];
+
+struct key_ent {
+	uint64_t key;
+	uint32_t cls, idx;
+};
+static struct key_ent *sorted_keys; /* all keys, sorted, for classifying walked keys */
+static uint32_t nsorted;
+
+/* ---- shared state: one anonymous MAP_SHARED region, mapped before forking ---- */
+
+struct role {
+	int32_t pid;   /* current incarnation */
+	int32_t slot;  /* its registry slot */
+	uint64_t ready;
+	uint64_t ops;  /* lookups + scores + pod reads: progress */
+	uint64_t lookups, scores, pod_reads, retries, torn_names, max_retry_run, spec_seen;
+	uint64_t incarnations;
+	uint64_t msgs_ok, msgs_dropped;  /* route ring: sent, and refused with -EAGAIN */
+	uint64_t final_inc, final_seq, final_msg_gen; /* a clean exit's last message */
+	uint64_t gen, switches;          /* data generation the reader is on */
+	uint64_t restart_misses;         /* ALWAYS answers missing during the restart replay */
+	uint64_t max_hb_age_ms;          /* stalest writer heartbeat seen (kvidx_reader_info) */
+	uint64_t late_expels;            /* re-registered though no call returned -KVIDX_ERETRY */
+} __attribute__((aligned(128)));
+
+struct shared {
+	uint64_t t0;             /* run start: no record is older */
+	uint64_t always_base[3]; /* per data generation: the now of the ALWAYS stores */
+	int32_t writer_pid[3];   /* per data generation */
+	uint32_t writer_ready, replayed, stop_readers, stop_writer, writer_final;
+	uint32_t pod_inc[NPODS]; /* pod name incarnations, carried over a writer restart */
+	uint64_t seq_n;          /* route producers in seqs[] */
+	uint32_t fail_claim, fail_set;
+	char fail_msg[1024];
+	/* Writer's counters. */
+	uint64_t w_ops, w_efull, w_clears, w_readds, w_pauses, w_ticks, w_max_gap_ns;
+	uint64_t final_walked, final_limbo, w_routes, w_outcomes;
+	struct kvidx_stats final_st;
+	struct role roles[MAX_ROLES];
+};
+
+static struct shared *sh;
+static const char *who = "supervisor";
+
+/* ---- helpers ---- */
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ull;
+	return splitmix64(*s);
+}
+
+static uint32_t rnd_below(uint64_t *s, uint32_t n)
+{
+	return (uint32_t)(rnd(s) % n);
+}
+
+/* The oracle: what a record of (key, pod) may contain. */
+static unsigned rec_tag(uint64_t key, unsigned pod)
+{
+	return (unsigned)(splitmix64(key ^ (0x5bd1e995ull * (pod + 1))) & TAG_MASK);
+}
+
+/* A timestamp at most now whose low 10 bits are the (key, pod) tag. */
+static uint64_t tagged_ns(uint64_t now, uint64_t key, unsigned pod)
+{
+	return ((now - (TAG_MASK + 1)) & ~TAG_MASK) | rec_tag(key, pod);
+}
+
+/* Two of GPU, CPU, DISK, chosen by (key, pod). */
+static unsigned allowed_tiers(uint64_t key, unsigned pod)
+{
+	return 7u & ~(1u << (splitmix64(key + 0x1234567ull * (pod + 7)) % 3));
+}
+
+static unsigned pick_bit(unsigned mask, uint64_t r)
+{
+	unsigned lo = mask & -mask, hi = mask & ~lo;
+
+	return (r & 1) && hi ? (hi & -hi) : lo;
+}
+
+static void pod_name(char out[KVIDX_POD_NAME_MAX], unsigned pod, unsigned inc)
+{
+	snprintf(out, KVIDX_POD_NAME_MAX, "pod%u-inc%06u-chk%08x", pod, inc,
+		 (unsigned)splitmix64(((uint64_t)pod << 32) | inc));
+}
+
+static void pod_model(char out[KVIDX_POD_NAME_MAX], unsigned pod, unsigned inc)
+{
+	snprintf(out, KVIDX_POD_NAME_MAX, "model-%u-%06u", pod, inc);
+}
+
+static uint64_t now_ns(void)
+{
+	return kvidx_now_ns();
+}
+
+static void sleep_us(unsigned us)
+{
+	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* ---- failure ---- */
+
+static pid_t children[MAX_ROLES + 2];
+static unsigned nchildren;
+
+static void unlink_index(void)
+{
+	char path[KV_SHM_PATH_MAX];
+
+	for (unsigned g = 1; g <= 2; g++) {
+		snprintf(path, sizeof(path), "/%s.data.%u", idx_name, g);
+		shm_unlink(path);
+	}
+	snprintf(path, sizeof(path), "/%s", idx_name);
+	shm_unlink(path);
+}
+
+static void kill_children(void)
+{
+	for (unsigned i = 0; i < nchildren; i++)
+		if (children[i] > 0)
+			kill(children[i], SIGKILL);
+	for (unsigned i = 0; i < nchildren; i++)
+		if (children[i] > 0)
+			waitpid(children[i], NULL, 0);
+}
+
+/* The first violation wins; children report it through the shared region and exit 2. */
+static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
+{
+	char msg[sizeof(sh->fail_msg)];
+	va_list ap;
+	int n;
+
+	n = snprintf(msg, sizeof(msg), "%s (pid %d): ", who, (int)getpid());
+	va_start(ap, fmt);
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (sh && strcmp(who, "supervisor") != 0) {
+		if (__atomic_exchange_n(&sh->fail_claim, 1, __ATOMIC_SEQ_CST) == 0) {
+			memcpy(sh->fail_msg, msg, sizeof(msg));
+			__atomic_store_n(&sh->fail_set, 1, __ATOMIC_RELEASE);
+		}
+		_exit(2);
+	}
+	if (sh && __atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
+		fprintf(stderr, "stress_index: FAIL: %s\n", sh->fail_msg);
+	else
+		fprintf(stderr, "stress_index: FAIL: %s\n", msg);
+	kill_children();
+	unlink_index();
+	exit(1);
+}
+
+static void on_alarm(int sig)
+{
+	static const char m[] = "stress_index: FAIL: supervisor: run exceeded its time bound\n";
+
+	(void)sig;
+	if (write(2, m, sizeof(m) - 1) < 0) {
+	}
+	for (unsigned i = 0; i < nchildren; i++)
+		if (children[i] > 0)
+			kill(children[i], SIGKILL);
+	unlink_index();
+	_exit(3);
+}
+
+/* ---- key sets ---- */
+
+static int key_cmp(const void *a, const void *b)
+{
+	const struct key_ent *x = a, *y = b;
+
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static void keys_build(void)
+{
+	uint32_t n = 0;
+
+	nkeys[CLS_ALWAYS] = opt.capacity / 8 < 256 ? (uint32_t)(opt.capacity / 8) : 256;
+	nkeys[CLS_CHURN] = opt.capacity / 2 < 2000 ? (uint32_t)(opt.capacity / 2) : 2000;
+	nkeys[CLS_NEVER] = NNEVER;
+	sorted_keys = calloc(nkeys[0] + nkeys[1] + nkeys[2], sizeof(*sorted_keys));
+	if (!sorted_keys)
+		fail("out of memory");
+	for (unsigned c = 0; c < 3; c++) {
+		keys_of[c] = calloc(nkeys[c], sizeof(uint64_t));
+		if (!keys_of[c])
+			fail("out of memory");
+		for (uint32_t i = 0; i < nkeys[c]; i++) {
+			uint64_t k = splitmix64(opt.seed * 0x2545f4914f6cdd1dull ^
+						((uint64_t)(c + 1) << 40) ^ i);
+			keys_of[c][i] = k;
+			sorted_keys[n++] = (struct key_ent){ k, c, i };
+		}
+	}
+	nsorted = n;
+	qsort(sorted_keys, n, sizeof(*sorted_keys), key_cmp);
+	for (uint32_t i = 1; i < n; i++)
+		if (sorted_keys[i].key == sorted_keys[i - 1].key)
+			fail("seed %llu gives a duplicate key; pick another seed",
+			     (unsigned long long)opt.seed);
+}
+
+static const struct key_ent *key_find(uint64_t key)
+{
+	uint32_t lo = 0, hi = nsorted;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (sorted_keys[mid].key < key)
+			lo = mid + 1;
+		else if (sorted_keys[mid].key > key)
+			hi = mid;
+		else
+			return &sorted_keys[mid];
+	}
+	return NULL;
+}
+
+/* A key of class c, hot keys half of the time. */
+static uint32_t pick_idx(uint64_t *rng, unsigned c)
+{
+	uint32_t n = nkeys[c];
+
+	if (n > NHOT && (rnd(rng) & 1))
+		return rnd_below(rng, NHOT);
+	return rnd_below(rng, n);
+}
+
+/*
+ * Route ring messages. A correlation id is (role << 58) | (first << 57) | (incarnation << 40)
+ * | n, n counting the producer's accepted messages from 1 and first marking its first message
+ * accepted under a data generation (messages of an older one are dropped by a new writer);
+ * everything else in the message derives from the id.
+ */
+#define CORR_SEQ_BITS 40
+#define CORR_INC_MASK 0x1ffffull
+#define CORR_FIRST (1ull << 57)
+#define CORR_PRODUCER(corr) ((((corr) >> 58) << 17) | (((corr) >> CORR_SEQ_BITS) & CORR_INC_MASK))
+
+/* Last message number per producer, shared by both writers (a MAP_SHARED region). */
+struct seq_ent {
+	uint64_t id, last, gen;
+};
+#define SEQ_MAP 65536
+static struct seq_ent *seqs;
+
+struct route_spec {
+	uint32_t first, len; /* consecutive CHURN keys */
+	int pod, prefill;
+	uint32_t matched, matched_spec, cached, prompt;
+};
+
+static void route_of(uint64_t corr, struct route_spec *rs)
+{
+	uint64_t h = splitmix64(corr ^ 0xc0441e55ull);
+	uint32_t maxlen = (h >> 60) == 0 ? nkeys[CLS_CHURN] / 4 : 12;
+
+	rs->len = 1 + (uint32_t)(h % maxlen);
+	rs->first = (uint32_t)((h >> 16) % (nkeys[CLS_CHURN] - rs->len + 1));
+	rs->pod = (int)((h >> 8) % NPODS);
+	rs->prefill = (h >> 12) & 1 ? -1 : (int)((h >> 20) % NPODS);
+	rs->matched = (uint32_t)((h >> 32) % (rs->len + 1));
+	rs->matched_spec = rs->matched ? (uint32_t)((h >> 44) % (rs->matched + 1)) : 0;
+	rs->cached = (uint32_t)(h >> 24) & 0xffff;
+	rs->prompt = rs->cached + ((uint32_t)(h >> 40) & 0xffff);
+}
+
+/* ==== writer ================================================================================ */
+
+struct wctx {
+	struct kvidx *w;
+	uint64_t rng;
+	bool active[NPODS];
+	bool paused[NPODS];
+	unsigned inc[NPODS];
+	uint64_t efull;
+	unsigned gen; /* the data generation this writer publishes: 1, or 2 after a takeover */
+};
+
+static struct seq_ent *w_seq_of(uint64_t producer)
+{
+	size_t i = (size_t)splitmix64(producer) & (SEQ_MAP - 1);
+
+	for (;; i = (i + 1) & (SEQ_MAP - 1)) {
+		if (seqs[i].id == producer + 1)
+			return &seqs[i];
+		if (seqs[i].id == 0) {
+			if (++sh->seq_n > SEQ_MAP / 2)
+				fail("more than %d route producers", SEQ_MAP / 2);
+			seqs[i].id = producer + 1;
+			return &seqs[i];
+		}
+	}
+}
+
+/*
+ * Each producer's messages arrive exactly once and in order: within a generation, its first
+ * message carries CORR_FIRST and every next one follows the last.
+ */
+static void w_check_seq(struct wctx *c, uint64_t corr, const char *what)
+{
+	struct seq_ent *e = w_seq_of(CORR_PRODUCER(corr));
+	uint64_t n = corr & ((1ull << CORR_SEQ_BITS) - 1);
+	bool first = corr & CORR_FIRST;
+	bool ok = e->gen == c->gen ? !first && n == e->last + 1 : first && (c->gen > 1 || n == 1);
+
+	if (!ok)
+		fail("route ring: %s number %llu%s from reader role %u incarnation %llu follows "
+		     "%llu (generation %llu): a message was lost, duplicated or reordered", what,
+		     (unsigned long long)n, first ? " (first)" : "", (unsigned)(corr >> 58),
+		     (unsigned long long)((corr >> CORR_SEQ_BITS) & CORR_INC_MASK),
+		     (unsigned long long)e->last, (unsigned long long)e->gen);
+	e->gen = c->gen;
+	e->last = n;
+}
+
+static unsigned w_pick_pod(struct wctx *c, unsigned lo, unsigned hi)
+{
+	for (int tries = 0; tries < 16; tries++) {
+		unsigned p = lo + rnd_below(&c->rng, hi - lo);
+		if (c->active[p])
+			return p;
+	}
+	return 0; /* pod 0 is always active */
+}
+
+static void w_store(struct wctx *c, uint64_t key, unsigned pod)
+{
+	unsigned tier = pick_bit(allowed_tiers(key, pod), rnd(&c->rng));
+	int rc = kvidx_store(c->w, (int)pod, &key, 1, (enum kvidx_tier)tier,
+			     tagged_ns(now_ns(), key, pod), NULL, NULL);
+
+	if (rc == -KVIDX_EFULL)
+		c->efull++;
+	else if (rc != 1)
+		fail("kvidx_store(pod %u, key %016llx) = %d (%s)", pod, (unsigned long long)key, rc,
+		     kvidx_strerror(rc));
+}
+
+static void w_remove(struct wctx *c, uint64_t key, unsigned pod)
+{
+	unsigned a = allowed_tiers(key, pod), tiers;
+
+	switch (rnd_below(&c->rng, 4)) {
+	case 0: tiers = 0; break;
+	case 1: tiers = a; break;
+	case 2: tiers = pick_bit(a, rnd(&c->rng)); break;
+	default: tiers = 1u + rnd_below(&c->rng, 15); break;
+	}
+	int rc = kvidx_remove(c->w, (int)pod, &key, 1, tiers);
+	if (rc < 0 || rc > 1)
+		fail("kvidx_remove(pod %u, key %016llx) = %d", pod, (unsigned long long)key, rc);
+}
+
+static void w_spec(struct wctx *c, uint64_t key, unsigned pod)
+{
+	uint32_t ttl = ttls[rnd_below(&c->rng, sizeof(ttls) / sizeof(ttls[0]))];
+	int rc = kvidx_speculate(c->w, (int)pod, &key, 1, tagged_ns(now_ns(), key, pod), ttl, NULL, NULL);
+
+	if (rc == -KVIDX_EFULL)
+		c->efull++;
+	else if (rc < 0 || rc > 1)
+		fail("kvidx_speculate(pod %u, key %016llx, NULL, NULL) = %d (%s)", pod,
+		     (unsigned long long)key, rc, kvidx_strerror(rc));
+}
+
+static void w_add_pod(struct wctx *c, unsigned p)
+{
+	char name[KVIDX_POD_NAME_MAX], model[KVIDX_POD_NAME_MAX];
+
+	pod_name(name, p, c->inc[p]);
+	pod_model(model, p, c->inc[p]);
+	int rc = kvidx_pod_add(c->w, name, model);
+	if (rc != (int)p)
+		fail("kvidx_pod_add(%s) = %d, expected the lowest free index %u", name, rc, p);
+	c->active[p] = true;
+	c->paused[p] = false;
+}
+
+static void w_route_fn(void *arg, const struct kvidx_route *rt, uint64_t commit_ns)
+{
+	struct wctx *c = arg;
+	struct route_spec rs;
+	uint64_t now = now_ns();
+
+	w_check_seq(c, rt->corr_id, "route commit");
+	route_of(rt->corr_id, &rs);
+	if (rt->pod != rs.pod || rt->prefill_pod != rs.prefill || rt->nkeys != rs.len ||
+	    rt->matched_blocks != rs.matched || rt->matched_spec != rs.matched_spec ||
+	    commit_ns < sh->t0 || commit_ns > now)
+		fail("route commit %016llx arrived as pod %d prefill %d nkeys %zu matched %u/%u "
+		     "at %llu; sent as pod %d prefill %d nkeys %u matched %u/%u",
+		     (unsigned long long)rt->corr_id, rt->pod, rt->prefill_pod, rt->nkeys,
+		     rt->matched_blocks, rt->matched_spec, (unsigned long long)commit_ns, rs.pod,
+		     rs.prefill, rs.len, rs.matched, rs.matched_spec);
+	for (uint32_t i = 0; i < rs.len; i++)
+		if (rt->keys[i] != keys_of[CLS_CHURN][rs.first + i])
+			fail("route commit %016llx: key %u of %u is %016llx, sent %016llx",
+			     (unsigned long long)rt->corr_id, i, rs.len,
+			     (unsigned long long)rt->keys[i],
+			     (unsigned long long)keys_of[CLS_CHURN][rs.first + i]);
+	/* Applied as ingestd would: speculation on the chosen pods. */
+	for (uint32_t i = 0; i < rs.len; i++) {
+		if (c->active[rs.pod])
+			w_spec(c, rt->keys[i], (unsigned)rs.pod);
+		if (rs.prefill >= 0 && c->active[rs.prefill])
+			w_spec(c, rt->keys[i], (unsigned)rs.prefill);
+	}
+	sh->w_routes++;
+}
+
+static void w_outcome_fn(void *arg, const struct kvidx_outcome *o)
+{
+	struct wctx *c = arg;
+	struct route_spec rs;
+
+	w_check_seq(c, o->corr_id, "outcome");
+	route_of(o->corr_id, &rs);
+	if (o->pod != rs.pod || o->cached_tokens != rs.cached || o->prompt_tokens != rs.prompt ||
+	    o->t_ns < sh->t0 || o->t_ns > now_ns())
+		fail("outcome %016llx arrived as pod %d cached %u of %u; sent pod %d cached %u of %u",
+		     (unsigned long long)o->corr_id, o->pod, o->cached_tokens, o->prompt_tokens,
+		     rs.pod, rs.cached, rs.prompt);
+	sh->w_outcomes++;
+}
+
+static void w_drain(struct wctx *c, size_t budget)
+{
+	const struct kvidx_drain_ops ops = { w_route_fn, w_outcome_fn, c };
+	int rc = kvidx_drain(c->w, budget, &ops);
+
+	if (rc < 0 || (size_t)rc > budget + KVIDX_MAX_COMMIT_KEYS)
+		fail("kvidx_drain(%zu) = %d", budget, rc);
+}
+
+/* One random operation; the mix favours the hot keys the readers also favour. */
+static void w_op(struct wctx *c)
+{
+	uint32_t sel = rnd_below(&c->rng, 1000);
+	const uint64_t *ch = keys_of[CLS_CHURN], *al = keys_of[CLS_ALWAYS];
+
+	if (sel < 280) {
+		w_store(c, ch[pick_idx(&c->rng, CLS_CHURN)], w_pick_pod(c, 0, NPODS));
+	} else if (sel < 450) {
+		w_remove(c, ch[pick_idx(&c->rng, CLS_CHURN)], w_pick_pod(c, 0, NPODS));
+	} else if (sel < 650) {
+		w_spec(c, ch[pick_idx(&c->rng, CLS_CHURN)], w_pick_pod(c, 0, NPODS));
+	} else if (sel < 700) {
+		/* A routed prompt: a chain of consecutive keys speculated, or stored, on one pod. */
+		uint32_t len = 1 + rnd_below(&c->rng, 16), j = pick_idx(&c->rng, CLS_CHURN);
+		unsigned p = w_pick_pod(c, 0, NPODS);
+		bool spec = rnd(&c->rng) & 1;
+		for (uint32_t i = j; i < j + len && i < nkeys[CLS_CHURN]; i++)
+			spec ? w_spec(c, ch[i], p) : w_store(c, ch[i], p);
+	} else if (sel < 740) {
+		/* A batch remove: kvidx_remove takes no timestamp, so batches keep the oracle. */
+		uint64_t batch[16];
+		uint32_t len = 1 + rnd_below(&c->rng, 16), j = pick_idx(&c->rng, CLS_CHURN);
+		unsigned p = w_pick_pod(c, 0, NPODS);
+		size_t n = 0;
+		for (uint32_t i = j; i < j + len && i < nkeys[CLS_CHURN]; i++)
+			batch[n++] = ch[i];
+		int rc = kvidx_remove(c->w, (int)p, batch, n, rnd(&c->rng) & 1 ? 0 : 7);
+		if (rc < 0 || (size_t)rc > n)
+			fail("kvidx_remove(batch of %zu) = %d", n, rc);
+	} else if (sel < 900) {
+		/* ALWAYS keys: other pods (1..3) come and go, rewriting the entry under readers. */
+		uint64_t k = al[pick_idx(&c->rng, CLS_ALWAYS)];
+		unsigned p = 1 + rnd_below(&c->rng, ALWAYS_PODS - 1);
+		switch (rnd_below(&c->rng, 3)) {
+		case 0: w_store(c, k, p); break;
+		case 1: w_remove(c, k, p); break;
+		default: w_spec(c, k, p); break;
+		}
+	} else if (sel < 930) {
+		/* Pod 0 re-stores an ALWAYS key on an allowed tier: its tiers may only grow. */
+		w_store(c, al[pick_idx(&c->rng, CLS_ALWAYS)], 0);
+	} else {
+		/* Speculate pod 0 on an ALWAYS key: it is confirmed there, so nothing changes. */
+		uint64_t k = al[pick_idx(&c->rng, CLS_ALWAYS)];
+		int rc = kvidx_speculate(c->w, 0, &k, 1, tagged_ns(now_ns(), k, 0), TTL_MIN, NULL, NULL);
+		if (rc != 0)
+			fail("kvidx_speculate(pod 0, ALWAYS key %016llx, NULL, NULL) = %d, expected 0 (confirmed)",
+			     (unsigned long long)k, rc);
+	}
+}
+
+/* Time-driven rare events: pod clears, pod removal and re-adding, speculation pauses. */
+static void w_events(struct wctx *c, uint64_t now, uint64_t *next_clear, uint64_t *next_readd,
+		     uint64_t *next_pause)
+{
+	if (now >= *next_clear) {
+		unsigned p = w_pick_pod(c, 1, NPODS);
+		if (p && kvidx_clear_pod(c->w, (int)p) != 0)
+			fail("kvidx_clear_pod(%u) failed", p);
+		sh->w_clears++;
+		*next_clear = now + 20 * NS_MS;
+	}
+	if (now >= *next_readd) {
+		unsigned p;
+		for (p = REMOVABLE; p < NPODS && c->active[p]; p++)
+			;
+		if (p < NPODS) {
+			sh->pod_inc[p] = ++c->inc[p]; /* first: a successor continues after it */
+			w_add_pod(c, p);              /* p is the lowest free index */
+		} else {
+			p = REMOVABLE + rnd_below(&c->rng, NPODS - REMOVABLE);
+			int rc = kvidx_pod_remove(c->w, (int)p);
+			if (rc != 0)
+				fail("kvidx_pod_remove(%u) = %d", p, rc);
+			c->active[p] = false;
+		}
+		sh->w_readds++;
+		*next_readd = now + 50 * NS_MS;
+	}
+	if (now >= *next_pause) {
+		unsigned p = w_pick_pod(c, 1, NPODS);
+		if (p) {
+			c->paused[p] = !c->paused[p];
+			if (kvidx_pod_set_spec_paused(c->w, (int)p, c->paused[p]) != 0)
+				fail("kvidx_pod_set_spec_paused(%u) failed", p);
+			sh->w_pauses++;
+		}
+		*next_pause = now + 30 * NS_MS;
+	}
+}
+
+struct walk_ctx {
+	uint8_t *seen;
+	uint64_t keys, foreign, dups, bad;
+	uint64_t first_bad;
+};
+
+static void walk_fn(void *arg, uint64_t key, const struct kvidx_rec *recs, int n)
+{
+	struct walk_ctx *wc = arg;
+	const struct key_ent *ke = key_find(key);
+
+	wc->keys++;
+	if (!ke || ke->cls == CLS_NEVER) {
+		if (!wc->foreign++ && !wc->bad)
+			wc->first_bad = key;
+		return;
+	}
+	uint32_t i = ke->cls == CLS_ALWAYS ? ke->idx : nkeys[CLS_ALWAYS] + ke->idx;
+	if (wc->seen[i]++ && !wc->dups++ && !wc->bad)
+		wc->first_bad = key;
+	if (ke->cls == CLS_ALWAYS) {
+		bool pod0 = false;
+		for (int j = 0; j < n; j++)
+			pod0 |= recs[j].pod == 0 && !recs[j].speculative;
+		if (!pod0 && !wc->bad++)
+			wc->first_bad = key;
+	}
+}
+
+/* Quiescent checks once the readers are gone: a full walk, limbo, the registry. */
+static void writer_final(struct wctx *c)
+{
+	uint64_t now = now_ns();
+
+	/* 300 ms of ticks: more than the 100 ms dead-reader scan period. */
+	for (uint64_t end = now + 300 * NS_MS; (now = now_ns()) < end; sleep_us(1000)) {
+		kvidx_writer_tick(c->w, now);
+		kvidx_expire(c->w, now, 4096, NULL, NULL);
+	}
+	/* Every message a producer got 0 for is delivered, the last clean ones exactly. */
+	for (int i = 0; i < 1000; i++)
+		w_drain(c, 1u << 20);
+	for (unsigned id = 0; id < opt.readers; id++) {
+		const struct role *ro = &sh->roles[id];
+		if (ro->final_msg_gen != c->gen)
+			continue; /* none sent to this writer */
+		const struct seq_ent *e = w_seq_of(((uint64_t)id << 17) |
+						   (ro->final_inc & CORR_INC_MASK));
+		if (e->gen != c->gen || e->last != ro->final_seq)
+			fail("route ring: reader role %u incarnation %llu sent %llu messages, the "
+			     "writer received %llu", id, (unsigned long long)ro->final_inc,
+			     (unsigned long long)ro->final_seq, (unsigned long long)e->last);
+	}
+	struct kvidx_reader *r = kvidx_reader_open(idx_name);
+	if (!r)
+		fail("final kvidx_reader_open: %s", kvidx_strerror(-errno));
+	const struct kv_view *v = kv_reader_view(r);
+	struct walk_ctx wc = { .seen = calloc(nkeys[0] + nkeys[1], 1) };
+	if (!wc.seen)
+		fail("out of memory");
+	int64_t walked = kv_reader_walk(r, 0, v->nslots + v->max_probe, now_ns(), walk_fn, &wc);
+	if (walked < 0)
+		fail("final walk: %s", kvidx_strerror((int)walked));
+	uint64_t keys = ld_relaxed(&v->st->keys);
+	if ((uint64_t)walked != keys || wc.keys != keys)
+		fail("final walk visited %lld keys, stats say %llu", (long long)walked,
+		     (unsigned long long)keys);
+	if (wc.foreign || wc.dups || wc.bad)
+		fail("final walk: %llu foreign keys, %llu keys in two slots, %llu ALWAYS keys "
+		     "without pod 0 (first %016llx)", (unsigned long long)wc.foreign,
+		     (unsigned long long)wc.dups, (unsigned long long)wc.bad,
+		     (unsigned long long)wc.first_bad);
+	for (uint32_t i = 0; i < nkeys[CLS_ALWAYS]; i++)
+		if (!wc.seen[i])
+			fail("final walk: ALWAYS key #%u %016llx missing", i,
+			     (unsigned long long)keys_of[CLS_ALWAYS][i]);
+	free(wc.seen);
+	/* Nothing is inside a read-side section now: one grace period empties limbo. */
+	kvidx_writer_tick(c->w, now_ns());
+	kvidx_writer_tick(c->w, now_ns());
+	sh->final_limbo = ld_relaxed(&v->st->limbo);
+	if (sh->final_limbo != 0)
+		fail("limbo holds %llu entries with every reader quiescent",
+		     (unsigned long long)sh->final_limbo);
+	/* Every slot but this check's own is free: dead and expelled readers were reclaimed. */
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
+	const struct kvidx_reader_slot *rs = (const void *)((const char *)ctl + ctl->ch_slots_off);
+	for (uint32_t i = 0; i < ctl->ch_max_readers; i++) {
+		uint64_t st = ld_relaxed(&rs[i].rs_state);
+		if ((int)i != kv_reader_slot_index(r) && KV_RS_STATE(st) != KV_RS_FREE)
+			fail("registry slot %u still in state %u (pid %d) after every reader exited",
+			     i, KV_RS_STATE(st), (int)ld_relaxed(&rs[i].rs_pid));
+	}
+	memcpy(&sh->final_st, v->st, sizeof(sh->final_st));
+	sh->final_walked = (uint64_t)walked;
+	kvidx_reader_close(r);
+}
+
+static void __attribute__((noreturn)) writer_main(unsigned gen)
+{
+	struct kvidx_writer_opts o = {
+		.name = idx_name,
+		.geo = { .capacity = opt.capacity, .records = opt.records, .pods_per_key = PPK,
+			 .max_pods = NPODS, .max_readers = opt.readers + 2 },
+		.stall_ms = opt.stall_ms,
+	};
+	struct wctx c = { .rng = opt.seed ^ (0x77 * gen), .gen = gen };
+	uint64_t now, last_tick, next_clear, next_readd, next_pause;
+
+	who = gen == 1 ? "writer" : "writer 2";
+	sh->writer_pid[gen] = getpid();
+	c.w = kvidx_writer_open(&o);
+	if (!c.w)
+		fail("kvidx_writer_open(%s): %s", idx_name, kvidx_strerror(-errno));
+	/* Contract 1, inside one process: a second open file description is refused too. */
+	errno = 0;
+	struct kvidx *w2 = kvidx_writer_open(&o);
+	if (w2 || errno != KVIDX_EWRITER)
+		fail("a second writer in the writer's process was not refused (errno %d)", errno);
+	/* The replay: pods (names continuing the old incarnations), then the ALWAYS keys. */
+	for (unsigned p = 0; p < NPODS; p++) {
+		c.inc[p] = gen == 1 ? 0 : sh->pod_inc[p] + 1;
+		sh->pod_inc[p] = c.inc[p];
+		w_add_pod(&c, p);
+	}
+	if (gen == 1)
+		sh->t0 = now_ns();
+	sh->always_base[gen] = now_ns();
+	for (uint32_t i = 0; i < nkeys[CLS_ALWAYS]; i++) {
+		uint64_t k = keys_of[CLS_ALWAYS][i];
+		int rc = kvidx_store(c.w, 0, &k, 1, (enum kvidx_tier)pick_bit(allowed_tiers(k, 0), i),
+				     tagged_ns(sh->always_base[gen], k, 0), NULL, NULL);
+		if (rc != 1)
+			fail("storing ALWAYS key #%u: %d (%s)", i, rc, kvidx_strerror(rc));
+	}
+	__atomic_store_n(&sh->replayed, gen, __ATOMIC_RELEASE);
+	__atomic_store_n(&sh->writer_ready, 1, __ATOMIC_RELEASE);
+
+	now = last_tick = now_ns();
+	next_clear = now + 20 * NS_MS;
+	next_readd = now + 50 * NS_MS;
+	next_pause = now + 30 * NS_MS;
+	while (!__atomic_load_n(&sh->stop_writer, __ATOMIC_ACQUIRE)) {
+		now = now_ns();
+		if (now - last_tick >= NS_MS) {
+			if (now - last_tick > sh->w_max_gap_ns)
+				sh->w_max_gap_ns = now - last_tick;
+			kvidx_writer_tick(c.w, now);
+			kvidx_expire(c.w, now, 256, NULL, NULL);
+			w_events(&c, now, &next_clear, &next_readd, &next_pause);
+			last_tick = now;
+			sh->w_ticks++;
+		}
+		for (int i = 0; i < 16; i++)
+			w_op(&c);
+		w_drain(&c, 256);
+		sh->w_ops += 16;
+		sh->w_efull = c.efull;
+	}
+	writer_final(&c);
+	kvidx_writer_close(c.w, true);
+	__atomic_store_n(&sh->writer_final, 1, __ATOMIC_RELEASE);
+	_exit(0);
+}
+
+/* ==== readers =============================================================================== */
+
+struct rctx {
+	struct kvidx_reader *r;
+	struct role *me;
+	int id;
+	uint64_t rng;
+	uint64_t *last_t;     /* per (ALWAYS or CHURN key, pod): newest t_ns seen */
+	uint8_t *last_tiers;  /* per ALWAYS key: pod 0's tiers seen */
+	uint32_t last_inc[NPODS];
+	uint64_t expelled_base;
+	uint64_t retries;
+	uint64_t inc, msg_seq; /* route ring producer: incarnation, accepted messages */
+	uint64_t msg_gen;      /* generation of the last accepted message */
+	uint64_t slot_gen;     /* claim generation of our registry slot */
+	bool prev_retry;       /* the last call returned -KVIDX_ERETRY */
+	uint64_t gen;          /* data generation of the last call */
+	bool replayed;         /* the current generation's replay was done before this call */
+	const struct kvidx_reader_slot *slot;
+};
+
+static const char *cls_name[3] = { "ALWAYS", "CHURN", "NEVER" };
+
+/*
+ * After each call that enters a read-side section: a changed claim generation means the call
+ * re-registered after an expulsion. Normally the call before it returned -KVIDX_ERETRY; if
+ * not, the expulsion came after that call's last check (it correctly succeeded): counted, so
+ * the supervisor can tell this from an expelled call that wrongly succeeded.
+ */
+static void r_note_slot(struct rctx *c, bool retry)
+{
+	uint64_t g = KV_RS_GEN(ld_relaxed(&c->slot->rs_state));
+
+	if (g != c->slot_gen) {
+		if (!c->prev_retry)
+			st_relaxed(&c->me->late_expels, c->me->late_expels + 1);
+		c->slot_gen = g;
+	}
+	c->prev_retry = retry;
+}
+
+/* -KVIDX_ERETRY is allowed only after an expulsion of this reader's slot. */
+static void r_count_retry(struct rctx *c, unsigned run)
+{
+	c->retries++;
+	c->me->retries++;
+	if (run + 1 > c->me->max_retry_run)
+		c->me->max_retry_run = run + 1;
+	/* The writer bumps rs_expelled just after its CAS to EXPELLED: allow that one. */
+	uint64_t exp = ld_relaxed(&c->slot->rs_expelled) - c->expelled_base;
+	if (c->retries > exp + 1)
+		fail("-KVIDX_ERETRY number %llu but the slot was expelled only %llu times",
+		     (unsigned long long)c->retries, (unsigned long long)exp);
+	if (run >= 1000)
+		fail("1000 -KVIDX_ERETRY in a row");
+}
+
+static int r_lookup(struct rctx *c, uint64_t key, struct kvidx_rec *out, size_t max)
+{
+	for (unsigned run = 0;; run++) {
+		int n = kvidx_lookup(c->r, key, out, max);
+		r_note_slot(c, n == -KVIDX_ERETRY);
+		if (n != -KVIDX_ERETRY)
+			return n;
+		r_count_retry(c, run);
+	}
+}
+
+static int r_score(struct rctx *c, const uint64_t *keys, size_t n, const int *cand, size_t ncand,
+		   struct kvidx_score *out, size_t max)
+{
+	for (unsigned run = 0;; run++) {
+		int nr = kvidx_score(c->r, keys, n, cand, ncand, NULL, out, max);
+		r_note_slot(c, nr == -KVIDX_ERETRY);
+		if (nr != -KVIDX_ERETRY)
+			return nr;
+		r_count_retry(c, run);
+	}
+}
+
+/* Before a call: whether the generation the call may see has been replayed. */
+static void r_before(struct rctx *c)
+{
+	c->replayed = __atomic_load_n(&sh->replayed, __ATOMIC_ACQUIRE) >= 2;
+}
+
+/* After a call: the generation it used (it switches inside rd_enter()). */
+static void r_after(struct rctx *c)
+{
+	uint64_t g = kv_reader_view(c->r)->gen;
+
+	if (g == c->gen)
+		return;
+	if (g < c->gen || g > 2)
+		fail("data generation went from %llu to %llu", (unsigned long long)c->gen,
+		     (unsigned long long)g);
+	c->gen = g;
+	memset(c->last_tiers, 0, nkeys[CLS_ALWAYS]); /* a new writer starts them afresh */
+	st_relaxed(&c->me->gen, g);
+	c->me->switches++;
+}
+
+/* An ALWAYS answer without pod 0: allowed (and counted) only in a generation whose writer
+ * had not finished its replay when the call began, unless --strict-restart. */
+static bool r_restart_miss(struct rctx *c)
+{
+	if (c->gen < 2 || c->replayed || opt.strict_restart)
+		return false;
+	c->me->restart_misses++;
+	return true;
+}
+
+static void check_recs(struct rctx *c, unsigned cls, uint32_t ki, uint64_t key,
+		       const struct kvidx_rec *out, int n, size_t max, uint64_t t_before,
+		       uint64_t t_after)
+{
+	unsigned podmask = 0;
+	uint64_t max_ttl = (t_after - sh->t0) / NS_MS + TTL_MAX + 1;
+	const uint64_t slack = 2 * (TAG_MASK + 1);
+
+	if (n < 0)
+		fail("kvidx_lookup(%s #%u %016llx) = %d (%s)", cls_name[cls], ki,
+		     (unsigned long long)key, n, kvidx_strerror(n));
+	if ((size_t)n > max || n > PPK)
+		fail("kvidx_lookup(%s #%u) returned %d records (max %zu, pods_per_key %d)",
+		     cls_name[cls], ki, n, max, PPK);
+	if (cls == CLS_NEVER && n)
+		fail("NEVER key #%u %016llx found with %d records (pod %u)", ki,
+		     (unsigned long long)key, n, out[0].pod);
+	for (int i = 0; i < n; i++) {
+		const struct kvidx_rec *x = &out[i];
+		unsigned p = x->pod;
+#define RFAIL(what, ...)                                                                     \
+	fail("%s key #%u %016llx record %d/%d (pod %u tiers %#x %s t %llu exp %llu): " what,   \
+	     cls_name[cls], ki, (unsigned long long)key, i, n, p, x->tiers,                    \
+	     x->speculative ? "spec" : "conf", (unsigned long long)x->t_ns,                    \
+	     (unsigned long long)x->expires_ns, ##__VA_ARGS__)
+		if (p >= NPODS)
+			RFAIL("pod index out of range");
+		if (cls == CLS_ALWAYS && p >= ALWAYS_PODS)
+			RFAIL("a pod that never holds ALWAYS keys");
+		if (podmask & (1u << p))
+			RFAIL("pod listed twice");
+		podmask |= 1u << p;
+		if ((x->t_ns & TAG_MASK) != rec_tag(key, p))
+			RFAIL("t_ns tag %llu, expected %u: torn or foreign record",
+			      (unsigned long long)(x->t_ns & TAG_MASK), rec_tag(key, p));
+		if (x->t_ns + slack < sh->t0 || x->t_ns > t_after)
+			RFAIL("t_ns outside [run start, now]");
+		if (x->speculative) {
+			uint64_t span = x->expires_ns - x->t_ns;
+			if (x->tiers != KVIDX_TIER_GPU)
+				RFAIL("speculative record not on GPU tier");
+			if (x->expires_ns <= t_before)
+				RFAIL("expired %llu ns before the lookup began",
+				      (unsigned long long)(t_before - x->expires_ns));
+			if (span % NS_MS || span / NS_MS < TTL_MIN || span / NS_MS > max_ttl ||
+			    span / NS_MS > KVIDX_MAX_TTL_MS)
+				RFAIL("TTL %llu ns not a whole ms in [%u, %llu] ms",
+				      (unsigned long long)span, TTL_MIN, (unsigned long long)max_ttl);
+			c->me->spec_seen++;
+		} else {
+			if (x->expires_ns != 0)
+				RFAIL("confirmed record with an expiry");
+			if (!x->tiers || (x->tiers & ~allowed_tiers(key, p)))
+				RFAIL("tiers outside the allowed set %#x", allowed_tiers(key, p));
+		}
+		/* Per (key, pod) the writer only ever writes newer t_ns: never backwards. */
+		uint64_t *lt = &c->last_t[((cls == CLS_ALWAYS ? 0 : nkeys[CLS_ALWAYS]) + ki) * NPODS + p];
+		if (x->t_ns < *lt)
+			RFAIL("t_ns went back from %llu", (unsigned long long)*lt);
+		*lt = x->t_ns;
+		if (cls == CLS_ALWAYS && p == 0) {
+			uint64_t want = tagged_ns(sh->always_base[c->gen], key, 0);
+			if (x->speculative || x->t_ns != want)
+				RFAIL("pod 0's ALWAYS record changed (expected confirmed at %llu)",
+				      (unsigned long long)want);
+			if (c->last_tiers[ki] & ~x->tiers)
+				RFAIL("pod 0 lost tiers (had %#x)", c->last_tiers[ki]);
+			c->last_tiers[ki] = x->tiers;
+		}
+#undef RFAIL
+	}
+	if (cls == CLS_ALWAYS && max >= PPK && !(podmask & 1)) {
+		if (r_restart_miss(c))
+			return;
+		fail("ALWAYS key #%u %016llx: pod 0 missing (%d records, pods %#x) in generation "
+		     "%llu", ki, (unsigned long long)key, n, podmask, (unsigned long long)c->gen);
+	}
+}
+
+static void r_lookup_one(struct rctx *c, unsigned cls)
+{
+	struct kvidx_rec out[PPK + 4];
+	uint32_t ki = pick_idx(&c->rng, cls);
+	uint64_t key = keys_of[cls][ki];
+	size_t max = rnd_below(&c->rng, 8) == 0 ? 1 + rnd_below(&c->rng, PPK) : PPK + 4;
+	uint64_t t0 = now_ns();
+	r_before(c);
+	int n = r_lookup(c, key, out, max);
+
+	r_after(c);
+	check_recs(c, cls, ki, key, out, n, max, t0, now_ns());
+	c->me->ops++;
+	c->me->lookups++;
+}
+
+/* Score rows: sorted by pod, in range, blocks within the prompt, scores within weights. */
+static void check_rows(const char *what, const struct kvidx_score *s, int nr, size_t max,
+		       size_t n, const int *cand, size_t ncand)
+{
+	if (nr < 0)
+		fail("kvidx_score(%s, n=%zu) = %d (%s)", what, n, nr, kvidx_strerror(nr));
+	if ((size_t)nr > max)
+		fail("kvidx_score(%s) wrote %d rows, max %zu", what, nr, max);
+	for (int i = 0; i < nr; i++) {
+		double lo = 0.5 * (s[i].blocks - s[i].spec_blocks) + s[i].spec_blocks;
+		if (s[i].pod < 0 || s[i].pod >= NPODS || (i && s[i].pod <= s[i - 1].pod))
+			fail("kvidx_score(%s) row %d: pod %d out of range or out of order", what, i,
+			     s[i].pod);
+		if (s[i].blocks > n || s[i].spec_blocks > s[i].blocks)
+			fail("kvidx_score(%s) row %d (pod %d): blocks %u spec %u of %zu", what, i,
+			     s[i].pod, s[i].blocks, s[i].spec_blocks, n);
+		if (s[i].score < lo - 1e-9 || s[i].score > s[i].blocks + 1e-9)
+			fail("kvidx_score(%s) row %d (pod %d): score %g outside [%g, %u]", what, i,
+			     s[i].pod, s[i].score, lo, s[i].blocks);
+		if (!cand && s[i].blocks == 0)
+			fail("kvidx_score(%s) row %d (pod %d): a row without block 0", what, i,
+			     s[i].pod);
+	}
+	if (cand) {
+		unsigned want = 0, got = 0;
+		for (size_t i = 0; i < ncand; i++)
+			want |= 1u << cand[i];
+		for (int i = 0; i < nr; i++)
+			got |= 1u << s[i].pod;
+		if ((size_t)__builtin_popcount(want) <= max && got != want)
+			fail("kvidx_score(%s): rows for pods %#x, candidates %#x", what, got, want);
+	}
+}
+
+static const struct kvidx_score *row_of(const struct kvidx_score *s, int nr, int pod)
+{
+	for (int i = 0; i < nr; i++)
+		if (s[i].pod == pod)
+			return &s[i];
+	return NULL;
+}
+
+static void r_score_one(struct rctx *c)
+{
+	uint64_t keys[MAX_PROMPT];
+	struct kvidx_score out[NPODS];
+	int cand[4];
+	size_t n = 1 + rnd_below(&c->rng, rnd_below(&c->rng, 4) ? 32 : MAX_PROMPT), ncand = 0;
+	size_t max = rnd_below(&c->rng, 8) == 0 ? 1 + rnd_below(&c->rng, NPODS) : NPODS;
+	uint32_t kind = rnd_below(&c->rng, 4), gap = UINT32_MAX;
+	const int *cp = NULL;
+	char what[48];
+
+	if (rnd_below(&c->rng, 3) == 0) {
+		ncand = 1 + rnd_below(&c->rng, 4);
+		for (size_t i = 0; i < ncand; i++)
+			cand[i] = (int)rnd_below(&c->rng, NPODS);
+		cand[0] = 0; /* pod 0 always has a row then */
+		cp = cand;
+	}
+	if (kind <= 1) {
+		/* ALWAYS-only prompt, or one with a NEVER key at position gap. */
+		for (size_t i = 0; i < n; i++)
+			keys[i] = keys_of[CLS_ALWAYS][pick_idx(&c->rng, CLS_ALWAYS)];
+		if (kind == 1) {
+			gap = rnd_below(&c->rng, (uint32_t)n);
+			keys[gap] = keys_of[CLS_NEVER][rnd_below(&c->rng, nkeys[CLS_NEVER])];
+		}
+	} else {
+		/* Consecutive CHURN keys, as the writer stores and speculates prompts. */
+		uint32_t j = pick_idx(&c->rng, CLS_CHURN);
+		if (j + n > nkeys[CLS_CHURN])
+			j = nkeys[CLS_CHURN] - (uint32_t)n;
+		for (size_t i = 0; i < n; i++)
+			keys[i] = keys_of[CLS_CHURN][j + i];
+	}
+	snprintf(what, sizeof(what), "%s, %zu cand",
+		 kind == 0 ? "ALWAYS" : kind == 1 ? "gap" : "CHURN", ncand);
+	r_before(c);
+	int nr = r_score(c, keys, n, cp, ncand, out, max);
+	r_after(c);
+	check_rows(what, out, nr, max, n, cp, ncand);
+	c->me->scores++;
+	c->me->ops++;
+	if (kind > 1)
+		return;
+	/* Rows come out in pod order, so a cut at max never drops pod 0's. */
+	const struct kvidx_score *r0 = row_of(out, nr, 0);
+	uint32_t want = kind == 0 ? (uint32_t)n : gap;
+	if (kind == 1 && gap == 0 && !cp && nr != 0)
+		fail("kvidx_score(gap at block 0): %d rows, expected none", nr);
+	if (want == 0 && !cp)
+		return;
+	if ((!r0 || r0->blocks != want || r0->spec_blocks != 0) && r_restart_miss(c))
+		return;
+	if (!r0 || r0->blocks != want || r0->spec_blocks != 0)
+		fail("kvidx_score(%s, n=%zu, gap %d): pod 0 has %u blocks (%u spec), expected %u "
+		     "confirmed", what, n, kind == 1 ? (int)gap : -1, r0 ? r0->blocks : 0,
+		     r0 ? r0->spec_blocks : 0, want);
+	if (kind == 1)
+		for (int i = 0; i < nr; i++)
+			if (out[i].blocks > gap)
+				fail("kvidx_score(gap at %u): pod %d has %u blocks, past the absent "
+				     "block", gap, out[i].pod, out[i].blocks);
+}
+
+static void r_pod_one(struct rctx *c)
+{
+	char name[KVIDX_POD_NAME_MAX], model[KVIDX_POD_NAME_MAX], want[KVIDX_POD_NAME_MAX];
+	unsigned p = rnd_below(&c->rng, NPODS), pp, inc;
+	r_before(c);
+	int rc = kvidx_reader_pod(c->r, (int)p, name, model);
+
+	c->me->pod_reads++;
+	c->me->ops++;
+	if (rc == -KVIDX_ERETRY) {
+		c->me->torn_names++;
+		return;
+	}
+	if (rc == -KVIDX_ENOPOD && (p >= REMOVABLE || r_restart_miss(c)))
+		return;
+	if (rc != 0)
+		fail("kvidx_reader_pod(%u) = %d (%s)", p, rc, kvidx_strerror(rc));
+	if (sscanf(name, "pod%u-inc%u-chk", &pp, &inc) != 2 || pp != p)
+		fail("kvidx_reader_pod(%u): name '%s' is not this pod's", p, name);
+	pod_name(want, p, inc);
+	if (strcmp(want, name) != 0)
+		fail("kvidx_reader_pod(%u): torn name '%s' (expected '%s')", p, name, want);
+	pod_model(want, p, inc);
+	if (strcmp(want, model) != 0)
+		fail("kvidx_reader_pod(%u): model '%s' does not match name '%s'", p, model, name);
+	if (inc < c->last_inc[p])
+		fail("kvidx_reader_pod(%u): incarnation went back from %u to %u", p, c->last_inc[p],
+		     inc);
+	c->last_inc[p] = inc;
+}
+
+static void r_info_one(struct rctx *c)
+{
+	struct kvidx_info in;
+	int rc;
+
+	for (unsigned run = 0;; run++) {
+		rc = kvidx_reader_info(c->r, &in);
+		r_note_slot(c, rc == -KVIDX_ERETRY);
+		if (rc != -KVIDX_ERETRY)
+			break;
+		r_count_retry(c, run);
+	}
+	if (rc != 0)
+		fail("kvidx_reader_info = %d", rc);
+	r_after(c);
+	uint64_t age = (kvidx_now_ns() - in.heartbeat_ns) / NS_MS;
+	if (in.heartbeat_ns <= kvidx_now_ns() && age > c->me->max_hb_age_ms)
+		st_relaxed(&c->me->max_hb_age_ms, age);
+	if (in.generation != c->gen || in.writer_pid != sh->writer_pid[c->gen] ||
+	    in.geo.max_pods != NPODS ||
+	    in.geo.pods_per_key != PPK || in.geo.capacity != opt.capacity)
+		fail("kvidx_reader_info: generation %llu writer %d geometry %u/%u/%llu is wrong",
+		     (unsigned long long)in.generation, (int)in.writer_pid, in.geo.max_pods,
+		     in.geo.pods_per_key, (unsigned long long)in.geo.capacity);
+}
+
+/* A route commit or an outcome report; -EAGAIN (ring full) is allowed and counted. */
+static void r_message_one(struct rctx *c, bool outcome)
+{
+	uint64_t g = kv_reader_view(c->r)->gen; /* what kvidx_commit() stamps */
+	uint64_t corr = ((uint64_t)c->id << 58) | (g != c->msg_gen ? CORR_FIRST : 0) |
+			((c->inc & CORR_INC_MASK) << CORR_SEQ_BITS) | (c->msg_seq + 1);
+	struct route_spec rs;
+	int rc;
+
+	route_of(corr, &rs);
+	if (outcome) {
+		rc = kvidx_report_outcome(c->r, corr, rs.pod, rs.cached, rs.prompt);
+	} else {
+		struct kvidx_route rt = { .corr_id = corr, .pod = rs.pod, .prefill_pod = rs.prefill,
+					  .keys = &keys_of[CLS_CHURN][rs.first], .nkeys = rs.len,
+					  .matched_blocks = rs.matched,
+					  .matched_spec = rs.matched_spec };
+		rc = kvidx_commit(c->r, &rt);
+	}
+	c->me->ops++;
+	if (rc == -EAGAIN) {
+		c->me->msgs_dropped++;
+		return;
+	}
+	if (rc != 0)
+		fail("%s = %d (%s)", outcome ? "kvidx_report_outcome" : "kvidx_commit", rc,
+		     kvidx_strerror(rc));
+	c->msg_seq++;
+	c->msg_gen = g;
+	c->me->msgs_ok++;
+}
+
+static void __attribute__((noreturn)) reader_main(int id)
+{
+	struct rctx c = { .me = &sh->roles[id], .id = id };
+	static char whobuf[32];
+
+	snprintf(whobuf, sizeof(whobuf), "reader %d", id);
+	who = whobuf;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	c.rng = opt.seed ^ splitmix64((uint64_t)getpid() << 8 | (uint64_t)id);
+	c.inc = ld_acquire(&c.me->incarnations);
+	c.r = kvidx_reader_open(idx_name);
+	if (!c.r)
+		fail("kvidx_reader_open(%s): %s", idx_name, kvidx_strerror(-errno));
+	c.gen = kv_reader_view(c.r)->gen;
+	st_relaxed(&c.me->gen, c.gen);
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(c.r);
+	c.slot = (const struct kvidx_reader_slot *)((const char *)ctl + ctl->ch_slots_off) +
+		 kv_reader_slot_index(c.r);
+	c.expelled_base = ld_relaxed(&c.slot->rs_expelled);
+	c.slot_gen = KV_RS_GEN(ld_relaxed(&c.slot->rs_state));
+	c.last_t = calloc((size_t)(nkeys[0] + nkeys[1]) * NPODS, sizeof(uint64_t));
+	c.last_tiers = calloc(nkeys[0], 1);
+	if (!c.last_t || !c.last_tiers)
+		fail("out of memory");
+	st_relaxed(&c.me->slot, kv_reader_slot_index(c.r));
+	st_release(&c.me->ready, 1);
+
+	while (!ld_acquire(&sh->stop_readers)) {
+		uint32_t sel = rnd_below(&c.rng, 1000);
+		if (sel < 400)
+			r_lookup_one(&c, CLS_ALWAYS);
+		else if (sel < 700)
+			r_lookup_one(&c, CLS_CHURN);
+		else if (sel < 780)
+			r_lookup_one(&c, CLS_NEVER);
+		else if (sel < 958)
+			r_score_one(&c);
+		else if (sel < 988)
+			r_pod_one(&c);
+		else if (sel < 998)
+			r_info_one(&c);
+		else
+			r_message_one(&c, rnd(&c.rng) & 1);
+	}
+	kvidx_reader_close(c.r);
+	st_relaxed(&c.me->final_inc, c.inc);
+	st_relaxed(&c.me->final_msg_gen, c.msg_gen);
+	st_release(&c.me->final_seq, c.msg_seq);
+	_exit(0);
+}
+
+/* ==== supervisor ============================================================================ */
+
+/* Read-only maps of the registry and data segment, to watch stats and slots from outside. */
+static const struct kvidx_reader_slot *mon_slots;
+static const struct kvidx_stats *mon_st;
+static const struct kvidx_data_hdr *mon_hdr;
+
+static void *map_ro(const char *path)
+{
+	struct stat sb;
+	int fd = shm_open(path, O_RDONLY, 0);
+	void *p;
+
+	if (fd < 0)
+		fail("shm_open(%s): %s", path, strerror(errno));
+	if (fstat(fd, &sb) < 0)
+		fail("fstat(%s): %s", path, strerror(errno));
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		fail("mmap(%s): %s", path, strerror(errno));
+	return p;
+}
+
+/* Maps data generation gen, which the registry must name as current. Earlier maps stay (a
+ * dead writer's stats are still read after its successor unlinked them). */
+static void monitor_open(unsigned gen)
+{
+	static const struct kvidx_ctl_hdr *ctl;
+	char path[KV_SHM_PATH_MAX];
+
+	if (!ctl) {
+		snprintf(path, sizeof(path), "/%s", idx_name);
+		ctl = map_ro(path);
+		mon_slots = (const void *)((const char *)ctl + ctl->ch_slots_off);
+	}
+	if (ld_acquire(&ctl->ch_generation) != gen)
+		fail("registry names generation %llu, expected %u",
+		     (unsigned long long)ctl->ch_generation, gen);
+	snprintf(path, sizeof(path), "/%s.data.%u", idx_name, gen);
+	mon_hdr = map_ro(path);
+	mon_st = (const void *)((const char *)mon_hdr + mon_hdr->dh_stats_off);
+}
+
+#define STAT(f) ld_relaxed(&mon_st->f)
+
+static pid_t spawn(void (*fn)(int), int arg)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		fail("fork: %s", strerror(errno));
+	if (pid == 0)
+		fn(arg);
+	return pid;
+}
+
+static void writer_entry(int gen)
+{
+	writer_main((unsigned)gen);
+}
+
+static void reader_entry(int id)
+{
+	reader_main(id);
+}
+
+/* Reaps pid if it exited; any exit but a SIGKILL we sent is a failure. */
+static bool reap(pid_t pid, const char *what, bool block)
+{
+	int st;
+	pid_t r = waitpid(pid, &st, block ? 0 : WNOHANG);
+
+	if (r == 0)
+		return false;
+	if (r < 0)
+		fail("waitpid(%s %d): %s", what, (int)pid, strerror(errno));
+	if (__atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
+		fail("%s failed", what);
+	if (WIFSIGNALED(st))
+		fail("%s (pid %d) died of signal %d (%s)", what, (int)pid, WTERMSIG(st),
+		     strsignal(WTERMSIG(st)));
+	if (WEXITSTATUS(st) != 0)
+		fail("%s (pid %d) exited with status %d", what, (int)pid, WEXITSTATUS(st));
+	return true;
+}
+
+static void set_child(pid_t old, pid_t pid)
+{
+	for (unsigned i = 0; i < nchildren; i++)
+		if (children[i] == old) {
+			children[i] = pid;
+			return;
+		}
+	children[nchildren++] = pid;
+}
+
+static pid_t reader_spawn(int id)
+{
+	struct role *ro = &sh->roles[id];
+	pid_t old = ro->pid;
+
+	st_relaxed(&ro->ready, 0);
+	st_release(&ro->incarnations, ro->incarnations + 1); /* before fork: the child reads it */
+	pid_t pid = spawn(reader_entry, id);
+	st_relaxed(&ro->pid, pid);
+	set_child(old, pid);
+	return pid;
+}
+
+static void reader_kill(int id)
+{
+	pid_t pid = sh->roles[id].pid;
+	int st;
+
+	kill(pid, SIGKILL);
+	if (waitpid(pid, &st, 0) != pid)
+		fail("waitpid(reader %d): %s", id, strerror(errno));
+	if (__atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
+		fail("reader failed");
+	if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
+		fail("reader %d (pid %d) ended by itself (status %#x) before our SIGKILL", id,
+		     (int)pid, st);
+}
+
+static bool wait_ready(int id, uint64_t deadline)
+{
+	while (!ld_acquire(&sh->roles[id].ready)) {
+		if (now_ns() > deadline)
+			return false;
+		reap(sh->roles[id].pid, "reader", false);
+		sleep_us(200);
+	}
+	return true;
+}
+
+/* The stop experiment, one at a time: STOPPED (waiting for expulsion), then RECOVERING. */
+enum { ST_IDLE, ST_STOPPED, ST_RECOVERING };
+struct stopper {
+	int state, id, attempts;
+	pid_t pid;
+	bool in_section, expelled;
+	uint64_t since, expel_at, reclaimed_at_expel, slot_state, release_at;
+	uint64_t ops0, retries0, late0;
+	/* Results. */
+	uint64_t stops, in_section_stops, expels_seen, resumed_expelled, retried_after;
+	uint64_t late_after, killed_stopped;
+	uint64_t max_expel_ms, max_limbo_stopped;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: stress_index --seconds N [--readers R] [--capacity C] [--records N]\n"
+		"                    [--seed S] [--stall-ms M]\n"
+		"                    [--no-restart] [--strict-restart]\n"
+		"Torture test of kvidx's concurrency contract: one writer churns a small index while\n"
+		"R reader processes (default 4) verify every answer; readers are SIGKILLed and\n"
+		"SIGSTOPped past the stall limit (default 200 ms); at 70%% of the run the writer is\n"
+		"SIGKILLed and a new one takes over (runs of 6 s or more, unless --no-restart;\n"
+		"--strict-restart fails on readers seeing the new generation before its replay).\n"
+		"Capacity defaults to 4096 keys, records to 4 x capacity. Exit 0 with a summary line,\n"
+		"1 on the first violation.\n");
+}
+
+static void parse_args(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "seconds", required_argument, 0, 's' }, { "readers", required_argument, 0, 'r' },
+		{ "capacity", required_argument, 0, 'c' }, { "records", required_argument, 0, 'R' },
+		{ "seed", required_argument, 0, 'S' },    { "stall-ms", required_argument, 0, 'm' },
+		{ "no-restart", no_argument, 0, 'n' },    { "strict-restart", no_argument, 0, 'x' },
+		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
+	};
+	int ch;
+	bool seeded = false;
+
+	while ((ch = getopt_long(argc, argv, "s:r:c:R:S:m:nxh", lo, NULL)) != -1) {
+		char *end = NULL;
+		unsigned long long v = optarg ? strtoull(optarg, &end, 0) : 0;
+		if (optarg && (*optarg == '\0' || *end != '\0')) {
+			fprintf(stderr, "stress_index: bad number '%s'\n", optarg);
+			exit(2);
+		}
+		switch (ch) {
+		case 's': opt.seconds = (unsigned)v; break;
+		case 'r': opt.readers = (unsigned)v; break;
+		case 'c': opt.capacity = v; break;
+		case 'R': opt.records = v; break;
+		case 'S': opt.seed = v; seeded = true; break;
+		case 'm': opt.stall_ms = (unsigned)v; break;
+		case 'n': opt.no_restart = true; break;
+		case 'x': opt.strict_restart = true; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind != argc || opt.seconds < 1 || opt.readers < 1 ||
+	    opt.readers > MAX_ROLES - 1 || opt.capacity < 64 || opt.capacity > (1u << 24) ||
+	    opt.stall_ms < 10 || opt.stall_ms > 10000) {
+		usage(stderr);
+		exit(2);
+	}
+	if (!opt.records)
+		opt.records = 4 * opt.capacity;
+	if (opt.seconds < 6)
+		opt.no_restart = true;
+	if (!seeded)
+		opt.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+}
+
+int main(int argc, char **argv)
+{
+	struct stopper so = { .state = ST_IDLE };
+	uint64_t kills = 0, early_kills = 0, max_limbo = 0, max_hb_age = 0, arena_max = 0;
+	uint64_t rng;
+	uint64_t *ops_seen;
+	uint64_t *ops_at;
+
+	parse_args(argc, argv);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	snprintf(idx_name, sizeof(idx_name), "stress-%d", (int)getpid());
+	rng = opt.seed ^ 0x5eed;
+	keys_build();
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		sh = NULL;
+		fail("mmap: %s", strerror(errno));
+	}
+	seqs = mmap(NULL, SEQ_MAP * sizeof(*seqs), PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (seqs == MAP_FAILED)
+		fail("mmap: %s", strerror(errno));
+	ops_seen = calloc(MAX_ROLES, sizeof(uint64_t));
+	ops_at = calloc(MAX_ROLES, sizeof(uint64_t));
+	signal(SIGALRM, on_alarm);
+	alarm(opt.seconds + 120);
+
+	/* The writer, then the checks that need it alive. */
+	pid_t wpid = spawn(writer_entry, 1);
+	set_child(0, wpid);
+	for (uint64_t dl = now_ns() + 20 * NS_S; !__atomic_load_n(&sh->writer_ready, __ATOMIC_ACQUIRE);) {
+		reap(wpid, "writer", false);
+		if (now_ns() > dl)
+			fail("writer not ready after 20 s");
+		sleep_us(500);
+	}
+	struct kvidx_writer_opts o2 = { .name = idx_name };
+	errno = 0;
+	struct kvidx *w2 = kvidx_writer_open(&o2);
+	if (w2 || errno != KVIDX_EWRITER)
+		fail("a second writer was not refused: got %p, errno %d (%s)", (void *)w2, errno,
+		     kvidx_strerror(-errno));
+	monitor_open(1);
+	uint64_t arena_units = mon_hdr->dh_arena_units;
+
+	for (unsigned i = 0; i < opt.readers; i++)
+		reader_spawn((int)i);
+	for (unsigned i = 0; i < opt.readers; i++)
+		if (!wait_ready((int)i, now_ns() + 20 * NS_S))
+			fail("reader %u not attached after 20 s", i);
+
+	uint64_t start = now_ns(), end = start + opt.seconds * NS_S, now;
+	uint64_t next_kill = start + (end - start) / 10, next_stop = start + (end - start) / 8;
+	uint64_t next_progress = start + NS_S;
+	for (unsigned i = 0; i < opt.readers; i++)
+		ops_at[i] = start;
+	/* Writer restart: 0 first writer, 1 dead, 2 successor replaying, 3 readers switching,
+	 * 4 done (or off). */
+	int phase = opt.no_restart ? 4 : 0;
+	uint64_t restart_at = start + (end - start) * 7 / 10, phase_t = 0;
+	uint64_t stale_seen_ms = 0, dead_ms = 0, replay_ms = 0, switch_ms = 0;
+	struct kvidx_stats g1;
+	memset(&g1, 0, sizeof(g1));
+
+	while ((now = now_ns()) < end || so.state != ST_IDLE || (phase > 0 && phase < 4)) {
+		/* Faults stop well before the restart (a stop takes up to 3 stall limits). */
+		bool faults = now < end && (phase == 4 || now + 3 * opt.stall_ms * NS_MS + 2 * NS_S <
+							  restart_at);
+		if (__atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
+			fail("child reported a failure");
+		if (wpid && reap(wpid, "writer", false))
+			fail("writer exited early");
+
+		/* Contract 6: the writer dies; readers serve on; a successor takes over. */
+		if (phase == 0 && now >= restart_at && so.state == ST_IDLE) {
+			int st;
+			kill(wpid, SIGKILL);
+			if (waitpid(wpid, &st, 0) != wpid || !WIFSIGNALED(st) ||
+			    WTERMSIG(st) != SIGKILL)
+				fail("writer did not die of our SIGKILL");
+			set_child(wpid, 0);
+			wpid = 0;
+			memcpy(&g1, mon_st, sizeof(g1)); /* its stats, frozen now */
+			for (unsigned i = 0; i < opt.readers; i++)
+				st_relaxed(&sh->roles[i].max_hb_age_ms, 0);
+			phase = 1;
+			phase_t = now_ns();
+		} else if (phase == 1 && now_ns() - phase_t >= NS_S) {
+			for (unsigned i = 0; i < opt.readers; i++)
+				if (ld_relaxed(&sh->roles[i].max_hb_age_ms) > stale_seen_ms)
+					stale_seen_ms = ld_relaxed(&sh->roles[i].max_hb_age_ms);
+			if (stale_seen_ms < 500)
+				fail("the writer is dead for 1 s, but no reader saw its heartbeat older "
+				     "than %llu ms", (unsigned long long)stale_seen_ms);
+			dead_ms = (now_ns() - phase_t) / NS_MS;
+			__atomic_store_n(&sh->writer_ready, 0, __ATOMIC_RELEASE);
+			wpid = spawn(writer_entry, 2);
+			set_child(0, wpid);
+			phase = 2;
+			phase_t = now_ns();
+		} else if (phase == 2 && __atomic_load_n(&sh->writer_ready, __ATOMIC_ACQUIRE)) {
+			replay_ms = (now_ns() - phase_t) / NS_MS;
+			errno = 0;
+			struct kvidx *w3 = kvidx_writer_open(&o2);
+			if (w3 || errno != KVIDX_EWRITER)
+				fail("a second writer beside the successor was not refused (errno %d)",
+				     errno);
+			monitor_open(2);
+			phase = 3;
+			phase_t = now_ns();
+		} else if (phase == 2 && now_ns() - phase_t > 20 * NS_S) {
+			fail("the successor writer was not ready after 20 s");
+		} else if (phase == 3) {
+			unsigned behind = opt.readers;
+			for (unsigned i = 0; i < opt.readers; i++)
+				if (ld_relaxed(&sh->roles[i].gen) != 2)
+					behind = i;
+			if (behind == opt.readers) {
+				switch_ms = (now_ns() - phase_t) / NS_MS;
+				phase = 4;
+			} else if (now_ns() - phase_t > 5 * NS_S) {
+				fail("reader %u still on generation %llu 5 s after generation 2 was "
+				     "published", behind, (unsigned long long)sh->roles[behind].gen);
+			}
+		}
+		for (unsigned i = 0; i < opt.readers; i++)
+			if (reap(sh->roles[i].pid, "reader", false))
+				fail("reader %u exited early", i);
+
+		/* The writer's segment, from outside: limbo, arena, heartbeat. */
+		uint64_t limbo = STAT(limbo), hb = ld_relaxed(&mon_hdr->dh_heartbeat_ns);
+		uint64_t t = now_ns();
+		if (limbo > max_limbo)
+			max_limbo = limbo;
+		if (STAT(arena_used) > arena_max)
+			arena_max = STAT(arena_used);
+		if (t > hb && t - hb > max_hb_age && (phase == 0 || phase >= 3))
+			max_hb_age = t - hb;
+		if (max_hb_age > 5 * NS_S)
+			fail("writer heartbeat %llu ms old: the writer is blocked",
+			     (unsigned long long)(max_hb_age / NS_MS));
+
+		/* Progress: a reader that is neither stopped nor new must move within 5 s. */
+		if (now >= next_progress) {
+			for (unsigned i = 0; i < opt.readers; i++) {
+				uint64_t ops = ld_relaxed(&sh->roles[i].ops);
+				bool held = so.state != ST_IDLE && so.id == (int)i;
+				if (ops != ops_seen[i] || held || !ld_relaxed(&sh->roles[i].ready)) {
+					ops_seen[i] = ops;
+					ops_at[i] = now;
+				} else if (now - ops_at[i] > 5 * NS_S) {
+					fail("reader %u (pid %d) made no progress for %llu ms", i,
+					     (int)sh->roles[i].pid,
+					     (unsigned long long)((now - ops_at[i]) / NS_MS));
+				}
+			}
+			next_progress = now + 100 * NS_MS;
+		}
+
+		/* Kill a reader; a third of the time, also its replacement while it registers. Also
+		 * while the writer is dead: slots and full rings of the dead are then taken over. */
+		if (now >= next_kill && (faults || phase == 1)) {
+			int id;
+			do
+				id = (int)rnd_below(&rng, opt.readers);
+			while (so.state != ST_IDLE && id == so.id && opt.readers > 1);
+			if (!(so.state != ST_IDLE && id == so.id)) {
+				reader_kill(id);
+				reader_spawn(id);
+				kills++;
+				if (rnd_below(&rng, 3) == 0) {
+					sleep_us(rnd_below(&rng, 3000));
+					reader_kill(id);
+					reader_spawn(id);
+					kills++;
+					early_kills++;
+				}
+				if (!wait_ready(id, now_ns() + 20 * NS_S))
+					fail("replacement reader %d not attached after 20 s", id);
+				ops_at[id] = now_ns();
+			}
+			next_kill = now_ns() + (phase == 1 ? 50 : 100) * NS_MS +
+				    rnd_below(&rng, phase == 1 ? 100 : 500) * NS_MS;
+		}
+
+		/* Stop a reader. Retry until it is caught inside a read-side section. */
+		if (so.state == ST_IDLE && now >= next_stop && faults) {
+			int st;
+			so.id = (int)rnd_below(&rng, opt.readers);
+			so.pid = sh->roles[so.id].pid;
+			kill(so.pid, SIGSTOP);
+			if (waitpid(so.pid, &st, WUNTRACED) != so.pid || !WIFSTOPPED(st))
+				fail("reader %d did not stop (status %#x)", so.id, st);
+			const struct kvidx_reader_slot *s = &mon_slots[sh->roles[so.id].slot];
+			so.slot_state = ld_seqcst(&s->rs_state);
+			so.in_section = KV_RS_STATE(so.slot_state) == KV_RS_ACTIVE &&
+					ld_seqcst(&s->rs_ctr) != 0;
+			if (!so.in_section && so.attempts++ < 50 && rnd_below(&rng, 4)) {
+				kill(so.pid, SIGCONT);
+				next_stop = now_ns() + 5 * NS_MS;
+			} else {
+				so.attempts = 0;
+				so.state = ST_STOPPED;
+				so.expelled = false;
+				so.since = now_ns();
+				so.release_at = so.since + 3 * opt.stall_ms * NS_MS;
+				so.stops++;
+				so.in_section_stops += so.in_section;
+			}
+		}
+		if (so.state == ST_STOPPED) {
+			const struct kvidx_reader_slot *s = &mon_slots[sh->roles[so.id].slot];
+			uint64_t st = ld_seqcst(&s->rs_state);
+			t = now_ns();
+			if (so.in_section && !so.expelled) {
+				if (st == ((KV_RS_GEN(so.slot_state) << 8) | KV_RS_EXPELLED)) {
+					so.expelled = true;
+					so.expel_at = t;
+					so.reclaimed_at_expel = STAT(reclaimed);
+					so.expels_seen++;
+					if ((t - so.since) / NS_MS > so.max_expel_ms)
+						so.max_expel_ms = (t - so.since) / NS_MS;
+					so.release_at = t + 2 * opt.stall_ms * NS_MS;
+				} else if (st != so.slot_state) {
+					fail("stopped reader %d: slot state went %#llx -> %#llx, not "
+					     "to EXPELLED", so.id, (unsigned long long)so.slot_state,
+					     (unsigned long long)st);
+				} else if (t - so.since > opt.stall_ms * NS_MS + 3 * NS_S) {
+					fail("reader %d stopped inside a read-side section for %llu ms "
+					     "(stall limit %u ms) and still not expelled", so.id,
+					     (unsigned long long)((t - so.since) / NS_MS), opt.stall_ms);
+				}
+			}
+			if (so.expelled && limbo > so.max_limbo_stopped)
+				so.max_limbo_stopped = limbo;
+			if (t >= so.release_at) {
+				/* Expelled: the writer must have reclaimed while it stayed stopped. */
+				if (so.expelled && STAT(reclaimed) == so.reclaimed_at_expel &&
+				    STAT(limbo) != 0)
+					fail("reader %d expelled %llu ms ago but the writer reclaimed "
+					     "nothing since (limbo %llu)", so.id,
+					     (unsigned long long)((t - so.expel_at) / NS_MS),
+					     (unsigned long long)STAT(limbo));
+				if (rnd_below(&rng, 4) == 0) {
+					/* Dies while stopped (maybe expelled): its slot must be freed. */
+					reader_kill(so.id);
+					reader_spawn(so.id);
+					kills++;
+					so.killed_stopped++;
+					if (!wait_ready(so.id, now_ns() + 20 * NS_S))
+						fail("replacement reader %d not attached", so.id);
+					ops_at[so.id] = now_ns();
+					so.state = ST_IDLE;
+				} else {
+					so.ops0 = ld_relaxed(&sh->roles[so.id].ops);
+					so.retries0 = ld_relaxed(&sh->roles[so.id].retries);
+					so.late0 = ld_relaxed(&sh->roles[so.id].late_expels);
+					kill(so.pid, SIGCONT);
+					so.since = now_ns();
+					so.state = ST_RECOVERING;
+				}
+				next_stop = now_ns() + 200 * NS_MS + rnd_below(&rng, 600) * NS_MS;
+			}
+		} else if (so.state == ST_RECOVERING) {
+			struct role *ro = &sh->roles[so.id];
+			uint64_t ops = ld_relaxed(&ro->ops), retries = ld_relaxed(&ro->retries);
+			const struct kvidx_reader_slot *s = &mon_slots[ro->slot];
+			uint64_t st = ld_seqcst(&s->rs_state);
+			bool rereg = KV_RS_STATE(st) == KV_RS_ACTIVE &&
+				     KV_RS_GEN(st) > KV_RS_GEN(so.slot_state);
+			if (ops >= so.ops0 + 100 && (!so.expelled || rereg)) {
+				/*
+				 * Contract 5: the call the reader was stopped in reports -KVIDX_ERETRY
+				 * on resuming, unless the stop fell after that call's final state
+				 * check (it then succeeds, correctly; the reader counts that case).
+				 */
+				bool late = ld_relaxed(&ro->late_expels) > so.late0;
+				if (so.expelled && retries == so.retries0 && !late)
+					fail("reader %d was expelled while stopped inside a read-side "
+					     "section, and resumed without any call returning "
+					     "-KVIDX_ERETRY", so.id);
+				so.resumed_expelled += so.expelled;
+				so.retried_after += so.expelled && retries > so.retries0;
+				so.late_after += so.expelled && retries == so.retries0;
+				so.state = ST_IDLE;
+				ops_at[so.id] = now_ns();
+			} else if (now_ns() - so.since > 5 * NS_S) {
+				fail("reader %d resumed after %s but did not recover in 5 s: %llu ops, "
+				     "slot state %#llx (was %#llx)", so.id,
+				     so.expelled ? "expulsion" : "a stop",
+				     (unsigned long long)(ops - so.ops0), (unsigned long long)st,
+				     (unsigned long long)so.slot_state);
+			}
+		}
+		sleep_us(2000);
+	}
+
+	/* Wind down: readers close their handles, then the writer runs its final checks. */
+	st_release(&sh->stop_readers, 1);
+	for (unsigned i = 0; i < opt.readers; i++) {
+		uint64_t dl = now_ns() + 20 * NS_S;
+		while (!reap(sh->roles[i].pid, "reader", false)) {
+			if (now_ns() > dl)
+				fail("reader %u did not exit within 20 s of the stop", i);
+			sleep_us(1000);
+		}
+		sh->roles[i].pid = 0;
+	}
+	__atomic_store_n(&sh->stop_writer, 1, __ATOMIC_RELEASE);
+	for (uint64_t dl = now_ns() + 60 * NS_S; !reap(wpid, "writer", false);) {
+		if (now_ns() > dl)
+			fail("writer did not finish within 60 s of the stop");
+		sleep_us(1000);
+	}
+	nchildren = 0;
+
+	/* Counters of both generations, summed; route_bad apart (stale messages are expected after
+	 * a takeover). */
+	struct kvidx_stats tot = sh->final_st;
+	const struct kvidx_stats *fs = &tot;
+#define KV_STAT_SUM(n) tot.n += g1.n;
+	KV_STATS(KV_STAT_SUM)
+#undef KV_STAT_SUM
+	uint64_t route_stale = opt.no_restart ? 0 : sh->final_st.route_bad;
+	tot.route_bad = g1.route_bad + (opt.no_restart ? sh->final_st.route_bad : 0);
+	uint64_t lookups = 0, scores = 0, retries = 0, pods = 0, torn = 0, maxrun = 0, spec = 0;
+	for (unsigned i = 0; i < opt.readers; i++) {
+		const struct role *ro = &sh->roles[i];
+		lookups += ro->lookups;
+		scores += ro->scores;
+		retries += ro->retries;
+		pods += ro->pod_reads;
+		torn += ro->torn_names;
+		spec += ro->spec_seen;
+		if (ro->max_retry_run > maxrun)
+			maxrun = ro->max_retry_run;
+	}
+	if (!sh->writer_final)
+		fail("writer did not complete its final checks");
+	if (kills && fs->readers_dead == 0)
+		fail("%llu readers killed, but the writer freed no dead reader's slot",
+		     (unsigned long long)kills);
+	if (so.in_section_stops && fs->readers_expelled == 0)
+		fail("%llu stops inside a section, but no reader was expelled",
+		     (unsigned long long)so.in_section_stops);
+	if (so.in_section_stops == 0)
+		fail("no stop landed inside a read-side section in %llu stops: nothing tested",
+		     (unsigned long long)so.stops);
+	/*
+	 * A late expulsion (the stop fell after the call's final state check) needs the stop to
+	 * land in a window of a few instructions: rare. From outside it looks exactly like an
+	 * expelled call that wrongly succeeded, so only its frequency tells them apart.
+	 */
+	if (so.late_after > 1 + so.resumed_expelled / 4)
+		fail("%llu of %llu readers resumed after an expulsion without -KVIDX_ERETRY: "
+		     "expelled calls succeed", (unsigned long long)so.late_after,
+		     (unsigned long long)so.resumed_expelled);
+	if (fs->evict_spec || fs->evict_confirmed)
+		fail("keys were evicted (%llu speculative, %llu confirmed): capacity too small for "
+		     "the oracle", (unsigned long long)fs->evict_spec,
+		     (unsigned long long)fs->evict_confirmed);
+	if (max_limbo >= 100000)
+		fail("limbo reached %llu entries", (unsigned long long)max_limbo);
+	if (lookups == 0 || scores == 0)
+		fail("readers did no work");
+	if (fs->route_bad)
+		fail("the writer found %llu malformed route-ring messages (torn or half-published)",
+		     (unsigned long long)fs->route_bad);
+	/* A writer killed between counting a commit and handing it over: one more counted. */
+	if (fs->route_commits < sh->w_routes || fs->route_commits > sh->w_routes + !opt.no_restart)
+		fail("stat route_commits %llu, but %llu routes were handed to the writer",
+		     (unsigned long long)fs->route_commits, (unsigned long long)sh->w_routes);
+	uint64_t msgs_ok = 0, msgs_dropped = 0;
+	for (unsigned i = 0; i < opt.readers; i++) {
+		msgs_ok += sh->roles[i].msgs_ok;
+		msgs_dropped += sh->roles[i].msgs_dropped;
+	}
+	/*
+	 * Every accepted message is delivered, or after a takeover dropped as stale (counted in the
+	 * successor's route_bad). A producer killed after publishing but before counting: kills.
+	 */
+	if (sh->w_routes + sh->w_outcomes + route_stale < msgs_ok ||
+	    sh->w_routes + sh->w_outcomes > msgs_ok + kills)
+		fail("route ring: producers sent %llu messages, the writer received %llu and dropped "
+		     "%llu as stale (%llu kills)", (unsigned long long)msgs_ok,
+		     (unsigned long long)(sh->w_routes + sh->w_outcomes),
+		     (unsigned long long)route_stale, (unsigned long long)kills);
+
+	uint64_t misses = 0;
+	for (unsigned i = 0; i < opt.readers; i++)
+		misses += sh->roles[i].restart_misses;
+	char restart[256] = "off";
+	if (!opt.no_restart)
+		snprintf(restart, sizeof(restart),
+			 "dead %llu ms (stale heartbeat seen %llu ms), replay %llu ms, readers "
+			 "switched in %llu ms, ALWAYS misses before replay %llu, stale messages %llu",
+			 (unsigned long long)dead_ms, (unsigned long long)stale_seen_ms,
+			 (unsigned long long)replay_ms, (unsigned long long)switch_ms,
+			 (unsigned long long)misses, (unsigned long long)route_stale);
+#define U(x) ((unsigned long long)(x))
+	printf("stress_index: OK secs=%u readers=%u capacity=%llu records=%llu ppk=%d pods=%d "
+	       "stall_ms=%u seed=%llu | reads: lookups=%llu scores=%llu pod_reads=%llu "
+	       "spec_recs=%llu retries=%llu max_retry_run=%llu torn_names=%llu | kills=%llu "
+	       "(mid-register %llu, stopped %llu) dead=%llu | stops=%llu in_section=%llu "
+	       "expelled=%llu (seen %llu, max %llu ms, resumed %llu, retried %llu, late %llu) | "
+	       "writer: "
+	       "ops=%llu store_failed=%llu rec_evictions=%llu clears=%llu pod_readds=%llu "
+	       "epochs=%llu reclaimed=%llu max_limbo=%llu max_limbo_stopped=%llu arena=%llu/%llu "
+	       "max_tick_gap_ms=%llu max_heartbeat_age_ms=%llu final_keys=%llu | rings: "
+	       "routes=%llu outcomes=%llu dropped=%llu bad=%llu | restart: %s\n",
+	       opt.seconds, opt.readers, U(opt.capacity), U(opt.records), PPK, NPODS,
+	       opt.stall_ms, U(opt.seed), U(lookups), U(scores), U(pods), U(spec), U(retries),
+	       U(maxrun), U(torn), U(kills), U(early_kills), U(so.killed_stopped),
+	       U(fs->readers_dead), U(so.stops), U(so.in_section_stops), U(fs->readers_expelled),
+	       U(so.expels_seen), U(so.max_expel_ms), U(so.resumed_expelled), U(so.retried_after),
+	       U(so.late_after),
+	       U(sh->w_ops), U(fs->store_failed), U(fs->rec_evictions), U(sh->w_clears),
+	       U(sh->w_readds), U(fs->epochs), U(fs->reclaimed), U(max_limbo),
+	       U(so.max_limbo_stopped), U(arena_max), U(arena_units), U(sh->w_max_gap_ns / NS_MS),
+	       U(max_hb_age / NS_MS), U(sh->final_walked), U(sh->w_routes), U(sh->w_outcomes),
+	       U(msgs_dropped), U(fs->route_bad), restart);
+#undef U
+	free(ops_seen);
+	free(ops_at);
+	return 0;
+}
