@@ -1,0 +1,1004 @@
+/*
+ * test_validation.c — Criterion suite "validation": the seed's "Validate with paired request
+ * gaps" (seeds/prefix-cache-speculative-index-ttl.md) run through real processes on loopback.
+ *
+ * Each test starts kvidx-fakepod pods in serve mode (a fixed --event-delay-ms, no jitter),
+ * kvidx-ingestd subscribed to them with a short --ttl (400 ms), and kvidx-route reading
+ * prompts from a pipe and printing its decisions as JSON lines. Prompts come in pairs that
+ * share a long prefix (8 blocks) and differ in a short suffix (2 blocks); the second one is
+ * sent at a chosen gap after the first, and the test asserts how it was routed (predicted /
+ * confirmed / nomatch, which pod), what the pod answered, and the pod counters the writer
+ * keeps (routes by kind, speculations, confirmed in time, early / stale expiries, late
+ * confirmations, false warm routes, spec_paused).
+ *
+ * Cases: successful prefill at gaps below the event delay (predicted), after the event, near
+ * the TTL and beyond it (confirmed); failed prefill, client cancellation and a lost event (the
+ * prediction is lost at the TTL and never looks confirmed); pod restart (the pod is cleared);
+ * delayed event delivery (event later than the TTL: early expiry, late confirmation); and an
+ * event pipeline gap (speculation paused before the TTL ends).
+ *
+ * Timing: the test never relies on a fixed sleep being long enough. Before a gap "below the
+ * event delay" it waits until the first request's prediction is visible in the index; before
+ * a gap "after the event" it waits until the index holds the prefix confirmed; "beyond the
+ * TTL" waits until the prediction is gone and checks when that happened. Margins against the
+ * event delay are 200 ms or more. Everything polls against deadlines.
+ *
+ * Ports: 20000 + (pid % 1000) * 10 + n, n < 10 (pod i: pub 3i, replay 3i+1, serve 3i+2).
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hist.h"
+#include "inspect.h"
+#include "kvidx.h"
+#include "layout.h"
+
+#define MODEL "fake-model"
+#define PB 8            /* prefix blocks */
+#define SB 2            /* suffix blocks */
+#define BS 16
+#define NTOK ((PB + SB) * BS)
+#define TTL_MS 400
+#define NS_PER_MS 1000000ull
+#define MAXN 64         /* requests per test */
+#define DEADLINE_MS 5000
+
+/* ---- per-test state ------------------------------------------------------------------------- */
+
+struct child {
+	pid_t pid;
+	int in, out; /* kvidx-route: its stdin and stdout; -1 for the others */
+	char log[160];
+};
+
+struct route_line {
+	bool have;
+	char pod[KVIDX_POD_NAME_MAX];
+	char kind[16];
+	uint32_t blocks, spec;
+	uint64_t t_ns;
+};
+
+struct outcome_line {
+	bool have;
+	char status[16];
+	uint32_t cached, expected;
+	bool false_warm;
+};
+
+static char name[64];
+static struct child kids[24];
+static int nkids;
+static struct child *router;
+static struct kvidx_reader *rd;
+static struct kvidx_info info;
+static uint64_t root;
+static int npods;
+static int pod_idx[2]; /* index pod of fakepod i */
+static char pod_name[2][KVIDX_POD_NAME_MAX];
+static struct route_line routes[MAXN + 1];
+static struct outcome_line outs[MAXN + 1];
+static uint64_t sent;
+static char obuf[1 << 16];
+static size_t olen;
+
+static int port(int n)
+{
+	return 20000 + (getpid() % 1000) * 10 + n;
+}
+
+static void setup(void)
+{
+	static int n;
+
+	snprintf(name, sizeof(name), "t-val-%d-%d", getpid(), n++);
+	nkids = 0;
+	router = NULL;
+	rd = NULL;
+	npods = 0;
+	sent = 0;
+	olen = 0;
+	memset(routes, 0, sizeof(routes));
+	memset(outs, 0, sizeof(outs));
+}
+
+static void teardown(void)
+{
+	char path[128];
+
+	for (int i = nkids - 1; i >= 0; i--) {
+		if (kids[i].pid > 0) { /* never kill(-1): a reaped child's pid is -1 */
+			kill(kids[i].pid, SIGKILL);
+			waitpid(kids[i].pid, NULL, 0);
+		}
+		if (kids[i].in >= 0)
+			close(kids[i].in);
+		if (kids[i].out >= 0)
+			close(kids[i].out);
+		if (!getenv("KVIDX_KEEP_LOGS"))
+			unlink(kids[i].log);
+	}
+	nkids = 0;
+	if (rd)
+		kvidx_reader_close(rd);
+	rd = NULL;
+	snprintf(path, sizeof(path), "/%s", name);
+	shm_unlink(path);
+	for (int g = 1; g <= 3; g++) {
+		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
+		shm_unlink(path);
+	}
+}
+
+TestSuite(validation, .init = setup, .fini = teardown, .timeout = 30);
+
+/* ---- processes ------------------------------------------------------------------------------ */
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+	nanosleep(&ts, NULL);
+}
+
+static void sleep_until(uint64_t t_ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(t_ns / 1000000000ull),
+			       .tv_nsec = (long)(t_ns % 1000000000ull) };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* Polls cond every 2 ms until it holds or ms pass; the value of cond at the end. */
+#define WAIT_FOR(cond, ms)                                                                   \
+	({                                                                                   \
+		uint64_t _dl = kvidx_now_ns() + (uint64_t)(ms) * NS_PER_MS;                  \
+		bool _ok;                                                                    \
+		while (!(_ok = (cond)) && kvidx_now_ns() < _dl)                              \
+			sleep_ms(2);                                                         \
+		_ok;                                                                         \
+	})
+
+/*
+ * Starts $KVIDX_BIN/tool with the NULL-terminated arguments. pipes: stdin and stdout on pipes
+ * (kvidx-route); otherwise stdin is /dev/null and stdout goes to the log with stderr.
+ */
+static struct child *spawn(const char *tool, bool pipes, const char **args)
+{
+	const char *bin = getenv("KVIDX_BIN");
+	const char *argv[48];
+	char path[4096];
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, n = 0;
+
+	cr_assert(bin && *bin, "KVIDX_BIN is not set: run the tests through 'make test' or set it "
+			       "to the directory holding the tools");
+	snprintf(path, sizeof(path), "%s/%s", bin, tool);
+	cr_assert(access(path, X_OK) == 0, "%s: %s", path, strerror(errno));
+	cr_assert(nkids < (int)(sizeof(kids) / sizeof(kids[0])));
+	argv[n++] = path;
+	for (int i = 0; args[i]; i++) {
+		cr_assert(n < 46);
+		argv[n++] = args[i];
+	}
+	argv[n] = NULL;
+	struct child *c = &kids[nkids++];
+	snprintf(c->log, sizeof(c->log), "/tmp/%s.%s.%d.log", name, tool, nkids);
+	int logfd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	cr_assert(logfd >= 0);
+	if (pipes)
+		cr_assert(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
+	c->pid = fork();
+	cr_assert(c->pid >= 0);
+	if (c->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int devnull = open("/dev/null", O_RDONLY);
+		dup2(pipes ? in[0] : devnull, 0);
+		dup2(pipes ? out[1] : logfd, 1);
+		dup2(logfd, 2);
+		execv(path, (char *const *)argv);
+		_exit(127);
+	}
+	close(logfd);
+	c->in = c->out = -1;
+	if (pipes) {
+		close(in[0]);
+		close(out[1]);
+		c->in = in[1];
+		c->out = out[0];
+		fcntl(c->out, F_SETFL, O_NONBLOCK);
+	}
+	return c;
+}
+
+/* A pod's settings beyond the common ones. */
+struct podcfg {
+	unsigned event_delay_ms;
+	const char *fault;  /* "--fail-rate", "--cancel-rate", "--drop-events" or NULL */
+};
+
+/* Index settings. */
+struct idxcfg {
+	unsigned ttl_ms;
+	const char *late_window, *stale_limit;
+};
+
+static char epbuf[16][64];
+static const char *ep(int n)
+{
+	snprintf(epbuf[n], sizeof(epbuf[n]), "tcp://127.0.0.1:%d", port(n));
+	return epbuf[n];
+}
+
+static int64_t ctr(int pod, enum kv_pod_ctr c);
+
+/* The index's spec-paused flag of pod, which readers honour. */
+static bool paused(int pod)
+{
+	uint64_t w = ld_relaxed(&kv_reader_view(rd)->pods[pod].pd_word);
+
+	return KV_POD_FLAGS(w) & KV_POD_SPEC_PAUSED;
+}
+
+/*
+ * Starts n pods, ingestd and kvidx-route; returns when the index knows every pod, each pod's
+ * subscription is connected and its speculation unpaused, so nothing sent afterwards is lost.
+ */
+static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
+{
+	static char delay[2][16], pods[2][256], rpods[2][128], ttl[16];
+	const char *args[40];
+	int a;
+
+	npods = n;
+	for (int i = 0; i < n; i++) {
+		snprintf(delay[i], sizeof(delay[i]), "%u", pc[i].event_delay_ms);
+		a = 0;
+		args[a++] = "--serve", args[a++] = ep(3 * i + 2);
+		args[a++] = "--pub", args[a++] = ep(3 * i);
+		args[a++] = "--replay", args[a++] = ep(3 * i + 1);
+		args[a++] = "--wait-subscribers", args[a++] = "1";
+		args[a++] = "--prefill-ms", args[a++] = "10";
+		args[a++] = "--event-delay-ms", args[a++] = delay[i];
+		args[a++] = "--linger-ms", args[a++] = "0";
+		if (pc[i].fault)
+			args[a++] = pc[i].fault, args[a++] = "1";
+		args[a] = NULL;
+		spawn("kvidx-fakepod", false, args);
+		snprintf(pod_name[i], sizeof(pod_name[i]), "127.0.0.1:%d", port(3 * i + 2));
+		snprintf(pods[i], sizeof(pods[i]),
+			 "tcp://127.0.0.1:%d,replay=tcp://127.0.0.1:%d,name=127.0.0.1:%d",
+			 port(3 * i), port(3 * i + 1), port(3 * i + 2));
+		snprintf(rpods[i], sizeof(rpods[i]), "127.0.0.1:%d=tcp://127.0.0.1:%d",
+			 port(3 * i + 2), port(3 * i + 2));
+	}
+	a = 0;
+	args[a++] = "--name", args[a++] = name;
+	args[a++] = "--capacity", args[a++] = "4096";
+	snprintf(ttl, sizeof(ttl), "%ums", ic->ttl_ms);
+	args[a++] = "--ttl", args[a++] = ttl;
+	args[a++] = "--late-window", args[a++] = ic->late_window;
+	args[a++] = "--stale-limit", args[a++] = ic->stale_limit;
+	args[a++] = "--reap-pass", args[a++] = "100ms";
+	for (int i = 0; i < n; i++)
+		args[a++] = "--pod", args[a++] = pods[i];
+	args[a] = NULL;
+	spawn("kvidx-ingestd", false, args);
+
+	cr_assert(WAIT_FOR((rd = kvidx_reader_open(name)) != NULL, DEADLINE_MS),
+		  "index %s did not appear (see %s)", name, kids[nkids - 1].log);
+	cr_assert_eq(kvidx_reader_info(rd, &info), 0);
+	root = kvidx_key_root(info.algo, info.seed, MODEL);
+	for (int i = 0; i < n; i++) {
+		cr_assert(WAIT_FOR((pod_idx[i] = kvidx_reader_pod_find(rd, pod_name[i])) >= 0,
+				   DEADLINE_MS), "pod %s not registered", pod_name[i]);
+		int p = pod_idx[i];
+		cr_assert(WAIT_FOR(ctr(p, KV_PC_connected) == 1 &&
+					   ctr(p, KV_PC_spec_paused) == 0 && !paused(p),
+				   DEADLINE_MS),
+			  "pod %s: subscription not up", pod_name[i]);
+		cr_assert_eq(ctr(pod_idx[i], KV_PC_ttl_ms), (int64_t)ic->ttl_ms,
+			     "the TTL in force is --ttl");
+	}
+	a = 0;
+	args[a++] = "--name", args[a++] = name;
+	args[a++] = "--model", args[a++] = MODEL;
+	args[a++] = "--json";
+	args[a++] = "--reply-timeout-ms", args[a++] = "5000";
+	for (int i = 0; i < n; i++)
+		args[a++] = "--pod", args[a++] = rpods[i];
+	args[a] = NULL;
+	router = spawn("kvidx-route", true, args);
+}
+
+/* ---- the index, as the test sees it ---------------------------------------------------------- */
+
+static int64_t ctr(int pod, enum kv_pod_ctr c)
+{
+	struct kvidx_info in;
+
+	if (kvidx_reader_info(rd, &in) < 0) /* switches to the current generation */
+		return -1;
+	return (int64_t)ld_relaxed(&kv_reader_view(rd)->pods[pod].pd_ctr[c]);
+}
+
+static int64_t ctr_sum(enum kv_pod_ctr c)
+{
+	int64_t s = 0;
+
+	for (int i = 0; i < npods; i++)
+		s += ctr(pod_idx[i], c);
+	return s;
+}
+
+enum { R_NONE, R_SPEC, R_CONFIRMED };
+
+/* How pod (an index pod) holds key, as a router would see it now. */
+static int rec_state(uint64_t key, int pod)
+{
+	struct kvidx_rec recs[16];
+	int n = kvidx_lookup(rd, key, recs, 16);
+
+	if (n == -KVIDX_ERETRY)
+		n = kvidx_lookup(rd, key, recs, 16);
+	for (int i = 0; i < n; i++)
+		if (recs[i].pod == pod)
+			return recs[i].speculative ? R_SPEC : R_CONFIRMED;
+	return R_NONE;
+}
+
+/* A prompt: PB blocks of prefix p, then SB blocks of suffix s (distinct for every (p, s)). */
+static void prompt(uint32_t *t, unsigned p, unsigned s)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < PB * BS; i++)
+		t[n++] = 1000000u * (p + 1) + i;
+	for (unsigned i = 0; i < SB * BS; i++)
+		t[n++] = 1000000u * (p + 1) + 1000u * (s + 1) + i;
+}
+
+/* Block key i of prefix p (the same for every suffix when i < PB). */
+static uint64_t prefix_key(unsigned p, unsigned i)
+{
+	uint32_t t[NTOK];
+	uint64_t k[PB + SB];
+
+	prompt(t, p, 0);
+	cr_assert_eq(kvidx_key_chain(info.algo, root, t, NTOK, info.block_size, k, PB + SB),
+		     PB + SB);
+	return k[i];
+}
+
+static int pod_of_name(const char *s)
+{
+	for (int i = 0; i < npods; i++)
+		if (!strcmp(pod_name[i], s))
+			return pod_idx[i];
+	cr_assert_fail("kvidx-route chose an unknown pod '%s'", s);
+	return -1;
+}
+
+/* ---- kvidx-route's output -------------------------------------------------------------------- */
+
+static bool jstr(const char *line, const char *key, char *out, size_t n)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+	const char *p = strstr(line, pat), *e;
+	if (!p)
+		return false;
+	p += strlen(pat);
+	e = strchr(p, '"');
+	if (!e || (size_t)(e - p) >= n)
+		return false;
+	memcpy(out, p, (size_t)(e - p));
+	out[e - p] = '\0';
+	return true;
+}
+
+static bool jnum(const char *line, const char *key, double *out)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	const char *p = strstr(line, pat);
+	if (!p)
+		return false;
+	*out = strtod(p + strlen(pat), NULL);
+	return true;
+}
+
+static void parse_line(const char *line)
+{
+	char ev[16];
+	double n, v;
+
+	if (!jstr(line, "event", ev, sizeof(ev)) || !jnum(line, "n", &n) || n < 1 || n > MAXN)
+		return;
+	if (!strcmp(ev, "route")) {
+		struct route_line *r = &routes[(int)n];
+		cr_assert(jstr(line, "pod", r->pod, sizeof(r->pod)), "%s", line);
+		cr_assert(jstr(line, "kind", r->kind, sizeof(r->kind)), "%s", line);
+		cr_assert(jnum(line, "blocks", &v), "%s", line);
+		r->blocks = (uint32_t)v;
+		cr_assert(jnum(line, "spec_blocks", &v), "%s", line);
+		r->spec = (uint32_t)v;
+		cr_assert(jnum(line, "t_ms", &v), "%s", line);
+		r->t_ns = (uint64_t)(v * 1e6);
+		r->have = true;
+	} else if (!strcmp(ev, "outcome")) {
+		struct outcome_line *o = &outs[(int)n];
+		cr_assert(jstr(line, "status", o->status, sizeof(o->status)), "%s", line);
+		cr_assert(jnum(line, "cached_tokens", &v), "%s", line);
+		o->cached = (uint32_t)v;
+		cr_assert(jnum(line, "expected_tokens", &v), "%s", line);
+		o->expected = (uint32_t)v;
+		o->false_warm = strstr(line, "\"false_warm\":true") != NULL;
+		o->have = true;
+	}
+}
+
+/* Reads what kvidx-route printed, waiting at most ms for something. */
+static void pump(int ms)
+{
+	struct pollfd pfd = { .fd = router->out, .events = POLLIN };
+
+	if (poll(&pfd, 1, ms) <= 0)
+		return;
+	for (;;) {
+		ssize_t r = read(router->out, obuf + olen, sizeof(obuf) - 1 - olen);
+		if (r <= 0)
+			break;
+		olen += (size_t)r;
+		char *nl;
+		while ((nl = memchr(obuf, '\n', olen))) {
+			*nl = '\0';
+			parse_line(obuf);
+			size_t used = (size_t)(nl - obuf) + 1;
+			memmove(obuf, obuf + used, olen - used);
+			olen -= used;
+		}
+	}
+}
+
+/* Sends one prompt to kvidx-route; returns its request number. */
+static uint64_t send_prompt(unsigned p, unsigned s)
+{
+	uint32_t t[NTOK];
+	char line[NTOK * 12], *q = line;
+
+	prompt(t, p, s);
+	for (size_t i = 0; i < NTOK; i++)
+		q += sprintf(q, "%s%u", i ? " " : "", t[i]);
+	*q++ = '\n';
+	cr_assert_eq(write(router->in, line, (size_t)(q - line)), q - line);
+	cr_assert(sent < MAXN);
+	return ++sent;
+}
+
+static const struct route_line *wait_route(uint64_t n)
+{
+	uint64_t dl = kvidx_now_ns() + DEADLINE_MS * NS_PER_MS;
+
+	while (!routes[n].have && kvidx_now_ns() < dl)
+		pump(20);
+	cr_assert(routes[n].have, "no routing decision for request %" PRIu64 " (see %s)", n,
+		  router->log);
+	return &routes[n];
+}
+
+static const struct outcome_line *wait_outcome(uint64_t n)
+{
+	uint64_t dl = kvidx_now_ns() + DEADLINE_MS * NS_PER_MS;
+
+	while (!outs[n].have && kvidx_now_ns() < dl)
+		pump(20);
+	cr_assert(outs[n].have, "no outcome for request %" PRIu64, n);
+	return &outs[n];
+}
+
+/* Routes prompt (p, s) and returns its decision. */
+static const struct route_line *route(unsigned p, unsigned s, uint64_t *n)
+{
+	*n = send_prompt(p, s);
+	return wait_route(*n);
+}
+
+#define ASSERT_ROUTE(r, k, nblocks, nspec)                                                   \
+	do {                                                                                 \
+		cr_assert_str_eq((r)->kind, k, "kind %s, expected %s", (r)->kind, k);        \
+		cr_assert_eq((r)->blocks, nblocks, "blocks %u, expected %u", (r)->blocks,    \
+			     (unsigned)(nblocks));                                           \
+		cr_assert_eq((r)->spec, nspec, "spec blocks %u, expected %u", (r)->spec,     \
+			     (unsigned)(nspec));                                             \
+	} while (0)
+
+/* ---- successful prefill: the pair at four gaps ----------------------------------------------- */
+
+/*
+ * Event delay 250 ms, TTL 400 ms, two pods. Gap 40 ms (below the event path): the second
+ * request routes on the prediction, to the first one's pod. Gaps 300 ms (after the event),
+ * 370 ms (near the TTL) and 480 ms (beyond it): it routes on the confirmed blocks. In every
+ * case the pod really had the prefix (no false warm route), every prediction was confirmed in
+ * time, and nothing expired.
+ */
+Test(validation, success_pairs_at_gaps)
+{
+	const struct podcfg pc[2] = { { 250, NULL }, { 250, NULL } };
+	const struct idxcfg ic = { TTL_MS, "2s", "10s" };
+	const unsigned gaps[4] = { 40, 300, 370, 480 };
+	const unsigned delay = 250;
+
+	start_all(2, pc, &ic);
+	for (unsigned i = 0; i < 4; i++) {
+		uint64_t na, nb;
+		const struct route_line *a = route(i, 0, &na);
+		ASSERT_ROUTE(a, "nomatch", 0, 0);
+		int pod = pod_of_name(a->pod);
+		uint64_t due = a->t_ns + gaps[i] * NS_PER_MS;
+		if (gaps[i] < delay) {
+			cr_assert(WAIT_FOR(rec_state(prefix_key(i, 0), pod) == R_SPEC, 1000),
+				  "the first request's prediction is not in the index");
+			sleep_until(due);
+			cr_assert_lt(kvidx_now_ns(), a->t_ns + (delay - 100) * NS_PER_MS,
+				     "the test fell behind: the gap is no longer below the event");
+		} else {
+			sleep_until(due);
+			cr_assert(WAIT_FOR(rec_state(prefix_key(i, PB - 1), pod) == R_CONFIRMED,
+					   2000),
+				  "the first request's BlockStored was not applied");
+		}
+		const struct route_line *b = route(i, 1, &nb);
+		if (gaps[i] < delay)
+			ASSERT_ROUTE(b, "predicted", PB, PB);
+		else
+			ASSERT_ROUTE(b, "confirmed", PB, 0);
+		cr_assert_str_eq(b->pod, a->pod, "gap %u ms: the pair went to two pods", gaps[i]);
+		const struct outcome_line *oa = wait_outcome(na), *ob = wait_outcome(nb);
+		cr_assert_str_eq(oa->status, "ok");
+		cr_assert_eq(oa->cached, 0);
+		cr_assert_str_eq(ob->status, "ok");
+		cr_assert_eq(ob->cached, PB * BS, "gap %u ms: the pod had cached %u tokens",
+			     gaps[i], ob->cached);
+		cr_assert_not(ob->false_warm);
+	}
+	/* Every request's blocks confirmed: first requests store PB + SB, second ones SB. */
+	cr_assert(WAIT_FOR(ctr_sum(KV_PC_blocks_stored) == 4 * (PB + 2 * SB), DEADLINE_MS),
+		  "blocks stored: %" PRId64, ctr_sum(KV_PC_blocks_stored));
+	cr_assert(WAIT_FOR(ctr_sum(KV_PC_outcomes) == 8, DEADLINE_MS));
+	cr_assert_eq(ctr_sum(KV_PC_routes_predicted), 1);
+	cr_assert_eq(ctr_sum(KV_PC_routes_confirmed), 3);
+	cr_assert_eq(ctr_sum(KV_PC_routes_nomatch), 4);
+	cr_assert_eq(ctr_sum(KV_PC_confirmed_in_time), 4 * (PB + 2 * SB),
+		     "every predicted record confirmed in time: %" PRId64,
+		     ctr_sum(KV_PC_confirmed_in_time));
+	cr_assert_geq(ctr_sum(KV_PC_speculations), 4 * (PB + 2 * SB));
+	cr_assert_eq(ctr_sum(KV_PC_early_expiries), 0);
+	cr_assert_eq(ctr_sum(KV_PC_late_confirmations), 0);
+	cr_assert_eq(ctr_sum(KV_PC_stale_expiries), 0);
+	cr_assert_eq(ctr_sum(KV_PC_false_warm_routes), 0);
+	/* Route-to-confirmation latency, one sample per route: about the event delay. */
+	uint64_t samples = 0;
+	for (int i = 0; i < npods; i++) {
+		const uint64_t *h = kv_view_pod_hist(kv_reader_view(rd), pod_idx[i], 1);
+		uint64_t p50;
+		samples += kv_hist_count(h);
+		if (kv_hist_count(h)) {
+			cr_assert_eq(kv_hist_quantile(h, 0.5, &p50), 0);
+			cr_assert(p50 >= 150000 && p50 <= 450000, "p50 %" PRIu64 " us", p50);
+		}
+	}
+	cr_assert_geq(samples, 4);
+}
+
+/* ---- failures: the prediction is lost at the TTL and never looks confirmed ------------------- */
+
+/*
+ * One pod that fails every request in the given way. A routes (nomatch) and predicts; B, 40 ms
+ * later, routes on that prediction (predicted) and extends it to B's commit + TTL. The pod
+ * answers; no event comes. The prediction must vanish at that TTL (readers expire it
+ * themselves), C must then be nomatch, and nothing may count as confirmed: the expired
+ * records end as stale expiries.
+ */
+static void failure_case(const char *fault, const char *status, bool pod_warm)
+{
+	const struct podcfg pc[1] = { { 100, fault } };
+	const struct idxcfg ic = { TTL_MS, "300ms", "10s" };
+	uint64_t na, nb, nc;
+
+	start_all(1, pc, &ic);
+	int pod = pod_idx[0];
+	uint64_t k0 = prefix_key(0, 0);
+	const struct route_line *a = route(0, 0, &na);
+	ASSERT_ROUTE(a, "nomatch", 0, 0);
+	cr_assert(WAIT_FOR(rec_state(k0, pod) == R_SPEC, 1000), "no prediction after A");
+	sleep_until(a->t_ns + 40 * NS_PER_MS);
+	const struct route_line *b = route(0, 1, &nb);
+	ASSERT_ROUTE(b, "predicted", PB, PB);
+	const struct outcome_line *ob = wait_outcome(nb);
+	cr_assert_str_eq(wait_outcome(na)->status, status);
+	cr_assert_str_eq(ob->status, status);
+	cr_assert_eq(ob->expected, PB * BS);
+	if (pod_warm) {
+		cr_assert_eq(ob->cached, PB * BS,
+			     "the pod did prefill A (only its event was lost)");
+		cr_assert_not(ob->false_warm);
+	} else {
+		cr_assert_eq(ob->cached, 0);
+		cr_assert(ob->false_warm, "B was routed on a prediction the pod never made true");
+	}
+
+	/* The prediction lasts until B's commit + TTL, and not beyond. */
+	cr_assert(WAIT_FOR(rec_state(k0, pod) != R_SPEC, 2000), "the prediction never expired");
+	uint64_t lost = kvidx_now_ns();
+	cr_assert_geq(lost, b->t_ns + (TTL_MS - 20) * NS_PER_MS, "lost %.0f ms after B",
+		      (double)(lost - b->t_ns) / 1e6);
+	cr_assert_leq(lost, b->t_ns + (TTL_MS + 150) * NS_PER_MS, "lost %.0f ms after B",
+		      (double)(lost - b->t_ns) / 1e6);
+	cr_assert_eq(rec_state(k0, pod), R_NONE, "no event came: never confirmed");
+	const struct route_line *c = route(0, 2, &nc);
+	ASSERT_ROUTE(c, "nomatch", 0, 0);
+	cr_assert_str_eq(wait_outcome(nc)->status, status);
+
+	/* Counters: the decisions, then A's and B's records expire stale (after the late
+	 * window). */
+	cr_assert(WAIT_FOR(ctr(pod, KV_PC_outcomes) == 3, DEADLINE_MS));
+	cr_assert_eq(ctr(pod, KV_PC_routes_nomatch), 2);
+	cr_assert_eq(ctr(pod, KV_PC_routes_predicted), 1);
+	cr_assert_eq(ctr(pod, KV_PC_routes_confirmed), 0);
+	cr_assert_eq(ctr(pod, KV_PC_false_warm_routes), pod_warm ? 0 : 1);
+	cr_assert_eq(ctr(pod, KV_PC_wasted_prefill_tokens), pod_warm ? 0 : PB * BS);
+	cr_assert(WAIT_FOR(ctr(pod, KV_PC_stale_expiries) >= PB + 2 * SB, DEADLINE_MS),
+		  "stale expiries %" PRId64 ", expected at least %d",
+		  ctr(pod, KV_PC_stale_expiries), PB + 2 * SB);
+	cr_assert_eq(ctr(pod, KV_PC_confirmed_in_time), 0);
+	cr_assert_eq(ctr(pod, KV_PC_late_confirmations), 0);
+	cr_assert_eq(ctr(pod, KV_PC_early_expiries), 0);
+	cr_assert_eq(ctr(pod, KV_PC_blocks_stored), 0);
+}
+
+Test(validation, failed_prefill_loses_prediction_at_ttl)
+{
+	failure_case("--fail-rate", "failed", false);
+}
+
+Test(validation, cancelled_request_loses_prediction_at_ttl)
+{
+	failure_case("--cancel-rate", "cancelled", false);
+}
+
+Test(validation, lost_event_loses_prediction_at_ttl)
+{
+	failure_case("--drop-events", "ok", true);
+}
+
+/* ---- pod restart ----------------------------------------------------------------------------- */
+
+/*
+ * The pod holds a prefix (confirmed, a second request routes on it), then restarts (SIGUSR1:
+ * sequence back to 0, cache empty). Its next batch tells ingestd, which clears the pod: the
+ * prefix is gone from the index, and the next request of the pair is nomatch, as the pod's
+ * answer (nothing cached) agrees.
+ */
+Test(validation, pod_restart_clears_pod)
+{
+	const struct podcfg pc[1] = { { 50, NULL } };
+	const struct idxcfg ic = { TTL_MS, "2s", "10s" };
+	uint64_t n;
+
+	start_all(1, pc, &ic);
+	int pod = pod_idx[0];
+	/* Two batches first: a return to sequence 0 counts as a restart once two were seen. */
+	for (unsigned p = 10; p < 12; p++) {
+		route(p, 0, &n);
+		cr_assert(WAIT_FOR(rec_state(prefix_key(p, 0), pod) == R_CONFIRMED, 2000));
+	}
+	route(0, 0, &n);
+	cr_assert(WAIT_FOR(rec_state(prefix_key(0, PB - 1), pod) == R_CONFIRMED, 2000));
+	const struct route_line *b = route(0, 1, &n);
+	ASSERT_ROUTE(b, "confirmed", PB, 0);
+	cr_assert_eq(wait_outcome(n)->cached, PB * BS);
+	cr_assert(WAIT_FOR(ctr(pod, KV_PC_blocks_stored) == 3 * (PB + SB) + SB, 2000));
+
+	cr_assert_eq(kill(kids[0].pid, SIGUSR1), 0);
+	/* An unrelated prompt makes the pod publish again, from sequence 0. */
+	unsigned p = 20;
+	do {
+		route(p, 0, &n);
+	} while (strcmp(wait_outcome(n)->status, "ok") && ++p < 25);
+	cr_assert(WAIT_FOR(ctr(pod, KV_PC_restarts) == 1, DEADLINE_MS), "ingestd saw no restart");
+	cr_assert(WAIT_FOR(rec_state(prefix_key(p, 0), pod) == R_CONFIRMED, 2000));
+	cr_assert(WAIT_FOR(ctr(pod, KV_PC_spec_paused) == 0, 2000));
+	cr_assert_eq(rec_state(prefix_key(0, 0), pod), R_NONE, "the restarted pod was not cleared");
+
+	const struct route_line *c = route(0, 2, &n);
+	ASSERT_ROUTE(c, "nomatch", 0, 0);
+	const struct outcome_line *oc = wait_outcome(n);
+	cr_assert_str_eq(oc->status, "ok");
+	cr_assert_eq(oc->cached, 0, "the restarted pod lost its cache");
+	cr_assert_eq(ctr(pod, KV_PC_routes_predicted), 0);
+}
+
+/* ---- delayed event delivery ------------------------------------------------------------------ */
+
+/*
+ * The event path (1200 ms) is longer than the TTL (400 ms). B routes on A's prediction; the
+ * prediction expires at B's commit + TTL although the pod did store the blocks; C, between the
+ * expiry and the event, is nomatch (and must not look confirmed); then the late BlockStored
+ * arrives: late confirmations, counted as early expiries (the TTL did not cover the event
+ * path), none in time. D, after it, routes on the confirmed blocks.
+ */
+Test(validation, delayed_event_expires_early)
+{
+	const struct podcfg pc[1] = { { 1200, NULL } };
+	const struct idxcfg ic = { TTL_MS, "3s", "10s" };
+	uint64_t na, nb, nc, nd;
+
+	start_all(1, pc, &ic);
+	int pod = pod_idx[0];
+	uint64_t k0 = prefix_key(0, 0);
+	const struct route_line *a = route(0, 0, &na);
+	ASSERT_ROUTE(a, "nomatch", 0, 0);
+	cr_assert(WAIT_FOR(rec_state(k0, pod) == R_SPEC, 1000));
+	sleep_until(a->t_ns + 40 * NS_PER_MS);
+	const struct route_line *b = route(0, 1, &nb);
+	ASSERT_ROUTE(b, "predicted", PB, PB);
+	cr_assert_eq(wait_outcome(nb)->cached, PB * BS);
+
+	cr_assert(WAIT_FOR(rec_state(k0, pod) != R_SPEC, 2000));
+	uint64_t lost = kvidx_now_ns();
+	cr_assert_geq(lost, b->t_ns + (TTL_MS - 20) * NS_PER_MS);
+	cr_assert_leq(lost, b->t_ns + (TTL_MS + 150) * NS_PER_MS);
+	/* Let the reaper remove the expired records (they enter the late window) before C
+	 * predicts the same blocks again. */
+	cr_assert(WAIT_FOR(ld_relaxed(&kv_reader_view(rd)->st->spec_records) == 0, 1000),
+		  "the reaper did not remove the expired predictions");
+	const struct route_line *c = route(0, 2, &nc);
+	ASSERT_ROUTE(c, "nomatch", 0, 0);
+	cr_assert_lt(c->t_ns, a->t_ns + 1000 * NS_PER_MS, "C came after the event was due");
+	cr_assert_eq(wait_outcome(nc)->cached, PB * BS,
+		     "the pod held the prefix; only the index did not know yet");
+	cr_assert_eq(ctr(pod, KV_PC_blocks_stored), 0);
+
+	/* The late event: the prefix becomes confirmed, and the expiries count as early. */
+	cr_assert(WAIT_FOR(rec_state(prefix_key(0, PB - 1), pod) == R_CONFIRMED, 3000));
+	const struct route_line *d = route(0, 3, &nd);
+	ASSERT_ROUTE(d, "confirmed", PB, 0);
+	cr_assert(WAIT_FOR(ctr(pod, KV_PC_late_confirmations) >= PB + SB, 2000),
+		  "late confirmations %" PRId64, ctr(pod, KV_PC_late_confirmations));
+	cr_assert_eq(ctr(pod, KV_PC_early_expiries), ctr(pod, KV_PC_late_confirmations));
+	cr_assert_eq(ctr(pod, KV_PC_confirmed_in_time), 0,
+		     "nothing was confirmed while still trusted");
+	/* The seed: a stale expiry is one no confirmation follows. Here every expired
+	 * prediction (A's, extended by B, and C's of the same blocks) was confirmed within the
+	 * late window: a slow event path, not a failed prediction. */
+	cr_assert_eq(ctr(pod, KV_PC_stale_expiries), 0,
+		     "%" PRId64 " stale expiries, although every prediction was confirmed late",
+		     ctr(pod, KV_PC_stale_expiries));
+	cr_assert(WAIT_FOR(ctr(pod, KV_PC_routes_confirmed) == 1, 2000), "D's commit not drained");
+	cr_assert_eq(ctr(pod, KV_PC_routes_predicted), 1);
+	cr_assert_eq(ctr(pod, KV_PC_routes_nomatch), 2);
+}
+
+/* ---- event pipeline gap: speculation paused before the TTL ends ------------------------------ */
+
+/*
+ * A long TTL (3 s) and a pod whose events never come. Once routes have waited --stale-limit
+ * (500 ms) for an event, ingestd pauses the pod's speculation: its predictions stop counting
+ * for readers long before their TTL, so C is nomatch although A's prediction has not expired.
+ */
+Test(validation, pipeline_gap_pauses_speculation)
+{
+	const struct podcfg pc[1] = { { 100, "--drop-events" } };
+	const struct idxcfg ic = { 3000, "1s", "500ms" };
+	uint64_t n;
+
+	start_all(1, pc, &ic);
+	int pod = pod_idx[0];
+	const struct route_line *a = route(0, 0, &n);
+	ASSERT_ROUTE(a, "nomatch", 0, 0);
+	cr_assert(WAIT_FOR(rec_state(prefix_key(0, 0), pod) == R_SPEC, 1000));
+	const struct route_line *b = route(0, 1, &n);
+	ASSERT_ROUTE(b, "predicted", PB, PB);
+	cr_assert(WAIT_FOR(ctr(pod, KV_PC_spec_paused) == 2, 3000), "spec_paused %" PRId64,
+		  ctr(pod, KV_PC_spec_paused));
+	const struct route_line *c = route(0, 2, &n);
+	cr_assert_lt(c->t_ns, b->t_ns + 2500 * NS_PER_MS, "too late: the TTL nearly ran out");
+	ASSERT_ROUTE(c, "nomatch", 0, 0);
+	cr_assert_eq(ctr(pod, KV_PC_routes_predicted), 1);
+}
+
+/* ---- the tools themselves -------------------------------------------------------------------- */
+
+/*
+ * Runs tool to completion with input on its standard input (NULL: none); its standard output
+ * goes to out (NUL-terminated). Returns the exit status, or -1 if it did not exit in time.
+ */
+static int run_tool(const char *tool, const char **args, const char *input, char *out,
+		    size_t outsz)
+{
+	struct child *c = spawn(tool, true, args);
+	size_t n = 0;
+	int st;
+
+	if (input)
+		cr_assert_eq(write(c->in, input, strlen(input)), (ssize_t)strlen(input));
+	close(c->in);
+	c->in = -1;
+	uint64_t dl = kvidx_now_ns() + 10000 * NS_PER_MS;
+	for (;;) {
+		struct pollfd pfd = { .fd = c->out, .events = POLLIN };
+		if (poll(&pfd, 1, 50) > 0) {
+			ssize_t r = read(c->out, out + n, outsz - 1 - n);
+			if (r == 0)
+				break;
+			if (r > 0)
+				n += (size_t)r;
+		}
+		if (kvidx_now_ns() > dl || n == outsz - 1)
+			break;
+	}
+	out[n] = '\0';
+	while (kvidx_now_ns() < dl) {
+		pid_t p = waitpid(c->pid, &st, WNOHANG);
+		if (p == c->pid) {
+			c->pid = -1; /* reaped: teardown's kill and waitpid do nothing */
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		}
+		sleep_ms(5);
+	}
+	return -1;
+}
+
+/* kvidx-top --once: one frame, the pods and their counters, no terminal codes. */
+Test(validation, top_once_shows_the_pods)
+{
+	const struct podcfg pc[2] = { { 50, NULL }, { 50, NULL } };
+	const struct idxcfg ic = { TTL_MS, "2s", "10s" };
+	static char out[1 << 16];
+	uint64_t n;
+
+	start_all(2, pc, &ic);
+	const struct route_line *a = route(0, 0, &n);
+	int pod = pod_of_name(a->pod);
+	cr_assert(WAIT_FOR(rec_state(prefix_key(0, PB - 1), pod) == R_CONFIRMED, 2000));
+	const struct route_line *b = route(0, 1, &n);
+	ASSERT_ROUTE(b, "confirmed", PB, 0);
+	cr_assert(WAIT_FOR(ctr(pod, KV_PC_routes_confirmed) == 1, 2000));
+	const char *args[] = { "--name", name, "--once", NULL };
+	cr_assert_eq(run_tool("kvidx-top", args, NULL, out, sizeof(out)), 0, "%s", out);
+	cr_assert_null(strchr(out, '\033'), "--once writes no terminal codes");
+	cr_assert(strstr(out, pod_name[0]) && strstr(out, pod_name[1]), "%s", out);
+	cr_assert(strstr(out, "ROUTES") && strstr(out, "SPECULATION") && strstr(out, "EVENTS"),
+		  "%s", out);
+	cr_assert(strstr(out, "400ms"), "the TTL in force: %s", out);
+	/* The chosen pod's routes row: TTL, then predicted 0, confirmed 1, nomatch 1. */
+	char row[256];
+	snprintf(row, sizeof(row), "%s", strstr(out, a->pod));
+	*strchrnul(row, '\n') = '\0';
+	cr_assert(strstr(row, "0 -") && strstr(row, "1 -"), "%s", row);
+}
+
+/* kvidx-route --synthetic --count N: N decisions, N outcomes, a summary, exit 0. */
+Test(validation, synthetic_workload_runs_to_count)
+{
+	const struct podcfg pc[2] = { { 20, NULL }, { 20, NULL } };
+	const struct idxcfg ic = { TTL_MS, "2s", "10s" };
+	static char out[1 << 16];
+	char p0[128], p1[128];
+
+	start_all(2, pc, &ic);
+	snprintf(p0, sizeof(p0), "%s=%s", pod_name[0], ep(2));
+	snprintf(p1, sizeof(p1), "%s=%s", pod_name[1], ep(5));
+	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--synthetic",
+			       "--count", "40", "--rate", "400", "--poisson", "--prefixes", "3",
+			       "--json", "--quiet", NULL };
+	cr_assert_eq(run_tool("kvidx-route", args, NULL, out, sizeof(out)), 0, "%s", out);
+	cr_assert(strstr(out, "\"event\":\"summary\",\"decisions\":40,"), "%s", out);
+	cr_assert(strstr(out, "\"outcomes\":40,") && strstr(out, "\"unanswered\":0,"), "%s", out);
+	cr_assert_null(strstr(out, "\"event\":\"route\""), "--quiet prints only the summary");
+	/* 3 prefixes over 40 requests: most requests find their prefix somewhere. */
+	double nomatch = 0;
+	cr_assert(jnum(out, "nomatch", &nomatch));
+	cr_assert_lt(nomatch, 20, "%s", out);
+	/* Its own decisions, plus the router launched by start_all (which made none). */
+	cr_assert(WAIT_FOR(ctr_sum(KV_PC_routes_predicted) + ctr_sum(KV_PC_routes_confirmed) +
+				   ctr_sum(KV_PC_routes_nomatch) == 40,
+			   DEADLINE_MS));
+	cr_assert(WAIT_FOR(ctr_sum(KV_PC_outcomes) == 40, DEADLINE_MS));
+}
+
+/*
+ * Without live pods, kvidx-route still routes (pods the index does not know get no commit),
+ * breaks the ties by outstanding requests then round robin, gives each request up after
+ * --reply-timeout-ms, and exits at the end of its input.
+ */
+Test(validation, route_gives_up_unanswered_requests)
+{
+	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 1024 } };
+	static char out[1 << 15];
+	static char line[3 * NTOK * 12];
+	char pod0[128], pod1[128], *q = line;
+	uint32_t t[NTOK];
+
+	struct kvidx *w = kvidx_writer_open(&o);
+	cr_assert_not_null(w, "%s", kvidx_strerror(-errno));
+	/* Nothing listens on these ports. */
+	snprintf(pod0, sizeof(pod0), "127.0.0.1:%d=%s", port(8), ep(8));
+	snprintf(pod1, sizeof(pod1), "127.0.0.1:%d=%s", port(9), ep(9));
+	for (unsigned k = 0; k < 3; k++) {
+		prompt(t, k, 0);
+		for (size_t i = 0; i < NTOK; i++)
+			q += sprintf(q, "%s%u", i ? "," : "", t[i]);
+		q += sprintf(q, "\n# a comment\n\n");
+	}
+	const char *args[] = { "--name", name, "--pod", pod0, "--pod", pod1,
+			       "--reply-timeout-ms", "200", "--json", NULL };
+	uint64_t t0 = kvidx_now_ns();
+	int st = run_tool("kvidx-route", args, line, out, sizeof(out));
+	kvidx_writer_close(w, true);
+	cr_assert_eq(st, 0, "%s", out);
+	cr_assert_geq(kvidx_now_ns() - t0, 200 * NS_PER_MS);
+	for (unsigned k = 1; k <= 3; k++) {
+		char want[160];
+		/* Pod 0, then pod 1 (fewer outstanding), then pod 0 again (round robin). */
+		snprintf(want, sizeof(want), "\"event\":\"route\",\"n\":%u,", k);
+		const char *r = strstr(out, want);
+		cr_assert(r, "%s", out);
+		snprintf(want, sizeof(want), "\"pod\":\"127.0.0.1:%d\",\"kind\":\"nomatch\"",
+			 port(k == 2 ? 9 : 8));
+		cr_assert(!strncmp(strstr(r, "\"pod\""), want, strlen(want)), "%u: %s", k, r);
+	}
+	cr_assert(strstr(out, "\"committed\":false"), "%s", out);
+	cr_assert(strstr(out, "\"status\":\"timeout\""), "%s", out);
+	cr_assert(strstr(out, "\"decisions\":3,") && strstr(out, "\"unanswered\":3,"), "%s",
+		  out);
+}
+
+/* Usage errors exit 2, a missing index 1, --help 0 with the flags the README documents. */
+Test(validation, tools_usage)
+{
+	static char out[1 << 15];
+	const char *help[] = { "--help", NULL };
+	const char *none[] = { NULL };
+	const char *badpod[] = { "--pod", "nameonly", NULL };
+	const char *badrate[] = { "--pod", "a:1=tcp://127.0.0.1:1", "--rate", "x", NULL };
+	const char *unknown[] = { "--pod", "a:1=tcp://127.0.0.1:1", "--bogus", NULL };
+	const char *both[] = { "--pod", "a:1=tcp://127.0.0.1:1", "--synthetic", "--file", "f",
+			       NULL };
+	const char *noidx[] = { "--name", name, "--pod", "a:1=tcp://127.0.0.1:1", NULL };
+	const char *topbad[] = { "--interval", "0", NULL };
+	const char *topnoidx[] = { "--name", name, "--once", NULL };
+
+	cr_assert_eq(run_tool("kvidx-route", help, NULL, out, sizeof(out)), 0);
+	const char *flags[] = { "--name", "--model", "--pod NAME=ENDPOINT", "--spec-weight",
+				"--file", "--synthetic", "--prefixes", "--prefix-blocks",
+				"--suffix-blocks", "--seed", "--rate", "--poisson", "--count",
+				"--duration", "--reply-timeout-ms", "--quiet", "--json", "--help",
+				"predicted", "confirmed", "nomatch", "round robin" };
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		cr_assert(strstr(out, flags[i]), "kvidx-route --help lacks %s", flags[i]);
+	cr_assert_eq(run_tool("kvidx-route", none, "", out, sizeof(out)), 2);
+	cr_assert_eq(run_tool("kvidx-route", badpod, "", out, sizeof(out)), 2);
+	cr_assert_eq(run_tool("kvidx-route", badrate, "", out, sizeof(out)), 2);
+	cr_assert_eq(run_tool("kvidx-route", unknown, "", out, sizeof(out)), 2);
+	cr_assert_eq(run_tool("kvidx-route", both, "", out, sizeof(out)), 2);
+	cr_assert_eq(run_tool("kvidx-route", noidx, "", out, sizeof(out)), 1);
+
+	cr_assert_eq(run_tool("kvidx-top", help, NULL, out, sizeof(out)), 0);
+	cr_assert(strstr(out, "--name") && strstr(out, "--interval") && strstr(out, "--once"));
+	cr_assert_eq(run_tool("kvidx-top", topbad, NULL, out, sizeof(out)), 2);
+	cr_assert_eq(run_tool("kvidx-top", topnoidx, NULL, out, sizeof(out)), 1);
+}

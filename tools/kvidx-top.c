@@ -1,0 +1,444 @@
+/*
+ * kvidx-top — a live view of one index: per pod, the TTL in force, the routes decided on a
+ * prediction / on confirmed blocks / on no match, what became of the speculative entries
+ * (confirmed in time, early and stale expiries, late confirmations), false warm routes,
+ * route-to-confirmation latency and event freshness; index-wide, the table's fill, the
+ * readers and the writer's heartbeat (DESIGN.md section 6, the seed's counters).
+ *
+ * It attaches as an ordinary reader (the data segment mapped read-only) and reads the
+ * writer's relaxed counters, so figures may lag each other by a moment. Rates are the
+ * difference between two refreshes. Every frame is redrawn in place with ANSI "home" and
+ * "clear to end of line / screen" when standard output is a terminal; otherwise (and with
+ * --once) frames are plain text separated by a blank line.
+ *
+ * Exit status: 0 (also on SIGINT / SIGTERM), 1 if the index cannot be read, 2 on bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hist.h"
+#include "inspect.h"
+#include "kvidx.h"
+#include "layout.h"
+
+#define PROG "kvidx-top"
+#define NS_PER_MS 1000000ull
+#define NS_PER_S 1000000000ull
+
+/* What a previous frame saw of one pod, for rates. */
+struct prev {
+	bool seen;
+	char name[KVIDX_POD_NAME_MAX];
+	uint64_t ctr[KV_POD_COUNTERS];
+};
+
+struct top {
+	const char *name;
+	double interval;
+	bool once, tty;
+	struct kvidx_reader *r;
+	struct prev *prev;
+	uint32_t nprev;
+	uint64_t prev_ns, prev_commits;
+	unsigned pod_w; /* width of the pod column */
+};
+
+static void usage(FILE *f)
+{
+	fputs("Usage: " PROG " [OPTION]...\n"
+	      "A live view of a kvidx index, refreshed in place: per pod the TTL in force,\n"
+	      "routes by kind (predicted / confirmed / nomatch, with their rate per second\n"
+	      "since the last refresh), false warm routes, speculative records and what became\n"
+	      "of them (confirmed in time, early expiries, stale expiries, late\n"
+	      "confirmations), route-to-confirmation latency p50/p95/p99 over the recent\n"
+	      "histogram, and event freshness (time since the last event, events/s,\n"
+	      "speculation paused or not); index-wide the keys, records, speculative records,\n"
+	      "readers and the writer's heartbeat age.\n"
+	      "\n"
+	      "  --name NAME        index to watch (default kvidx)\n"
+	      "  --interval S       seconds between refreshes, e.g. 0.5 (default 1)\n"
+	      "  --once             print one frame, without terminal control codes, and exit\n"
+	      "  -h, --help         print this help and exit\n"
+	      "\n"
+	      "Rates need two frames: the first frame (and --once) shows '-' for them.\n"
+	      "Exit status: 0 (also on SIGINT or SIGTERM), 1 if the index cannot be read, 2 on\n"
+	      "bad usage.\n",
+	      f);
+}
+
+static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs(PROG ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry '" PROG " --help' for more information.\n", stderr);
+	exit(2);
+}
+
+/* ---- formatting ------------------------------------------------------------------------------ */
+
+/* A duration in microseconds, in 7 columns at most: "950us", "81.2ms", "1.25s". */
+static const char *fmt_us(char *buf, size_t n, uint64_t us)
+{
+	if (us < 1000)
+		snprintf(buf, n, "%" PRIu64 "us", us);
+	else if (us < 1000000)
+		snprintf(buf, n, "%.*fms", us < 100000 ? 1 : 0, (double)us / 1e3);
+	else if (us < 100000000)
+		snprintf(buf, n, "%.2fs", (double)us / 1e6);
+	else
+		snprintf(buf, n, "%.0fs", (double)us / 1e6);
+	return buf;
+}
+
+/* A count with a k/M suffix past 6 digits. */
+static const char *fmt_count(char *buf, size_t n, uint64_t v)
+{
+	if (v < 1000000)
+		snprintf(buf, n, "%" PRIu64, v);
+	else if (v < 1000000000)
+		snprintf(buf, n, "%.2fM", (double)v / 1e6);
+	else
+		snprintf(buf, n, "%.2fG", (double)v / 1e9);
+	return buf;
+}
+
+/* "count rate/s", or "count -" without a previous frame. */
+static const char *fmt_cr(char *buf, size_t n, uint64_t v, double rate)
+{
+	char c[24];
+
+	fmt_count(c, sizeof(c), v);
+	if (isnan(rate))
+		snprintf(buf, n, "%s -", c);
+	else
+		snprintf(buf, n, "%s %.1f/s", c, rate);
+	return buf;
+}
+
+/* Pod names are the writer's; print only printable ASCII. */
+static void clean_name(char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x20 || *s >= 0x7f)
+			*s = '?';
+}
+
+/* Ends a line: clear to its end when redrawing in place. */
+static void eol(const struct top *t)
+{
+	fputs(t->tty ? "\033[K\n" : "\n", stdout);
+}
+
+/* ---- one frame ------------------------------------------------------------------------------- */
+
+struct podrow {
+	int idx;
+	char name[KVIDX_POD_NAME_MAX];
+	uint64_t ctr[KV_POD_COUNTERS];
+	uint64_t word;
+	double rate[KV_POD_COUNTERS]; /* NAN without a previous frame */
+	bool have_lat;
+	uint64_t p50, p95, p99, nlat;
+};
+
+static int frame(struct top *t)
+{
+	struct kvidx_info in;
+	int rc = kvidx_reader_info(t->r, &in);
+
+	if (rc == -KVIDX_ERETRY)
+		rc = kvidx_reader_info(t->r, &in);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": reading index '%s': %s\n", t->name, kvidx_strerror(rc));
+		return -1;
+	}
+	/* kvidx_reader_info() switched the view to the current generation: read it now. */
+	const struct kv_view *v = kv_reader_view(t->r);
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(t->r);
+	uint64_t now = kvidx_now_ns();
+	double dt = t->prev_ns ? (double)(now - t->prev_ns) / 1e9 : NAN;
+	char a[32], b[32], c[32], d[32], e[32];
+
+	if (v->max_pods > t->nprev) {
+		struct prev *np = realloc(t->prev, v->max_pods * sizeof(*np));
+		if (!np) {
+			fprintf(stderr, PROG ": out of memory\n");
+			return -1;
+		}
+		memset(np + t->nprev, 0, (v->max_pods - t->nprev) * sizeof(*np));
+		t->prev = np;
+		t->nprev = v->max_pods;
+	}
+
+	/* Pods: a snapshot of each active one's counters. */
+	struct podrow *rows = calloc(v->max_pods ? v->max_pods : 1, sizeof(*rows));
+	uint32_t nrows = 0;
+	if (!rows) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return -1;
+	}
+	t->pod_w = 16;
+	for (uint32_t i = 0; i < v->max_pods; i++) {
+		struct podrow *p = &rows[nrows];
+		p->word = ld_acquire(&v->pods[i].pd_word);
+		if (KV_POD_STATE(p->word) != KV_POD_ACTIVE)
+			continue;
+		if (kvidx_reader_pod(t->r, (int)i, p->name, NULL) < 0)
+			snprintf(p->name, sizeof(p->name), "pod[%" PRIu32 "]", i);
+		clean_name(p->name);
+		p->idx = (int)i;
+		for (unsigned k = 0; k < KV_POD_COUNTERS; k++)
+			p->ctr[k] = ld_relaxed(&v->pods[i].pd_ctr[k]);
+		struct prev *pv = &t->prev[i];
+		bool same = pv->seen && !strcmp(pv->name, p->name);
+		for (unsigned k = 0; k < KV_POD_COUNTERS; k++)
+			p->rate[k] = same && dt > 0 && p->ctr[k] >= pv->ctr[k] ?
+					     (double)(p->ctr[k] - pv->ctr[k]) / dt : NAN;
+		pv->seen = true;
+		memcpy(pv->name, p->name, sizeof(pv->name));
+		memcpy(pv->ctr, p->ctr, sizeof(pv->ctr));
+		const uint64_t *h = kv_view_pod_hist(v, (int)i, 1);
+		p->nlat = h ? kv_hist_count(h) : 0;
+		p->have_lat = h && kv_hist_quantile(h, 0.50, &p->p50) == 0 &&
+			      kv_hist_quantile(h, 0.95, &p->p95) == 0 &&
+			      kv_hist_quantile(h, 0.99, &p->p99) == 0;
+		size_t w = strlen(p->name);
+		if (w > t->pod_w)
+			t->pod_w = (unsigned)w;
+		nrows++;
+	}
+	for (uint32_t i = 0; i < t->nprev; i++) { /* forget pods that left */
+		bool live = false;
+		for (uint32_t k = 0; k < nrows && !live; k++)
+			live = rows[k].idx == (int)i;
+		if (!live)
+			t->prev[i].seen = false;
+	}
+
+	/* Readers: the registry's active slots (this view is one of them). */
+	const struct kvidx_reader_slot *slots = (const void *)((const char *)ctl + sizeof(*ctl));
+	uint32_t nslots = ld_relaxed(&ctl->ch_max_readers), readers = 0;
+	if (nslots > v->hdr->dh_max_readers)
+		nslots = v->hdr->dh_max_readers;
+	for (uint32_t i = 0; i < nslots; i++)
+		readers += KV_RS_STATE(ld_acquire(&slots[i].rs_state)) == KV_RS_ACTIVE;
+
+	/* Header. */
+	const struct kvidx_stats *st = v->st;
+	uint64_t commits = ld_relaxed(&st->route_commits);
+	time_t wall = time(NULL);
+	struct tm tm;
+	localtime_r(&wall, &tm);
+	int64_t hb_ms = (int64_t)(now - in.heartbeat_ns) / (int64_t)NS_PER_MS;
+	bool alive = in.writer_pid > 0 && (kill(in.writer_pid, 0) == 0 || errno == EPERM);
+	if (t->tty)
+		fputs("\033[H", stdout);
+	printf(PROG ": index %s, generation %" PRIu64 ", %s, block %" PRIu32
+	       ", %02d:%02d:%02d",
+	       t->name, in.generation, kvidx_key_algo_name(in.algo), in.block_size, tm.tm_hour,
+	       tm.tm_min, tm.tm_sec);
+	eol(t);
+	printf("writer pid %d (%s), heartbeat %" PRId64 " ms ago%s", (int)in.writer_pid,
+	       alive ? "running" : "not running", hb_ms,
+	       hb_ms > 1000 ? "  STALE: readers serve the last state" : "");
+	eol(t);
+	printf("keys %s of %s, records %s (speculative %s), readers %" PRIu32
+	       " (this view included), route commits %s",
+	       fmt_count(a, sizeof(a), ld_relaxed(&st->keys)),
+	       fmt_count(b, sizeof(b), in.geo.capacity),
+	       fmt_count(c, sizeof(c), ld_relaxed(&st->records)),
+	       fmt_count(d, sizeof(d), ld_relaxed(&st->spec_records)), readers,
+	       fmt_count(e, sizeof(e), commits));
+	if (dt > 0 && commits >= t->prev_commits)
+		printf(" (%.1f/s)", (double)(commits - t->prev_commits) / dt);
+	eol(t);
+	t->prev_ns = now;
+	t->prev_commits = commits;
+
+	int w = (int)t->pod_w;
+	/* Routes. */
+	eol(t);
+	printf("%-*s %8s %15s %15s %15s %10s %8s", w, "ROUTES", "TTL", "predicted", "confirmed",
+	       "nomatch", "false-warm", "outcomes");
+	eol(t);
+	for (uint32_t k = 0; k < nrows; k++) {
+		const struct podrow *p = &rows[k];
+		char ttl[16], pr[32], cf[32], nm[32];
+		snprintf(ttl, sizeof(ttl), "%" PRIu64 "ms", p->ctr[KV_PC_ttl_ms]);
+		printf("%-*s %8s %15s %15s %15s %10" PRIu64 " %8" PRIu64, w, p->name, ttl,
+		       fmt_cr(pr, sizeof(pr), p->ctr[KV_PC_routes_predicted],
+			      p->rate[KV_PC_routes_predicted]),
+		       fmt_cr(cf, sizeof(cf), p->ctr[KV_PC_routes_confirmed],
+			      p->rate[KV_PC_routes_confirmed]),
+		       fmt_cr(nm, sizeof(nm), p->ctr[KV_PC_routes_nomatch],
+			      p->rate[KV_PC_routes_nomatch]),
+		       p->ctr[KV_PC_false_warm_routes], p->ctr[KV_PC_outcomes]);
+		eol(t);
+	}
+
+	/* Speculative records and route-to-confirmation latency (recent histogram). */
+	eol(t);
+	printf("%-*s %9s %9s %7s %7s %7s %7s %7s %7s %7s", w, "SPECULATION", "records",
+	       "in-time", "early", "stale", "late", "p50", "p95", "p99", "samples");
+	eol(t);
+	for (uint32_t k = 0; k < nrows; k++) {
+		const struct podrow *p = &rows[k];
+		char p50[16] = "-", p95[16] = "-", p99[16] = "-";
+		if (p->have_lat) {
+			fmt_us(p50, sizeof(p50), p->p50);
+			fmt_us(p95, sizeof(p95), p->p95);
+			fmt_us(p99, sizeof(p99), p->p99);
+		}
+		printf("%-*s %9s %9s %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7s %7s %7s %7" PRIu64,
+		       w, p->name, fmt_count(a, sizeof(a), p->ctr[KV_PC_speculations]),
+		       fmt_count(b, sizeof(b), p->ctr[KV_PC_confirmed_in_time]),
+		       p->ctr[KV_PC_early_expiries], p->ctr[KV_PC_stale_expiries],
+		       p->ctr[KV_PC_late_confirmations], p50, p95, p99, p->nlat);
+		eol(t);
+	}
+
+	/* Event freshness. */
+	eol(t);
+	printf("%-*s %-19s %10s %8s %8s %6s %8s %8s", w, "EVENTS", "speculation",
+	       "last event", "events/s", "events", "gaps", "restarts", "replays");
+	eol(t);
+	for (uint32_t k = 0; k < nrows; k++) {
+		const struct podrow *p = &rows[k];
+		uint64_t last = p->ctr[KV_PC_last_event_ns];
+		const char *state;
+		char age[16] = "never";
+		switch (p->ctr[KV_PC_spec_paused]) {
+		case 0:
+			state = KV_POD_FLAGS(p->word) & KV_POD_SPEC_PAUSED ? "paused" : "active";
+			break;
+		case 1: state = "paused (stream)"; break;
+		case 2: state = "paused (pipeline)"; break;
+		default: state = "paused (?)"; break;
+		}
+		if (!p->ctr[KV_PC_connected] && !strcmp(state, "active"))
+			state = "active, disconnected";
+		if (last && now >= last)
+			fmt_us(age, sizeof(age), (now - last) / 1000);
+		printf("%-*s %-19s %10s %8" PRIu64 " %8s %6" PRIu64 " %8" PRIu64 " %8" PRIu64, w,
+		       p->name, state, age, p->ctr[KV_PC_events_per_s],
+		       fmt_count(a, sizeof(a), p->ctr[KV_PC_events]), p->ctr[KV_PC_seq_gaps],
+		       p->ctr[KV_PC_restarts], p->ctr[KV_PC_replays_ok]);
+		eol(t);
+	}
+	if (!nrows) {
+		printf("(no pods yet)");
+		eol(t);
+	}
+	if (t->tty)
+		fputs("\033[J", stdout);
+	else
+		putchar('\n');
+	fflush(stdout);
+	free(rows);
+	return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "name", required_argument, NULL, 'n' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct top t = { .name = KVIDX_DEFAULT_NAME, .interval = 1.0 };
+	sigset_t sigs;
+	int c, sfd;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 'n':
+			if (!*optarg || strlen(optarg) >= KVIDX_NAME_MAX)
+				bad_usage("--name: expected 1 to %d characters",
+					  KVIDX_NAME_MAX - 1);
+			t.name = optarg;
+			break;
+		case 'i':
+			errno = 0;
+			t.interval = strtod(optarg, &end);
+			if (end == optarg || *end || errno || !(t.interval >= 0.05) ||
+			    t.interval > 3600)
+				bad_usage("--interval: expected seconds in 0.05..3600, got '%s'",
+					  optarg);
+			break;
+		case 'o':
+			t.once = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			if (optopt == 'n' || optopt == 'i')
+				bad_usage("option '%s' needs a value", argv[optind - 1]);
+			bad_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		bad_usage("unexpected argument '%s'", argv[optind]);
+	t.tty = !t.once && isatty(STDOUT_FILENO);
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	if (sfd < 0) {
+		fprintf(stderr, PROG ": signalfd: %s\n", strerror(errno));
+		return 1;
+	}
+
+	t.r = kvidx_reader_open(t.name);
+	if (!t.r) {
+		int rc = -errno;
+		if (rc == -ENOENT)
+			fprintf(stderr, PROG ": index '%s' not found (is kvidx-ingestd running?)\n",
+				t.name);
+		else
+			fprintf(stderr, PROG ": cannot attach to index '%s': %s\n", t.name,
+				kvidx_strerror(rc));
+		return 1;
+	}
+	if (t.tty)
+		fputs("\033[H\033[2J", stdout);
+	int rc = 0;
+	for (;;) {
+		if (frame(&t) < 0) {
+			rc = 1;
+			break;
+		}
+		if (t.once)
+			break;
+		struct pollfd pfd = { .fd = sfd, .events = POLLIN };
+		if (poll(&pfd, 1, (int)(t.interval * 1000)) > 0)
+			break; /* SIGINT or SIGTERM */
+	}
+	kvidx_reader_close(t.r);
+	free(t.prev);
+	return rc;
+}

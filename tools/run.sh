@@ -1,0 +1,135 @@
+#!/bin/sh
+# run.sh BUILD_BIN_DIR — the demo behind `make run`: on loopback, three fake vLLM pods
+# (kvidx-fakepod --serve, with an event delay, jitter and small failure rates), kvidx-ingestd
+# subscribed to them (with their replay sockets), two kvidx-route workers sending a synthetic
+# shared-prefix workload, and kvidx-top in the foreground. Ctrl-C (or SIGTERM) stops every
+# process this script started and removes the index from /dev/shm.
+#
+# Environment (all optional):
+#   KVIDX_RUN_NAME   index name (default kvidx-run)
+#   KVIDX_RUN_PORT   first TCP port; pod i uses PORT+10i .. PORT+10i+2 (default 25500)
+#   KVIDX_RUN_RATE   requests per second per router worker (default 8)
+#   KVIDX_RUN_SECS   stop by itself after this many seconds (default: run until Ctrl-C)
+set -u
+
+BIN=${1:?usage: run.sh BUILD_BIN_DIR}
+NAME=${KVIDX_RUN_NAME:-kvidx-run}
+PORT=${KVIDX_RUN_PORT:-25500}
+RATE=${KVIDX_RUN_RATE:-8}
+SECS=${KVIDX_RUN_SECS:-}
+NPODS=3
+NROUTERS=2
+
+for t in kvidx-fakepod kvidx-ingestd kvidx-route kvidx-top; do
+	if [ ! -x "$BIN/$t" ]; then
+		echo "run.sh: $BIN/$t is missing: run 'make' first" >&2
+		exit 1
+	fi
+done
+if [ -e "/dev/shm/$NAME" ]; then
+	echo "run.sh: /dev/shm/$NAME exists: another 'make run' is running, or a previous one" \
+	     "was killed (then: rm /dev/shm/$NAME /dev/shm/$NAME.data.*)" >&2
+	exit 1
+fi
+
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/kvidx-run.XXXXXX") || exit 1
+PIDS=""
+
+cleanup() {
+	trap '' INT TERM
+	for p in $PIDS; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	# Give them a moment to exit cleanly (route workers print their summaries), then insist.
+	i=0
+	while [ $i -lt 20 ]; do
+		alive=""
+		for p in $PIDS; do
+			kill -0 "$p" 2>/dev/null && alive="$alive $p"
+		done
+		[ -z "$alive" ] && break
+		sleep 0.1
+		i=$((i + 1))
+	done
+	for p in $PIDS; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -f "/dev/shm/$NAME" "/dev/shm/$NAME".data.*
+	echo
+	echo "run.sh: stopped; index $NAME removed; logs kept in $LOGS"
+	for f in "$LOGS"/route-*.log; do
+		[ -f "$f" ] && sed -n 's/^summary: /  '"$(basename "$f" .log)"': /p' "$f"
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start() { # start LOGNAME PROGRAM ARGS...: background, output to LOGS/LOGNAME.log
+	log=$1
+	shift
+	"$@" >"$LOGS/$log.log" 2>&1 </dev/null &
+	PIDS="$PIDS $!"
+}
+
+echo "run.sh: index $NAME, ports $PORT..$((PORT + 10 * NPODS - 8)) on 127.0.0.1"
+echo "run.sh: logs in $LOGS"
+echo "run.sh: in another terminal: $BIN/kvidx-ttl --name $NAME"
+echo "        (and $BIN/kvidx-dump --name $NAME for everything the index holds)"
+
+# Pods: events 80 ms after each request (plus 0..40 ms jitter), a few failed or cancelled
+# requests and lost events, so that early and stale expiries show up.
+podargs=""
+routeargs=""
+i=0
+while [ $i -lt $NPODS ]; do
+	pub=$((PORT + 10 * i))
+	rep=$((pub + 1))
+	srv=$((pub + 2))
+	start "pod-$i" "$BIN/kvidx-fakepod" --serve "tcp://127.0.0.1:$srv" \
+		--pub "tcp://127.0.0.1:$pub" --replay "tcp://127.0.0.1:$rep" \
+		--prefill-ms 20 --event-delay-ms 80 --jitter-ms 40 \
+		--fail-rate 0.02 --cancel-rate 0.01 --drop-events 0.01 --seed $((i + 1))
+	spec="tcp://127.0.0.1:$pub,replay=tcp://127.0.0.1:$rep,name=127.0.0.1:$srv"
+	podargs="$podargs --pod $spec"
+	routeargs="$routeargs --pod 127.0.0.1:$srv=tcp://127.0.0.1:$srv"
+	i=$((i + 1))
+done
+
+# The writer, with its speculation settings at their defaults (static 2 s TTL).
+# shellcheck disable=SC2086
+start ingestd "$BIN/kvidx-ingestd" --name "$NAME" --capacity 64k $podargs
+
+i=0
+while [ ! -e "/dev/shm/$NAME" ] && [ $i -lt 50 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 0.2
+if ! "$BIN/kvidx-top" --name "$NAME" --once >/dev/null 2>&1; then
+	echo "run.sh: kvidx-ingestd did not create index $NAME; its log:" >&2
+	cat "$LOGS/ingestd.log" >&2
+	exit 1
+fi
+
+i=0
+while [ $i -lt $NROUTERS ]; do
+	# shellcheck disable=SC2086
+	start "route-$i" "$BIN/kvidx-route" --name "$NAME" $routeargs --synthetic \
+		--prefixes 6 --prefix-blocks 8 --suffix-blocks 2 --rate "$RATE" --poisson \
+		--followups 0.5 --followup-ms 100 --seed $((i + 1)) --quiet
+	i=$((i + 1))
+done
+
+# The live view: in the background so that the traps run as soon as a signal arrives
+# (a shell runs traps only between commands); it shares the terminal and gets Ctrl-C too.
+"$BIN/kvidx-top" --name "$NAME" &
+TOP=$!
+PIDS="$PIDS $TOP"
+if [ -n "$SECS" ]; then
+	(sleep "$SECS" && kill -TERM "$TOP" 2>/dev/null) &
+	PIDS="$PIDS $!"
+fi
+wait "$TOP"
+exit 0
