@@ -126,6 +126,8 @@ struct kvidx_writer_opts {
 	uint32_t block_size;           /* 0: 16 */
 	gid_t group;                   /* 0: segments 0600; else 0660 (registry) and 0640 (data), this group */
 	uint32_t stall_ms;             /* reader stall limit before expulsion (0: 1000) */
+	bool defer_publish;            /* build the new generation but let readers keep the
+					  previous one until kvidx_writer_publish() */
 };
 
 /*
@@ -136,6 +138,14 @@ struct kvidx_writer_opts {
  * options, or a system errno. Not thread-safe against itself.
  */
 struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts);
+
+/*
+ * Publishes the generation kvidx_writer_open() built with defer_publish (a writer taking over
+ * rebuilds it, e.g. by replay, while readers keep serving the previous one): readers switch on
+ * their next call and the previous generation is unlinked. Returns 0, or -EALREADY if it was
+ * published already. Never blocks.
+ */
+int kvidx_writer_publish(struct kvidx *w);
 
 /* Unmaps and releases the writer lock. Segments stay (readers keep serving); unlink=true
  * removes them from /dev/shm too. */
@@ -163,7 +173,8 @@ typedef void (*kvidx_confirm_fn)(void *arg, uint64_t key, int pod, uint64_t crea
 int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
 		uint64_t now_ns, kvidx_confirm_fn on_confirm, void *arg);
 
-/* Pod no longer holds keys on tier (0: on any tier). Returns the number of records changed. */
+/* Pod no longer holds keys on tier (0: on any tier). Returns the number of records changed,
+ * or -KVIDX_EFULL if some change could not be published (no arena memory; counted). */
 int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers);
 
 /* Drops every record of pod in O(1): bumps the pod's generation; a background sweep in
@@ -177,12 +188,12 @@ typedef void (*kvidx_expire_fn)(void *arg, uint64_t key, int pod, uint64_t creat
 
 /*
  * Adds speculative records (expiring at now_ns + ttl_ms) for keys on pod, except where pod
- * already holds the key confirmed (left as is) or by a live prediction (its expiry is
- * extended; created-at stays). An expired prediction the reaper has not removed yet is
- * reported through on_expire (if non-NULL) and replaced by a new one.
- * ttl_ms in 1..KVIDX_MAX_TTL_MS. Speculative records are evicted first when the table is full.
- * Returns the number of new records (extensions are not counted), 0 when the pod's
- * speculation is paused, or a negative error.
+ * already holds the key confirmed or by a live prediction (both left as they are: a
+ * prediction is trusted for one TTL from its first commit, however many routes follow).
+ * An expired prediction the reaper has not removed yet is reported through on_expire (if
+ * non-NULL) and replaced by a new one. ttl_ms in 1..KVIDX_MAX_TTL_MS. Speculative records
+ * are evicted first when the table is full. Returns the number of records added, 0 when
+ * the pod's speculation is paused, or a negative error.
  */
 int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now_ns,
 		    uint32_t ttl_ms, kvidx_expire_fn on_expire, void *arg);

@@ -93,6 +93,18 @@ static uint32_t arena_alloc(struct kvidx *w, unsigned cls)
 	return idx;
 }
 
+/* No bump room for the largest entry and almost nothing on the free lists. */
+static bool arena_tight(const struct kvidx *w)
+{
+	size_t nfree = 0;
+
+	if (w->bump + 1 + w->ppk <= w->units)
+		return false;
+	for (unsigned c = 0; c < w->ncls; c++)
+		nfree += w->freel[c].n;
+	return nfree < 16;
+}
+
 /* Returns a reclaimed entry to its class's free list (called from kv_rcu_reclaim()). */
 int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls);
 int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls)
@@ -248,6 +260,8 @@ static void account(struct kvidx *w, const struct kv_buf *b)
 	stat_add(&w->st->spec_records, (uint64_t)spec - b->old_spec);
 }
 
+static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi, bool spec_only);
+
 /*
  * Publishes b at slot pos (which holds old, or is EMPTY/TOMB when old is 0): builds a new
  * entry and swaps it in, or deletes the key when b has no records. Returns 0 or -KVIDX_EFULL
@@ -341,10 +355,10 @@ static void evict_slot(struct kvidx *w, uint64_t pos)
  * within [lo, hi) when a probe window is full); evict the first entry with no live confirmed
  * record, else the one whose newest confirmed store is oldest (sampled LRU).
  */
-static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi)
+static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi, bool spec_only)
 {
 	uint64_t end = w->nslots + w->max_probe, best = UINT64_MAX, best_t = UINT64_MAX;
-	bool window = hi > lo;
+	bool window = hi > lo, best_spec = false;
 	uint64_t pos = window ? lo : w->evict_hand;
 
 	for (unsigned seen = 0, steps = 0; seen < 32 && steps < (window ? hi - lo : end); steps++) {
@@ -356,6 +370,7 @@ static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi)
 			victim_rank(w, (uint32_t)s, &rank, &newest);
 			if (rank == 0) {
 				best = pos;
+				best_spec = true;
 				break;
 			}
 			if (newest < best_t) {
@@ -368,7 +383,7 @@ static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi)
 	}
 	if (!window)
 		w->evict_hand = pos;
-	if (best == UINT64_MAX)
+	if (best == UINT64_MAX || (spec_only && !best_spec))
 		return false;
 	evict_slot(w, best);
 	return true;
@@ -380,17 +395,22 @@ static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi)
  */
 static int find_for_insert(struct kvidx *w, uint64_t key, int64_t *pos, uint32_t *idx)
 {
+	/* The record budget nearly spent: often that is memory waiting in RCU limbo for a slow
+	 * reader rather than live data, so only an entry with nothing confirmed goes (reusable
+	 * after a grace period). Done before the probe, so that the probe sees its effects. */
+	if (arena_tight(w))
+		evict_one(w, 0, 0, true);
 	*idx = slot_find(w, key, pos);
 	if (*idx)
 		return 0;
 	if (w->live_keys >= w->capacity) {
-		if (!evict_one(w, 0, 0))
+		if (!evict_one(w, 0, 0, false))
 			return -KVIDX_EFULL;
 		*idx = slot_find(w, key, pos);
 	}
 	if (*pos < 0) {
 		uint64_t home = kv_home(kv_mix(key), w->nslots);
-		if (!evict_one(w, home, home + w->max_probe))
+		if (!evict_one(w, home, home + w->max_probe, false))
 			return -KVIDX_EFULL;
 		*idx = slot_find(w, key, pos);
 		if (*pos < 0)
@@ -476,7 +496,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers)
 {
 	unsigned gen;
-	int rc = pod_gen(w, pod, &gen), changed = 0;
+	int rc = pod_gen(w, pod, &gen), changed = 0, full = 0;
 	struct kv_buf b;
 
 	if (rc)
@@ -498,16 +518,18 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 				buf_drop(&b, (unsigned)r);
 			else
 				b.w0[r] = KV_REC_W0(pod, gen, left, 0, 0);
-			changed++;
 		}
-		/* Shrinking never needs more memory than the entry had, but the new entry is a
-		 * fresh allocation; if even that fails, leave the old one (it stays correct for
-		 * every other pod) and count it. */
-		if (publish(w, pos, idx, &b) < 0)
+		/* Shrinking needs a fresh entry too; if even that fails, the old one stays (a
+		 * stale record, counted) and the caller hears -KVIDX_EFULL. */
+		if (publish(w, pos, idx, &b) < 0) {
 			stat_add(&w->st->store_failed, 1);
+			full = 1;
+			continue;
+		}
+		changed += r >= 0;
 	}
 	stat_add(&w->st->removes, (uint64_t)changed);
-	return changed;
+	return full ? -KVIDX_EFULL : changed;
 }
 
 int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now,
@@ -539,7 +561,6 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]))
 			continue; /* confirmed already: a prediction adds nothing */
-		bool fresh = true;
 		if (r >= 0 && rec_expires(b.w0[r], b.w1[r]) <= now) {
 			/* Expired, not reaped yet: that expiry is reported, then a new prediction. */
 			if (on_expire)
@@ -548,14 +569,10 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 			b.w1[r] = now;
 			b.w0[r] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms);
 		} else if (r >= 0) {
-			/* Extend: keep created-at (latency is measured from the first commit). */
-			uint64_t span = (now + (uint64_t)ttl_ms * NS_PER_MS - b.w1[r]) / NS_PER_MS;
-			if (span > KVIDX_MAX_TTL_MS)
-				span = KVIDX_MAX_TTL_MS;
-			if (span <= KV_REC_TTL(b.w0[r]) && b.n == b.old_n)
-				continue;
-			b.w0[r] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, span);
-			fresh = false;
+			/* A live prediction is left as it is: its trust ends at created-at + TTL
+			 * whatever routes follow, so that steady traffic cannot keep an unconfirmed
+			 * prediction alive (the seed: do not stretch the TTL). */
+			continue;
 		} else {
 			if (b.n == w->ppk)
 				buf_make_room(w, &b, now);
@@ -567,7 +584,7 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 			full = 1;
 			continue;
 		}
-		added += fresh;
+		added++;
 	}
 	stat_add(&w->st->speculations, (uint64_t)added);
 	return full && !added ? -KVIDX_EFULL : added;

@@ -179,14 +179,23 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 	kv_table_init(w);
 
 	st_release(&w->hdr->dh_state, (uint64_t)KV_DATA_LIVE);
+	st_relaxed(&w->ctl->ch_writer_pid, (int32_t)getpid());
+	return o->defer_publish ? 0 : kvidx_writer_publish(w);
+}
+
+int kvidx_writer_publish(struct kvidx *w)
+{
+	char path[KV_SHM_PATH_MAX];
+	uint64_t old = ld_relaxed(&w->ctl->ch_generation), gen = w->hdr->dh_generation;
+
+	if (old == gen)
+		return -EALREADY;
 	/* Release: the whole generation is built before readers are told about it. Pairs with the
 	 * acquire load of ch_generation in rd_switch() (reader.c). */
-	uint64_t old = ld_relaxed(&w->ctl->ch_generation);
 	st_release(&w->ctl->ch_generation, gen);
-	st_relaxed(&w->ctl->ch_writer_pid, (int32_t)getpid());
 	if (old) {
 		/* Readers still mapping the old generation keep it until they switch. */
-		kv_data_shm_name(path, o->name, old);
+		kv_data_shm_name(path, w->name, old);
 		shm_unlink(path);
 	}
 	return 0;

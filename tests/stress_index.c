@@ -22,15 +22,15 @@
  *
  * Writer restart (contract 6). At 70% of the run the writer is SIGKILLed: readers must keep
  * serving and see its heartbeat go stale; a successor takes over, replays (pods, ALWAYS keys)
- * into generation 2, and readers must switch by themselves. kvidx_writer_open() publishes the
- * new generation before the caller can replay, so early readers find ALWAYS keys missing until
- * the replay is done: counted as restart downtime, fatal with --strict-restart.
+ * into generation 2 with defer_publish, publishes it, and readers must switch by themselves,
+ * never missing an ALWAYS key (no downtime). --lax-restart publishes before the replay
+ * instead and only counts the misses (to measure what deferring saves).
  *
  * At the end the writer walks the table (no duplicate, foreign or missing key), checks that
  * limbo drains to 0 and that every dead reader's slot was freed.
  *
  * Usage: stress_index --seconds N [--readers R] [--capacity C] [--records N] [--seed S]
- *                     [--stall-ms M] [--no-restart] [--strict-restart]
+ *                     [--stall-ms M] [--no-restart] [--lax-restart]
  * Exit 0 with one summary line, or 1 with the first violation.
  */
 #include <errno.h>
@@ -77,7 +77,7 @@ static struct {
 	unsigned seconds, readers, stall_ms;
 	uint64_t capacity, records, seed;
 	bool no_restart, strict_restart;
-} opt = { 10, 4, 200, 4096, 0, 0, false, false };
+} opt = { 10, 4, 200, 4096, 0, 0, false, true };
 
 static char idx_name[KVIDX_NAME_MAX];
 static uint64_t *keys_of[3];
@@ -449,7 +449,9 @@ static void w_remove(struct wctx *c, uint64_t key, unsigned pod)
 	default: tiers = 1u + rnd_below(&c->rng, 15); break;
 	}
 	int rc = kvidx_remove(c->w, (int)pod, &key, 1, tiers);
-	if (rc < 0 || rc > 1)
+	/* -KVIDX_EFULL: no arena memory for the shrunk entry (limbo held by stopped readers);
+	 * the old entry stays, which the oracle allows. */
+	if ((rc < 0 && rc != -KVIDX_EFULL) || rc > 1)
 		fail("kvidx_remove(pod %u, key %016llx) = %d", pod, (unsigned long long)key, rc);
 }
 
@@ -562,7 +564,7 @@ static void w_op(struct wctx *c)
 		for (uint32_t i = j; i < j + len && i < nkeys[CLS_CHURN]; i++)
 			batch[n++] = ch[i];
 		int rc = kvidx_remove(c->w, (int)p, batch, n, rnd(&c->rng) & 1 ? 0 : 7);
-		if (rc < 0 || (size_t)rc > n)
+		if ((rc < 0 && rc != -KVIDX_EFULL) || (rc >= 0 && (size_t)rc > n))
 			fail("kvidx_remove(batch of %zu) = %d", n, rc);
 	} else if (sel < 900) {
 		/* ALWAYS keys: other pods (1..3) come and go, rewriting the entry under readers. */
@@ -731,6 +733,7 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 		.geo = { .capacity = opt.capacity, .records = opt.records, .pods_per_key = PPK,
 			 .max_pods = NPODS, .max_readers = opt.readers + 2 },
 		.stall_ms = opt.stall_ms,
+		.defer_publish = gen > 1 && opt.strict_restart,
 	};
 	struct wctx c = { .rng = opt.seed ^ (0x77 * gen), .gen = gen };
 	uint64_t now, last_tick, next_clear, next_readd, next_pause;
@@ -761,6 +764,8 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 		if (rc != 1)
 			fail("storing ALWAYS key #%u: %d (%s)", i, rc, kvidx_strerror(rc));
 	}
+	if (o.defer_publish && kvidx_writer_publish(c.w) != 0)
+		fail("kvidx_writer_publish failed");
 	__atomic_store_n(&sh->replayed, gen, __ATOMIC_RELEASE);
 	__atomic_store_n(&sh->writer_ready, 1, __ATOMIC_RELEASE);
 
@@ -893,8 +898,8 @@ static void r_after(struct rctx *c)
 	c->me->switches++;
 }
 
-/* An ALWAYS answer without pod 0: allowed (and counted) only in a generation whose writer
- * had not finished its replay when the call began, unless --strict-restart. */
+/* An ALWAYS answer without pod 0: allowed (and counted) only with --lax-restart, in a
+ * generation whose writer had not finished its replay when the call began. */
 static bool r_restart_miss(struct rctx *c)
 {
 	if (c->gen < 2 || c->replayed || opt.strict_restart)
@@ -1399,12 +1404,13 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: stress_index --seconds N [--readers R] [--capacity C] [--records N]\n"
 		"                    [--seed S] [--stall-ms M]\n"
-		"                    [--no-restart] [--strict-restart]\n"
+		"                    [--no-restart] [--lax-restart]\n"
 		"Torture test of kvidx's concurrency contract: one writer churns a small index while\n"
 		"R reader processes (default 4) verify every answer; readers are SIGKILLed and\n"
 		"SIGSTOPped past the stall limit (default 200 ms); at 70%% of the run the writer is\n"
 		"SIGKILLed and a new one takes over (runs of 6 s or more, unless --no-restart;\n"
-		"--strict-restart fails on readers seeing the new generation before its replay).\n"
+		"the successor publishes only after its replay, and a reader missing a key then\n"
+		"fails the run; --lax-restart publishes first and only counts the misses).\n"
 		"Capacity defaults to 4096 keys, records to 4 x capacity. Exit 0 with a summary line,\n"
 		"1 on the first violation.\n");
 }
@@ -1415,7 +1421,7 @@ static void parse_args(int argc, char **argv)
 		{ "seconds", required_argument, 0, 's' }, { "readers", required_argument, 0, 'r' },
 		{ "capacity", required_argument, 0, 'c' }, { "records", required_argument, 0, 'R' },
 		{ "seed", required_argument, 0, 'S' },    { "stall-ms", required_argument, 0, 'm' },
-		{ "no-restart", no_argument, 0, 'n' },    { "strict-restart", no_argument, 0, 'x' },
+		{ "no-restart", no_argument, 0, 'n' },    { "lax-restart", no_argument, 0, 'x' },
 		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
 	};
 	int ch;
@@ -1436,7 +1442,7 @@ static void parse_args(int argc, char **argv)
 		case 'S': opt.seed = v; seeded = true; break;
 		case 'm': opt.stall_ms = (unsigned)v; break;
 		case 'n': opt.no_restart = true; break;
-		case 'x': opt.strict_restart = true; break;
+		case 'x': opt.strict_restart = false; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
@@ -1812,10 +1818,13 @@ int main(int argc, char **argv)
 		fail("%llu of %llu readers resumed after an expulsion without -KVIDX_ERETRY: "
 		     "expelled calls succeed", (unsigned long long)so.late_after,
 		     (unsigned long long)so.resumed_expelled);
-	if (fs->evict_spec || fs->evict_confirmed)
-		fail("keys were evicted (%llu speculative, %llu confirmed): capacity too small for "
-		     "the oracle", (unsigned long long)fs->evict_spec,
-		     (unsigned long long)fs->evict_confirmed);
+	/* Entries with nothing confirmed may be evicted when the record budget runs short (the
+	 * oracle allows predictions to vanish); a confirmed one means the capacity is too small
+	 * for the oracle's always-present keys. */
+	if (fs->evict_confirmed)
+		fail("confirmed keys were evicted (%llu; %llu speculative): capacity too small "
+		     "for the oracle", (unsigned long long)fs->evict_confirmed,
+		     (unsigned long long)fs->evict_spec);
 	if (max_limbo >= 100000)
 		fail("limbo reached %llu entries", (unsigned long long)max_limbo);
 	if (lookups == 0 || scores == 0)

@@ -543,3 +543,65 @@ Test(index, registry_full)
 	kvidx_reader_close(r2);
 	kvidx_reader_close(r3);
 }
+
+static int expired_seen;
+static uint64_t expired_at;
+
+static void on_expired(void *arg, uint64_t key, int pod, uint64_t created, uint64_t expires)
+{
+	expired_seen++;
+	expired_at = expires;
+}
+
+Test(index, predictions_are_not_stretched)
+{
+	w = open_w(100, 4);
+	int a = kvidx_pod_add(w, "a:1", NULL);
+	uint64_t k = 7, t0 = kvidx_now_ns();
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_rec rec[2];
+
+	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t0, 1000, on_expired, NULL), 1);
+	/* A second route within the TTL adds nothing and does not move the expiry. */
+	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t0 + 500000000ull, 1000, on_expired, NULL), 0);
+	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1);
+	cr_assert_eq(rec[0].expires_ns, t0 + 1000000000ull);
+	/* After the TTL (reaper not run): the expiry is reported, a new prediction starts. */
+	uint64_t t1 = t0 + 1500000000ull;
+	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t1, 1000, on_expired, NULL), 1);
+	cr_assert_eq(expired_seen, 1);
+	cr_assert_eq(expired_at, t0 + 1000000000ull);
+	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1);
+	cr_assert_eq(rec[0].t_ns, t1);
+	kvidx_reader_close(r);
+}
+
+Test(index, deferred_publish_keeps_readers_on_the_old_generation)
+{
+	w = open_w(100, 4);
+	int a = kvidx_pod_add(w, "a:1", NULL);
+	uint64_t k = 9;
+	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1, NULL, NULL);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_rec rec[2];
+	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1);
+	/* The writer dies; its successor rebuilds before readers see the new generation. */
+	kvidx_writer_close(w, false);
+	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 100, .pods_per_key = 4 },
+				       .defer_publish = true };
+	w = kvidx_writer_open(&o);
+	cr_assert_not_null(w);
+	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1, "still serving generation 1");
+	a = kvidx_pod_add(w, "a:1", NULL);
+	kvidx_store(w, a, &k, 1, KVIDX_TIER_CPU, 2, NULL, NULL);
+	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1);
+	cr_assert_eq(rec[0].tiers, KVIDX_TIER_GPU, "the rebuild is not visible yet");
+	cr_assert_eq(kvidx_writer_publish(w), 0);
+	cr_assert_eq(kvidx_writer_publish(w), -EALREADY);
+	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1);
+	cr_assert_eq(rec[0].tiers, KVIDX_TIER_CPU, "switched to generation 2");
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm/%s.data.1", name);
+	cr_assert_eq(access(path, F_OK), -1, "generation 1 unlinked at publish");
+	kvidx_reader_close(r);
+}

@@ -70,6 +70,10 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	o.block_size = cfg->block_size;
 	o.group = cfg->group;
 	o.stall_ms = cfg->stall_ms;
+	/* With --replay-on-start, readers keep the previous generation until the replays that
+	 * rebuild this one are over (maybe_publish()), so a restart costs them no empty index. */
+	o.defer_publish = cfg->replay_on_start;
+	d->published = !o.defer_publish;
 	d->sh.w = kvidx_writer_open(&o);
 	if (!d->sh.w) {
 		rc = -errno;
@@ -262,6 +266,21 @@ static int build_items(struct ingestd *d, size_t *n)
 	return 0;
 }
 
+
+/* Publishes a deferred generation once no start-up replay is in progress (each is bounded by
+ * --replay-timeout-ms). */
+static void maybe_publish(struct ingestd *d)
+{
+	if (d->published)
+		return;
+	for (size_t i = 0; i < d->sh.npods; i++)
+		if (d->sh.pods[i]->replaying)
+			return;
+	d->published = true;
+	kvidx_writer_publish(d->sh.w);
+	ilog(ILOG_INFO, "replay at start done: generation published, readers switch to it");
+}
+
 /* Drains route commits; true if the budget ran out (more may be waiting). */
 static bool drain(struct ingestd *d)
 {
@@ -331,6 +350,7 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 		for (size_t i = 0; i < d->sh.npods; i++)
 			ing_pod_housekeeping(&d->sh, d->sh.pods[i], now);
 		spec_tick(&d->spec, now);
+		maybe_publish(d);
 		spec_yield(&d->spec);
 	}
 	pthread_mutex_unlock(&d->lock);

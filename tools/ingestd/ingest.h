@@ -47,6 +47,7 @@ struct ingestd {
 	bool lock_ok;
 	struct ing_spec spec;
 	bool spec_ok;
+	bool published; /* the generation is visible to readers (see maybe_publish()) */
 };
 
 /*
