@@ -154,7 +154,8 @@ void kvidx_writer_close(struct kvidx *w, bool unlink);
 /*
  * Pods. add returns the pod index (>= 0) of name, creating it if new (an existing pod takes
  * the given model if it is non-NULL and differs), or -KVIDX_ENOPOD when the pod table is
- * full, -EINVAL for an empty or too-long name. model may be NULL.
+ * full, -EINVAL for an empty or too-long name. model may be NULL; it is kept for display and
+ * cut to KVIDX_POD_NAME_MAX - 1 bytes.
  * remove clears the pod and frees its index for reuse. Both O(1).
  */
 int kvidx_pod_add(struct kvidx *w, const char *name, const char *model);

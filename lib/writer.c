@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -293,9 +294,15 @@ int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 {
 	int free_idx = -1;
 
-	if (!name || !*name || strlen(name) >= KVIDX_POD_NAME_MAX ||
-	    (model && strlen(model) >= KVIDX_POD_NAME_MAX))
+	char m[KVIDX_POD_NAME_MAX];
+
+	if (!name || !*name || strlen(name) >= KVIDX_POD_NAME_MAX)
 		return -EINVAL;
+	if (model) {
+		/* The pod table's model is for display: a longer name is cut, not refused. */
+		snprintf(m, sizeof(m), "%s", model);
+		model = m;
+	}
 	for (uint32_t i = 0; i < w->max_pods; i++) {
 		struct kvidx_pod *p = &w->pods[i];
 		if (KV_POD_STATE(p->pd_word) == KV_POD_ACTIVE) {

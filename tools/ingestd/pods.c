@@ -636,8 +636,12 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 			close_frames(f, n);
 			continue;
 		}
-		if (!p->spec.model[0] && tmodel[0] && strcmp(p->model, tmodel))
+		if (!p->spec.model[0] && tmodel[0] && strcmp(p->model, tmodel)) {
 			snprintf(p->model, sizeof(p->model), "%s", tmodel);
+			/* A pod named by name= registered before its topic named the model. */
+			if (p->tgt.pod >= 0)
+				kvidx_pod_add(sh->w, p->name, p->model);
+		}
 		if (ensure_registered(sh, p, tpod) < 0) {
 			close_frames(f, n);
 			continue; /* logged; retried at the next message */
