@@ -12,7 +12,7 @@ BUILD   ?= build$(if $(SAN),-$(SAN))
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wpointer-arith -Wcast-align -Wformat=2 -Wno-unused-parameter
 CFLAGS  ?= $(OPT) -g
-KV_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -MMD -MP -Ilib -Ishm -Itools/ingestd \
+KV_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -MMD -MP -Ilib -Ishm -Itools/ingestd -Itools/common \
              $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer) $(CFLAGS)
 KV_LDFLAGS := $(if $(SAN),-fsanitize=$(SAN)) $(LDFLAGS)
 LIBS_CORE  := -lxxhash -lpthread -lrt
@@ -32,12 +32,15 @@ endif
 
 LIB_SRCS    := $(wildcard lib/*.c shm/*.c)
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-INGEST_SRCS := $(filter-out tools/ingestd/main.c,$(wildcard tools/ingestd/*.c))
+# Code shared by the tools (tools/common/) and ingestd's modules; linked into every tool and
+# into the test binary (everything but ingestd's main.c).
+INGEST_SRCS := $(wildcard tools/common/*.c) \
+               $(filter-out tools/ingestd/main.c,$(wildcard tools/ingestd/*.c))
 INGEST_OBJS := $(INGEST_SRCS:%.c=$(BUILD)/%.o)
 TOOL_SRCS   := $(wildcard tools/kvidx-*.c)
 TOOLS       := $(TOOL_SRCS:tools/%.c=$(BUILD)/bin/%) \
                $(if $(wildcard tools/ingestd/main.c),$(BUILD)/bin/kvidx-ingestd)
-TEST_SRCS   := $(wildcard tests/test_*.c)
+TEST_SRCS   := $(wildcard tests/test_*.c tests/util*.c)
 TEST_OBJS   := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 STRESS_SRCS := $(wildcard tests/stress_*.c)
 STRESS      := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
