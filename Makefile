@@ -89,7 +89,8 @@ $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGEST_OBJS) $(BUILD)/libkvidx.a
 # Quick, deterministic checks: one Criterion binary. Tests find the tools through KVIDX_BIN.
 test: setup
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/test_kvidx
-	KVIDX_BIN=$(abspath $(BUILD)/bin) $(BUILD)/bin/test_kvidx --jobs 2 $(TEST_ARGS)
+	KVIDX_BIN=$(abspath $(BUILD)/bin) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+	  $(BUILD)/bin/test_kvidx --jobs 2 $(TEST_ARGS)
 
 # Long randomized multi-process torture runs (minutes). STRESS_SECS sets each program's length.
 STRESS_SECS ?= 60

@@ -5,9 +5,9 @@
  *
  * Each test creates its own index "t-dump-<pid>-<n>" and runs $KVIDX_BIN/kvidx-dump on it
  * while the writer is open; `make test` sets KVIDX_BIN. The JSON is checked twice: for
- * well-formedness by a small strict parser below (the dump escapes strings that come from the
- * segment, which is untrusted), and for content by exact substrings, which works because the
- * dump prints each entry, pod and reader on one line in a fixed member order.
+ * well-formedness by the strict parser of util_text.c (the dump escapes strings that come
+ * from the segment, which is untrusted), and for content by exact substrings, which works
+ * because the dump prints each entry, pod and reader on one line in a fixed member order.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -24,112 +24,45 @@
 #include "inspect.h"
 #include "kvidx.h"
 #include "layout.h"
+#include "util_index.h"
+#include "util_run.h"
+#include "util_text.h"
 
 static char name[64];
 static struct kvidx *w;
 
 static void setup(void)
 {
-	static int n;
-
-	snprintf(name, sizeof(name), "t-dump-%d-%d", getpid(), n++);
-	w = NULL;
+	tu_index_name(name, sizeof(name), "dump");
 }
 
 static void teardown(void)
 {
-	char path[128];
-
-	if (w)
-		kvidx_writer_close(w, true);
-	w = NULL;
-	/* Leftovers of a test that failed before closing its writer. */
-	snprintf(path, sizeof(path), "/%s", name);
-	shm_unlink(path);
-	for (int g = 1; g <= 3; g++) {
-		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
-		shm_unlink(path);
-	}
+	tu_index_remove(name, &w);
 }
 
 TestSuite(dump, .init = setup, .fini = teardown);
-
-static struct kvidx *open_w(const struct kvidx_writer_opts *in)
-{
-	struct kvidx_writer_opts o = *in;
-	struct kvidx *x;
-
-	o.name = name;
-	x = kvidx_writer_open(&o);
-	cr_assert_not_null(x, "writer open %s: %s", name, kvidx_strerror(-errno));
-	return x;
-}
 
 static struct kvidx *open_small(void)
 {
 	struct kvidx_writer_opts o = { .geo = { .capacity = 1000, .pods_per_key = 4 } };
 
-	return open_w(&o);
+	return tu_writer_open(name, &o);
 }
 
 /* ---- running the tool ---- */
 
-struct run {
-	int status; /* exit status */
-	char *out;  /* standard output (and standard error if args redirect it), NUL-terminated */
-	size_t len;
-};
-
-/* Runs "$KVIDX_BIN/kvidx-dump ARGS" through sh. The caller frees r.out. */
-static struct run run_dump(const char *args)
-{
-	const char *bin = getenv("KVIDX_BIN");
-	struct run r = { 0 };
-	size_t cap = 1 << 16;
-	char cmd[4096];
-	FILE *p;
-	int st;
-
-	cr_assert(bin && *bin,
-		  "KVIDX_BIN is not set: run the tests through `make test`, or set KVIDX_BIN to "
-		  "the directory holding the kvidx-dump binary");
-	cr_assert(!strchr(bin, '\''), "KVIDX_BIN contains a single quote: %s", bin);
-	cr_assert(snprintf(cmd, sizeof(cmd), "'%s/kvidx-dump' %s", bin, args) < (int)sizeof(cmd));
-	r.out = malloc(cap);
-	cr_assert_not_null(r.out);
-	p = popen(cmd, "r");
-	cr_assert(p, "popen(%s): %s", cmd, strerror(errno));
-	for (;;) {
-		if (cap - r.len < 2) {
-			cap *= 2;
-			r.out = realloc(r.out, cap);
-			cr_assert_not_null(r.out);
-		}
-		size_t got = fread(r.out + r.len, 1, cap - r.len - 1, p);
-		if (!got)
-			break;
-		r.len += got;
-	}
-	r.out[r.len] = '\0';
-	st = pclose(p);
-	cr_assert(st != -1 && WIFEXITED(st), "%s: did not exit normally (status %d)", cmd, st);
-	r.status = WEXITSTATUS(st);
-	cr_assert_eq(strlen(r.out), r.len, "%s: NUL byte in the output", cmd);
-	return r;
-}
-
 /* Runs the dump on this test's index with extra arguments. */
-static struct run dump(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static struct run dump(const char *fmt, ...)
+static struct tu_run dump(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static struct tu_run dump(const char *fmt, ...)
 {
-	char args[2048], all[2200];
+	char args[2048];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(args, sizeof(args), fmt, ap);
 	va_end(ap);
-	snprintf(all, sizeof(all), "--name %s %s", name, args);
-	return run_dump(all);
+	return tu_run_tool("kvidx-dump", "--name %s %s", name, args);
 }
 
 static size_t count(const char *hay, const char *needle)
@@ -141,198 +74,16 @@ static size_t count(const char *hay, const char *needle)
 	return n;
 }
 
-/* The number after needle in hay (which must hold needle once at least). */
-static long long number_after(const char *hay, const char *needle)
-{
-	const char *p = strstr(hay, needle);
-
-	cr_assert_not_null(p, "no %s in:\n%s", needle, hay);
-	return strtoll(p + strlen(needle), NULL, 10);
-}
-
-static void assert_has(const char *hay, const char *needle)
-{
-	cr_assert(strstr(hay, needle), "expected %s in:\n%s", needle, hay);
-}
-
-static void assert_lacks(const char *hay, const char *needle)
-{
-	cr_assert(!strstr(hay, needle), "did not expect %s in:\n%s", needle, hay);
-}
-
-/* ---- a strict JSON parser (RFC 8259), for well-formedness only ---- */
-
-struct jp {
-	const unsigned char *p;
-	int depth;
-};
-
-static bool jv_value(struct jp *j);
-
-static void jv_ws(struct jp *j)
-{
-	while (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r')
-		j->p++;
-}
-
-static bool jv_lit(struct jp *j, const char *lit)
-{
-	size_t n = strlen(lit);
-
-	if (strncmp((const char *)j->p, lit, n))
-		return false;
-	j->p += n;
-	return true;
-}
-
-/* A string; raw bytes of 0x80 and above must be well-formed UTF-8. */
-static bool jv_string(struct jp *j)
-{
-	if (*j->p != '"')
-		return false; /* not past the end: callers may look at *p again */
-	j->p++;
-	for (;;) {
-		unsigned c = *j->p++;
-		if (c == '"')
-			return true;
-		if (c < 0x20)
-			return false; /* control characters (and the end of the text) */
-		if (c == '\\') {
-			c = *j->p++;
-			if (c == 'u') {
-				for (int i = 0; i < 4; i++, j->p++)
-					if (!strchr("0123456789abcdefABCDEF", *j->p) || !*j->p)
-						return false;
-			} else if (!c || !strchr("\"\\/bfnrt", (int)c)) {
-				return false;
-			}
-		} else if (c >= 0x80) {
-			int more = c >= 0xf0 && c <= 0xf4 ? 3 : c >= 0xe0 ? 2 : c >= 0xc2 ? 1 : -1;
-			if (more < 0 || c > 0xf4)
-				return false;
-			for (int i = 0; i < more; i++)
-				if ((*j->p++ & 0xc0) != 0x80)
-					return false;
-		}
-	}
-}
-
-static bool jv_number(struct jp *j)
-{
-	const unsigned char *s = j->p;
-
-	if (*j->p == '-')
-		j->p++;
-	if (*j->p == '0')
-		j->p++;
-	else if (*j->p >= '1' && *j->p <= '9')
-		while (*j->p >= '0' && *j->p <= '9')
-			j->p++;
-	else
-		return false;
-	if (*j->p == '.') {
-		j->p++;
-		if (!(*j->p >= '0' && *j->p <= '9'))
-			return false;
-		while (*j->p >= '0' && *j->p <= '9')
-			j->p++;
-	}
-	if (*j->p == 'e' || *j->p == 'E') {
-		j->p++;
-		if (*j->p == '+' || *j->p == '-')
-			j->p++;
-		if (!(*j->p >= '0' && *j->p <= '9'))
-			return false;
-		while (*j->p >= '0' && *j->p <= '9')
-			j->p++;
-	}
-	return j->p > s;
-}
-
-static bool jv_container(struct jp *j, char close, bool object)
-{
-	j->p++;
-	if (++j->depth > 64)
-		return false;
-	jv_ws(j);
-	if (*j->p == close) {
-		j->p++;
-		j->depth--;
-		return true;
-	}
-	for (;;) {
-		jv_ws(j);
-		if (object) {
-			if (!jv_string(j))
-				return false;
-			jv_ws(j);
-			if (*j->p++ != ':')
-				return false;
-		}
-		if (!jv_value(j))
-			return false;
-		jv_ws(j);
-		if (*j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if (*j->p++ != close)
-			return false;
-		j->depth--;
-		return true;
-	}
-}
-
-static bool jv_value(struct jp *j)
-{
-	jv_ws(j);
-	switch (*j->p) {
-	case '{':
-		return jv_container(j, '}', true);
-	case '[':
-		return jv_container(j, ']', false);
-	case '"':
-		return jv_string(j);
-	case 't':
-		return jv_lit(j, "true");
-	case 'f':
-		return jv_lit(j, "false");
-	case 'n':
-		return jv_lit(j, "null");
-	}
-	return jv_number(j);
-}
-
-/* Asserts that text is exactly one JSON object (and whitespace). */
-static void assert_json(const char *text)
-{
-	struct jp j = { (const unsigned char *)text, 0 };
-
-	jv_ws(&j);
-	cr_assert_eq(*j.p, '{', "not a JSON object:\n%s", text);
-	cr_assert(jv_value(&j), "malformed JSON near offset %td:\n%s",
-		  (const char *)j.p - text, text);
-	jv_ws(&j);
-	cr_assert_eq(*j.p, '\0', "text after the JSON object:\n%s", text);
-}
-
-/* The parser must itself be able to fail. */
+/* The JSON checker must itself be able to fail. */
 Test(dump, json_checker_rejects_bad_json)
 {
 	static const char *bad[] = { "{", "{\"a\": 1,}", "{\"a\": \"\x01\"}", "{\"a\": 01}",
 				     "{\"a\": \"\\x\"}", "{\"a\": \"\xff\"}", "{} {}",
 				     "{\"a\" 1}", "[1]" };
-	struct jp j;
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		j = (struct jp){ (const unsigned char *)bad[i], 0 };
-		jv_ws(&j);
-		bool ok = *j.p == '{' && jv_value(&j);
-		if (ok) /* after a failure p may point past the end */
-			jv_ws(&j);
-		cr_assert(!(ok && *j.p == '\0'), "accepted bad JSON %s", bad[i]);
-	}
-	assert_json("{\"a\": [1, -2.5e3, true, null, \"\\u00e9\xc3\xa9\"], \"b\": {}}");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert(!tu_json_object(bad[i], NULL), "accepted bad JSON %s", bad[i]);
+	tu_assert_json("{\"a\": [1, -2.5e3, true, null, \"\\u00e9\xc3\xa9\"], \"b\": {}}");
 }
 
 /* ---- output ---- */
@@ -367,27 +118,28 @@ Test(dump, entries_json)
 	w = open_small();
 	populate(NULL, NULL);
 
-	struct run r = dump("--json --entries=0");
+	struct tu_run r = dump("--json --entries=0");
 	cr_assert_eq(r.status, 0, "exit %d:\n%s", r.status, r.out);
-	assert_json(r.out);
+	tu_assert_json(r.out);
 	/* Only the section asked for. */
-	assert_has(r.out, "\"entries\": [");
-	assert_lacks(r.out, "\"header\"");
-	assert_lacks(r.out, "\"stats\"");
+	tu_assert_has(r.out, "\"entries\": [");
+	tu_assert_lacks(r.out, "\"header\"");
+	tu_assert_lacks(r.out, "\"stats\"");
 	cr_assert_eq(count(r.out, "{\"key\": "), 4, "%s", r.out);
 	cr_assert_eq(count(r.out, "\"pod\": \"10.0.0.1:8000\""), 3, "%s", r.out);
 	cr_assert_eq(count(r.out, "\"pod\": \"10.0.0.2:8000\""), 2, "%s", r.out);
 	cr_assert_eq(count(r.out, "\"state\": \"speculative\""), 2, "%s", r.out);
 	cr_assert_eq(count(r.out, "\"state\": \"confirmed\""), 3, "%s", r.out);
 
-	assert_has(r.out, "{\"key\": \"0x00000000000000a1\", \"pods\": [{\"pod\": "
-			  "\"10.0.0.1:8000\", \"pod_index\": 0, \"state\": \"confirmed\", "
-			  "\"tiers\": [\"gpu\", \"cpu\"], \"age_ms\": ");
-	assert_has(r.out, "{\"key\": \"0xdeadbeefcafef00d\", \"pods\": [{\"pod\": \"10.0.0.1:8000\", "
-			  "\"pod_index\": 0, \"state\": \"confirmed\", \"tiers\": [\"gpu\"], "
-			  "\"age_ms\": ");
+	tu_assert_has(r.out, "{\"key\": \"0x00000000000000a1\", \"pods\": [{\"pod\": "
+			     "\"10.0.0.1:8000\", \"pod_index\": 0, \"state\": \"confirmed\", "
+			     "\"tiers\": [\"gpu\", \"cpu\"], \"age_ms\": ");
+	tu_assert_has(r.out, "{\"key\": \"0xdeadbeefcafef00d\", \"pods\": [{\"pod\": "
+			     "\"10.0.0.1:8000\", \"pod_index\": 0, \"state\": \"confirmed\", "
+			     "\"tiers\": [\"gpu\"], \"age_ms\": ");
 	/* B: confirmed on a and predicted for b, in one entry. */
-	assert_has(r.out, "{\"key\": \"0x00000000000000b2\", \"pods\": [{\"pod\": \"10.0.0.1:8000\"");
+	tu_assert_has(r.out, "{\"key\": \"0x00000000000000b2\", \"pods\": [{\"pod\": "
+			     "\"10.0.0.1:8000\"");
 	const char *b = strstr(r.out, "{\"key\": \"0x00000000000000b2\"");
 	const char *eol = strchr(b, '\n');
 	const char *bpred = "{\"pod\": \"10.0.0.2:8000\", \"pod_index\": 1, \"state\": "
@@ -399,7 +151,8 @@ Test(dump, entries_json)
 				      "\"10.0.0.2:8000\", \"pod_index\": 1, \"state\": "
 				      "\"speculative\", \"tiers\": [\"gpu\"], \"age_ms\": ");
 	cr_assert_not_null(d, "%s", r.out);
-	long long age = number_after(d, "\"age_ms\": "), left = number_after(d, "\"expires_in_ms\": ");
+	long long age = (long long)tu_number_after(d, "\"age_ms\": ");
+	long long left = (long long)tu_number_after(d, "\"expires_in_ms\": ");
 	cr_assert(age >= 0 && age < 30000, "age_ms %lld", age);
 	cr_assert(left > 30000 && left <= 60000, "expires_in_ms %lld", left);
 	cr_assert(left + age >= 59998 && left + age <= 60000, "age %lld + left %lld", age, left);
@@ -413,25 +166,25 @@ Test(dump, entries_text_and_limits)
 	w = open_small();
 	populate(NULL, NULL);
 
-	struct run r = dump("--entries");
+	struct tu_run r = dump("--entries");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_has(r.out, "index ");
-	assert_has(r.out, "entries:\n");
-	assert_lacks(r.out, "header:");
-	assert_has(r.out, "  0x00000000000000a1  1 record\n");
-	assert_has(r.out, "  0x00000000000000b2  2 records\n");
-	assert_has(r.out, "confirmed    gpu,cpu");
-	assert_has(r.out, ", expires in ");
-	assert_has(r.out, "  4 keys shown; 0 keys without a live record skipped\n");
+	tu_assert_has(r.out, "index ");
+	tu_assert_has(r.out, "entries:\n");
+	tu_assert_lacks(r.out, "header:");
+	tu_assert_has(r.out, "  0x00000000000000a1  1 record\n");
+	tu_assert_has(r.out, "  0x00000000000000b2  2 records\n");
+	tu_assert_has(r.out, "confirmed    gpu,cpu");
+	tu_assert_has(r.out, ", expires in ");
+	tu_assert_has(r.out, "  4 keys shown; 0 keys without a live record skipped\n");
 	free(r.out);
 
 	r = dump("--json --entries=3");
 	cr_assert_eq(r.status, 0);
-	assert_json(r.out);
+	tu_assert_json(r.out);
 	cr_assert_eq(count(r.out, "{\"key\": "), 3, "%s", r.out);
 	free(r.out);
 	r = dump("--entries=3");
-	assert_has(r.out, "3 keys shown (limit reached; --entries=0 lists all)");
+	tu_assert_has(r.out, "3 keys shown (limit reached; --entries=0 lists all)");
 	free(r.out);
 	r = dump("--json --entries=1");
 	cr_assert_eq(count(r.out, "{\"key\": "), 1, "%s", r.out);
@@ -445,16 +198,16 @@ Test(dump, entries_across_walk_steps)
 	static uint64_t keys[3000];
 	char needle[64];
 
-	w = open_w(&o);
+	w = tu_writer_open(name, &o);
 	int a = kvidx_pod_add(w, "10.1.1.1:9000", NULL);
 	for (int i = 0; i < 3000; i++)
 		keys[i] = 0x1000000ull + (uint64_t)i * 7919;
 	cr_assert_eq(kvidx_store(w, a, keys, 3000, KVIDX_TIER_DISK, kvidx_now_ns(), NULL, NULL),
 		     3000);
 
-	struct run r = dump("--json --entries=0");
+	struct tu_run r = dump("--json --entries=0");
 	cr_assert_eq(r.status, 0);
-	assert_json(r.out);
+	tu_assert_json(r.out);
 	cr_assert_eq(count(r.out, "{\"key\": "), 3000);
 	cr_assert_eq(count(r.out, "\"tiers\": [\"disk\"]"), 3000);
 	for (int i = 0; i < 3000; i += 499) {
@@ -494,10 +247,9 @@ Test(dump, slow_consumer_never_holds_up_writer)
 						.max_readers = 8 },
 				       .stall_ms = 500 };
 	static uint64_t keys[15000], churn[100];
-	const char *bin = getenv("KVIDX_BIN");
-	char cmd[512];
+	char cmd[4200];
 
-	w = open_w(&o);
+	w = tu_writer_open(name, &o);
 	int a = kvidx_pod_add(w, "10.2.2.2:8000", NULL);
 	for (int i = 0; i < 15000; i++)
 		keys[i] = 0x5000000ull + (uint64_t)i * 104729;
@@ -514,11 +266,11 @@ Test(dump, slow_consumer_never_holds_up_writer)
 	const struct kvidx_reader_slot *slots = (const void *)((const char *)ctl + sizeof(*ctl));
 	uint64_t reclaimed0 = ld_relaxed(&st->reclaimed);
 
-	cr_assert(bin && *bin, "KVIDX_BIN is not set");
-	snprintf(cmd, sizeof(cmd), "'%s/kvidx-dump' --name %s --json --entries=0", bin, name);
+	snprintf(cmd, sizeof(cmd), "'%s' --name %s --json --entries=0", tu_tool_path("kvidx-dump"),
+		 name);
 	FILE *p = popen(cmd, "r");
 	cr_assert_not_null(p);
-	struct run r = { .out = malloc(1 << 16) };
+	struct tu_run r = { .out = malloc(1 << 16) };
 	size_t cap = 1 << 16;
 	cr_assert_not_null(r.out);
 	for (int round = 0;; round++) {
@@ -553,7 +305,7 @@ Test(dump, slow_consumer_never_holds_up_writer)
 	int stat = pclose(p);
 	cr_assert(WIFEXITED(stat) && WEXITSTATUS(stat) == 0, "dump status %d", stat);
 	cr_assert_gt(r.len, 1 << 20, "too little output (%zu bytes) to fill a pipe", r.len);
-	assert_json(r.out);
+	tu_assert_json(r.out);
 	/* Every key exactly once (the churned ones are updated in place). */
 	cr_assert_eq(count(r.out, "{\"key\": "), 15100);
 	free(r.out);
@@ -580,18 +332,18 @@ Test(dump, hidden_records_not_listed)
 	cr_assert_eq(kvidx_store(w, c, &k3, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
 	cr_assert_eq(kvidx_clear_pod(w, c), 0);
 
-	struct run r = dump("--json --entries=0 --pods");
+	struct tu_run r = dump("--json --entries=0 --pods");
 	cr_assert_eq(r.status, 0);
-	assert_json(r.out);
-	assert_has(r.out, "\"entries\": []");
-	assert_has(r.out, "\"name\": \"b:1\", \"model\": \"\", \"generation\": 1, \"flags\": 1, "
-			  "\"spec_paused\": true");
-	assert_has(r.out, "\"name\": \"a:1\", \"model\": \"\", \"generation\": 1, \"flags\": 0, "
-			  "\"spec_paused\": false");
-	assert_has(r.out, "\"name\": \"c:1\", \"model\": \"\", \"generation\": 2,");
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"entries\": []");
+	tu_assert_has(r.out, "\"name\": \"b:1\", \"model\": \"\", \"generation\": 1, \"flags\": 1, "
+			     "\"spec_paused\": true");
+	tu_assert_has(r.out, "\"name\": \"a:1\", \"model\": \"\", \"generation\": 1, \"flags\": 0, "
+			     "\"spec_paused\": false");
+	tu_assert_has(r.out, "\"name\": \"c:1\", \"model\": \"\", \"generation\": 2,");
 	free(r.out);
 	r = dump("--entries=0");
-	assert_has(r.out, "  0 keys shown; 3 keys without a live record skipped\n");
+	tu_assert_has(r.out, "  0 keys shown; 3 keys without a live record skipped\n");
 	free(r.out);
 	r = dump("--key 0x22 2>&1");
 	cr_assert_eq(r.status, 1, "a paused prediction is absent:\n%s", r.out);
@@ -601,8 +353,8 @@ Test(dump, hidden_records_not_listed)
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, b, false), 0);
 	r = dump("--json --entries=0");
 	cr_assert_eq(count(r.out, "{\"key\": "), 1, "%s", r.out);
-	assert_has(r.out, "{\"key\": \"0x0000000000000022\", \"pods\": [{\"pod\": \"b:1\", "
-			  "\"pod_index\": 1, \"state\": \"speculative\"");
+	tu_assert_has(r.out, "{\"key\": \"0x0000000000000022\", \"pods\": [{\"pod\": \"b:1\", "
+			     "\"pod_index\": 1, \"state\": \"speculative\"");
 	free(r.out);
 }
 
@@ -611,61 +363,42 @@ Test(dump, key_present_and_absent)
 	w = open_small();
 	populate(NULL, NULL);
 
-	struct run r = dump("--json --key 0x8464eee8f2cf3412");
+	struct tu_run r = dump("--json --key 0x8464eee8f2cf3412");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_json(r.out);
-	assert_has(r.out, "\"lookup\": {");
-	assert_has(r.out, "\"found\": true");
-	assert_has(r.out, "\"key\": \"0x8464eee8f2cf3412\"");
-	assert_has(r.out, "\"pods\": [{\"pod\": \"10.0.0.2:8000\", \"pod_index\": 1, \"state\": "
-			  "\"speculative\", \"tiers\": [\"gpu\"], \"age_ms\": ");
-	assert_lacks(r.out, "\"header\"");
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"lookup\": {");
+	tu_assert_has(r.out, "\"found\": true");
+	tu_assert_has(r.out, "\"key\": \"0x8464eee8f2cf3412\"");
+	tu_assert_has(r.out, "\"pods\": [{\"pod\": \"10.0.0.2:8000\", \"pod_index\": 1, \"state\": "
+			     "\"speculative\", \"tiers\": [\"gpu\"], \"age_ms\": ");
+	tu_assert_lacks(r.out, "\"header\"");
 	free(r.out);
 
 	/* Without 0x, in capitals. */
 	r = dump("--key A1");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_has(r.out, "  0x00000000000000a1  1 record\n");
-	assert_has(r.out, "10.0.0.1:8000");
+	tu_assert_has(r.out, "  0x00000000000000a1  1 record\n");
+	tu_assert_has(r.out, "10.0.0.1:8000");
 	free(r.out);
 
 	r = dump("--key 0xa2");
 	cr_assert_eq(r.status, 1, "an absent key exits 1");
-	assert_has(r.out, "0x00000000000000a2  absent");
+	tu_assert_has(r.out, "0x00000000000000a2  absent");
 	free(r.out);
 	r = dump("--json --key 0xa2");
 	cr_assert_eq(r.status, 1);
-	assert_json(r.out);
-	assert_has(r.out, "\"found\": false");
-	assert_has(r.out, "\"pods\": []");
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"found\": false");
+	tu_assert_has(r.out, "\"pods\": []");
 	free(r.out);
 
 	/* Together with other sections. */
 	r = dump("--json --stats --key 0xdeadbeefcafef00d");
 	cr_assert_eq(r.status, 0);
-	assert_json(r.out);
-	assert_has(r.out, "\"stats\": {");
-	assert_has(r.out, "\"found\": true");
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"stats\": {");
+	tu_assert_has(r.out, "\"found\": true");
 	free(r.out);
-}
-
-/* Writes per-pod counters into the data segment, as the ingest code will. */
-static void poke_pod_counter(int pod, int ctr, uint64_t val)
-{
-	char path[128];
-	struct stat sb;
-
-	snprintf(path, sizeof(path), "/%s.data.1", name);
-	int fd = shm_open(path, O_RDWR, 0);
-	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
-	cr_assert_eq(fstat(fd, &sb), 0);
-	void *base = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	cr_assert_neq(base, MAP_FAILED);
-	const struct kvidx_data_hdr *h = base;
-	struct kvidx_pod *pods = (void *)((char *)base + h->dh_pods_off);
-	pods[pod].pd_ctr[ctr] = val;
-	munmap(base, (size_t)sb.st_size);
 }
 
 Test(dump, header_pods_readers_stats)
@@ -676,11 +409,11 @@ Test(dump, header_pods_readers_stats)
 	char needle[256];
 	int a, b;
 
-	w = open_w(&o);
+	w = tu_writer_open(name, &o);
 	populate(&a, &b);
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, b, true), 0);
-	poke_pod_counter(a, 3, 7);
-	poke_pod_counter(a, KV_POD_COUNTERS - 1, 123456789012ull);
+	tu_set_pod_ctr(w, a, 3, 7);
+	tu_set_pod_ctr(w, a, KV_POD_COUNTERS - 1, 123456789012ull);
 	/* A reader of this process, as a router would hold, beside the dump's own. */
 	struct kvidx_reader *rd = kvidx_reader_open(name);
 	cr_assert_not_null(rd);
@@ -688,46 +421,48 @@ Test(dump, header_pods_readers_stats)
 	cr_assert_eq(kvidx_lookup(rd, KEY_A, rec, 4), 1);
 	cr_assert_eq(kvidx_lookup(rd, KEY_C, rec, 4), 1);
 
-	struct run r = dump("--json");
+	struct tu_run r = dump("--json");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_json(r.out);
-	assert_lacks(r.out, "\"entries\"");
+	tu_assert_json(r.out);
+	tu_assert_lacks(r.out, "\"entries\"");
 
 	/* Header. */
-	assert_has(r.out, "\"header\": {");
+	tu_assert_has(r.out, "\"header\": {");
 	char lv[64];
 	snprintf(lv, sizeof(lv), "\"layout_version\": %u,", KV_LAYOUT_VERSION);
-	assert_has(r.out, lv);
-	assert_has(r.out, "\"generation\": 1,");
-	assert_has(r.out, "\"key_algo\": \"xxh64\",");
-	assert_has(r.out, "\"seed\": \"s1\",");
-	assert_has(r.out, "\"block_size\": 32,");
-	assert_has(r.out, "\"geometry\": {\"capacity\": 1000, \"records\": 2000, \"pods_per_key\": "
-			  "4, \"max_pods\": 16, \"max_readers\": 8, \"nslots\": 1334, ");
+	tu_assert_has(r.out, lv);
+	tu_assert_has(r.out, "\"generation\": 1,");
+	tu_assert_has(r.out, "\"key_algo\": \"xxh64\",");
+	tu_assert_has(r.out, "\"seed\": \"s1\",");
+	tu_assert_has(r.out, "\"block_size\": 32,");
+	tu_assert_has(r.out, "\"geometry\": {\"capacity\": 1000, \"records\": 2000, "
+			     "\"pods_per_key\": 4, \"max_pods\": 16, \"max_readers\": 8, "
+			     "\"nslots\": 1334, ");
 	snprintf(needle, sizeof(needle), "\"writer_pid\": %d,\n", (int)getpid());
-	assert_has(r.out, needle);
-	assert_has(r.out, "\"writer_alive\": true,");
-	assert_has(r.out, "\"writer_lock_held\": true,");
-	assert_has(r.out, "\"state\": \"live\"");
+	tu_assert_has(r.out, needle);
+	tu_assert_has(r.out, "\"writer_alive\": true,");
+	tu_assert_has(r.out, "\"writer_lock_held\": true,");
+	tu_assert_has(r.out, "\"state\": \"live\"");
 	const struct kv_view *v = kv_reader_view(rd);
 	snprintf(needle, sizeof(needle), "\"data_bytes\": %llu,",
 		 (unsigned long long)v->hdr->dh_size);
-	assert_has(r.out, needle);
-	cr_assert_geq(number_after(r.out, "\"heartbeat_age_ms\": "), 0);
+	tu_assert_has(r.out, needle);
+	cr_assert_geq(tu_number_after(r.out, "\"heartbeat_age_ms\": "), 0);
 
 	/* Pods: both, with flags, and only the nonzero counters. */
-	assert_has(r.out, "{\"index\": 0, \"name\": \"10.0.0.1:8000\", \"model\": \"llama-3-8b\", "
-			  "\"generation\": 1, \"flags\": 0, \"spec_paused\": false, \"counters\": "
-			  "{\"events\": 7, \"ctr[39]\": 123456789012}}");
-	assert_has(r.out, "{\"index\": 1, \"name\": \"10.0.0.2:8000\", \"model\": \"\", "
-			  "\"generation\": 1, \"flags\": 1, \"spec_paused\": true, \"counters\": {}}");
+	tu_assert_has(r.out, "{\"index\": 0, \"name\": \"10.0.0.1:8000\", \"model\": "
+			     "\"llama-3-8b\", \"generation\": 1, \"flags\": 0, \"spec_paused\": "
+			     "false, \"counters\": {\"events\": 7, \"ctr[39]\": 123456789012}}");
+	tu_assert_has(r.out, "{\"index\": 1, \"name\": \"10.0.0.2:8000\", \"model\": \"\", "
+			     "\"generation\": 1, \"flags\": 1, \"spec_paused\": true, "
+			     "\"counters\": {}}");
 	cr_assert_eq(count(r.out, "{\"index\": "), 2);
 
 	/* Readers: this process's and the dump's own. */
 	cr_assert_eq(count(r.out, "{\"slot\": "), 2, "%s", r.out);
 	snprintf(needle, sizeof(needle), "\"pid\": %d, \"alive\": true, \"lock_held\": true, "
 		 "\"epoch\": 0, \"lookups\": 2, \"expelled\": 0, ", (int)getpid());
-	assert_has(r.out, needle);
+	tu_assert_has(r.out, needle);
 	cr_assert_eq(count(r.out, "\"self\": true}"), 1);
 	cr_assert_eq(count(r.out, "\"self\": false}"), 1);
 	const char *self = strstr(r.out, "\"self\": true}");
@@ -739,44 +474,44 @@ Test(dump, header_pods_readers_stats)
 		  "the dump's own slot names the test's pid: %.*s", (int)(self - line), line);
 
 	/* Stats: every counter by name, then the registry epoch. */
-	assert_has(r.out, "\"stats\": {");
-	assert_has(r.out, "\"keys\": 4,\n");
-	assert_has(r.out, "\"records\": 5,\n");
-	assert_has(r.out, "\"spec_records\": 2,\n");
-	assert_has(r.out, "\"speculations\": 2,\n");
-	assert_has(r.out, "\"store_failed\": 0,\n");
-#define STAT_NAME(n) assert_has(r.out, "\"" #n "\": ");
+	tu_assert_has(r.out, "\"stats\": {");
+	tu_assert_has(r.out, "\"keys\": 4,\n");
+	tu_assert_has(r.out, "\"records\": 5,\n");
+	tu_assert_has(r.out, "\"spec_records\": 2,\n");
+	tu_assert_has(r.out, "\"speculations\": 2,\n");
+	tu_assert_has(r.out, "\"store_failed\": 0,\n");
+#define STAT_NAME(n) tu_assert_has(r.out, "\"" #n "\": ");
 	KV_STATS(STAT_NAME)
 #undef STAT_NAME
-	assert_has(r.out, "\"registry_epoch\": 1\n");
+	tu_assert_has(r.out, "\"registry_epoch\": 1\n");
 	free(r.out);
 
 	/* The text form shows the same. */
 	r = dump("2>/dev/null");
 	cr_assert_eq(r.status, 0);
-	assert_has(r.out, "header:\n");
-	assert_has(r.out, "  key algorithm        xxh64\n");
-	assert_has(r.out, "  capacity             1000 keys\n");
-	assert_has(r.out, "(alive, holds the writer lock)");
-	assert_has(r.out, "  [0] 10.0.0.1:8000  model \"llama-3-8b\"  generation 1  flags -\n"
-			  "      events 7  ctr[39] 123456789012\n");
-	assert_has(r.out, "  [1] 10.0.0.2:8000  model \"\"  generation 1  flags spec-paused\n");
-	assert_has(r.out, "  2 active of 16\n");
-	assert_has(r.out, "  <- this dump\n");
-	assert_has(r.out, "  2 of 8 slots in use\n");
-	assert_has(r.out, "  keys                 4\n");
-	assert_has(r.out, "  registry_epoch       1\n");
-	assert_lacks(r.out, "entries:");
+	tu_assert_has(r.out, "header:\n");
+	tu_assert_has(r.out, "  key algorithm        xxh64\n");
+	tu_assert_has(r.out, "  capacity             1000 keys\n");
+	tu_assert_has(r.out, "(alive, holds the writer lock)");
+	tu_assert_has(r.out, "  [0] 10.0.0.1:8000  model \"llama-3-8b\"  generation 1  flags -\n"
+			     "      events 7  ctr[39] 123456789012\n");
+	tu_assert_has(r.out, "  [1] 10.0.0.2:8000  model \"\"  generation 1  flags spec-paused\n");
+	tu_assert_has(r.out, "  2 active of 16\n");
+	tu_assert_has(r.out, "  <- this dump\n");
+	tu_assert_has(r.out, "  2 of 8 slots in use\n");
+	tu_assert_has(r.out, "  keys                 4\n");
+	tu_assert_has(r.out, "  registry_epoch       1\n");
+	tu_assert_lacks(r.out, "entries:");
 	free(r.out);
 	kvidx_reader_close(rd);
 
 	/* Writer restart: a new generation, which the dump attaches to. */
 	kvidx_writer_close(w, false);
-	w = open_w(&o);
+	w = tu_writer_open(name, &o);
 	r = dump("--json --header --entries=0");
 	cr_assert_eq(r.status, 0);
-	assert_has(r.out, "\"generation\": 2,");
-	assert_has(r.out, "\"entries\": []");
+	tu_assert_has(r.out, "\"generation\": 2,");
+	tu_assert_has(r.out, "\"entries\": []");
 	free(r.out);
 }
 
@@ -791,12 +526,12 @@ Test(dump, untrusted_strings_escaped)
 	cr_assert_geq(a, 0);
 	cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
 
-	struct run r = dump("--json --pods --entries=0");
+	struct tu_run r = dump("--json --pods --entries=0");
 	cr_assert_eq(r.status, 0);
-	assert_json(r.out);
-	assert_has(r.out, "\"pod\": \"evil\\u001b[2J\\\"\\\\\\u000a\\u007f\\ufffd\xc3\xa9:1\"");
-	assert_has(r.out, "\"name\": \"evil\\u001b[2J\\\"\\\\\\u000a\\u007f\\ufffd\xc3\xa9:1\"");
-	assert_has(r.out, "\"model\": \"m\\u0001\\ufffd\\ufffd\"");
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"pod\": \"evil\\u001b[2J\\\"\\\\\\u000a\\u007f\\ufffd\xc3\xa9:1\"");
+	tu_assert_has(r.out, "\"name\": \"evil\\u001b[2J\\\"\\\\\\u000a\\u007f\\ufffd\xc3\xa9:1\"");
+	tu_assert_has(r.out, "\"model\": \"m\\u0001\\ufffd\\ufffd\"");
 	free(r.out);
 
 	r = dump("--pods --entries=0");
@@ -804,7 +539,7 @@ Test(dump, untrusted_strings_escaped)
 	for (size_t i = 0; i < r.len; i++)
 		cr_assert(((unsigned char)r.out[i] >= 0x20 && r.out[i] != 0x7f) || r.out[i] == '\n',
 			  "control byte 0x%02x at %zu in:\n%s", (unsigned char)r.out[i], i, r.out);
-	assert_has(r.out, "evil\\x1b[2J\\\"\\\\\\x0a\\x7f\\xff\xc3\xa9:1");
+	tu_assert_has(r.out, "evil\\x1b[2J\\\"\\\\\\x0a\\x7f\\xff\xc3\xa9:1");
 	free(r.out);
 }
 
@@ -814,7 +549,7 @@ Test(dump, missing_index)
 {
 	char want[256];
 
-	struct run r = dump("--json 2>&1");
+	struct tu_run r = dump("--json 2>&1");
 	cr_assert_eq(r.status, 1);
 	snprintf(want, sizeof(want),
 		 "kvidx-dump: index '%s' not found (no /dev/shm/%s; is kvidx-ingestd running?)\n",
@@ -843,7 +578,7 @@ Test(dump, version_mismatch_and_corrupt)
 	cr_assert_neq(h, MAP_FAILED);
 
 	h->ch_stamp ^= 1ull << 48;
-	struct run r = dump("2>&1");
+	struct tu_run r = dump("2>&1");
 	cr_assert_eq(r.status, 1);
 	snprintf(want, sizeof(want), "kvidx-dump: index '%s': %s\n", name,
 		 kvidx_strerror(-KVIDX_EVERSION));
@@ -878,31 +613,31 @@ Test(dump, bad_usage)
 	w = open_small(); /* so that a flag wrongly accepted would exit 0, not 1 */
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(args, sizeof(args), "--name %s %s 2>/dev/null", name, bad[i]);
-		struct run r = run_dump(args);
+		struct tu_run r = tu_run_tool("kvidx-dump", "%s", args);
 		cr_assert_eq(r.status, 2, "%s: exit %d", bad[i], r.status);
 		cr_assert_str_eq(r.out, "", "%s: printed on stdout:\n%s", bad[i], r.out);
 		free(r.out);
 		snprintf(args, sizeof(args), "--name %s %s 2>&1", name, bad[i]);
-		r = run_dump(args);
-		assert_has(r.out, "Try 'kvidx-dump --help' for more information.\n");
+		r = tu_run_tool("kvidx-dump", "%s", args);
+		tu_assert_has(r.out, "Try 'kvidx-dump --help' for more information.\n");
 		free(r.out);
 	}
 }
 
 Test(dump, help)
 {
-	struct run r = run_dump("--help 2>/dev/null");
+	struct tu_run r = tu_run_tool("kvidx-dump", "--help 2>/dev/null");
 
 	cr_assert_eq(r.status, 0);
-	assert_has(r.out, "Usage: kvidx-dump [OPTION]...\n");
+	tu_assert_has(r.out, "Usage: kvidx-dump [OPTION]...\n");
 	static const char *opts[] = { "--name NAME", "--json", "--header", "--pods",
 				      "--readers", "--stats", "--entries[=N]", "--key HEX",
 				      "--help", "Exit status" };
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
-		assert_has(r.out, opts[i]);
+		tu_assert_has(r.out, opts[i]);
 	free(r.out);
-	r = run_dump("-h");
+	r = tu_run_tool("kvidx-dump", "-h");
 	cr_assert_eq(r.status, 0);
-	assert_has(r.out, "Usage: kvidx-dump");
+	tu_assert_has(r.out, "Usage: kvidx-dump");
 	free(r.out);
 }

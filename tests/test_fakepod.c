@@ -12,15 +12,12 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +26,7 @@
 
 #include "kvidx.h"
 #include "serve.h"
+#include "util_run.h"
 #include "wire.h"
 
 #define ENGINE_SEED 0x66616b65706f6431ull /* as in kvidx-fakepod.c: "fakepod1" */
@@ -36,8 +34,7 @@
 
 /* ---- child process ------------------------------------------------------------------------- */
 
-static pid_t child = -1;
-static int child_in = -1, child_out = -1, child_err = -1;
+static struct tu_child child = { .pid = -1, .in = -1, .out = -1, .err = -1 };
 static char outbuf[1 << 16], errbuf[1 << 14];
 static size_t outlen, errlen;
 static void *zctx;
@@ -50,26 +47,11 @@ static void setup(void)
 	cr_assert_not_null(zctx);
 }
 
-static void close_child_fds(void)
-{
-	if (child_in >= 0)
-		close(child_in);
-	if (child_out >= 0)
-		close(child_out);
-	if (child_err >= 0)
-		close(child_err);
-	child_in = child_out = child_err = -1;
-	outlen = errlen = 0;
-}
-
+/* Kills the child if it still runs, and forgets its pipes and what was read from them. */
 static void kill_child(void)
 {
-	if (child > 0) {
-		kill(child, SIGKILL);
-		waitpid(child, NULL, 0);
-		child = -1;
-	}
-	close_child_fds();
+	tu_child_kill(&child);
+	outlen = errlen = 0;
 }
 
 static void teardown(void)
@@ -93,38 +75,13 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/*
- * Loopback ports of this test (Criterion runs each test in its own process), n in 0..9.
- * They stay below Linux's ephemeral range (32768-60999 by default): a client connection in
- * TIME_WAIT on an ephemeral port lacks SO_REUSEADDR and would make a bind to it fail.
- */
-static int port(int n)
-{
-	return 20000 + (getpid() % 1000) * 10 + n;
-}
-
-static const char *endpoint(int n)
-{
-	static char buf[10][64];
-
-	snprintf(buf[n], sizeof buf[n], "tcp://127.0.0.1:%d", port(n));
-	return buf[n];
-}
-
 /* Starts kvidx-fakepod with the NULL-terminated arguments, its stdio on pipes. */
 static void spawn(const char *first, ...)
 {
 	const char *argv[64];
-	const char *bin = getenv("KVIDX_BIN");
-	char path[4096];
-	int in[2], out[2], err[2], n = 0;
+	int n = 0;
 	va_list ap;
 
-	cr_assert(bin && *bin, "KVIDX_BIN is not set: run the tests through 'make test' or set "
-			       "it to the directory holding kvidx-fakepod");
-	snprintf(path, sizeof path, "%s/kvidx-fakepod", bin);
-	cr_assert(access(path, X_OK) == 0, "%s: %s", path, strerror(errno));
-	argv[n++] = path;
 	va_start(ap, first);
 	for (const char *a = first; a; a = va_arg(ap, const char *)) {
 		cr_assert(n < 62);
@@ -132,23 +89,7 @@ static void spawn(const char *first, ...)
 	}
 	va_end(ap);
 	argv[n] = NULL;
-	cr_assert(pipe(in) == 0 && pipe(out) == 0 && pipe(err) == 0);
-	child = fork();
-	cr_assert(child >= 0);
-	if (child == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		dup2(err[1], 2);
-		close(in[0]), close(in[1]), close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-		execv(path, (char *const *)argv);
-		_exit(127);
-	}
-	close(in[0]), close(out[1]), close(err[1]);
-	child_in = in[1];
-	child_out = out[0];
-	child_err = err[0];
-	fcntl(child_err, F_SETFL, O_NONBLOCK);
+	tu_spawn(&child, "kvidx-fakepod", argv, NULL, true);
 	outlen = errlen = 0;
 }
 
@@ -160,8 +101,8 @@ static const char *child_stderr(void)
 {
 	ssize_t r;
 
-	while (child_err >= 0 && errlen < sizeof errbuf - 1 &&
-	       (r = read(child_err, errbuf + errlen, sizeof errbuf - 1 - errlen)) > 0)
+	while (child.err >= 0 && errlen < sizeof errbuf - 1 &&
+	       (r = read(child.err, errbuf + errlen, sizeof errbuf - 1 - errlen)) > 0)
 		errlen += (size_t)r;
 	errbuf[errlen] = '\0';
 	return errbuf;
@@ -180,14 +121,14 @@ static void say(const char *fmt, ...)
 	va_end(ap);
 	cr_assert(n >= 0 && (size_t)n < sizeof line - 1);
 	line[n++] = '\n';
-	cr_assert_eq(write(child_in, line, (size_t)n), n, "writing to the child: %s",
+	cr_assert_eq(write(child.in, line, (size_t)n), n, "writing to the child: %s",
 		     strerror(errno));
 }
 
 static void close_stdin(void)
 {
-	close(child_in);
-	child_in = -1;
+	close(child.in);
+	child.in = -1;
 }
 
 /* Reads one line of the child's standard output; false on timeout or end of file. */
@@ -197,7 +138,7 @@ static bool read_line(char *buf, size_t len, int timeout_ms)
 
 	for (;;) {
 		char *nl = memchr(outbuf, '\n', outlen);
-		struct pollfd p = { child_out, POLLIN, 0 };
+		struct pollfd p = { child.out, POLLIN, 0 };
 		uint64_t now = now_ms();
 		ssize_t r;
 
@@ -213,7 +154,7 @@ static bool read_line(char *buf, size_t len, int timeout_ms)
 		}
 		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
 			return false;
-		r = read(child_out, outbuf + outlen, sizeof outbuf - outlen);
+		r = read(child.out, outbuf + outlen, sizeof outbuf - outlen);
 		if (r <= 0)
 			return false;
 		outlen += (size_t)r;
@@ -234,26 +175,8 @@ static void read_hashes(uint64_t *h, size_t n)
 	}
 }
 
-/* Waits for the child to exit; returns its exit status (-1 if killed, -2 on timeout). */
-static int wait_exit(int timeout_ms)
-{
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	int st;
-
-	while (now_ms() < deadline) {
-		pid_t r = waitpid(child, &st, WNOHANG);
-
-		if (r == child) {
-			child = -1;
-			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-		}
-		usleep(5000);
-	}
-	return -2;
-}
-
 /* Runs kvidx-fakepod to completion with no input; returns the exit status. */
-#define RUN(...) (spawn(__VA_ARGS__, NULL), close_stdin(), wait_exit(5000))
+#define RUN(...) (spawn(__VA_ARGS__, NULL), close_stdin(), tu_child_wait(&child, 5000))
 
 /* ---- sockets ------------------------------------------------------------------------------- */
 
@@ -453,8 +376,8 @@ Test(fakepod, help_and_usage_errors)
 	while (read_line(line, sizeof line, RCV_MS))
 		usage |= strstr(line, "Usage: kvidx-fakepod") != NULL;
 	cr_assert(usage, "--help printed no usage line");
-	cr_assert_eq(wait_exit(5000), 0);
-	close_child_fds();
+	cr_assert_eq(tu_child_wait(&child, 5000), 0);
+	kill_child();
 
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		const char *err;
@@ -465,7 +388,7 @@ Test(fakepod, help_and_usage_errors)
 		cr_assert(strstr(err, bad[i].msg), "%s: stderr '%s' lacks '%s'", bad[i].a, err,
 			  bad[i].msg);
 		cr_assert(strstr(err, "Try 'kvidx-fakepod --help'"));
-		close_child_fds();
+		kill_child();
 	}
 }
 
@@ -488,18 +411,18 @@ Test(fakepod, bad_script_lines_exit_2)
 		const char *err;
 		int rc;
 
-		spawn("--script", "-", "--pub", endpoint(0), "--linger-ms", "0", NULL);
+		spawn("--script", "-", "--pub", tu_endpoint(0), "--linger-ms", "0", NULL);
 		say("# a comment, then a blank line");
 		say("%s", "");
 		say("%s", bad[i].line);
-		rc = wait_exit(5000);
+		rc = tu_child_wait(&child, 5000);
 		cr_assert_eq(rc, 2, "'%s': exit %d", bad[i].line, rc);
 		err = child_stderr();
 		cr_assert(strstr(err, bad[i].msg), "'%s': stderr '%s' lacks '%s'", bad[i].line, err,
 			  bad[i].msg);
 		cr_assert(strstr(err, "line 3:"), "'%s': wrong line number in '%s'", bad[i].line,
 			  err);
-		close_child_fds();
+		kill_child();
 	}
 }
 
@@ -513,9 +436,9 @@ Test(fakepod, script_store_remove_clear)
 	const char *err;
 	void *sub;
 
-	spawn("--script", "-", "--pub", endpoint(0), "--pod", "10.0.0.1:8000", "--model", "m1",
+	spawn("--script", "-", "--pub", tu_endpoint(0), "--pod", "10.0.0.1:8000", "--model", "m1",
 	      "--wait-subscribers", "1", "--linger-ms", "0", NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
 
 	say("store - %s", token_list(1, 32));
 	read_hashes(h, 2);
@@ -568,7 +491,7 @@ Test(fakepod, script_store_remove_clear)
 	cr_assert_eq(g.b.events[0].type, KVW_ALL_BLOCKS_CLEARED);
 
 	close_stdin();
-	cr_assert_eq(wait_exit(5000), 0);
+	cr_assert_eq(tu_child_wait(&child, 5000), 0);
 	err = child_stderr();
 	cr_assert(strstr(err, "events=5 batches=5 blocks_stored=6 blocks_removed=2 clears=1"),
 		  "summary: %s", err);
@@ -581,12 +504,12 @@ Test(fakepod, gap_restart_and_sigusr1_reset_seq)
 	char topic[64];
 	void *sub;
 
-	spawn("--script", "-", "--pub", endpoint(0), "--wait-subscribers", "1", "--linger-ms", "0",
-	      NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
+	spawn("--script", "-", "--pub", tu_endpoint(0), "--wait-subscribers", "1",
+	      "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
 	say("store - %s", token_list(1, 16));
 	expect_batch(sub, &g, 0);
-	snprintf(topic, sizeof topic, "kv@127.0.0.1:%d@fake-model", port(0));
+	snprintf(topic, sizeof topic, "kv@127.0.0.1:%d@fake-model", tu_port(0));
 	cr_assert_str_eq(g.topic, topic, "default topic");
 	say("gap 5");
 	say("store - %s", token_list(1, 16));
@@ -598,15 +521,15 @@ Test(fakepod, gap_restart_and_sigusr1_reset_seq)
 	expect_batch(sub, &g, 1);
 
 	/* SIGUSR1: a restart with nothing published; the next batch is seq 0 again. */
-	cr_assert_eq(kill(child, SIGUSR1), 0);
+	cr_assert_eq(kill(child.pid, SIGUSR1), 0);
 	say("store - %s", token_list(1, 16));
 	expect_batch(sub, &g, 0);
 	cr_assert_eq(g.b.nevents, 1);
 	cr_assert_eq(g.b.events[0].type, KVW_BLOCK_STORED);
 
 	/* SIGTERM: exit 0 at once, with the summary. */
-	cr_assert_eq(kill(child, SIGTERM), 0);
-	cr_assert_eq(wait_exit(3000), 0);
+	cr_assert_eq(kill(child.pid, SIGTERM), 0);
+	cr_assert_eq(tu_child_wait(&child, 3000), 0);
 	cr_assert(strstr(child_stderr(), "batches=5 "), "summary missing");
 	got_free(&g);
 }
@@ -617,9 +540,9 @@ Test(fakepod, encodings_and_hash_forms_decode_the_same)
 	uint64_t ha[2], hm[2];
 	void *sub;
 
-	spawn("--script", "-", "--pub", endpoint(0), "--wait-subscribers", "1", "--linger-ms", "0",
-	      NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
+	spawn("--script", "-", "--pub", tu_endpoint(0), "--wait-subscribers", "1",
+	      "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
 	say("store - %s", token_list(100, 32));
 	read_hashes(ha, 2);
 	expect_batch(sub, &g, 0);
@@ -628,9 +551,10 @@ Test(fakepod, encodings_and_hash_forms_decode_the_same)
 	assert_stored(&g.b.events[0], ha, 2, false, 0, 100);
 	kill_child();
 
-	spawn("--script", "-", "--pub", endpoint(1), "--wait-subscribers", "1", "--linger-ms", "0",
-	      "--encoding", "map", "--hashes", "bytes", "--medium", "CPU", "--rank", "3", NULL);
-	sub = sock(ZMQ_SUB, endpoint(1));
+	spawn("--script", "-", "--pub", tu_endpoint(1), "--wait-subscribers", "1",
+	      "--linger-ms", "0", "--encoding", "map", "--hashes", "bytes", "--medium", "CPU",
+	      "--rank", "3", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(1));
 	say("store - %s", token_list(100, 32));
 	read_hashes(hm, 2);
 	cr_assert_arr_eq(hm, ha, sizeof ha, "hashes depend on the encoding");
@@ -660,9 +584,9 @@ Test(fakepod, batch_grouping_flush_and_raw)
 	uint64_t h[2];
 	void *sub;
 
-	spawn("--script", "-", "--pub", endpoint(0), "--wait-subscribers", "1", "--linger-ms", "0",
-	      "--batch", "3", NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
+	spawn("--script", "-", "--pub", tu_endpoint(0), "--wait-subscribers", "1",
+	      "--linger-ms", "0", "--batch", "3", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
 	say("store - %s", token_list(1, 16));
 	read_hashes(&h[0], 1);
 	say("store 0x%llx %s", (unsigned long long)h[0], token_list(17, 16));
@@ -705,7 +629,7 @@ Test(fakepod, batch_grouping_flush_and_raw)
 	/* SIGUSR1 drops the pending batch: the old process never published it. */
 	say("store - %s", token_list(1, 16));
 	read_hashes(&h[0], 1); /* the store has been run */
-	cr_assert_eq(kill(child, SIGUSR1), 0);
+	cr_assert_eq(kill(child.pid, SIGUSR1), 0);
 	say("clear");
 	say("clear");
 	say("clear");
@@ -722,9 +646,9 @@ Test(fakepod, delay_holds_publication_not_hashes)
 	uint64_t h, t0, t_hash;
 	void *sub;
 
-	spawn("--script", "-", "--pub", endpoint(0), "--wait-subscribers", "1", "--linger-ms", "0",
-	      NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
+	spawn("--script", "-", "--pub", tu_endpoint(0), "--wait-subscribers", "1",
+	      "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
 	say("store - %s", token_list(1, 16)); /* also proves the subscription is live */
 	expect_batch(sub, &g, 0);
 	say("delay 300");
@@ -802,9 +726,9 @@ Test(fakepod, replay_new_framing_keep_and_lose)
 	const char *topic;
 	void *sub, *dealer, *bare;
 
-	spawn("--script", "-", "--pub", endpoint(0), "--replay", endpoint(1), "--keep", "3",
+	spawn("--script", "-", "--pub", tu_endpoint(0), "--replay", tu_endpoint(1), "--keep", "3",
 	      "--wait-subscribers", "1", "--linger-ms", "0", NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
 	for (int i = 0; i < 5; i++) {
 		say("store - %s", token_list((uint32_t)i * 16, 16));
 		expect_batch(sub, &g[i], (uint64_t)i);
@@ -816,7 +740,7 @@ Test(fakepod, replay_new_framing_keep_and_lose)
 	say("store - %s", token_list(2000, 16));
 	expect_batch(sub, &g[6], 6);
 
-	dealer = sock(ZMQ_DEALER, endpoint(1));
+	dealer = sock(ZMQ_DEALER, tu_endpoint(1));
 	/* From 5: the lost batch is there (its payload is checked against nothing live). */
 	replay_request(dealer, true, 6);
 	cr_assert_eq(replay_recv(dealer, true, true, topic, g, 8), 6);
@@ -838,7 +762,7 @@ Test(fakepod, replay_new_framing_keep_and_lose)
 	cr_assert_eq(replay_recv(dealer, true, true, topic, g, 8), KVW_SEQ_END);
 
 	/* A DEALER that sends [seq8] without the delimiter gets replies without it. */
-	bare = sock(ZMQ_DEALER, endpoint(1));
+	bare = sock(ZMQ_DEALER, tu_endpoint(1));
 	replay_request(bare, false, 6);
 	cr_assert_eq(replay_recv(bare, false, true, topic, g, 8), 6);
 	cr_assert_eq(replay_recv(bare, false, true, topic, g, 8), KVW_SEQ_END);
@@ -855,14 +779,14 @@ Test(fakepod, replay_old_framing)
 	struct got g[2] = { 0 };
 	void *sub, *dealer;
 
-	spawn("--script", "-", "--pub", endpoint(0), "--replay", endpoint(1),
+	spawn("--script", "-", "--pub", tu_endpoint(0), "--replay", tu_endpoint(1),
 	      "--old-replay-framing", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
 	say("store - %s", token_list(1, 16));
 	expect_batch(sub, &g[0], 0);
 	say("clear");
 	expect_batch(sub, &g[1], 1);
-	dealer = sock(ZMQ_DEALER, endpoint(1));
+	dealer = sock(ZMQ_DEALER, tu_endpoint(1));
 	replay_request(dealer, true, 0);
 	cr_assert_eq(replay_recv(dealer, true, false, NULL, g, 2), 0);
 	cr_assert_eq(replay_recv(dealer, true, false, NULL, g, 2), 1);
@@ -913,10 +837,10 @@ Test(fakepod, serve_cached_tokens_and_delayed_event)
 	char topic[64];
 	void *sub, *dealer;
 
-	spawn("--serve", endpoint(1), "--pub", endpoint(0), "--prefill-ms", "20",
+	spawn("--serve", tu_endpoint(1), "--pub", tu_endpoint(0), "--prefill-ms", "20",
 	      "--event-delay-ms", "200", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
-	dealer = sock(ZMQ_DEALER, endpoint(1));
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
+	dealer = sock(ZMQ_DEALER, tu_endpoint(1));
 	seq_tokens(t, 500, 80);
 	for (int i = 0; i < 5; i++)
 		h[i] = engine_hash(i ? h[i - 1] : 0, t + 16 * i, 16);
@@ -939,7 +863,7 @@ Test(fakepod, serve_cached_tokens_and_delayed_event)
 		      (unsigned long long)(g.at_ms - t0));
 	cr_assert_lt(g.at_ms - t0, 600, "BlockStored after %llu ms",
 		     (unsigned long long)(g.at_ms - t0));
-	snprintf(topic, sizeof topic, "kv@127.0.0.1:%d@fake-model", port(1));
+	snprintf(topic, sizeof topic, "kv@127.0.0.1:%d@fake-model", tu_port(1));
 	cr_assert_str_eq(g.topic, topic, "the pod is the serve endpoint");
 	cr_assert_eq(g.b.nevents, 1);
 	assert_stored(&g.b.events[0], h, 4, false, 0, 500);
@@ -978,11 +902,11 @@ Test(fakepod, serve_failed_and_cancelled_store_nothing)
 		uint32_t t[32];
 		void *sub, *dealer;
 
-		spawn("--serve", endpoint(2 * k + 1), "--pub", endpoint(2 * k), rates[k], "1",
+		spawn("--serve", tu_endpoint(2 * k + 1), "--pub", tu_endpoint(2 * k), rates[k], "1",
 		      "--prefill-ms", "10", "--event-delay-ms", "50", "--wait-subscribers", "1",
 		      "--linger-ms", "0", NULL);
-		sub = sock(ZMQ_SUB, endpoint(2 * k));
-		dealer = sock(ZMQ_DEALER, endpoint(2 * k + 1));
+		sub = sock(ZMQ_SUB, tu_endpoint(2 * k));
+		dealer = sock(ZMQ_DEALER, tu_endpoint(2 * k + 1));
 		seq_tokens(t, 1, 32);
 		for (uint64_t corr = 1; corr <= 2; corr++) {
 			serve_send(dealer, corr, "fake-model", t, 32);
@@ -1007,10 +931,11 @@ Test(fakepod, serve_dropped_event_still_caches)
 	uint32_t t[32];
 	void *sub, *dealer;
 
-	spawn("--serve", endpoint(1), "--pub", endpoint(0), "--drop-events", "1", "--prefill-ms",
-	      "5", "--event-delay-ms", "20", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
-	dealer = sock(ZMQ_DEALER, endpoint(1));
+	spawn("--serve", tu_endpoint(1), "--pub", tu_endpoint(0), "--drop-events", "1",
+	      "--prefill-ms", "5", "--event-delay-ms", "20", "--wait-subscribers", "1",
+	      "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
+	dealer = sock(ZMQ_DEALER, tu_endpoint(1));
 	seq_tokens(t, 1, 32);
 	serve_send(dealer, 1, "fake-model", t, 32);
 	rp = serve_recv(dealer);
@@ -1035,14 +960,14 @@ Test(fakepod, serve_dropped_event_still_caches)
 	cr_assert_eq(rp.corr_id, 3);
 
 	/* SIGUSR1 empties the cache. */
-	cr_assert_eq(kill(child, SIGUSR1), 0);
+	cr_assert_eq(kill(child.pid, SIGUSR1), 0);
 	usleep(50000);
 	serve_send(dealer, 4, "fake-model", t, 32);
 	rp = serve_recv(dealer);
 	cr_assert_eq(rp.cached_tokens, 0, "cache survived a restart");
 
-	cr_assert_eq(kill(child, SIGTERM), 0);
-	cr_assert_eq(wait_exit(3000), 0);
+	cr_assert_eq(kill(child.pid, SIGTERM), 0);
+	cr_assert_eq(tu_child_wait(&child, 3000), 0);
 	err = child_stderr();
 	cr_assert(strstr(err, "requests=5 ok=4 failed=0 cancelled=0 events_dropped=2 "
 			      "bad_requests=1"), "summary: %s", err);
@@ -1056,10 +981,11 @@ Test(fakepod, script_clear_empties_the_serve_cache)
 	uint32_t t[48];
 	void *sub, *dealer;
 
-	spawn("--script", "-", "--serve", endpoint(1), "--pub", endpoint(0), "--prefill-ms", "0",
-	      "--event-delay-ms", "0", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
-	dealer = sock(ZMQ_DEALER, endpoint(1));
+	spawn("--script", "-", "--serve", tu_endpoint(1), "--pub", tu_endpoint(0),
+	      "--prefill-ms", "0", "--event-delay-ms", "0", "--wait-subscribers", "1",
+	      "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
+	dealer = sock(ZMQ_DEALER, tu_endpoint(1));
 	seq_tokens(t, 7, 48);
 	serve_send(dealer, 1, "fake-model", t, 48);
 	cr_assert_eq(serve_recv(dealer).cached_tokens, 0);
@@ -1106,10 +1032,10 @@ Test(fakepod, workload_count_chains_and_evictions)
 	const char *err;
 	void *sub;
 
-	spawn("--pub", endpoint(0), "--count", "40", "--batch", "4", "--rate", "200",
+	spawn("--pub", tu_endpoint(0), "--count", "40", "--batch", "4", "--rate", "200",
 	      "--prefixes", "3", "--prefix-blocks", "4", "--suffix-blocks", "1", "--cache-blocks",
 	      "10", "--wait-subscribers", "1", "--linger-ms", "100", NULL);
-	sub = sock(ZMQ_SUB, endpoint(0));
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
 	for (uint64_t seq = 0; seq < 10; seq++) {
 		expect_batch(sub, &g, seq);
 		if (seq == 0)
@@ -1148,7 +1074,7 @@ Test(fakepod, workload_count_chains_and_evictions)
 	/* 40 events at 200/s: the last batch is due 200 ms after the start. */
 	cr_assert_geq(g.at_ms - first_ms, 150, "rate not honoured: %llu ms",
 		      (unsigned long long)(g.at_ms - first_ms));
-	cr_assert_eq(wait_exit(3000), 0);
+	cr_assert_eq(tu_child_wait(&child, 3000), 0);
 	err = child_stderr();
 	cr_assert(strstr(err, "events=40 batches=10 "), "summary: %s", err);
 	(void)nstored;
@@ -1158,7 +1084,7 @@ Test(fakepod, workload_count_chains_and_evictions)
 Test(fakepod, duration_ends_serve_mode)
 {
 	uint64_t t0 = now_ms();
-	int rc = RUN("--serve", endpoint(1), "--pub", endpoint(0), "--duration", "0.3",
+	int rc = RUN("--serve", tu_endpoint(1), "--pub", tu_endpoint(0), "--duration", "0.3",
 		     "--linger-ms", "0");
 
 	cr_assert_eq(rc, 0);

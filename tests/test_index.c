@@ -17,36 +17,26 @@
 #include "inspect.h"
 #include "kvidx.h"
 #include "layout.h"
+#include "util_index.h"
 
 static char name[64];
 static struct kvidx *w;
 
 static void setup(void)
 {
-	static int n;
-
-	snprintf(name, sizeof(name), "t-index-%d-%d", getpid(), n++);
-	w = NULL;
+	tu_index_name(name, sizeof(name), "index");
 }
 
 static void teardown(void)
 {
-	char path[128];
-
-	if (w)
-		kvidx_writer_close(w, true);
-	snprintf(path, sizeof(path), "/%s", name);
-	shm_unlink(path);
+	tu_index_remove(name, &w);
 }
 
 static struct kvidx *open_w(uint64_t capacity, uint32_t ppk)
 {
-	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = capacity,
-							     .pods_per_key = ppk } };
-	struct kvidx *x = kvidx_writer_open(&o);
+	struct kvidx_writer_opts o = { .geo = { .capacity = capacity, .pods_per_key = ppk } };
 
-	cr_assert_not_null(x, "writer open: %s", kvidx_strerror(-errno));
-	return x;
+	return tu_writer_open(name, &o);
 }
 
 static const struct kvidx_stats *stats(struct kvidx_reader *r)

@@ -19,13 +19,10 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,303 +34,35 @@
 #include "kvidx.h"
 #include "layout.h"
 #include "seq.h"
+#include "util_index.h"
+#include "util_ingestd.h"
+#include "util_run.h"
 #include "wire.h"
 
 #define MODEL "test-model"
 #define POD "10.0.0.1:8000"
 #define TOPIC "kv@" POD "@" MODEL
 #define BS 16
-#define DEADLINE_NS 5000000000ull
 
 /* ---- per-test state ------------------------------------------------------------------------ */
 
-struct hist {
-	uint64_t seq;
-	void *buf;
-	size_t len;
-};
-
-/* The test's fake vLLM pod. */
-struct pub {
-	void *xpub, *router;
-	char ep[128], rep[128];
-	char topic[128];
-	struct hist *h;
-	size_t nh, cap;
-	uint64_t keep_from;   /* replay serves only batches with seq >= keep_from */
-	bool old_framing;     /* replies ["", seq8, payload] instead of ["", topic, seq8, payload] */
-	bool mute;            /* ignore replay requests */
-	int replay_requests;
-	uint64_t last_replay_from;
-	uint64_t next_seq;
-	struct kvw_enc enc;
-};
-
-static char name[64], logpath[256], confpath[256];
-static void *zctx;
-static pid_t child = -1;
-static struct kvidx_reader *rd;
-static struct pub pubs[2];
-static int npubs;
+static char confpath[256];
 
 static void setup(void)
 {
-	static int n;
-
-	snprintf(name, sizeof(name), "t-ing-%d-%d", getpid(), n++);
-	snprintf(logpath, sizeof(logpath), "/tmp/%s.log", name);
-	snprintf(confpath, sizeof(confpath), "/tmp/%s.conf", name);
-	zctx = zmq_ctx_new();
-	child = -1;
-	rd = NULL;
-	npubs = 0;
-	memset(pubs, 0, sizeof(pubs));
-}
-
-static void pub_close(struct pub *p)
-{
-	int zero = 0;
-
-	if (p->xpub) {
-		zmq_setsockopt(p->xpub, ZMQ_LINGER, &zero, sizeof(zero));
-		zmq_close(p->xpub);
-	}
-	if (p->router) {
-		zmq_setsockopt(p->router, ZMQ_LINGER, &zero, sizeof(zero));
-		zmq_close(p->router);
-	}
-	for (size_t i = 0; i < p->nh; i++)
-		free(p->h[i].buf);
-	free(p->h);
-	kvw_enc_free(&p->enc);
-	memset(p, 0, sizeof(*p));
+	tu_ingestd_setup("ing");
+	snprintf(confpath, sizeof(confpath), "/tmp/%s.conf", tu_ing.name);
 }
 
 static void teardown(void)
 {
-	char path[128];
-
-	if (child > 0) {
-		kill(child, SIGKILL);
-		waitpid(child, NULL, 0);
-		child = -1;
-	}
-	if (rd)
-		kvidx_reader_close(rd);
-	for (int i = 0; i < npubs; i++)
-		pub_close(&pubs[i]);
-	zmq_ctx_term(zctx);
-	snprintf(path, sizeof(path), "/%s", name);
-	shm_unlink(path);
-	for (int g = 1; g <= 3; g++) {
-		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
-		shm_unlink(path);
-	}
-	if (!getenv("KVIDX_KEEP_LOGS"))
-		unlink(logpath);
+	tu_ingestd_teardown();
 	unlink(confpath);
 }
 
 TestSuite(ingest, .init = setup, .fini = teardown, .timeout = 30);
 
-/* ---- the publisher ------------------------------------------------------------------------- */
-
-static struct pub *pub_open(const char *topic)
-{
-	struct pub *p = &pubs[npubs++];
-	size_t len;
-	int zero = 0, one = 1;
-
-	snprintf(p->topic, sizeof(p->topic), "%s", topic);
-	kvw_enc_init(&p->enc);
-	p->xpub = zmq_socket(zctx, ZMQ_XPUB);
-	p->router = zmq_socket(zctx, ZMQ_ROUTER);
-	cr_assert(p->xpub && p->router);
-	zmq_setsockopt(p->xpub, ZMQ_SNDHWM, &zero, sizeof(zero));
-	zmq_setsockopt(p->router, ZMQ_SNDHWM, &zero, sizeof(zero));
-	zmq_setsockopt(p->xpub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
-	cr_assert_eq(zmq_bind(p->xpub, "tcp://127.0.0.1:*"), 0, "bind: %s", zmq_strerror(errno));
-	cr_assert_eq(zmq_bind(p->router, "tcp://127.0.0.1:*"), 0);
-	len = sizeof(p->ep);
-	zmq_getsockopt(p->xpub, ZMQ_LAST_ENDPOINT, p->ep, &len);
-	len = sizeof(p->rep);
-	zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->rep, &len);
-	return p;
-}
-
-static void hist_add(struct pub *p, uint64_t seq, const void *buf, size_t len)
-{
-	if (p->nh == p->cap) {
-		p->cap = p->cap ? 2 * p->cap : 64;
-		p->h = realloc(p->h, p->cap * sizeof(*p->h));
-		cr_assert_not_null(p->h);
-	}
-	p->h[p->nh].seq = seq;
-	p->h[p->nh].buf = malloc(len ? len : 1);
-	memcpy(p->h[p->nh].buf, buf, len);
-	p->h[p->nh].len = len;
-	p->nh++;
-}
-
-static void send_frames(void *s, const void *a, size_t alen, const void *b, size_t blen,
-			const void *c, size_t clen)
-{
-	cr_assert(zmq_send(s, a, alen, ZMQ_SNDMORE) >= 0);
-	if (c) {
-		cr_assert(zmq_send(s, b, blen, ZMQ_SNDMORE) >= 0);
-		cr_assert(zmq_send(s, c, clen, 0) >= 0);
-	} else {
-		cr_assert(zmq_send(s, b, blen, 0) >= 0);
-	}
-}
-
-/* Publishes payload as batch seq (and keeps it for replay); send=false only keeps it, as if
- * the message had been lost on the way. */
-static void pub_batch(struct pub *p, uint64_t seq, const void *buf, size_t len, bool send)
-{
-	unsigned char seq8[8];
-
-	hist_add(p, seq, buf, len);
-	if (!send)
-		return;
-	kvw_seq_put(seq8, seq);
-	send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, buf, len);
-}
-
-/* Serves replay requests for up to timeout_ms. */
-static void pub_serve(struct pub *p, int timeout_ms)
-{
-	zmq_pollitem_t it = { .socket = p->router, .events = ZMQ_POLLIN };
-
-	while (zmq_poll(&it, 1, timeout_ms) > 0) {
-		zmq_msg_t id, f;
-		unsigned char seq8[8], end8[8];
-		uint64_t from = 0;
-		int more;
-		size_t ml = sizeof(more), n = 0;
-		bool ok = false;
-
-		timeout_ms = 0;
-		zmq_msg_init(&id);
-		if (zmq_msg_recv(&id, p->router, 0) < 0)
-			return;
-		do {
-			zmq_msg_init(&f);
-			zmq_msg_recv(&f, p->router, 0);
-			if (n == 1 && kvw_seq_get(zmq_msg_data(&f), zmq_msg_size(&f), &from))
-				ok = true;
-			n++;
-			zmq_getsockopt(p->router, ZMQ_RCVMORE, &more, &ml);
-			zmq_msg_close(&f);
-		} while (more);
-		p->replay_requests++;
-		p->last_replay_from = from;
-		if (!ok || p->mute) {
-			zmq_msg_close(&id);
-			continue;
-		}
-		for (size_t i = 0; i < p->nh; i++) {
-			struct hist *h = &p->h[i];
-			if (h->seq < from || h->seq < p->keep_from)
-				continue;
-			kvw_seq_put(seq8, h->seq);
-			zmq_send(p->router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
-			zmq_send(p->router, "", 0, ZMQ_SNDMORE);
-			if (!p->old_framing)
-				zmq_send(p->router, p->topic, strlen(p->topic), ZMQ_SNDMORE);
-			zmq_send(p->router, seq8, 8, ZMQ_SNDMORE);
-			zmq_send(p->router, h->buf, h->len, 0);
-		}
-		memset(end8, 0xff, 8);
-		zmq_send(p->router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
-		zmq_send(p->router, "", 0, ZMQ_SNDMORE);
-		if (!p->old_framing)
-			zmq_send(p->router, p->topic, strlen(p->topic), ZMQ_SNDMORE);
-		zmq_send(p->router, end8, 8, ZMQ_SNDMORE);
-		zmq_send(p->router, "", 0, 0);
-		zmq_msg_close(&id);
-	}
-}
-
-static void pump(int timeout_ms)
-{
-	int status;
-
-	if (child > 0 && waitpid(child, &status, WNOHANG) == child) {
-		child = -1;
-		cr_assert_fail("kvidx-ingestd exited early (status %#x); log: %s", status, logpath);
-	}
-	if (npubs == 0) {
-		usleep((useconds_t)timeout_ms * 1000);
-		return;
-	}
-	for (int i = 0; i < npubs; i++)
-		pub_serve(&pubs[i], i == 0 ? timeout_ms : 0);
-}
-
-/* Polls cond every 10 ms (serving replays meanwhile) for up to 5 s. */
-#define EVENTUALLY(cond, ...)                                                                \
-	do {                                                                                 \
-		uint64_t dl_ = kvidx_now_ns() + DEADLINE_NS;                                 \
-		while (!(cond)) {                                                            \
-			if (kvidx_now_ns() > dl_)                                            \
-				cr_assert_fail(__VA_ARGS__);                                 \
-			pump(10);                                                            \
-		}                                                                            \
-	} while (0)
-
-/* Waits until ingestd's subscription reached the publisher's XPUB. */
-static void pub_wait_subscribed(struct pub *p)
-{
-	zmq_pollitem_t it = { .socket = p->xpub, .events = ZMQ_POLLIN };
-	uint64_t dl = kvidx_now_ns() + DEADLINE_NS;
-
-	for (;;) {
-		if (zmq_poll(&it, 1, 10) > 0) {
-			char buf[64];
-			int n = zmq_recv(p->xpub, buf, sizeof(buf), 0);
-			if (n >= 1 && buf[0] == 1)
-				return;
-			continue;
-		}
-		cr_assert(kvidx_now_ns() < dl, "no subscription from kvidx-ingestd at %s; log: %s",
-			  p->ep, logpath);
-		pump(0);
-	}
-}
-
 /* ---- events ---------------------------------------------------------------------------------- */
-
-static uint32_t tokbuf[8][4096];
-static int tokn;
-
-/* n tokens base, base+1, ... (distinct bases give distinct blocks). */
-static const uint32_t *toks(uint32_t base, size_t n)
-{
-	uint32_t *t = tokbuf[tokn++ % 8];
-
-	cr_assert(n <= 4096);
-	for (size_t i = 0; i < n; i++)
-		t[i] = base + (uint32_t)i;
-	return t;
-}
-
-static struct kvw_event stored(const uint64_t *h, size_t nh, bool has_parent, uint64_t parent,
-			       const uint32_t *tok, size_t ntok, uint32_t bs)
-{
-	struct kvw_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.type = KVW_BLOCK_STORED;
-	ev.hashes = h;
-	ev.nhashes = nh;
-	ev.has_parent = has_parent;
-	ev.parent = parent;
-	ev.tokens = tok;
-	ev.ntokens = ntok;
-	ev.block_size = bs;
-	return ev;
-}
 
 static struct kvw_event removed(const uint64_t *h, size_t nh, const char *medium)
 {
@@ -357,164 +86,52 @@ static struct kvw_event cleared(void)
 	return ev;
 }
 
-/* Encodes events as one batch and publishes it as the next seq (send=false: lost). */
-static uint64_t pub_events_ex(struct pub *p, const struct kvw_event *ev, size_t n, bool send,
-			      enum kvw_form form)
+static uint64_t pub_one(struct tu_pub *p, struct kvw_event ev)
 {
-	struct kvw_enc_opts o = { .batch_form = form, .event_form = form,
-				  .hash_form = form == KVW_FORM_MAP ? KVW_HASH_BIN : KVW_HASH_INT };
-	const void *buf;
-	size_t len;
-	uint64_t seq = p->next_seq++;
-
-	kvw_enc_begin(&p->enc, &o, 1.5, n, true, 0);
-	for (size_t i = 0; i < n; i++)
-		kvw_enc_event(&p->enc, &ev[i]);
-	cr_assert_eq(kvw_enc_end(&p->enc, &buf, &len), 0, "encoder");
-	pub_batch(p, seq, buf, len, send);
-	return seq;
-}
-
-static uint64_t pub_events(struct pub *p, const struct kvw_event *ev, size_t n)
-{
-	return pub_events_ex(p, ev, n, true, KVW_FORM_ARRAY);
-}
-
-static uint64_t pub_one(struct pub *p, struct kvw_event ev)
-{
-	return pub_events(p, &ev, 1);
+	return tu_pub_events(p, &ev, 1);
 }
 
 /* ---- ingestd --------------------------------------------------------------------------------- */
 
-static const char *bin_path(void)
-{
-	static char path[4096];
-	const char *dir = getenv("KVIDX_BIN");
-
-	if (!dir || !*dir)
-		cr_assert_fail("KVIDX_BIN is not set: run as KVIDX_BIN=$PWD/build/bin test_kvidx "
-			       "(make test sets it)");
-	snprintf(path, sizeof(path), "%s/kvidx-ingestd", dir);
-	cr_assert_eq(access(path, X_OK), 0, "%s is not executable: %s", path, strerror(errno));
-	return path;
-}
-
-/* Starts kvidx-ingestd with --name, a small index, and the NULL-terminated extra args. */
-static void start_args(const char *const *extra)
-{
-	const char *argv[64];
-	int n = 0;
-	const char *bin = bin_path();
-
-	argv[n++] = bin;
-	argv[n++] = "--name";
-	argv[n++] = name;
-	argv[n++] = "--log-level";
-	argv[n++] = "debug";
-	for (int i = 0; extra[i]; i++) {
-		cr_assert(n < 62);
-		argv[n++] = extra[i];
-	}
-	argv[n] = NULL;
-	child = fork();
-	cr_assert(child >= 0);
-	if (child == 0) {
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a crashed test */
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	/* The index exists once the writer has published its first generation. */
-	uint64_t dl = kvidx_now_ns() + DEADLINE_NS;
-	while (!(rd = kvidx_reader_open(name))) {
-		cr_assert(kvidx_now_ns() < dl, "index %s never appeared; log: %s", name, logpath);
-		pump(5);
-	}
-}
-
-#define START(...) start_args((const char *const[]){ __VA_ARGS__, NULL })
+#define START(...) tu_ingestd_start((const char *const[]){ __VA_ARGS__, NULL })
 
 /* Starts ingestd on publisher p (one pod, name= pinned) and waits for its subscription. */
-static void start_on(struct pub *p, const char *attrs)
+static void start_on(struct tu_pub *p, const char *attrs)
 {
 	char spec[512];
 
 	snprintf(spec, sizeof(spec), "%s,replay=%s%s", p->ep, p->rep, attrs ? attrs : "");
 	START("--capacity", "16k", "--pod", spec);
-	pub_wait_subscribed(p);
+	tu_pub_wait_subscribed(p);
 }
 
 /* ---- table checks ---------------------------------------------------------------------------- */
 
-static uint64_t ctr(int pod, enum kv_pod_ctr c)
-{
-	const struct kv_view *v = kv_reader_view(rd);
-
-	cr_assert(pod >= 0 && (uint32_t)pod < v->max_pods);
-	return ld_relaxed(&v->pods[pod].pd_ctr[c]);
-}
-
-static bool spec_paused(int pod)
-{
-	const struct kv_view *v = kv_reader_view(rd);
-
-	return KV_POD_FLAGS(ld_acquire(&v->pods[pod].pd_word)) & KV_POD_SPEC_PAUSED;
-}
-
 static int pod_index(const char *pod)
 {
-	return kvidx_reader_pod_find(rd, pod);
+	return kvidx_reader_pod_find(tu_ing.rd, pod);
 }
 
 /* Waits until pod is in the index; returns its index. */
 static int wait_pod(const char *pod)
 {
-	EVENTUALLY(pod_index(pod) >= 0, "pod %s never registered; log: %s", pod, logpath);
+	TU_EVENTUALLY(pod_index(pod) >= 0, "pod %s never registered; log: %s", pod, tu_ing.log);
 	return pod_index(pod);
-}
-
-/* Waits until pod has applied n batches: every counter of those batches is final then
- * (batches is the last thing ingestd updates for a batch). */
-static void wait_batches(int pod, uint64_t n)
-{
-	EVENTUALLY(ctr(pod, KV_PC_batches) >= n, "only %llu of %llu batches applied; log: %s",
-		   (unsigned long long)ctr(pod, KV_PC_batches), (unsigned long long)n, logpath);
-	cr_assert_eq(ctr(pod, KV_PC_batches), n, "more batches applied than published");
 }
 
 /* Tiers pod holds key on (0: not held). */
 static unsigned tiers_of(uint64_t key, int pod)
 {
-	struct kvidx_rec recs[64];
-	int n;
+	struct kvidx_rec rec;
+	int st = tu_rec_state(tu_ing.rd, key, pod, &rec);
 
-	do
-		n = kvidx_lookup(rd, key, recs, 64);
-	while (n == -KVIDX_ERETRY);
-	cr_assert(n >= 0, "lookup: %s", kvidx_strerror(n));
-	for (int i = 0; i < n; i++)
-		if (recs[i].pod == pod)
-			return recs[i].tiers;
-	return 0;
+	cr_assert(st >= 0, "lookup of 0x%016llx failed", (unsigned long long)key);
+	return st == TU_ABSENT ? 0 : rec.tiers;
 }
 
 static bool holds(uint64_t key, int pod)
 {
 	return tiers_of(key, pod) != 0;
-}
-
-/* Request keys of tokens chained from parent (0: the model's root). */
-static size_t keys_of(const char *model, uint64_t parent, const uint32_t *tok, size_t n,
-		      uint64_t *out)
-{
-	if (!parent)
-		parent = kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", model);
-	return kvidx_key_chain(KVIDX_KEY_CBOR_FNV, parent, tok, n, BS, out, 256);
 }
 
 /* Blocks of keys[0..n) pod holds from block 0 on, as kvidx_score sees it. */
@@ -524,7 +141,7 @@ static uint32_t score_blocks(const uint64_t *keys, size_t n, int pod)
 	int cand = pod, r;
 
 	do
-		r = kvidx_score(rd, keys, n, &cand, 1, NULL, out, 4);
+		r = kvidx_score(tu_ing.rd, keys, n, &cand, 1, NULL, out, 4);
 	while (r == -KVIDX_ERETRY);
 	cr_assert_eq(r, 1, "score: %d", r);
 	return out[0].blocks;
@@ -534,114 +151,114 @@ static uint32_t score_blocks(const uint64_t *keys, size_t n, int pod)
 
 Test(ingest, stores_chain_and_removes)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *t = toks(1000, 3 * BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(1000, 3 * BS);
 	uint64_t h01[] = { 101, 102 }, h2[] = { 103 }, k[3];
 
 	start_on(p, NULL);
-	cr_assert_eq(keys_of(MODEL, 0, t, 3 * BS, k), 3);
-	pub_one(p, stored(h01, 2, false, 0, t, 2 * BS, BS));
-	pub_one(p, stored(h2, 1, true, 102, t + 2 * BS, BS, BS));
+	cr_assert_eq(tu_keys_of(MODEL, 0, t, 3 * BS, k), 3);
+	pub_one(p, tu_stored(h01, 2, false, 0, t, 2 * BS, BS));
+	pub_one(p, tu_stored(h2, 1, true, 102, t + 2 * BS, BS, BS));
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[2], pod), "chained block not stored; log: %s", logpath);
+	TU_EVENTUALLY(holds(k[2], pod), "chained block not stored; log: %s", tu_ing.log);
 	cr_assert(holds(k[0], pod) && holds(k[1], pod));
 	cr_assert_eq(tiers_of(k[0], pod), KVIDX_TIER_GPU);
 	cr_assert_eq(score_blocks(k, 3, pod), 3);
 
 	pub_one(p, removed(&h01[1], 1, NULL));
-	EVENTUALLY(!holds(k[1], pod), "removed block still held; log: %s", logpath);
+	TU_EVENTUALLY(!holds(k[1], pod), "removed block still held; log: %s", tu_ing.log);
 	cr_assert(holds(k[0], pod) && holds(k[2], pod));
 	cr_assert_eq(score_blocks(k, 3, pod), 1);
-	wait_batches(pod, 3);
-	cr_assert_eq(ctr(pod, KV_PC_blocks_stored), 3);
-	cr_assert_eq(ctr(pod, KV_PC_blocks_removed), 1);
-	cr_assert_eq(ctr(pod, KV_PC_events), 3);
-	cr_assert_eq(ctr(pod, KV_PC_last_seq), 2);
-	cr_assert_eq(ctr(pod, KV_PC_connected), 1);
-	cr_assert_neq(ctr(pod, KV_PC_last_event_ns), 0);
-	cr_assert_eq(ctr(pod, KV_PC_decode_errors), 0);
+	tu_wait_batches(pod, 3);
+	cr_assert_eq(tu_ctr(pod, KV_PC_blocks_stored), 3);
+	cr_assert_eq(tu_ctr(pod, KV_PC_blocks_removed), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_events), 3);
+	cr_assert_eq(tu_ctr(pod, KV_PC_last_seq), 2);
+	cr_assert_eq(tu_ctr(pod, KV_PC_connected), 1);
+	cr_assert_neq(tu_ctr(pod, KV_PC_last_event_ns), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 0);
 
 	char pname[KVIDX_POD_NAME_MAX], pmodel[KVIDX_POD_NAME_MAX];
-	cr_assert_eq(kvidx_reader_pod(rd, pod, pname, pmodel), 0);
+	cr_assert_eq(kvidx_reader_pod(tu_ing.rd, pod, pname, pmodel), 0);
 	cr_assert_str_eq(pmodel, MODEL);
 }
 
 Test(ingest, map_encoding_and_bin_hashes)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *t = toks(5000, 2 * BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(5000, 2 * BS);
 	uint64_t h[] = { 0xF1E2D3C4B5A69788ull, 0x8000000000000001ull }, k[2];
-	struct kvw_event ev[2] = { stored(h, 1, false, 0, t, BS, BS),
-				   stored(h + 1, 1, true, h[0], t + BS, BS, BS) };
+	struct kvw_event ev[2] = { tu_stored(h, 1, false, 0, t, BS, BS),
+				   tu_stored(h + 1, 1, true, h[0], t + BS, BS, BS) };
 
 	start_on(p, NULL);
-	keys_of(MODEL, 0, t, 2 * BS, k);
-	pub_events_ex(p, ev, 2, true, KVW_FORM_MAP);
+	tu_keys_of(MODEL, 0, t, 2 * BS, k);
+	tu_pub_events_ex(p, ev, 2, true, KVW_FORM_MAP);
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[1], pod), "map-form batch not applied; log: %s", logpath);
+	TU_EVENTUALLY(holds(k[1], pod), "map-form batch not applied; log: %s", tu_ing.log);
 	cr_assert(holds(k[0], pod));
 }
 
 Test(ingest, all_blocks_cleared_clears_pod_and_map)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *a = toks(100, 2 * BS), *b = toks(9000, BS), *c = toks(7000, BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *a = tu_toks(100, 2 * BS), *b = tu_toks(9000, BS), *c = tu_toks(7000, BS);
 	uint64_t ha[] = { 1, 2 }, hb[] = { 3 }, hc[] = { 4 }, ka[2], kb[1], kc[2];
 
 	start_on(p, NULL);
-	keys_of(MODEL, 0, a, 2 * BS, ka);
-	keys_of(MODEL, 0, b, BS, kb);
-	pub_one(p, stored(ha, 2, false, 0, a, 2 * BS, BS));
+	tu_keys_of(MODEL, 0, a, 2 * BS, ka);
+	tu_keys_of(MODEL, 0, b, BS, kb);
+	pub_one(p, tu_stored(ha, 2, false, 0, a, 2 * BS, BS));
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(ka[1], pod), "not stored; log: %s", logpath);
+	TU_EVENTUALLY(holds(ka[1], pod), "not stored; log: %s", tu_ing.log);
 
-	struct kvw_event ev[3] = { cleared(), stored(hb, 1, false, 0, b, BS, BS),
+	struct kvw_event ev[3] = { cleared(), tu_stored(hb, 1, false, 0, b, BS, BS),
 				   /* the parent's mapping went with the clear */
-				   stored(hc, 1, true, 2, c, BS, BS) };
-	pub_events(p, ev, 3);
-	EVENTUALLY(holds(kb[0], pod), "block after the clear not stored; log: %s", logpath);
+				   tu_stored(hc, 1, true, 2, c, BS, BS) };
+	tu_pub_events(p, ev, 3);
+	TU_EVENTUALLY(holds(kb[0], pod), "block after the clear not stored; log: %s", tu_ing.log);
 	cr_assert(!holds(ka[0], pod) && !holds(ka[1], pod), "cleared blocks still held");
-	keys_of(MODEL, ka[1], c, BS, kc);
-	wait_batches(pod, 2);
+	tu_keys_of(MODEL, ka[1], c, BS, kc);
+	tu_wait_batches(pod, 2);
 	cr_assert(!holds(kc[0], pod));
-	cr_assert_eq(ctr(pod, KV_PC_clears), 1);
-	cr_assert_eq(ctr(pod, KV_PC_unknown_parent), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_clears), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_unknown_parent), 1);
 }
 
 Test(ingest, cpu_medium_is_cpu_tier)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *t = toks(300, BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(300, BS);
 	uint64_t h[] = { 11 }, k[1];
-	struct kvw_event ev = stored(h, 1, false, 0, t, BS, BS);
+	struct kvw_event ev = tu_stored(h, 1, false, 0, t, BS, BS);
 
 	start_on(p, NULL);
-	keys_of(MODEL, 0, t, BS, k);
+	tu_keys_of(MODEL, 0, t, BS, k);
 	strcpy(ev.medium, "CPU");
 	pub_one(p, ev);
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[0], pod), "not stored; log: %s", logpath);
+	TU_EVENTUALLY(holds(k[0], pod), "not stored; log: %s", tu_ing.log);
 	cr_assert_eq(tiers_of(k[0], pod), KVIDX_TIER_CPU);
 
 	/* The same block lands on GPU too: both tiers. */
 	strcpy(ev.medium, "GPU");
 	pub_one(p, ev);
-	EVENTUALLY(tiers_of(k[0], pod) == (KVIDX_TIER_CPU | KVIDX_TIER_GPU), "GPU not added");
+	TU_EVENTUALLY(tiers_of(k[0], pod) == (KVIDX_TIER_CPU | KVIDX_TIER_GPU), "GPU not added");
 	/* Removal is per tier. */
 	pub_one(p, removed(h, 1, "GPU"));
-	EVENTUALLY(tiers_of(k[0], pod) == KVIDX_TIER_CPU, "GPU removal did not leave CPU");
+	TU_EVENTUALLY(tiers_of(k[0], pod) == KVIDX_TIER_CPU, "GPU removal did not leave CPU");
 	pub_one(p, removed(h, 1, "cpu"));
-	EVENTUALLY(!holds(k[0], pod), "CPU removal did not remove the block");
+	TU_EVENTUALLY(!holds(k[0], pod), "CPU removal did not remove the block");
 }
 
 Test(ingest, non_prefix_group_ignored)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *a = toks(400, BS), *b = toks(500, BS), *c = toks(600, BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *a = tu_toks(400, BS), *b = tu_toks(500, BS), *c = tu_toks(600, BS);
 	uint64_t ha[] = { 21 }, hb[] = { 22 }, hc[] = { 23 }, ka[1], kb[1], kc[1];
-	struct kvw_event ev[3] = { stored(ha, 1, false, 0, a, BS, BS),
-				   stored(hb, 1, false, 0, b, BS, BS),
-				   stored(hc, 1, false, 0, c, BS, BS) };
+	struct kvw_event ev[3] = { tu_stored(ha, 1, false, 0, a, BS, BS),
+				   tu_stored(hb, 1, false, 0, b, BS, BS),
+				   tu_stored(hc, 1, false, 0, c, BS, BS) };
 
 	strcpy(ev[0].spec_kind, "sliding_window");
 	ev[0].has_sliding_window = true;
@@ -649,120 +266,121 @@ Test(ingest, non_prefix_group_ignored)
 	strcpy(ev[1].spec_kind, "mamba");
 	strcpy(ev[2].spec_kind, "mla_attention");
 	start_on(p, NULL);
-	keys_of(MODEL, 0, a, BS, ka);
-	keys_of(MODEL, 0, b, BS, kb);
-	keys_of(MODEL, 0, c, BS, kc);
-	pub_events(p, ev, 3);
+	tu_keys_of(MODEL, 0, a, BS, ka);
+	tu_keys_of(MODEL, 0, b, BS, kb);
+	tu_keys_of(MODEL, 0, c, BS, kc);
+	tu_pub_events(p, ev, 3);
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(kc[0], pod), "MLA group not indexed; log: %s", logpath);
+	TU_EVENTUALLY(holds(kc[0], pod), "MLA group not indexed; log: %s", tu_ing.log);
 	cr_assert(!holds(ka[0], pod), "sliding-window group indexed");
 	cr_assert(!holds(kb[0], pod), "mamba group indexed");
-	cr_assert_eq(ctr(pod, KV_PC_skipped_events), 2);
+	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_events), 2);
 }
 
 Test(ingest, lora_name_changes_keys)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *t = toks(800, 2 * BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(800, 2 * BS);
 	uint64_t h[] = { 31, 32 }, kl[2], km[2];
-	struct kvw_event ev = stored(h, 2, false, 0, t, 2 * BS, BS);
+	struct kvw_event ev = tu_stored(h, 2, false, 0, t, 2 * BS, BS);
 
 	strcpy(ev.lora_name, "my-lora");
 	start_on(p, NULL);
-	keys_of("my-lora", 0, t, 2 * BS, kl);
-	keys_of(MODEL, 0, t, 2 * BS, km);
+	tu_keys_of("my-lora", 0, t, 2 * BS, kl);
+	tu_keys_of(MODEL, 0, t, 2 * BS, km);
 	pub_one(p, ev);
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(kl[1], pod), "LoRA keys not stored; log: %s", logpath);
+	TU_EVENTUALLY(holds(kl[1], pod), "LoRA keys not stored; log: %s", tu_ing.log);
 	cr_assert(holds(kl[0], pod));
 	cr_assert(!holds(km[0], pod) && !holds(km[1], pod), "base-model keys stored for a LoRA");
 }
 
 Test(ingest, model_override_and_xxh64)
 {
-	struct pub *p = pub_open("kv@" POD "@topic-model");
-	const uint32_t *t = toks(850, BS);
+	struct tu_pub *p = tu_pub_open("kv@" POD "@topic-model");
+	const uint32_t *t = tu_toks(850, BS);
 	uint64_t h[] = { 33 }, k[1];
 	char spec[512];
 
 	snprintf(spec, sizeof(spec), "%s,model=other-model,name=10.9.9.9:1", p->ep);
 	START("--capacity", "16k", "--algo", "xxh64", "--seed", "s1", "--pod", spec);
-	pub_wait_subscribed(p);
+	tu_pub_wait_subscribed(p);
 	kvidx_key_chain(KVIDX_KEY_XXH64, kvidx_key_root(KVIDX_KEY_XXH64, "s1", "other-model"), t,
 			BS, BS, k, 1);
 	int pod = wait_pod("10.9.9.9:1");
-	pub_one(p, stored(h, 1, false, 0, t, BS, BS));
-	EVENTUALLY(holds(k[0], pod), "model= / xxh64 keys not stored; log: %s", logpath);
+	pub_one(p, tu_stored(h, 1, false, 0, t, BS, BS));
+	TU_EVENTUALLY(holds(k[0], pod), "model= / xxh64 keys not stored; log: %s", tu_ing.log);
 }
 
 Test(ingest, unknown_parent_skipped)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *a = toks(1100, BS), *b = toks(1200, BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *a = tu_toks(1100, BS), *b = tu_toks(1200, BS);
 	uint64_t ha[] = { 41 }, hb[] = { 42 }, ka[1], kb[1];
-	struct kvw_event ev[2] = { stored(ha, 1, true, 0xdeadbeef, a, BS, BS),
-				   stored(hb, 1, false, 0, b, BS, BS) };
+	struct kvw_event ev[2] = { tu_stored(ha, 1, true, 0xdeadbeef, a, BS, BS),
+				   tu_stored(hb, 1, false, 0, b, BS, BS) };
 
 	start_on(p, NULL);
-	keys_of(MODEL, 0, a, BS, ka);
-	keys_of(MODEL, 0, b, BS, kb);
-	pub_events(p, ev, 2);
+	tu_keys_of(MODEL, 0, a, BS, ka);
+	tu_keys_of(MODEL, 0, b, BS, kb);
+	tu_pub_events(p, ev, 2);
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(kb[0], pod), "event after the unknown parent not applied; log: %s",
-		   logpath);
+	TU_EVENTUALLY(holds(kb[0], pod), "event after the unknown parent not applied; log: %s",
+		      tu_ing.log);
 	cr_assert(!holds(ka[0], pod));
-	wait_batches(pod, 1);
-	cr_assert_eq(ctr(pod, KV_PC_unknown_parent), 1);
-	cr_assert_eq(ctr(pod, KV_PC_blocks_stored), 1);
+	tu_wait_batches(pod, 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_unknown_parent), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_blocks_stored), 1);
 	/* A child of the skipped block is unknown too. */
-	pub_one(p, stored((uint64_t[]){ 43 }, 1, true, 41, b, BS, BS));
-	EVENTUALLY(ctr(pod, KV_PC_unknown_parent) == 2, "child of a skipped block not skipped");
+	pub_one(p, tu_stored((uint64_t[]){ 43 }, 1, true, 41, b, BS, BS));
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_unknown_parent) == 2,
+		      "child of a skipped block not skipped");
 }
 
 Test(ingest, engine_blocks_multiple_of_index_blocks)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *t = toks(2000, 6 * BS), *u = toks(3000, 3 * BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(2000, 6 * BS), *u = tu_toks(3000, 3 * BS);
 	uint64_t h[] = { 51, 52, 53 }, k[6], ku[3];
 
 	start_on(p, NULL);
-	keys_of(MODEL, 0, t, 6 * BS, k);
+	tu_keys_of(MODEL, 0, t, 6 * BS, k);
 	/* Engine blocks of 32 tokens: each is two index blocks. */
-	pub_one(p, stored(h, 2, false, 0, t, 4 * BS, 2 * BS));
-	pub_one(p, stored(h + 2, 1, true, 52, t + 4 * BS, 2 * BS, 2 * BS));
+	pub_one(p, tu_stored(h, 2, false, 0, t, 4 * BS, 2 * BS));
+	pub_one(p, tu_stored(h + 2, 1, true, 52, t + 4 * BS, 2 * BS, 2 * BS));
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[5], pod), "chained 32-token block not stored; log: %s", logpath);
+	TU_EVENTUALLY(holds(k[5], pod), "chained 32-token block not stored; log: %s", tu_ing.log);
 	cr_assert_eq(score_blocks(k, 6, pod), 6);
 	/* Removing engine block 51 removes both of its index blocks. */
 	pub_one(p, removed(h, 1, NULL));
-	EVENTUALLY(!holds(k[0], pod) && !holds(k[1], pod), "engine block not fully removed");
+	TU_EVENTUALLY(!holds(k[0], pod) && !holds(k[1], pod), "engine block not fully removed");
 	cr_assert(holds(k[2], pod) && holds(k[3], pod));
-	wait_batches(pod, 3);
-	cr_assert_eq(ctr(pod, KV_PC_blocks_removed), 2);
+	tu_wait_batches(pod, 3);
+	cr_assert_eq(tu_ctr(pod, KV_PC_blocks_removed), 2);
 	/* 48 tokens per engine block is not a multiple of 16... it is; 24 is not. */
-	keys_of(MODEL, 0, u, 3 * BS, ku);
-	pub_one(p, stored((uint64_t[]){ 54, 55 }, 2, false, 0, u, 3 * BS, 24));
-	pub_one(p, stored((uint64_t[]){ 56 }, 1, false, 0, u, 3 * BS, 3 * BS));
-	EVENTUALLY(holds(ku[2], pod), "48-token engine block not stored");
-	wait_batches(pod, 5);
-	cr_assert_eq(ctr(pod, KV_PC_skipped_events), 1);
+	tu_keys_of(MODEL, 0, u, 3 * BS, ku);
+	pub_one(p, tu_stored((uint64_t[]){ 54, 55 }, 2, false, 0, u, 3 * BS, 24));
+	pub_one(p, tu_stored((uint64_t[]){ 56 }, 1, false, 0, u, 3 * BS, 3 * BS));
+	TU_EVENTUALLY(holds(ku[2], pod), "48-token engine block not stored");
+	tu_wait_batches(pod, 5);
+	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_events), 1);
 }
 
 /* Publishes seqs 0..4, each one block chained on the previous; lost: which are not sent. */
-static void chain5(struct pub *p, const bool lost[5], uint64_t k[5], const uint32_t **t)
+static void chain5(struct tu_pub *p, const bool lost[5], uint64_t k[5], const uint32_t **t)
 {
-	*t = toks(20000, 5 * BS);
-	keys_of(MODEL, 0, *t, 5 * BS, k);
+	*t = tu_toks(20000, 5 * BS);
+	tu_keys_of(MODEL, 0, *t, 5 * BS, k);
 	for (int i = 0; i < 5; i++) {
 		uint64_t h = 600 + (uint64_t)i;
-		struct kvw_event ev = stored(&h, 1, i > 0, h - 1, *t + i * BS, BS, BS);
-		pub_events_ex(p, &ev, 1, !lost[i], KVW_FORM_ARRAY);
+		struct kvw_event ev = tu_stored(&h, 1, i > 0, h - 1, *t + i * BS, BS, BS);
+		tu_pub_events_ex(p, &ev, 1, !lost[i], KVW_FORM_ARRAY);
 	}
 }
 
 Test(ingest, gap_is_replayed)
 {
-	struct pub *p = pub_open(TOPIC);
+	struct tu_pub *p = tu_pub_open(TOPIC);
 	const bool lost[5] = { false, false, true, false, false };
 	const uint32_t *t;
 	uint64_t k[5];
@@ -770,29 +388,30 @@ Test(ingest, gap_is_replayed)
 	start_on(p, NULL);
 	chain5(p, lost, k, &t);
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[4], pod), "chain not complete after replay; log: %s", logpath);
-	EVENTUALLY(ctr(pod, KV_PC_replays_ok) == 1, "replay not finished; log: %s", logpath);
+	TU_EVENTUALLY(holds(k[4], pod), "chain not complete after replay; log: %s", tu_ing.log);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "replay not finished; log: %s",
+		      tu_ing.log);
 	cr_assert_eq(score_blocks(k, 5, pod), 5);
 	cr_assert_eq(p->replay_requests, 1);
 	cr_assert_eq(p->last_replay_from, 2);
-	cr_assert_eq(ctr(pod, KV_PC_seq_gaps), 1);
-	cr_assert_eq(ctr(pod, KV_PC_last_seq), 4);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_last_seq), 4);
 	/* Seqs 3 and 4 came both live and replayed: applied once, no dups, no errors. */
-	wait_batches(pod, 5);
-	cr_assert_eq(ctr(pod, KV_PC_seq_dups), 0);
-	cr_assert_eq(ctr(pod, KV_PC_clears), 0);
+	tu_wait_batches(pod, 5);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_dups), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_clears), 0);
 	/* Live ingest goes on. */
 	uint64_t h = 700, k6[1];
-	const uint32_t *u = toks(21000, BS);
-	keys_of(MODEL, k[4], u, BS, k6);
-	pub_one(p, stored(&h, 1, true, 604, u, BS, BS));
-	EVENTUALLY(holds(k6[0], pod), "live after replay not applied");
-	cr_assert_eq(ctr(pod, KV_PC_seq_gaps), 1);
+	const uint32_t *u = tu_toks(21000, BS);
+	tu_keys_of(MODEL, k[4], u, BS, k6);
+	pub_one(p, tu_stored(&h, 1, true, 604, u, BS, BS));
+	TU_EVENTUALLY(holds(k6[0], pod), "live after replay not applied");
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 1);
 }
 
 Test(ingest, replay_truncated_clears_pod)
 {
-	struct pub *p = pub_open(TOPIC);
+	struct tu_pub *p = tu_pub_open(TOPIC);
 	const bool lost[5] = { false, false, true, false, false };
 	const uint32_t *t;
 	uint64_t k[5];
@@ -802,48 +421,49 @@ Test(ingest, replay_truncated_clears_pod)
 	start_on(p, NULL);
 	chain5(p, lost, k, &t);
 	int pod = wait_pod(POD);
-	EVENTUALLY(ctr(pod, KV_PC_replays_truncated) == 1, "no truncated replay; log: %s",
-		   logpath);
-	EVENTUALLY(ctr(pod, KV_PC_last_seq) == 4, "live did not continue; log: %s", logpath);
-	wait_batches(pod, 4);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_truncated) == 1, "no truncated replay; log: %s",
+		      tu_ing.log);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_last_seq) == 4, "live did not continue; log: %s",
+		      tu_ing.log);
+	tu_wait_batches(pod, 4);
 	cr_assert(!holds(k[0], pod) && !holds(k[1], pod), "blocks before the gap survived");
-	cr_assert_eq(ctr(pod, KV_PC_clears), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_clears), 1);
 	/* Seq 3's parent went with the clear: 3 and 4 are unknown-parent skips. */
-	cr_assert_eq(ctr(pod, KV_PC_unknown_parent), 2);
+	cr_assert_eq(tu_ctr(pod, KV_PC_unknown_parent), 2);
 	/* A fresh chain after the clear is indexed. */
 	uint64_t h = 800, kn[1];
-	const uint32_t *u = toks(22000, BS);
-	keys_of(MODEL, 0, u, BS, kn);
-	pub_one(p, stored(&h, 1, false, 0, u, BS, BS));
-	EVENTUALLY(holds(kn[0], pod), "live after truncation not applied");
+	const uint32_t *u = tu_toks(22000, BS);
+	tu_keys_of(MODEL, 0, u, BS, kn);
+	pub_one(p, tu_stored(&h, 1, false, 0, u, BS, BS));
+	TU_EVENTUALLY(holds(kn[0], pod), "live after truncation not applied");
 }
 
 Test(ingest, gap_without_replay_endpoint_clears_pod)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *a = toks(30000, BS), *b = toks(31000, BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *a = tu_toks(30000, BS), *b = tu_toks(31000, BS);
 	uint64_t ha = 901, hb = 902, ka[1], kb[1];
 	char spec[256];
 
 	snprintf(spec, sizeof(spec), "%s", p->ep);
 	START("--capacity", "16k", "--pod", spec);
-	pub_wait_subscribed(p);
-	keys_of(MODEL, 0, a, BS, ka);
-	keys_of(MODEL, 0, b, BS, kb);
-	pub_one(p, stored(&ha, 1, false, 0, a, BS, BS));
+	tu_pub_wait_subscribed(p);
+	tu_keys_of(MODEL, 0, a, BS, ka);
+	tu_keys_of(MODEL, 0, b, BS, kb);
+	pub_one(p, tu_stored(&ha, 1, false, 0, a, BS, BS));
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(ka[0], pod), "not stored; log: %s", logpath);
+	TU_EVENTUALLY(holds(ka[0], pod), "not stored; log: %s", tu_ing.log);
 	p->next_seq += 3;
-	pub_one(p, stored(&hb, 1, false, 0, b, BS, BS));
-	EVENTUALLY(holds(kb[0], pod), "live after the gap not applied; log: %s", logpath);
+	pub_one(p, tu_stored(&hb, 1, false, 0, b, BS, BS));
+	TU_EVENTUALLY(holds(kb[0], pod), "live after the gap not applied; log: %s", tu_ing.log);
 	cr_assert(!holds(ka[0], pod), "pod not cleared on an unrecoverable gap");
-	cr_assert_eq(ctr(pod, KV_PC_replays_failed), 1);
-	cr_assert_eq(ctr(pod, KV_PC_seq_gaps), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_replays_failed), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 1);
 }
 
 Test(ingest, replay_timeout_clears_pod)
 {
-	struct pub *p = pub_open(TOPIC);
+	struct tu_pub *p = tu_pub_open(TOPIC);
 	const bool lost[5] = { false, false, true, false, false };
 	const uint32_t *t;
 	uint64_t k[5];
@@ -852,80 +472,83 @@ Test(ingest, replay_timeout_clears_pod)
 	p->mute = true;
 	snprintf(spec, sizeof(spec), "%s,replay=%s", p->ep, p->rep);
 	START("--capacity", "16k", "--replay-timeout-ms", "400", "--pod", spec);
-	pub_wait_subscribed(p);
+	tu_pub_wait_subscribed(p);
 	chain5(p, lost, k, &t);
 	int pod = wait_pod(POD);
 	/* While the gap is being replayed, the pod's speculation is paused. */
-	EVENTUALLY(p->replay_requests == 1, "no replay request; log: %s", logpath);
-	EVENTUALLY(spec_paused(pod) || ctr(pod, KV_PC_replays_failed),
-		   "pod not paused during its replay");
-	cr_assert_eq(ctr(pod, KV_PC_replays_failed), 0, "replay timed out too early");
-	EVENTUALLY(ctr(pod, KV_PC_replays_failed) == 1, "replay never timed out; log: %s", logpath);
-	EVENTUALLY(!spec_paused(pod), "pod still paused after its replay");
-	EVENTUALLY(ctr(pod, KV_PC_last_seq) == 4, "live did not continue; log: %s", logpath);
+	TU_EVENTUALLY(p->replay_requests == 1, "no replay request; log: %s", tu_ing.log);
+	TU_EVENTUALLY(tu_pod_paused(tu_ing.rd, pod) || tu_ctr(pod, KV_PC_replays_failed),
+		      "pod not paused during its replay");
+	cr_assert_eq(tu_ctr(pod, KV_PC_replays_failed), 0, "replay timed out too early");
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_failed) == 1, "replay never timed out; log: %s",
+		      tu_ing.log);
+	TU_EVENTUALLY(!tu_pod_paused(tu_ing.rd, pod), "pod still paused after its replay");
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_last_seq) == 4, "live did not continue; log: %s",
+		      tu_ing.log);
 	cr_assert(!holds(k[0], pod));
 	cr_assert_eq(p->replay_requests, 1);
 }
 
 Test(ingest, publisher_restart_clears_and_resyncs)
 {
-	struct pub *p = pub_open(TOPIC);
+	struct tu_pub *p = tu_pub_open(TOPIC);
 	const bool lost[5] = { false };
-	const uint32_t *t, *u = toks(40000, 2 * BS);
+	const uint32_t *t, *u = tu_toks(40000, 2 * BS);
 	uint64_t k[5], ku[2], hu[] = { 1001, 1002 };
 
 	start_on(p, NULL);
 	chain5(p, lost, k, &t);
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[4], pod), "chain not stored; log: %s", logpath);
+	TU_EVENTUALLY(holds(k[4], pod), "chain not stored; log: %s", tu_ing.log);
 	/* The publisher restarts: seq back to 0. */
-	keys_of(MODEL, 0, u, 2 * BS, ku);
+	tu_keys_of(MODEL, 0, u, 2 * BS, ku);
 	p->next_seq = 0;
-	pub_one(p, stored(hu, 1, false, 0, u, BS, BS));
-	pub_one(p, stored(hu + 1, 1, true, 1001, u + BS, BS, BS));
-	EVENTUALLY(holds(ku[1], pod), "resynced stream not applied; log: %s", logpath);
+	pub_one(p, tu_stored(hu, 1, false, 0, u, BS, BS));
+	pub_one(p, tu_stored(hu + 1, 1, true, 1001, u + BS, BS, BS));
+	TU_EVENTUALLY(holds(ku[1], pod), "resynced stream not applied; log: %s", tu_ing.log);
 	cr_assert(holds(ku[0], pod));
 	cr_assert(!holds(k[0], pod) && !holds(k[4], pod), "old stream's blocks survived");
-	cr_assert_eq(ctr(pod, KV_PC_restarts), 1);
-	cr_assert_eq(ctr(pod, KV_PC_last_seq), 1);
-	cr_assert_eq(ctr(pod, KV_PC_seq_gaps), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_restarts), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_last_seq), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 0);
 	cr_assert_eq(p->replay_requests, 0);
 }
 
 Test(ingest, malformed_counted_and_skipped)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *a = toks(50000, 2 * BS), *b = toks(51000, BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *a = tu_toks(50000, 2 * BS), *b = tu_toks(51000, BS);
 	uint64_t ha[] = { 61, 62 }, hb = 63, ka[2], kb[1];
 	unsigned char seq8[8];
 
 	start_on(p, NULL);
-	keys_of(MODEL, 0, a, 2 * BS, ka);
-	keys_of(MODEL, 0, b, BS, kb);
+	tu_keys_of(MODEL, 0, a, 2 * BS, ka);
+	tu_keys_of(MODEL, 0, b, BS, kb);
 	/* seq 0: not msgpack. */
-	pub_batch(p, p->next_seq++, "\xc1\x00garbage", 9, true);
+	tu_pub_batch(p, p->next_seq++, "\xc1\x00garbage", 9, true);
 	/* A two-frame message. */
 	kvw_seq_put(seq8, 99);
-	send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, NULL, 0);
+	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, NULL, 0);
 	/* A 7-byte seq frame. */
-	send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 7, "x", 1);
+	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 7, "x", 1);
 	/* seq 1: a valid event, then one whose token count is wrong: the whole batch goes. */
-	struct kvw_event ev[2] = { stored(ha, 1, false, 0, a, BS, BS),
-				   stored(ha + 1, 1, true, 61, a + BS, BS - 1, BS) };
-	pub_events(p, ev, 2);
+	struct kvw_event ev[2] = { tu_stored(ha, 1, false, 0, a, BS, BS),
+				   tu_stored(ha + 1, 1, true, 61, a + BS, BS - 1, BS) };
+	tu_pub_events(p, ev, 2);
 	/* seq 2: valid. */
-	pub_one(p, stored(&hb, 1, false, 0, b, BS, BS));
+	pub_one(p, tu_stored(&hb, 1, false, 0, b, BS, BS));
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(kb[0], pod), "valid batch after malformed ones not applied; log: %s",
-		   logpath);
+	TU_EVENTUALLY(holds(kb[0], pod), "valid batch after malformed ones not applied; log: %s",
+		      tu_ing.log);
 	cr_assert(!holds(ka[0], pod), "part of a rejected batch was applied");
-	wait_batches(pod, 1);
-	cr_assert_eq(ctr(pod, KV_PC_decode_errors), 4);
-	cr_assert_eq(ctr(pod, KV_PC_seq_gaps), 0, "a malformed batch must still consume its seq");
+	tu_wait_batches(pod, 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 4);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 0,
+		     "a malformed batch must still consume its seq");
 	/* A duplicate of seq 2 is ignored. */
-	pub_batch(p, 2, p->h[p->nh - 1].buf, p->h[p->nh - 1].len, true);
-	EVENTUALLY(ctr(pod, KV_PC_seq_dups) == 1, "duplicate not counted");
-	cr_assert_eq(ctr(pod, KV_PC_restarts), 0);
+	tu_pub_batch(p, 2, p->h[p->nh - 1].buf, p->h[p->nh - 1].len, true);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_seq_dups) == 1, "duplicate not counted");
+	cr_assert_eq(tu_ctr(pod, KV_PC_restarts), 0);
 }
 
 static void write_conf(const char *body)
@@ -943,97 +566,92 @@ static void write_conf(const char *body)
 
 Test(ingest, sighup_adds_and_removes_pods)
 {
-	struct pub *a = pub_open("kv@10.0.0.1:8000@" MODEL);
-	struct pub *b = pub_open("kv@10.0.0.2:8000@" MODEL);
-	const uint32_t *t = toks(60000, BS), *u = toks(61000, BS);
+	struct tu_pub *a = tu_pub_open("kv@10.0.0.1:8000@" MODEL);
+	struct tu_pub *b = tu_pub_open("kv@10.0.0.2:8000@" MODEL);
+	const uint32_t *t = tu_toks(60000, BS), *u = tu_toks(61000, BS);
 	uint64_t h = 71, hb = 72, k[1], ku[1];
 	char conf[2048];
 
-	keys_of(MODEL, 0, t, BS, k);
-	keys_of(MODEL, 0, u, BS, ku);
+	tu_keys_of(MODEL, 0, t, BS, k);
+	tu_keys_of(MODEL, 0, u, BS, ku);
 	snprintf(conf, sizeof(conf),
 		 "# test config\ncapacity = 16k\nlog-level = debug\n"
 		 "pod = %s,replay=%s,name=10.0.0.1:8000   # pod A\n",
 		 a->ep, a->rep);
 	write_conf(conf);
 	START("--config", confpath);
-	pub_wait_subscribed(a);
+	tu_pub_wait_subscribed(a);
 	int pa = wait_pod("10.0.0.1:8000");
-	pub_one(a, stored(&h, 1, false, 0, t, BS, BS));
-	EVENTUALLY(holds(k[0], pa), "pod A's block not stored; log: %s", logpath);
+	pub_one(a, tu_stored(&h, 1, false, 0, t, BS, BS));
+	TU_EVENTUALLY(holds(k[0], pa), "pod A's block not stored; log: %s", tu_ing.log);
 
 	snprintf(conf, sizeof(conf), "capacity = 16k\npod = %s,name=10.0.0.2:8000\n", b->ep);
 	write_conf(conf);
-	kill(child, SIGHUP);
-	pub_wait_subscribed(b);
-	EVENTUALLY(pod_index("10.0.0.1:8000") < 0, "pod A not removed; log: %s", logpath);
+	kill(tu_ing.daemon.pid, SIGHUP);
+	tu_pub_wait_subscribed(b);
+	TU_EVENTUALLY(pod_index("10.0.0.1:8000") < 0, "pod A not removed; log: %s", tu_ing.log);
 	int pb = wait_pod("10.0.0.2:8000");
 	cr_assert(!holds(k[0], pa), "removed pod's records still visible");
-	pub_one(b, stored(&hb, 1, false, 0, u, BS, BS));
-	EVENTUALLY(holds(ku[0], pb), "pod B's block not stored; log: %s", logpath);
+	pub_one(b, tu_stored(&hb, 1, false, 0, u, BS, BS));
+	TU_EVENTUALLY(holds(ku[0], pb), "pod B's block not stored; log: %s", tu_ing.log);
 	/* A's publisher is no longer heard. */
-	pub_one(a, stored((uint64_t[]){ 73 }, 1, false, 0, t, BS, BS));
-	pub_one(b, stored((uint64_t[]){ 74 }, 1, false, 0, u, BS, BS));
-	EVENTUALLY(ctr(pb, KV_PC_batches) == 2, "pod B's second batch not applied");
+	pub_one(a, tu_stored((uint64_t[]){ 73 }, 1, false, 0, t, BS, BS));
+	pub_one(b, tu_stored((uint64_t[]){ 74 }, 1, false, 0, u, BS, BS));
+	TU_EVENTUALLY(tu_ctr(pb, KV_PC_batches) == 2, "pod B's second batch not applied");
 	cr_assert(pod_index("10.0.0.1:8000") < 0);
 }
 
 Test(ingest, disconnect_is_seen)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *t = toks(75000, BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(75000, BS);
 	uint64_t h = 85, k[1];
 	int zero = 0;
 
 	start_on(p, NULL);
-	keys_of(MODEL, 0, t, BS, k);
-	pub_one(p, stored(&h, 1, false, 0, t, BS, BS));
+	tu_keys_of(MODEL, 0, t, BS, k);
+	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[0], pod), "not stored; log: %s", logpath);
-	cr_assert_eq(ctr(pod, KV_PC_connected), 1);
-	cr_assert(!spec_paused(pod));
+	TU_EVENTUALLY(holds(k[0], pod), "not stored; log: %s", tu_ing.log);
+	cr_assert_eq(tu_ctr(pod, KV_PC_connected), 1);
+	cr_assert(!tu_pod_paused(tu_ing.rd, pod));
 	/* The pod goes away: connected drops, speculation pauses, its blocks stay. */
 	zmq_setsockopt(p->xpub, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_close(p->xpub);
 	p->xpub = NULL;
-	EVENTUALLY(ctr(pod, KV_PC_connected) == 0, "disconnect not seen; log: %s", logpath);
-	EVENTUALLY(spec_paused(pod), "disconnected pod not paused");
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_connected) == 0, "disconnect not seen; log: %s",
+		      tu_ing.log);
+	TU_EVENTUALLY(tu_pod_paused(tu_ing.rd, pod), "disconnected pod not paused");
 	cr_assert(holds(k[0], pod));
 }
 
 Test(ingest, sigterm_exits_zero_and_index_stays)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *t = toks(70000, BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(70000, BS);
 	uint64_t h = 81, k[1];
 	int status;
 
 	start_on(p, NULL);
-	keys_of(MODEL, 0, t, BS, k);
-	pub_one(p, stored(&h, 1, false, 0, t, BS, BS));
+	tu_keys_of(MODEL, 0, t, BS, k);
+	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[0], pod), "not stored; log: %s", logpath);
-	cr_assert_eq(kill(child, SIGTERM), 0);
-	uint64_t dl = kvidx_now_ns() + DEADLINE_NS;
-	pid_t r;
-	while ((r = waitpid(child, &status, WNOHANG)) == 0) {
-		cr_assert(kvidx_now_ns() < dl, "kvidx-ingestd ignored SIGTERM");
-		usleep(10000);
-	}
-	cr_assert_eq(r, child);
-	child = -1;
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+	TU_EVENTUALLY(holds(k[0], pod), "not stored; log: %s", tu_ing.log);
+	cr_assert_eq(kill(tu_ing.daemon.pid, SIGTERM), 0);
+	status = tu_child_wait(&tu_ing.daemon, TU_DEADLINE_MS);
+	cr_assert_neq(status, -1, "kvidx-ingestd ignored SIGTERM");
+	cr_assert_eq(status, 0, "status %d", status);
 	/* Readers keep serving the last state. */
 	cr_assert(holds(k[0], pod));
-	kvidx_reader_close(rd);
-	rd = kvidx_reader_open(name);
-	cr_assert_not_null(rd, "index gone after SIGTERM");
+	kvidx_reader_close(tu_ing.rd);
+	tu_ing.rd = kvidx_reader_open(tu_ing.name);
+	cr_assert_not_null(tu_ing.rd, "index gone after SIGTERM");
 	cr_assert(holds(k[0], pod));
 }
 
 Test(ingest, replay_on_start_rebuilds)
 {
-	struct pub *p = pub_open(TOPIC);
+	struct tu_pub *p = tu_pub_open(TOPIC);
 	const bool lost[5] = { true, true, true, true, true };
 	const uint32_t *t;
 	uint64_t k[5];
@@ -1042,54 +660,55 @@ Test(ingest, replay_on_start_rebuilds)
 	chain5(p, lost, k, &t); /* batches 0..4 only in the publisher's replay buffer */
 	snprintf(spec, sizeof(spec), "%s,replay=%s", p->ep, p->rep);
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
-	pub_wait_subscribed(p);
+	tu_pub_wait_subscribed(p);
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[4], pod), "replay at start did not rebuild; log: %s", logpath);
-	EVENTUALLY(ctr(pod, KV_PC_replays_ok) == 1, "replay at start not finished");
+	TU_EVENTUALLY(holds(k[4], pod), "replay at start did not rebuild; log: %s", tu_ing.log);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "replay at start not finished");
 	cr_assert_eq(p->last_replay_from, 0);
 	/* Seq 4 again, live (covered by the replay), then seq 5. */
-	pub_batch(p, 4, p->h[4].buf, p->h[4].len, true);
+	tu_pub_batch(p, 4, p->h[4].buf, p->h[4].len, true);
 	uint64_t h = 605, k6[1];
-	const uint32_t *u = toks(23000, BS);
-	keys_of(MODEL, k[4], u, BS, k6);
+	const uint32_t *u = tu_toks(23000, BS);
+	tu_keys_of(MODEL, k[4], u, BS, k6);
 	p->next_seq = 5;
-	pub_one(p, stored(&h, 1, true, 604, u, BS, BS));
-	EVENTUALLY(holds(k6[0], pod), "live after replay-on-start not applied; log: %s", logpath);
-	wait_batches(pod, 6);
-	cr_assert_eq(ctr(pod, KV_PC_seq_dups), 0);
-	cr_assert_eq(ctr(pod, KV_PC_seq_gaps), 0);
+	pub_one(p, tu_stored(&h, 1, true, 604, u, BS, BS));
+	TU_EVENTUALLY(holds(k6[0], pod), "live after replay-on-start not applied; log: %s",
+		      tu_ing.log);
+	tu_wait_batches(pod, 6);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_dups), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 0);
 }
 
 Test(ingest, replay_on_start_takes_the_window_kept)
 {
-	struct pub *p = pub_open(TOPIC);
-	const uint32_t *t = toks(24000, 3 * BS);
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(24000, 3 * BS);
 	uint64_t h[] = { 1101, 1102, 1103 }, k[3];
 	char spec[512];
 
 	/* Three one-block prompts; the publisher kept only the last two batches. */
 	for (int i = 0; i < 3; i++) {
-		struct kvw_event ev = stored(&h[i], 1, false, 0, t + i * BS, BS, BS);
-		keys_of(MODEL, 0, t + i * BS, BS, &k[i]);
-		pub_events_ex(p, &ev, 1, false, KVW_FORM_ARRAY);
+		struct kvw_event ev = tu_stored(&h[i], 1, false, 0, t + i * BS, BS, BS);
+		tu_keys_of(MODEL, 0, t + i * BS, BS, &k[i]);
+		tu_pub_events_ex(p, &ev, 1, false, KVW_FORM_ARRAY);
 	}
 	p->keep_from = 1;
 	snprintf(spec, sizeof(spec), "%s,replay=%s", p->ep, p->rep);
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
-	pub_wait_subscribed(p);
+	tu_pub_wait_subscribed(p);
 	int pod = wait_pod(POD);
-	EVENTUALLY(ctr(pod, KV_PC_replays_ok) == 1, "replay at start not finished; log: %s",
-		   logpath);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "replay at start not finished; log: %s",
+		      tu_ing.log);
 	cr_assert(holds(k[1], pod) && holds(k[2], pod), "kept window not rebuilt");
 	cr_assert(!holds(k[0], pod));
-	cr_assert_eq(ctr(pod, KV_PC_replays_truncated), 0);
-	cr_assert_eq(ctr(pod, KV_PC_clears), 0);
-	cr_assert_eq(ctr(pod, KV_PC_last_seq), 2);
+	cr_assert_eq(tu_ctr(pod, KV_PC_replays_truncated), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_clears), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_last_seq), 2);
 }
 
 Test(ingest, writer_restart_rebuilds_new_generation)
 {
-	struct pub *p = pub_open(TOPIC);
+	struct tu_pub *p = tu_pub_open(TOPIC);
 	const bool lost[5] = { false };
 	const uint32_t *t;
 	uint64_t k[5];
@@ -1098,71 +717,70 @@ Test(ingest, writer_restart_rebuilds_new_generation)
 
 	snprintf(spec, sizeof(spec), "%s,replay=%s", p->ep, p->rep);
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
-	pub_wait_subscribed(p);
+	tu_pub_wait_subscribed(p);
 	chain5(p, lost, k, &t);
 	int pod = wait_pod(POD);
-	EVENTUALLY(holds(k[4], pod), "chain not stored; log: %s", logpath);
+	TU_EVENTUALLY(holds(k[4], pod), "chain not stored; log: %s", tu_ing.log);
 
 	/* The writer dies; readers keep serving; a new writer rebuilds from the pod's buffer. */
-	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
-	child = -1;
-	struct kvidx_reader *old = rd;
+	kill(tu_ing.daemon.pid, SIGKILL);
+	tu_child_wait(&tu_ing.daemon, TU_DEADLINE_MS);
+	struct kvidx_reader *old = tu_ing.rd;
 	cr_assert(holds(k[4], pod), "readers must keep serving after the writer died");
-	rd = NULL;
+	tu_ing.rd = NULL;
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
 	/* A lookup moves a reader to the newest generation. */
-	EVENTUALLY((tiers_of(k[0], 0), kvidx_reader_info(rd, &info) == 0 && info.generation == 2),
-		   "no second generation; log: %s", logpath);
-	pub_wait_subscribed(p);
+	TU_EVENTUALLY((tiers_of(k[0], 0),
+		       kvidx_reader_info(tu_ing.rd, &info) == 0 && info.generation == 2),
+		      "no second generation; log: %s", tu_ing.log);
+	tu_pub_wait_subscribed(p);
 	pod = wait_pod(POD);
-	EVENTUALLY(holds(k[4], pod), "new generation not rebuilt; log: %s", logpath);
+	TU_EVENTUALLY(holds(k[4], pod), "new generation not rebuilt; log: %s", tu_ing.log);
 	cr_assert_eq(score_blocks(k, 5, pod), 5);
 	/* The old handle moves to the new generation by itself. */
-	struct kvidx_reader *mine = rd;
-	rd = old;
-	EVENTUALLY(holds(k[4], pod), "old reader did not switch generation");
-	cr_assert_eq(kvidx_reader_info(rd, &info), 0);
+	struct kvidx_reader *mine = tu_ing.rd;
+	tu_ing.rd = old;
+	TU_EVENTUALLY(holds(k[4], pod), "old reader did not switch generation");
+	cr_assert_eq(kvidx_reader_info(tu_ing.rd, &info), 0);
 	cr_assert_eq(info.generation, 2);
 	kvidx_reader_close(old);
-	rd = mine;
+	tu_ing.rd = mine;
 }
 
 Test(ingest, bind_mode_pods_by_topic)
 {
-	struct pub *a = pub_open("kv@10.1.0.1:8000@" MODEL);
-	struct pub *b = pub_open("kv@10.1.0.2:8000@" MODEL);
-	const uint32_t *t = toks(80000, BS), *u = toks(81000, BS);
+	struct tu_pub *a = tu_pub_open("kv@10.1.0.1:8000@" MODEL);
+	struct tu_pub *b = tu_pub_open("kv@10.1.0.2:8000@" MODEL);
+	const uint32_t *t = tu_toks(80000, BS), *u = tu_toks(81000, BS);
 	uint64_t ha = 91, hb = 92, k[1], ku[1];
 	char ep[64];
-	int port = 20000 + (getpid() % 1000) * 10 + 7;
 
-	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
+	snprintf(ep, sizeof(ep), "%s", tu_endpoint(7));
 	START("--capacity", "16k", "--bind", ep);
 	/* In bind mode the pods connect to ingestd. */
 	cr_assert_eq(zmq_connect(a->xpub, ep), 0);
 	cr_assert_eq(zmq_connect(b->xpub, ep), 0);
-	pub_wait_subscribed(a);
-	pub_wait_subscribed(b);
-	keys_of(MODEL, 0, t, BS, k);
-	keys_of(MODEL, 0, u, BS, ku);
-	pub_one(a, stored(&ha, 1, false, 0, t, BS, BS));
-	pub_one(b, stored(&hb, 1, false, 0, u, BS, BS));
+	tu_pub_wait_subscribed(a);
+	tu_pub_wait_subscribed(b);
+	tu_keys_of(MODEL, 0, t, BS, k);
+	tu_keys_of(MODEL, 0, u, BS, ku);
+	pub_one(a, tu_stored(&ha, 1, false, 0, t, BS, BS));
+	pub_one(b, tu_stored(&hb, 1, false, 0, u, BS, BS));
 	int pa = wait_pod("10.1.0.1:8000"), pb = wait_pod("10.1.0.2:8000");
-	EVENTUALLY(holds(k[0], pa) && holds(ku[0], pb), "bind-mode blocks not stored; log: %s",
-		   logpath);
+	TU_EVENTUALLY(holds(k[0], pa) && holds(ku[0], pb), "bind-mode blocks not stored; log: %s",
+		      tu_ing.log);
 	cr_assert(!holds(k[0], pb) && !holds(ku[0], pa));
-	cr_assert_eq(ctr(pa, KV_PC_connected), 1);
+	cr_assert_eq(tu_ctr(pa, KV_PC_connected), 1);
 	/* A gap in bind mode cannot be replayed: the pod is cleared. */
 	a->next_seq += 2;
-	pub_one(a, stored((uint64_t[]){ 93 }, 1, false, 0, u, BS, BS));
-	EVENTUALLY(ctr(pa, KV_PC_replays_failed) == 1, "bind-mode gap not handled");
-	EVENTUALLY(holds(ku[0], pa) && !holds(k[0], pa), "bind-mode gap: pod not cleared");
+	pub_one(a, tu_stored((uint64_t[]){ 93 }, 1, false, 0, u, BS, BS));
+	TU_EVENTUALLY(tu_ctr(pa, KV_PC_replays_failed) == 1, "bind-mode gap not handled");
+	TU_EVENTUALLY(holds(ku[0], pa) && !holds(k[0], pa), "bind-mode gap: pod not cleared");
 }
 
 Test(ingest, help_and_bad_usage)
 {
-	const char *bin = bin_path();
+	const char *bin = tu_tool_path("kvidx-ingestd");
 	char cmd[4200];
 
 	snprintf(cmd, sizeof(cmd), "'%s' --help | grep -q -- '--replay-on-start'", bin);
@@ -1170,7 +788,7 @@ Test(ingest, help_and_bad_usage)
 	snprintf(cmd, sizeof(cmd), "'%s' --capacity lots --pod tcp://x:1 2>/dev/null", bin);
 	int st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "bad usage must exit 2, got %#x", st);
-	snprintf(cmd, sizeof(cmd), "'%s' --name %s 2>/dev/null", bin, name);
+	snprintf(cmd, sizeof(cmd), "'%s' --name %s 2>/dev/null", bin, tu_ing.name);
 	st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "no pods must exit 2, got %#x", st);
 }
@@ -1182,7 +800,7 @@ Test(ingest, rate, .timeout = 120)
 	const char *env = getenv("KVIDX_INGEST_RATE");
 	size_t nev = env ? strtoull(env, NULL, 10) : 20000, per = 64;
 	size_t nb = (nev + per - 1) / per;
-	struct pub *p = pub_open(TOPIC);
+	struct tu_pub *p = tu_pub_open(TOPIC);
 	struct kvw_event *ev = calloc(per, sizeof(*ev));
 	uint64_t *hs = calloc(nev, sizeof(*hs));
 	uint32_t *tk = calloc(nev * BS, sizeof(*tk));
@@ -1195,7 +813,7 @@ Test(ingest, rate, .timeout = 120)
 	snprintf(cap, sizeof(cap), "%zu", nev * 2 > 16384 ? nev * 2 : 16384);
 	snprintf(spec, sizeof(spec), "%s,replay=%s", p->ep, p->rep);
 	START("--capacity", cap, "--log-level", "info", "--pod", spec);
-	pub_wait_subscribed(p);
+	tu_pub_wait_subscribed(p);
 	/* Encode everything first: the clock measures ingestd, not the encoder. */
 	for (size_t i = 0; i < nev * BS; i++)
 		tk[i] = (uint32_t)i;
@@ -1207,28 +825,29 @@ Test(ingest, rate, .timeout = 120)
 		for (size_t i = 0; i < n; i++) {
 			size_t e = b * per + i;
 			hs[e] = 0x1000000 + e;
-			ev[i] = stored(&hs[e], 1, false, 0, tk + e * BS, BS, BS);
+			ev[i] = tu_stored(&hs[e], 1, false, 0, tk + e * BS, BS, BS);
 			kvw_enc_event(&p->enc, &ev[i]);
 		}
 		cr_assert_eq(kvw_enc_end(&p->enc, &buf, &msg[b].len), 0);
 		msg[b].buf = malloc(msg[b].len);
 		memcpy(msg[b].buf, buf, msg[b].len);
 	}
-	keys_of(MODEL, 0, tk + (nev - 1) * BS, BS, last);
+	tu_keys_of(MODEL, 0, tk + (nev - 1) * BS, BS, last);
 	/* Warm-up: one batch, and the pod registered. */
 	kvw_seq_put(seq8, 0);
-	send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, msg[0].buf, msg[0].len);
+	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, msg[0].buf, msg[0].len);
 	int pod = wait_pod(POD);
-	EVENTUALLY(ctr(pod, KV_PC_batches) == 1, "warm-up batch not applied");
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_batches) == 1, "warm-up batch not applied");
 
 	uint64_t t0 = kvidx_now_ns();
 	for (size_t b = 1; b < nb; b++) {
 		kvw_seq_put(seq8, b);
-		send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, msg[b].buf, msg[b].len);
+		tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, msg[b].buf,
+			       msg[b].len);
 	}
 	uint64_t t_sent = kvidx_now_ns(), dl = t0 + 60 * 1000000000ull;
 	while (!holds(last[0], pod)) {
-		cr_assert(kvidx_now_ns() < dl, "last block never visible; log: %s", logpath);
+		cr_assert(kvidx_now_ns() < dl, "last block never visible; log: %s", tu_ing.log);
 		usleep(200);
 	}
 	uint64_t t1 = kvidx_now_ns();
@@ -1238,10 +857,10 @@ Test(ingest, rate, .timeout = 120)
 		"ingest-rate: events=%zu batch=%zu tokens_per_block=%d blocks_timed=%zu send_s=%.3f "
 		"total_s=%.3f blocks_per_s=%.0f\n",
 		nev, per, BS, timed, (double)(t_sent - t0) / 1e9, secs, (double)timed / secs);
-	wait_batches(pod, nb);
-	cr_assert_eq(ctr(pod, KV_PC_blocks_stored), nev);
-	cr_assert_eq(ctr(pod, KV_PC_seq_gaps), 0);
-	cr_assert_eq(ctr(pod, KV_PC_decode_errors), 0);
+	tu_wait_batches(pod, nb);
+	cr_assert_eq(tu_ctr(pod, KV_PC_blocks_stored), nev);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 0);
 	for (size_t b = 0; b < nb; b++)
 		free(msg[b].buf);
 	free(msg);

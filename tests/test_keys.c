@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "kvidx.h"
+#include "util_run.h"
 
 #define CHECK_CBOR_FNV 0x8464eee8f2cf3412ull
 #define CHECK_XXH64 0xbc179097a38e1274ull
@@ -233,30 +233,11 @@ Test(keys, tiers)
 /* Runs "$KVIDX_BIN/kvidx-hash ARGS" through sh; returns its exit status, output in out. */
 static int run_hash(const char *args, char *out, size_t outsz)
 {
-	const char *bin = getenv("KVIDX_BIN");
-	char cmd[4096];
-	size_t len = 0;
-	FILE *p;
-	int st;
+	struct tu_run r = tu_run_tool("kvidx-hash", "%s", args);
 
-	cr_assert(bin && *bin,
-		  "KVIDX_BIN is not set: run the tests through `make test`, or set KVIDX_BIN to "
-		  "the directory holding the kvidx-hash binary");
-	cr_assert(!strchr(bin, '\''), "KVIDX_BIN contains a single quote: %s", bin);
-	cr_assert(snprintf(cmd, sizeof(cmd), "'%s/kvidx-hash' %s", bin, args) < (int)sizeof(cmd));
-	p = popen(cmd, "r");
-	cr_assert(p, "popen(%s): %s", cmd, strerror(errno));
-	while (len + 1 < outsz) {
-		size_t r = fread(out + len, 1, outsz - 1 - len, p);
-
-		if (!r)
-			break;
-		len += r;
-	}
-	out[len] = '\0';
-	st = pclose(p);
-	cr_assert(st != -1 && WIFEXITED(st), "%s: did not exit normally (status %d)", cmd, st);
-	return WEXITSTATUS(st);
+	snprintf(out, outsz, "%s", r.out);
+	free(r.out);
+	return r.status;
 }
 
 Test(keys, tool_check_value)

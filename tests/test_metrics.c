@@ -8,7 +8,7 @@
  * and kvidx-dump --prometheus.
  *
  * Each test creates its own index "t-met-<pid>-<n>", unlinked in teardown; the dump is found
- * through KVIDX_BIN, as in test_dump.c.
+ * through KVIDX_BIN, as every tool the tests run (util_run.c).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -16,11 +16,9 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,31 +28,21 @@
 #include "kvidx.h"
 #include "layout.h"
 #include "metrics.h"
+#include "util_index.h"
+#include "util_run.h"
+#include "util_text.h"
 
 static char name[64];
 static struct kvidx *w;
 
 static void setup(void)
 {
-	static int n;
-
-	snprintf(name, sizeof(name), "t-met-%d-%d", getpid(), n++);
-	w = NULL;
+	tu_index_name(name, sizeof(name), "met");
 }
 
 static void teardown(void)
 {
-	char path[128];
-
-	if (w)
-		kvidx_writer_close(w, true);
-	w = NULL;
-	snprintf(path, sizeof(path), "/%s", name);
-	shm_unlink(path);
-	for (int g = 1; g <= 3; g++) {
-		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
-		shm_unlink(path);
-	}
+	tu_index_remove(name, &w);
 }
 
 TestSuite(metrics, .init = setup, .fini = teardown);
@@ -63,31 +51,10 @@ TestSuite(metrics, .init = setup, .fini = teardown);
 
 static struct kvidx *open_index(void)
 {
-	struct kvidx_writer_opts o = { .name = name,
-				       .geo = { .capacity = 1000, .pods_per_key = 4,
+	struct kvidx_writer_opts o = { .geo = { .capacity = 1000, .pods_per_key = 4,
 						.max_pods = 16, .max_readers = 8 } };
-	struct kvidx *x = kvidx_writer_open(&o);
 
-	cr_assert_not_null(x, "writer open %s: %s", name, kvidx_strerror(-errno));
-	return x;
-}
-
-static void set_ctr(int pod, enum kv_pod_ctr c, uint64_t v)
-{
-	uint64_t *ctr = kv_writer_pod_ctrs(w, pod);
-
-	cr_assert_not_null(ctr);
-	st_relaxed(&ctr[c], v);
-}
-
-static void assert_has(const char *hay, const char *needle)
-{
-	cr_assert(strstr(hay, needle), "expected\n  %s\nin:\n%.6000s", needle, hay);
-}
-
-static void assert_lacks(const char *hay, const char *needle)
-{
-	cr_assert(!strstr(hay, needle), "did not expect\n  %s\nin:\n%.6000s", needle, hay);
+	return tu_writer_open(name, &o);
 }
 
 /* metrics_render() into a malloc'd string. */
@@ -287,12 +254,12 @@ Test(metrics, help_type_and_values)
 	int b = kvidx_pod_add(w, "10.0.0.2:8000", NULL);
 	cr_assert_geq(a, 0);
 	cr_assert_geq(b, 0);
-	set_ctr(a, KV_PC_speculations, 1000);
-	set_ctr(a, KV_PC_stale_expiries, 4);
-	set_ctr(a, KV_PC_ttl_ms, 2000);
-	set_ctr(a, KV_PC_spec_paused, 2);
-	set_ctr(a, KV_PC_events_per_s, 350);
-	set_ctr(a, KV_PC_last_event_ns, kvidx_now_ns() - 3000000000ull); /* 3 s ago */
+	tu_set_pod_ctr(w, a, KV_PC_speculations, 1000);
+	tu_set_pod_ctr(w, a, KV_PC_stale_expiries, 4);
+	tu_set_pod_ctr(w, a, KV_PC_ttl_ms, 2000);
+	tu_set_pod_ctr(w, a, KV_PC_spec_paused, 2);
+	tu_set_pod_ctr(w, a, KV_PC_events_per_s, 350);
+	tu_set_pod_ctr(w, a, KV_PC_last_event_ns, kvidx_now_ns() - 3000000000ull); /* 3 s ago */
 	kvidx_writer_tick(w, kvidx_now_ns());
 
 	char *t = render();
@@ -306,13 +273,13 @@ Test(metrics, help_type_and_values)
 				 (int)(l - 3), n);
 		else
 			snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s ", n);
-		assert_has(t, want);
+		tu_assert_has(t, want);
 	}
 	static const char *gauges[] = { "ttl_ms", "spec_paused", "events_per_s", "queue_depth",
 					"connected", "last_seq" };
 	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
 		snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s gauge\n", gauges[i]);
-		assert_has(t, want);
+		tu_assert_has(t, want);
 	}
 	static const char *counters[] = { "speculations", "confirmed_in_time", "early_expiries",
 					  "stale_expiries", "late_confirmations", "routes_predicted",
@@ -321,30 +288,32 @@ Test(metrics, help_type_and_values)
 					  "seq_gaps" };
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
 		snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s counter\n", counters[i]);
-		assert_has(t, want);
+		tu_assert_has(t, want);
 	}
-	assert_has(t, "# HELP kvidx_pod_speculations Speculative entries");
-	assert_lacks(t, "kvidx_pod_last_event_ns");
-	assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1000\n");
-	assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.2:8000\",model=\"\"} 0\n");
-	assert_has(t, "kvidx_pod_ttl_ms{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 2000\n");
-	assert_has(t, "kvidx_pod_spec_paused{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 2\n");
-	assert_has(t, "kvidx_pod_events_per_s{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 350\n");
+	tu_assert_has(t, "# HELP kvidx_pod_speculations Speculative entries");
+	tu_assert_lacks(t, "kvidx_pod_last_event_ns");
+	tu_assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1000\n");
+	tu_assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.2:8000\",model=\"\"} 0\n");
+	tu_assert_has(t, "kvidx_pod_ttl_ms{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 2000\n");
+	tu_assert_has(t, "kvidx_pod_spec_paused{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 2\n");
+	tu_assert_has(t, "kvidx_pod_events_per_s{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 350\n");
 	/* Ages: seconds, +Inf for never. */
 	const char *age = strstr(t, "kvidx_pod_seconds_since_last_event{pod=\"10.0.0.1:8000\","
 				    "model=\"llama-3\"} ");
 	cr_assert_not_null(age, "%s", t);
 	double s = strtod(strchr(age, '}') + 2, NULL);
 	cr_assert(s >= 3.0 && s < 60.0, "age %g", s);
-	assert_has(t, "kvidx_pod_seconds_since_last_event{pod=\"10.0.0.2:8000\",model=\"\"} +Inf\n");
+	tu_assert_has(t, "kvidx_pod_seconds_since_last_event{pod=\"10.0.0.2:8000\",model=\"\"} "
+			 "+Inf\n");
 	/* Index-wide. */
-	assert_has(t, "# TYPE kvidx_keys gauge\nkvidx_keys 0\n");
-	assert_has(t, "# TYPE kvidx_stores counter\n");
-	assert_has(t, "# TYPE kvidx_route_commits counter\n");
-	assert_has(t, "# TYPE kvidx_index_pod_clears counter\n"); /* kvidx_pod_clears is per pod */
-	assert_has(t, "kvidx_reader_slots 8\n");
-	assert_has(t, "kvidx_readers{state=\"active\"} 1\n"); /* the renderer's own */
-	assert_has(t, "kvidx_pods 2\n");
+	tu_assert_has(t, "# TYPE kvidx_keys gauge\nkvidx_keys 0\n");
+	tu_assert_has(t, "# TYPE kvidx_stores counter\n");
+	tu_assert_has(t, "# TYPE kvidx_route_commits counter\n");
+	/* kvidx_pod_clears is per pod. */
+	tu_assert_has(t, "# TYPE kvidx_index_pod_clears counter\n");
+	tu_assert_has(t, "kvidx_reader_slots 8\n");
+	tu_assert_has(t, "kvidx_readers{state=\"active\"} 1\n"); /* the renderer's own */
+	tu_assert_has(t, "kvidx_pods 2\n");
 	const char *hb = strstr(t, "\nkvidx_writer_heartbeat_age_seconds ");
 	cr_assert_not_null(hb);
 	cr_assert_lt(strtod(hb + 36, NULL), 30.0);
@@ -354,14 +323,14 @@ Test(metrics, help_type_and_values)
 			continue;
 		cr_assert(!strncmp(p, "{pod=\"", 6), "label other than pod: %.60s", p);
 	}
-	assert_lacks(t, "le=\"+Inf\",");
+	tu_assert_lacks(t, "le=\"+Inf\",");
 	free(t);
 
 	/* A reader added is counted. */
 	struct kvidx_reader *extra = kvidx_reader_open(name);
 	cr_assert_not_null(extra);
 	t = render();
-	assert_has(t, "kvidx_readers{state=\"active\"} 2\n");
+	tu_assert_has(t, "kvidx_readers{state=\"active\"} 2\n");
 	free(t);
 	kvidx_reader_close(extra);
 }
@@ -371,26 +340,16 @@ Test(metrics, label_escaping)
 	w = open_index();
 	int a = kvidx_pod_add(w, "we\"ird\\pod\nname", "m\"odel\xff\t}\\n");
 	cr_assert_geq(a, 0);
-	set_ctr(a, KV_PC_speculations, 7);
+	tu_set_pod_ctr(w, a, KV_PC_speculations, 7);
 
 	char *t = render();
 	assert_exposition(t);
-	assert_has(t, "kvidx_pod_speculations{pod=\"we\\\"ird\\\\pod\\nname\",model=\"m\\\"odel"
-		      "\xef\xbf\xbd\xef\xbf\xbd}\\\\n\"} 7\n");
+	tu_assert_has(t, "kvidx_pod_speculations{pod=\"we\\\"ird\\\\pod\\nname\",model=\"m\\\"odel"
+			 "\xef\xbf\xbd\xef\xbf\xbd}\\\\n\"} 7\n");
 	/* No raw line feed inside a sample: every line is a comment or starts with kvidx_. */
 	for (const char *p = t; *p; p = strchr(p, '\n') + 1)
 		cr_assert(*p == '#' || !strncmp(p, "kvidx_", 6), "line: %.80s", p);
 	free(t);
-}
-
-/* n samples of us microseconds into pod's cumulative histogram. */
-static void add_lat(int pod, uint64_t us, int n)
-{
-	uint64_t *h = kv_writer_pod_hist(w, pod, 0);
-
-	cr_assert_not_null(h);
-	for (int i = 0; i < n; i++)
-		kv_hist_add(h, us);
 }
 
 Test(metrics, histogram_buckets)
@@ -408,7 +367,7 @@ Test(metrics, histogram_buckets)
 	int a = kvidx_pod_add(w, "p", "m");
 	cr_assert_geq(kvidx_pod_add(w, "empty", "m"), 0);
 	for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
-		add_lat(a, samples[i].us, samples[i].n);
+		tu_add_latency(w, a, 0, samples[i].us, samples[i].n);
 		total += (uint64_t)samples[i].n;
 		true_sum += (double)samples[i].n * (double)samples[i].us / 1e6;
 	}
@@ -417,8 +376,8 @@ Test(metrics, histogram_buckets)
 
 	char *t = render();
 	assert_exposition(t);
-	assert_has(t, "# TYPE kvidx_pod_confirmation_latency_seconds histogram\n");
-	assert_has(t, "_sum is approximated from bucket midpoints");
+	tu_assert_has(t, "# TYPE kvidx_pod_confirmation_latency_seconds histogram\n");
+	tu_assert_has(t, "_sum is approximated from bucket midpoints");
 
 	double prev_le = -1;
 	uint64_t prev = 0, inf = 0;
@@ -450,7 +409,7 @@ Test(metrics, histogram_buckets)
 	snprintf(want, sizeof(want),
 		 "kvidx_pod_confirmation_latency_seconds_count{pod=\"p\",model=\"m\"} %" PRIu64 "\n",
 		 total);
-	assert_has(t, want);
+	tu_assert_has(t, want);
 	const char *sum = strstr(t, "kvidx_pod_confirmation_latency_seconds_sum{pod=\"p\",model="
 				    "\"m\"} ");
 	cr_assert_not_null(sum);
@@ -458,9 +417,10 @@ Test(metrics, histogram_buckets)
 	/* Midpoints are within 12.5% of any value in their bucket; the 90 s samples sit in the
 	 * open last bucket, counted at its lower bound (about 60 s). */
 	cr_assert(s > 0.8 * true_sum && s < 1.1 * true_sum, "sum %g, true %g", s, true_sum);
-	assert_has(t, "kvidx_pod_confirmation_latency_seconds_bucket{pod=\"empty\",model=\"m\","
-		      "le=\"+Inf\"} 0\n");
-	assert_has(t, "kvidx_pod_confirmation_latency_seconds_count{pod=\"empty\",model=\"m\"} 0\n");
+	tu_assert_has(t, "kvidx_pod_confirmation_latency_seconds_bucket{pod=\"empty\",model=\"m\","
+			 "le=\"+Inf\"} 0\n");
+	tu_assert_has(t, "kvidx_pod_confirmation_latency_seconds_count{pod=\"empty\",model=\"m\"} "
+			 "0\n");
 	free(t);
 }
 
@@ -477,17 +437,17 @@ Test(metrics, no_keys_in_output)
 
 	char *t = render();
 	assert_exposition(t);
-	assert_has(t, "kvidx_keys 2\n"); /* the keys are there, counted */
+	tu_assert_has(t, "kvidx_keys 2\n"); /* the keys are there, counted */
 	for (size_t i = 0; i < 2; i++) {
 		snprintf(hex[0], sizeof(hex[0]), "%" PRIx64, keys[i]);
 		snprintf(hex[1], sizeof(hex[1]), "%" PRIX64, keys[i]);
 		snprintf(hex[2], sizeof(hex[2]), "%" PRIu64, keys[i]);
 		for (int k = 0; k < 3; k++)
-			assert_lacks(t, hex[k]);
+			tu_assert_lacks(t, hex[k]);
 		snprintf(hex[0], sizeof(hex[0]), "%08" PRIx64, keys[i] >> 32);
-		assert_lacks(t, hex[0]);
+		tu_assert_lacks(t, hex[0]);
 	}
-	assert_lacks(t, "0x");
+	tu_assert_lacks(t, "0x");
 	free(t);
 }
 
@@ -506,20 +466,6 @@ Test(metrics, write_error_reported)
 
 /* ---- HTTP ---- */
 
-/* A port nothing listens on right now. */
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-	close(fd);
-	return ntohs(sa.sin_port);
-}
-
 /* Starts a server on 127.0.0.1 and returns its port. */
 static int start_server(const char *index)
 {
@@ -527,7 +473,7 @@ static int start_server(const char *index)
 	int rc = -EADDRINUSE, port = 0;
 
 	for (int tries = 0; tries < 5 && rc == -EADDRINUSE; tries++) {
-		port = free_port();
+		port = tu_free_port();
 		snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
 		rc = metrics_http_start(addr, index);
 	}
@@ -591,12 +537,12 @@ Test(metrics, http_serves_metrics)
 {
 	w = open_index();
 	int a = kvidx_pod_add(w, "10.0.0.1:8000", "llama-3");
-	set_ctr(a, KV_PC_speculations, 1000);
+	tu_set_pod_ctr(w, a, KV_PC_speculations, 1000);
 	int port = start_server(name);
 
 	char *resp = get(port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
 	cr_assert(!strncmp(resp, "HTTP/1.0 200 OK\r\n", 17), "%.300s", resp);
-	assert_has(resp, "\r\nContent-Type: text/plain; version=0.0.4");
+	tu_assert_has(resp, "\r\nContent-Type: text/plain; version=0.0.4");
 	char *body = strstr(resp, "\r\n\r\n");
 	cr_assert_not_null(body);
 	body += 4;
@@ -604,14 +550,16 @@ Test(metrics, http_serves_metrics)
 	cr_assert_not_null(cl);
 	cr_assert_eq(strtoul(cl + 18, NULL, 10), strlen(body));
 	assert_exposition(body);
-	assert_has(body, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1000\n");
+	tu_assert_has(body, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} "
+			    "1000\n");
 	free(resp);
 
 	/* Again (one connection at a time, the reader kept), with a query string, HTTP/1.0. */
-	set_ctr(a, KV_PC_speculations, 1001);
+	tu_set_pod_ctr(w, a, KV_PC_speculations, 1001);
 	resp = get(port, "GET /metrics?x=1 HTTP/1.0\n\n");
 	cr_assert(!strncmp(resp, "HTTP/1.0 200 OK\r\n", 17), "%.300s", resp);
-	assert_has(resp, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1001\n");
+	tu_assert_has(resp, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} "
+			    "1001\n");
 	free(resp);
 
 	resp = get(port, "HEAD /metrics HTTP/1.0\r\n\r\n");
@@ -628,7 +576,7 @@ Test(metrics, http_errors)
 
 	resp = get(port, "GET /other HTTP/1.0\r\n\r\n");
 	cr_assert(!strncmp(resp, "HTTP/1.0 404 Not Found\r\n", 24), "%.300s", resp);
-	assert_lacks(resp, "kvidx_");
+	tu_assert_lacks(resp, "kvidx_");
 	free(resp);
 	resp = get(port, "GET /metricsx HTTP/1.0\r\n\r\n");
 	cr_assert(!strncmp(resp, "HTTP/1.0 404 ", 13), "%.300s", resp);
@@ -638,7 +586,7 @@ Test(metrics, http_errors)
 	free(resp);
 	resp = get(port, "POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
 	cr_assert(!strncmp(resp, "HTTP/1.0 405 ", 13), "%.300s", resp);
-	assert_has(resp, "\r\nAllow: GET, HEAD\r\n");
+	tu_assert_has(resp, "\r\nAllow: GET, HEAD\r\n");
 	free(resp);
 	resp = get(port, "garbage\r\n\r\n");
 	cr_assert(!strncmp(resp, "HTTP/1.0 400 ", 13), "%.300s", resp);
@@ -684,13 +632,13 @@ Test(metrics, http_index_appears_later)
 
 	char *resp = get(port, "GET /metrics HTTP/1.0\r\n\r\n");
 	cr_assert(!strncmp(resp, "HTTP/1.0 503 ", 13), "%.300s", resp);
-	assert_has(resp, "cannot be read");
+	tu_assert_has(resp, "cannot be read");
 	free(resp);
 	w = open_index();
 	cr_assert_geq(kvidx_pod_add(w, "late", "m"), 0);
 	resp = get(port, "GET /metrics HTTP/1.0\r\n\r\n");
 	cr_assert(!strncmp(resp, "HTTP/1.0 200 OK\r\n", 17), "%.300s", resp);
-	assert_has(resp, "kvidx_pod_speculations{pod=\"late\",model=\"m\"} 0\n");
+	tu_assert_has(resp, "kvidx_pod_speculations{pod=\"late\",model=\"m\"} 0\n");
 	free(resp);
 }
 
@@ -711,7 +659,7 @@ Test(metrics, http_loopback_only)
 
 	/* Other loopback forms are served. */
 	char addr[64];
-	int port = free_port();
+	int port = tu_free_port();
 	snprintf(addr, sizeof(addr), "localhost:%d", port);
 	cr_assert_eq(metrics_http_start(addr, name), 0, "%s", addr);
 	char *resp = get(port, "GET /other HTTP/1.0\r\n\r\n");
@@ -719,7 +667,7 @@ Test(metrics, http_loopback_only)
 	free(resp);
 	/* The same port again: in use. */
 	cr_assert_eq(metrics_http_start(addr, name), -EADDRINUSE);
-	snprintf(addr, sizeof(addr), "[::1]:%d", free_port());
+	snprintf(addr, sizeof(addr), "[::1]:%d", tu_free_port());
 	int rc = metrics_http_start(addr, name);
 	cr_assert(rc == 0 || rc == -EADDRNOTAVAIL || rc == -EAFNOSUPPORT, "%s: %s", addr,
 		  strerror(-rc));
@@ -727,64 +675,23 @@ Test(metrics, http_loopback_only)
 
 /* ---- kvidx-dump --prometheus ---- */
 
-struct run {
-	int status;
-	char *out;
-};
-
-static struct run run_dump(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static struct run run_dump(const char *fmt, ...)
-{
-	const char *bin = getenv("KVIDX_BIN");
-	char cmd[4096], args[2048];
-	struct run r = { 0 };
-	size_t cap = 1 << 16, len = 0;
-	va_list ap;
-
-	cr_assert(bin && *bin,
-		  "KVIDX_BIN is not set: run the tests through `make test`, or set KVIDX_BIN to "
-		  "the directory holding the kvidx-dump binary");
-	cr_assert(!strchr(bin, '\''), "KVIDX_BIN contains a single quote: %s", bin);
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof(cmd), "'%s/kvidx-dump' %s", bin, args);
-	r.out = malloc(cap);
-	cr_assert_not_null(r.out);
-	FILE *p = popen(cmd, "r");
-	cr_assert_not_null(p);
-	for (;;) {
-		if (cap - len < 2) {
-			cap *= 2;
-			r.out = realloc(r.out, cap);
-			cr_assert_not_null(r.out);
-		}
-		size_t got = fread(r.out + len, 1, cap - len - 1, p);
-		if (!got)
-			break;
-		len += got;
-	}
-	r.out[len] = '\0';
-	int st = pclose(p);
-	cr_assert(st != -1 && WIFEXITED(st), "%s: did not exit normally", cmd);
-	r.status = WEXITSTATUS(st);
-	return r;
-}
+#define run_dump(...) tu_run_tool("kvidx-dump", __VA_ARGS__)
 
 Test(metrics, dump_prometheus)
 {
 	w = open_index();
 	int a = kvidx_pod_add(w, "10.0.0.1:8000", "llama-3");
-	set_ctr(a, KV_PC_stale_expiries, 4);
-	add_lat(a, 180000, 10);
+	tu_set_pod_ctr(w, a, KV_PC_stale_expiries, 4);
+	tu_add_latency(w, a, 0, 180000, 10);
 
-	struct run r = run_dump("--name %s --prometheus", name);
+	struct tu_run r = run_dump("--name %s --prometheus", name);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	assert_exposition(r.out);
-	assert_has(r.out, "kvidx_pod_stale_expiries{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 4\n");
-	assert_has(r.out, "kvidx_pod_confirmation_latency_seconds_count{pod=\"10.0.0.1:8000\","
-			  "model=\"llama-3\"} 10\n");
-	assert_lacks(r.out, "index ");
+	tu_assert_has(r.out, "kvidx_pod_stale_expiries{pod=\"10.0.0.1:8000\",model=\"llama-3\"} "
+			     "4\n");
+	tu_assert_has(r.out, "kvidx_pod_confirmation_latency_seconds_count{pod=\"10.0.0.1:8000\","
+			     "model=\"llama-3\"} 10\n");
+	tu_assert_lacks(r.out, "index ");
 	free(r.out);
 
 	static const char *bad[] = { "--prometheus --json", "--json --prometheus",
@@ -792,18 +699,18 @@ Test(metrics, dump_prometheus)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		r = run_dump("--name %s %s 2>&1", name, bad[i]);
 		cr_assert_eq(r.status, 2, "%s: exit %d", bad[i], r.status);
-		assert_has(r.out, "--prometheus prints every metric on its own");
+		tu_assert_has(r.out, "--prometheus prints every metric on its own");
 		free(r.out);
 	}
 	r = run_dump("--help");
 	cr_assert_eq(r.status, 0);
-	assert_has(r.out, "  --prometheus ");
+	tu_assert_has(r.out, "  --prometheus ");
 	free(r.out);
 
 	kvidx_writer_close(w, true);
 	w = NULL;
 	r = run_dump("--name %s --prometheus 2>&1", name);
 	cr_assert_eq(r.status, 1, "%s", r.out);
-	assert_has(r.out, "not found");
+	tu_assert_has(r.out, "not found");
 	free(r.out);
 }

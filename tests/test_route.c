@@ -11,6 +11,7 @@
 
 #include "hist.h"
 #include "internal.h"
+#include "util_index.h"
 
 static char name[64];
 static struct kvidx *w;
@@ -18,11 +19,10 @@ static struct kvidx_reader *r;
 
 static void setup(void)
 {
-	static int n;
 	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 1000,
 							     .ring_entries = 64 } };
 
-	snprintf(name, sizeof(name), "t-route-%d-%d", getpid(), n++);
+	tu_index_name(name, sizeof(name), "route");
 	w = kvidx_writer_open(&o);
 	cr_assert_not_null(w, "%s", kvidx_strerror(-errno));
 	r = kvidx_reader_open(name);

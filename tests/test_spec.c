@@ -8,9 +8,8 @@
  * name unique to the test, a publisher in the test (an XPUB bound on 127.0.0.1, events built
  * with the wire encoder) and the test itself as the router: kvidx_commit and
  * kvidx_report_outcome on its reader handle, kvidx_lookup to see what routers see, and the
- * pod's counters and histograms through inspect.h. The publisher and daemon helpers are a
- * trimmed copy of test_ingest.c's (the Makefile builds only tests/test_*.c, so they cannot be
- * shared through another file).
+ * pod's counters and histograms through inspect.h. The publisher and daemon helpers are
+ * test_ingest.c's, from util_ingestd.c.
  *
  * TTLs and windows are short (100 ms .. 1 s) and every wait polls until a deadline (5 s);
  * the only fixed waits are the ones that prove something does NOT happen within a period.
@@ -19,14 +18,10 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -39,6 +34,9 @@
 #include "kvidx.h"
 #include "layout.h"
 #include "spec.h"
+#include "util_index.h"
+#include "util_ingestd.h"
+#include "util_run.h"
 #include "wire.h"
 
 #define MODEL "test-model"
@@ -48,135 +46,22 @@
 #define MS 1000000ull
 #define DEADLINE_NS 5000000000ull
 
-struct pub {
-	void *xpub;
-	char ep[128];
-	char topic[128];
-	uint64_t next_seq;
-	struct kvw_enc enc;
-};
-
-static char name[64], logpath[256];
-static void *zctx;
-static pid_t child = -1;
-static struct kvidx_reader *rd;
-static struct pub pubs[2];
-static int npubs;
-
 static void setup(void)
 {
-	static int n;
-
-	snprintf(name, sizeof(name), "t-spec-%d-%d", getpid(), n++);
-	snprintf(logpath, sizeof(logpath), "/tmp/%s.log", name);
-	zctx = zmq_ctx_new();
-	child = -1;
-	rd = NULL;
-	npubs = 0;
-	memset(pubs, 0, sizeof(pubs));
+	tu_ingestd_setup("spec");
 }
 
-static void teardown(void)
-{
-	char path[128];
-	int zero = 0;
-
-	if (child > 0) {
-		kill(child, SIGKILL);
-		waitpid(child, NULL, 0);
-		child = -1;
-	}
-	if (rd)
-		kvidx_reader_close(rd);
-	for (int i = 0; i < npubs; i++) {
-		if (pubs[i].xpub) {
-			zmq_setsockopt(pubs[i].xpub, ZMQ_LINGER, &zero, sizeof(zero));
-			zmq_close(pubs[i].xpub);
-		}
-		kvw_enc_free(&pubs[i].enc);
-	}
-	zmq_ctx_term(zctx);
-	snprintf(path, sizeof(path), "/%s", name);
-	shm_unlink(path);
-	for (int g = 1; g <= 3; g++) {
-		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
-		shm_unlink(path);
-	}
-	if (!getenv("KVIDX_KEEP_LOGS"))
-		unlink(logpath);
-}
-
-TestSuite(spec, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(spec, .init = setup, .fini = tu_ingestd_teardown, .timeout = 30);
 
 /* ---- publisher, daemon, waiting ------------------------------------------------------------ */
 
-static struct pub *pub_open(const char *pod)
+/* A fake pod named pod, on the test's model. */
+static struct tu_pub *pub_open(const char *pod)
 {
-	struct pub *p = &pubs[npubs++];
-	size_t len = sizeof(p->ep);
-	int zero = 0, one = 1;
+	char topic[128];
 
-	snprintf(p->topic, sizeof(p->topic), "kv@%s@%s", pod, MODEL);
-	kvw_enc_init(&p->enc);
-	p->xpub = zmq_socket(zctx, ZMQ_XPUB);
-	cr_assert(p->xpub);
-	zmq_setsockopt(p->xpub, ZMQ_SNDHWM, &zero, sizeof(zero));
-	zmq_setsockopt(p->xpub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
-	cr_assert_eq(zmq_bind(p->xpub, "tcp://127.0.0.1:*"), 0, "bind: %s", zmq_strerror(errno));
-	zmq_getsockopt(p->xpub, ZMQ_LAST_ENDPOINT, p->ep, &len);
-	return p;
-}
-
-static void pump(int ms)
-{
-	int status;
-
-	if (child > 0 && waitpid(child, &status, WNOHANG) == child) {
-		child = -1;
-		cr_assert_fail("kvidx-ingestd exited early (status %#x); log: %s", status, logpath);
-	}
-	usleep((useconds_t)ms * 1000);
-}
-
-/* Polls cond every 2 ms for up to 5 s. */
-#define EVENTUALLY(cond, ...)                                                                \
-	do {                                                                                 \
-		uint64_t dl_ = kvidx_now_ns() + DEADLINE_NS;                                 \
-		while (!(cond)) {                                                            \
-			if (kvidx_now_ns() > dl_)                                            \
-				cr_assert_fail(__VA_ARGS__);                                 \
-			pump(2);                                                             \
-		}                                                                            \
-	} while (0)
-
-static void pub_wait_subscribed(struct pub *p)
-{
-	zmq_pollitem_t it = { .socket = p->xpub, .events = ZMQ_POLLIN };
-	uint64_t dl = kvidx_now_ns() + DEADLINE_NS;
-
-	for (;;) {
-		if (zmq_poll(&it, 1, 10) > 0) {
-			char buf[64];
-			int n = zmq_recv(p->xpub, buf, sizeof(buf), 0);
-			if (n >= 1 && buf[0] == 1)
-				return;
-			continue;
-		}
-		cr_assert(kvidx_now_ns() < dl, "no subscription at %s; log: %s", p->ep, logpath);
-		pump(0);
-	}
-}
-
-static const char *bin_path(void)
-{
-	static char path[4096];
-	const char *dir = getenv("KVIDX_BIN");
-
-	if (!dir || !*dir)
-		cr_assert_fail("KVIDX_BIN is not set: run as KVIDX_BIN=$PWD/build/bin test_kvidx");
-	snprintf(path, sizeof(path), "%s/kvidx-ingestd", dir);
-	cr_assert_eq(access(path, X_OK), 0, "%s is not executable: %s", path, strerror(errno));
-	return path;
+	snprintf(topic, sizeof(topic), "kv@%s@%s", pod, MODEL);
+	return tu_pub_open(topic);
 }
 
 /* Starts kvidx-ingestd on the open publishers (pods pinned by name=) plus extra flags, and
@@ -186,18 +71,13 @@ static void start_args(const char *const *extra)
 	const char *argv[64];
 	char specs[2][512];
 	int n = 0;
-	const char *bin = bin_path();
 
-	argv[n++] = bin;
-	argv[n++] = "--name";
-	argv[n++] = name;
-	argv[n++] = "--log-level";
-	argv[n++] = "debug";
 	argv[n++] = "--capacity";
 	argv[n++] = "16k";
-	for (int i = 0; i < npubs; i++) {
-		const char *pod = strchr(pubs[i].topic, '@') + 1;
-		snprintf(specs[i], sizeof(specs[i]), "%s,name=%.*s", pubs[i].ep,
+	for (int i = 0; i < tu_ing.npubs; i++) {
+		const struct tu_pub *p = &tu_ing.pubs[i];
+		const char *pod = strchr(p->topic, '@') + 1;
+		snprintf(specs[i], sizeof(specs[i]), "%s,name=%.*s", p->ep,
 			 (int)(strchr(pod, '@') - pod), pod);
 		argv[n++] = "--pod";
 		argv[n++] = specs[i];
@@ -207,57 +87,26 @@ static void start_args(const char *const *extra)
 		argv[n++] = extra[i];
 	}
 	argv[n] = NULL;
-	child = fork();
-	cr_assert(child >= 0);
-	if (child == 0) {
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	uint64_t dl = kvidx_now_ns() + DEADLINE_NS;
-	while (!(rd = kvidx_reader_open(name))) {
-		cr_assert(kvidx_now_ns() < dl, "index %s never appeared; log: %s", name, logpath);
-		pump(5);
-	}
-	for (int i = 0; i < npubs; i++)
-		pub_wait_subscribed(&pubs[i]);
+	tu_ingestd_start(argv);
+	for (int i = 0; i < tu_ing.npubs; i++)
+		tu_pub_wait_subscribed(&tu_ing.pubs[i]);
 }
 
 #define START(...) start_args((const char *const[]){ __VA_ARGS__, NULL })
 
 /* ---- the index as a router sees it ------------------------------------------------------------ */
 
-static uint64_t ctr(int pod, enum kv_pod_ctr c)
-{
-	const struct kv_view *v = kv_reader_view(rd);
-
-	cr_assert(pod >= 0 && (uint32_t)pod < v->max_pods);
-	return ld_relaxed(&v->pods[pod].pd_ctr[c]);
-}
-
 static uint64_t stat_of(size_t off)
 {
-	const struct kv_view *v = kv_reader_view(rd);
+	const struct kv_view *v = kv_reader_view(tu_ing.rd);
 
 	return ld_relaxed((const uint64_t *)((const char *)v->st + off));
 }
 #define STAT(f) stat_of(offsetof(struct kvidx_stats, f))
 
-static bool paused_flag(int pod)
-{
-	const struct kv_view *v = kv_reader_view(rd);
-
-	return KV_POD_FLAGS(ld_acquire(&v->pods[pod].pd_word)) & KV_POD_SPEC_PAUSED;
-}
-
 static const uint64_t *hist(int pod, int which)
 {
-	return kv_view_pod_hist(kv_reader_view(rd), pod, which);
+	return kv_view_pod_hist(kv_reader_view(tu_ing.rd), pod, which);
 }
 
 /* Waits until pod is registered, connected and its speculation not paused. */
@@ -265,40 +114,18 @@ static int ready_pod(const char *pod)
 {
 	int idx;
 
-	EVENTUALLY((idx = kvidx_reader_pod_find(rd, pod)) >= 0, "pod %s never registered; log: %s",
-		   pod, logpath);
-	EVENTUALLY(ctr(idx, KV_PC_connected) == 1 && !paused_flag(idx) &&
-			   ctr(idx, KV_PC_spec_paused) == 0,
-		   "pod %s never connected and fresh; log: %s", pod, logpath);
+	TU_EVENTUALLY((idx = kvidx_reader_pod_find(tu_ing.rd, pod)) >= 0,
+		      "pod %s never registered; log: %s", pod, tu_ing.log);
+	TU_EVENTUALLY(tu_ctr(idx, KV_PC_connected) == 1 && !tu_pod_paused(tu_ing.rd, idx) &&
+			      tu_ctr(idx, KV_PC_spec_paused) == 0,
+		      "pod %s never connected and fresh; log: %s", pod, tu_ing.log);
 	return idx;
 }
 
-enum { ABSENT = 0, SPEC = 1, CONF = 2 };
-
-/* What a router sees of key on pod: absent, a (live) prediction, or confirmed. */
-static int seen_by(struct kvidx_reader *r, uint64_t key, int pod, struct kvidx_rec *out)
-{
-	struct kvidx_rec recs[16];
-	int n;
-
-	do
-		n = kvidx_lookup(r, key, recs, 16);
-	while (n == -KVIDX_ERETRY);
-	if (n < 0)
-		return -1;
-	for (int i = 0; i < n; i++) {
-		if (recs[i].pod != pod)
-			continue;
-		if (out)
-			*out = recs[i];
-		return recs[i].speculative ? SPEC : CONF;
-	}
-	return ABSENT;
-}
-
+/* What a router sees of key on pod: TU_ABSENT, a live prediction (TU_SPEC), or TU_CONF. */
 static int seen(uint64_t key, int pod)
 {
-	return seen_by(rd, key, pod, NULL);
+	return tu_rec_state(tu_ing.rd, key, pod, NULL);
 }
 
 static void commit(uint64_t corr, int pod, int prefill, const uint64_t *keys, size_t n,
@@ -308,80 +135,21 @@ static void commit(uint64_t corr, int pod, int prefill, const uint64_t *keys, si
 				  .keys = keys, .nkeys = n, .matched_blocks = matched,
 				  .matched_spec = mspec };
 
-	cr_assert_eq(kvidx_commit(rd, &rt), 0);
+	cr_assert_eq(kvidx_commit(tu_ing.rd, &rt), 0);
 }
 
 /* ---- events ------------------------------------------------------------------------------------ */
 
-static uint32_t tokbuf[8][1024];
-static int tokn;
-
-static const uint32_t *toks(uint32_t base, size_t n)
-{
-	uint32_t *t = tokbuf[tokn++ % 8];
-
-	cr_assert(n <= 1024);
-	for (size_t i = 0; i < n; i++)
-		t[i] = base + (uint32_t)i;
-	return t;
-}
-
-/* Request keys of a prompt from the model's root, as a router computes them. */
-static size_t keys_of(const uint32_t *tok, size_t n, uint64_t *out)
-{
-	uint64_t root = kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", MODEL);
-
-	return kvidx_key_chain(KVIDX_KEY_CBOR_FNV, root, tok, n, BS, out, 64);
-}
-
-static struct kvw_event stored(const uint64_t *h, size_t nh, const uint32_t *tok)
-{
-	struct kvw_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.type = KVW_BLOCK_STORED;
-	ev.hashes = h;
-	ev.nhashes = nh;
-	ev.tokens = tok;
-	ev.ntokens = nh * BS;
-	ev.block_size = BS;
-	return ev;
-}
-
-/* Publishes events as the next batch. */
-static void pub_events(struct pub *p, const struct kvw_event *ev, size_t n)
-{
-	struct kvw_enc_opts o = { 0 };
-	const void *buf;
-	size_t len;
-	unsigned char seq8[8];
-
-	kvw_enc_begin(&p->enc, &o, 1.5, n, true, 0);
-	for (size_t i = 0; i < n; i++)
-		kvw_enc_event(&p->enc, &ev[i]);
-	cr_assert_eq(kvw_enc_end(&p->enc, &buf, &len), 0, "encoder");
-	kvw_seq_put(seq8, p->next_seq++);
-	cr_assert(zmq_send(p->xpub, p->topic, strlen(p->topic), ZMQ_SNDMORE) >= 0);
-	cr_assert(zmq_send(p->xpub, seq8, 8, ZMQ_SNDMORE) >= 0);
-	cr_assert(zmq_send(p->xpub, buf, len, 0) >= 0);
-}
-
 /* One BlockStored of the blocks of tok[0..nblocks*BS) from the root (engine hashes h0...). */
-static void pub_prompt(struct pub *p, uint64_t h0, const uint32_t *tok, size_t nblocks)
+static void pub_prompt(struct tu_pub *p, uint64_t h0, const uint32_t *tok, size_t nblocks)
 {
 	uint64_t h[64];
 
 	cr_assert(nblocks <= 64);
 	for (size_t i = 0; i < nblocks; i++)
 		h[i] = h0 + i;
-	struct kvw_event ev = stored(h, nblocks, tok);
-	pub_events(p, &ev, 1);
-}
-
-static void wait_batches(int pod, uint64_t n)
-{
-	EVENTUALLY(ctr(pod, KV_PC_batches) >= n, "only %llu of %llu batches applied; log: %s",
-		   (unsigned long long)ctr(pod, KV_PC_batches), (unsigned long long)n, logpath);
+	struct kvw_event ev = tu_stored(h, nblocks, false, 0, tok, nblocks * BS, BS);
+	tu_pub_events(p, &ev, 1);
 }
 
 /* The one non-empty bucket of a histogram holding exactly one sample. */
@@ -408,28 +176,29 @@ Test(spec, commit_predicts_for_other_processes_and_prefill_pod)
 	pub_open(POD_B);
 	START("--ttl", "2s");
 	int a = ready_pod(POD_A), b = ready_pod(POD_B);
-	cr_assert_eq(ctr(a, KV_PC_ttl_ms), 2000);
-	cr_assert_eq(keys_of(toks(1000, 4 * BS), 4 * BS, k), 4);
+	cr_assert_eq(tu_ctr(a, KV_PC_ttl_ms), 2000);
+	cr_assert_eq(tu_keys_of(MODEL, 0, tu_toks(1000, 4 * BS), 4 * BS, k), 4);
 	uint64_t t0 = kvidx_now_ns();
 	commit(1, a, b, k, 4, 0, 0);
-	EVENTUALLY(ctr(a, KV_PC_speculations) == 4 && ctr(b, KV_PC_speculations) == 4,
-		   "predictions not made (a %llu, b %llu); log: %s",
-		   (unsigned long long)ctr(a, KV_PC_speculations),
-		   (unsigned long long)ctr(b, KV_PC_speculations), logpath);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_speculations) == 4 && tu_ctr(b, KV_PC_speculations) == 4,
+		      "predictions not made (a %llu, b %llu); log: %s",
+		      (unsigned long long)tu_ctr(a, KV_PC_speculations),
+		      (unsigned long long)tu_ctr(b, KV_PC_speculations), tu_ing.log);
 
 	/* Another process (a router worker) sees them, with the TTL from the commit time. */
 	fflush(NULL);
 	pid_t c = fork();
 	cr_assert(c >= 0);
 	if (c == 0) {
-		struct kvidx_reader *r2 = kvidx_reader_open(name);
+		struct kvidx_reader *r2 = kvidx_reader_open(tu_ing.name);
 		struct kvidx_rec rec;
 		if (!r2)
 			_exit(2);
 		for (int i = 0; i < 4; i++) {
-			if (seen_by(r2, k[i], a, &rec) != SPEC || rec.expires_ns - rec.t_ns != 2000 * MS)
+			if (tu_rec_state(r2, k[i], a, &rec) != TU_SPEC ||
+			    rec.expires_ns - rec.t_ns != 2000 * MS)
 				_exit(3);
-			if (seen_by(r2, k[i], b, NULL) != SPEC)
+			if (tu_rec_state(r2, k[i], b, NULL) != TU_SPEC)
 				_exit(4);
 		}
 		kvidx_reader_close(r2);
@@ -440,12 +209,12 @@ Test(spec, commit_predicts_for_other_processes_and_prefill_pod)
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		  "the other process did not see the predictions (status %#x)", st);
 	/* Route counters go to the chosen (decode) pod only. */
-	cr_assert_eq(ctr(a, KV_PC_routes_nomatch), 1);
-	cr_assert_eq(ctr(a, KV_PC_routes_predicted) + ctr(a, KV_PC_routes_confirmed), 0);
-	cr_assert_eq(ctr(b, KV_PC_routes_nomatch), 0);
-	uint64_t lr = ctr(a, KV_PC_last_route_ns);
+	cr_assert_eq(tu_ctr(a, KV_PC_routes_nomatch), 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_routes_predicted) + tu_ctr(a, KV_PC_routes_confirmed), 0);
+	cr_assert_eq(tu_ctr(b, KV_PC_routes_nomatch), 0);
+	uint64_t lr = tu_ctr(a, KV_PC_last_route_ns);
 	cr_assert(lr >= t0 && lr <= kvidx_now_ns(), "last_route_ns %llu", (unsigned long long)lr);
-	cr_assert_eq(ctr(b, KV_PC_last_route_ns), lr, "prefill pod's last_route_ns");
+	cr_assert_eq(tu_ctr(b, KV_PC_last_route_ns), lr, "prefill pod's last_route_ns");
 	cr_assert_eq(STAT(spec_records), 8);
 }
 
@@ -453,28 +222,28 @@ Test(spec, commit_predicts_for_other_processes_and_prefill_pod)
 
 Test(spec, block_stored_confirms_and_records_latency)
 {
-	struct pub *p = pub_open(POD_A);
-	const uint32_t *t = toks(2000, 2 * BS);
+	struct tu_pub *p = pub_open(POD_A);
+	const uint32_t *t = tu_toks(2000, 2 * BS);
 	uint64_t k[2];
 	const uint64_t delay = 150 * MS;
 
 	START("--ttl", "2s");
 	int a = ready_pod(POD_A);
-	keys_of(t, 2 * BS, k);
+	tu_keys_of(MODEL, 0, t, 2 * BS, k);
 	uint64_t t_before = kvidx_now_ns();
 	commit(7, a, -1, k, 2, 0, 0);
 	uint64_t t_after = kvidx_now_ns();
-	EVENTUALLY(seen(k[1], a) == SPEC, "prediction not visible; log: %s", logpath);
+	TU_EVENTUALLY(seen(k[1], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);
 	while (kvidx_now_ns() < t_after + delay)
-		pump(1);
+		tu_pump(1);
 	pub_prompt(p, 500, t, 2);
-	EVENTUALLY(seen(k[0], a) == CONF && seen(k[1], a) == CONF, "not confirmed; log: %s",
-		   logpath);
+	TU_EVENTUALLY(seen(k[0], a) == TU_CONF && seen(k[1], a) == TU_CONF,
+		      "not confirmed; log: %s", tu_ing.log);
 	uint64_t t_seen = kvidx_now_ns();
-	wait_batches(a, 1);
-	cr_assert_eq(ctr(a, KV_PC_confirmed_in_time), 2);
-	cr_assert_eq(ctr(a, KV_PC_late_confirmations), 0);
-	cr_assert_eq(ctr(a, KV_PC_early_expiries), 0);
+	tu_wait_batches(a, 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_confirmed_in_time), 2);
+	cr_assert_eq(tu_ctr(a, KV_PC_late_confirmations), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_early_expiries), 0);
 	/* One sample per route, in both histograms, in the bucket of the delay. */
 	for (int which = 0; which < 2; which++) {
 		unsigned bk = only_bucket(hist(a, which));
@@ -499,134 +268,137 @@ Test(spec, readers_stop_trusting_at_ttl_and_reaper_removes)
 	int a = ready_pod(POD_A);
 	commit(1, a, -1, k, 1, 0, 0);
 	uint64_t t_after = kvidx_now_ns();
-	EVENTUALLY(seen(k[0], a) == SPEC, "prediction not visible; log: %s", logpath);
-	cr_assert_eq(ctr(a, KV_PC_speculations), 1);
+	TU_EVENTUALLY(seen(k[0], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_speculations), 1);
 	/* Just past the TTL a reader no longer trusts it, whether or not the reaper came by. */
 	while (kvidx_now_ns() < t_after + 300 * MS + MS)
 		usleep(200);
-	cr_assert_eq(seen(k[0], a), ABSENT, "expired prediction still trusted");
-	EVENTUALLY(STAT(expirations) == 1 && STAT(spec_records) == 0,
-		   "reaper did not remove the expired prediction; log: %s", logpath);
-	cr_assert_eq(ctr(a, KV_PC_stale_expiries), 0, "stale before the late window ended");
-	cr_assert_eq(ctr(a, KV_PC_early_expiries), 0);
+	cr_assert_eq(seen(k[0], a), TU_ABSENT, "expired prediction still trusted");
+	TU_EVENTUALLY(STAT(expirations) == 1 && STAT(spec_records) == 0,
+		      "reaper did not remove the expired prediction; log: %s", tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_stale_expiries), 0, "stale before the late window ended");
+	cr_assert_eq(tu_ctr(a, KV_PC_early_expiries), 0);
 }
 
 Test(spec, expired_but_not_reaped_confirmation_is_late)
 {
-	struct pub *p = pub_open(POD_A);
-	const uint32_t *t = toks(3000, BS);
+	struct tu_pub *p = pub_open(POD_A);
+	const uint32_t *t = tu_toks(3000, BS);
 	uint64_t k[1];
 
 	/* The reaper wakes at start and then not for a minute: the record stays, expired. */
 	START("--ttl", "200ms", "--reap-interval", "60s");
 	int a = ready_pod(POD_A);
-	keys_of(t, BS, k);
+	tu_keys_of(MODEL, 0, t, BS, k);
 	commit(1, a, -1, k, 1, 0, 0);
 	uint64_t t_after = kvidx_now_ns();
-	EVENTUALLY(seen(k[0], a) == SPEC, "prediction not visible; log: %s", logpath);
+	TU_EVENTUALLY(seen(k[0], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);
 	while (kvidx_now_ns() < t_after + 200 * MS + MS)
 		usleep(200);
-	cr_assert_eq(seen(k[0], a), ABSENT, "expired prediction still trusted");
+	cr_assert_eq(seen(k[0], a), TU_ABSENT, "expired prediction still trusted");
 	cr_assert_eq(STAT(spec_records), 1, "the record should still be in the table");
 	cr_assert_eq(STAT(expirations), 0);
 	pub_prompt(p, 600, t, 1);
-	EVENTUALLY(seen(k[0], a) == CONF, "not confirmed; log: %s", logpath);
-	wait_batches(a, 1);
-	cr_assert_eq(ctr(a, KV_PC_late_confirmations), 1);
-	cr_assert_eq(ctr(a, KV_PC_early_expiries), 1);
-	cr_assert_eq(ctr(a, KV_PC_confirmed_in_time), 0);
-	cr_assert_eq(ctr(a, KV_PC_stale_expiries), 0);
+	TU_EVENTUALLY(seen(k[0], a) == TU_CONF, "not confirmed; log: %s", tu_ing.log);
+	tu_wait_batches(a, 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_late_confirmations), 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_early_expiries), 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_confirmed_in_time), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_stale_expiries), 0);
 	unsigned bk = only_bucket(hist(a, 0));
 	cr_assert(kv_hist_upper(bk) >= 200000, "late latency below the TTL");
 }
 
 Test(spec, confirmation_within_late_window_is_early_expiry)
 {
-	struct pub *p = pub_open(POD_A);
-	const uint32_t *t = toks(4000, BS);
+	struct tu_pub *p = pub_open(POD_A);
+	const uint32_t *t = tu_toks(4000, BS);
 	uint64_t k[1];
 
 	START("--ttl", "300ms", "--late-window", "3s", "--reap-pass", "100ms");
 	int a = ready_pod(POD_A);
-	keys_of(t, BS, k);
+	tu_keys_of(MODEL, 0, t, BS, k);
 	commit(1, a, -1, k, 1, 0, 0);
-	EVENTUALLY(STAT(expirations) == 1, "prediction never reaped; log: %s", logpath);
-	cr_assert_eq(seen(k[0], a), ABSENT);
+	TU_EVENTUALLY(STAT(expirations) == 1, "prediction never reaped; log: %s", tu_ing.log);
+	cr_assert_eq(seen(k[0], a), TU_ABSENT);
 	pub_prompt(p, 700, t, 1);
-	EVENTUALLY(ctr(a, KV_PC_late_confirmations) == 1, "late confirmation not counted; log: %s",
-		   logpath);
-	cr_assert_eq(ctr(a, KV_PC_early_expiries), 1);
-	cr_assert_eq(ctr(a, KV_PC_confirmed_in_time), 0);
-	cr_assert_eq(seen(k[0], a), CONF);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_late_confirmations) == 1,
+		      "late confirmation not counted; log: %s", tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_early_expiries), 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_confirmed_in_time), 0);
+	cr_assert_eq(seen(k[0], a), TU_CONF);
 	unsigned bk = only_bucket(hist(a, 0));
 	cr_assert(kv_hist_upper(bk) >= 300000, "late latency below the TTL");
-	cr_assert_eq(ctr(a, KV_PC_stale_expiries), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_stale_expiries), 0);
 }
 
 Test(spec, repeated_expiries_are_all_confirmed_late)
 {
-	struct pub *p = pub_open(POD_A);
-	const uint32_t *t = toks(4500, BS);
+	struct tu_pub *p = pub_open(POD_A);
+	const uint32_t *t = tu_toks(4500, BS);
 	uint64_t k[1];
 
 	/* The same block predicted twice, each prediction expiring before the (slow) event:
 	 * the one BlockStored confirms both, so both are early, neither stale (seed). */
 	START("--ttl", "200ms", "--late-window", "3s", "--reap-pass", "100ms");
 	int a = ready_pod(POD_A);
-	keys_of(t, BS, k);
+	tu_keys_of(MODEL, 0, t, BS, k);
 	commit(1, a, -1, k, 1, 0, 0);
-	EVENTUALLY(STAT(expirations) == 1, "first prediction never reaped; log: %s", logpath);
+	TU_EVENTUALLY(STAT(expirations) == 1, "first prediction never reaped; log: %s", tu_ing.log);
 	commit(2, a, -1, k, 1, 0, 0);
-	EVENTUALLY(ctr(a, KV_PC_speculations) == 2, "second prediction not made; log: %s",
-		   logpath);
-	EVENTUALLY(STAT(expirations) == 2, "second prediction never reaped; log: %s", logpath);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_speculations) == 2, "second prediction not made; log: %s",
+		      tu_ing.log);
+	TU_EVENTUALLY(STAT(expirations) == 2, "second prediction never reaped; log: %s",
+		      tu_ing.log);
 	pub_prompt(p, 750, t, 1);
-	EVENTUALLY(ctr(a, KV_PC_late_confirmations) == 2, "late confirmations %llu; log: %s",
-		   (unsigned long long)ctr(a, KV_PC_late_confirmations), logpath);
-	cr_assert_eq(ctr(a, KV_PC_early_expiries), 2);
-	cr_assert_eq(ctr(a, KV_PC_stale_expiries), 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_late_confirmations) == 2, "late confirmations %llu; log: %s",
+		      (unsigned long long)tu_ctr(a, KV_PC_late_confirmations), tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_early_expiries), 2);
+	cr_assert_eq(tu_ctr(a, KV_PC_stale_expiries), 0);
 	/* Two routes, two latency samples. */
 	cr_assert_eq(kv_hist_count(hist(a, 0)), 2);
 }
 
 Test(spec, no_confirmation_within_window_is_stale_expiry)
 {
-	struct pub *p = pub_open(POD_A);
-	const uint32_t *t = toks(5000, BS);
+	struct tu_pub *p = pub_open(POD_A);
+	const uint32_t *t = tu_toks(5000, BS);
 	uint64_t k[1];
 
 	START("--ttl", "300ms", "--late-window", "500ms", "--reap-pass", "100ms");
 	int a = ready_pod(POD_A);
-	keys_of(t, BS, k);
+	tu_keys_of(MODEL, 0, t, BS, k);
 	uint64_t t0 = kvidx_now_ns();
 	commit(1, a, -1, k, 1, 0, 0);
-	EVENTUALLY(ctr(a, KV_PC_stale_expiries) == 1, "stale expiry not counted; log: %s", logpath);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_stale_expiries) == 1, "stale expiry not counted; log: %s",
+		      tu_ing.log);
 	cr_assert(kvidx_now_ns() - t0 >= 800 * MS, "stale before TTL + window");
-	cr_assert_eq(ctr(a, KV_PC_early_expiries), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_early_expiries), 0);
 	/* A confirmation after the window is just a store, not a late confirmation. */
 	pub_prompt(p, 800, t, 1);
-	wait_batches(a, 1);
-	cr_assert_eq(ctr(a, KV_PC_late_confirmations), 0);
-	cr_assert_eq(ctr(a, KV_PC_early_expiries), 0);
+	tu_wait_batches(a, 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_late_confirmations), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_early_expiries), 0);
 	cr_assert_eq(kv_hist_count(hist(a, 0)), 0);
 }
 
 /* ---- adaptive TTL ------------------------------------------------------------------------------------ */
 
 /* Makes n routes on pod, each one block, confirmed at once: n fast latency samples. */
-static void fast_samples(struct pub *p, int pod, uint32_t base, int n, uint64_t *batches)
+static void fast_samples(struct tu_pub *p, int pod, uint32_t base, int n, uint64_t *batches)
 {
 	uint64_t k[1];
 
 	for (int i = 0; i < n; i++) {
-		const uint32_t *t = toks(base + (uint32_t)i * 100, BS);
-		keys_of(t, BS, k);
+		const uint32_t *t = tu_toks(base + (uint32_t)i * 100, BS);
+		tu_keys_of(MODEL, 0, t, BS, k);
 		commit((uint64_t)base + (uint64_t)i, pod, -1, k, 1, 0, 0);
-		EVENTUALLY(seen(k[0], pod) == SPEC, "prediction %d not visible; log: %s", i, logpath);
+		TU_EVENTUALLY(seen(k[0], pod) == TU_SPEC, "prediction %d not visible; log: %s", i,
+			      tu_ing.log);
 		pub_prompt(p, (uint64_t)base * 10 + (uint64_t)i, t, 1);
-		EVENTUALLY(seen(k[0], pod) == CONF, "prediction %d not confirmed; log: %s", i,
-			   logpath);
-		wait_batches(pod, ++*batches);
+		TU_EVENTUALLY(seen(k[0], pod) == TU_CONF, "prediction %d not confirmed; log: %s", i,
+			      tu_ing.log);
+		tu_wait_batches(pod, ++*batches);
 	}
 }
 
@@ -634,11 +406,11 @@ static void fast_samples(struct pub *p, int pod, uint32_t base, int n, uint64_t 
  * [lo, hi]. Returns the number of changes seen. */
 static int follow_ttl(int pod, uint64_t want, uint64_t lo, uint64_t hi, double step)
 {
-	uint64_t cur = ctr(pod, KV_PC_ttl_ms), dl = kvidx_now_ns() + DEADLINE_NS;
+	uint64_t cur = tu_ctr(pod, KV_PC_ttl_ms), dl = kvidx_now_ns() + DEADLINE_NS;
 	int changes = 0;
 
 	while (cur != want) {
-		uint64_t v = ctr(pod, KV_PC_ttl_ms);
+		uint64_t v = tu_ctr(pod, KV_PC_ttl_ms);
 		if (v != cur) {
 			uint64_t d = v > cur ? v - cur : cur - v, lim = (uint64_t)((double)cur * step);
 			cr_assert(d <= (lim ? lim : 1), "TTL moved %llu -> %llu ms, more than %g",
@@ -651,7 +423,7 @@ static int follow_ttl(int pod, uint64_t want, uint64_t lo, uint64_t hi, double s
 			continue;
 		}
 		cr_assert(kvidx_now_ns() < dl, "TTL stuck at %llu ms, expected %llu; log: %s",
-			  (unsigned long long)cur, (unsigned long long)want, logpath);
+			  (unsigned long long)cur, (unsigned long long)want, tu_ing.log);
 		usleep(500);
 	}
 	return changes;
@@ -659,37 +431,38 @@ static int follow_ttl(int pod, uint64_t want, uint64_t lo, uint64_t hi, double s
 
 Test(spec, adaptive_ttl_moves_down_by_steps_to_the_floor)
 {
-	struct pub *p = pub_open(POD_A);
+	struct tu_pub *p = pub_open(POD_A);
 	uint64_t batches = 0;
 
 	START("--ttl-policy", "adaptive", "--ttl", "2s", "--ttl-floor", "400ms", "--ttl-cap",
 	      "5s", "--ttl-backlog", "0ms", "--ttl-slack", "0ms", "--ttl-min-samples", "5",
 	      "--ttl-interval", "100ms", "--ttl-max-step", "25%");
 	int a = ready_pod(POD_A);
-	cr_assert_eq(ctr(a, KV_PC_ttl_ms), 2000);
+	cr_assert_eq(tu_ctr(a, KV_PC_ttl_ms), 2000);
 	/* Below --ttl-min-samples nothing moves, however many intervals pass. */
 	fast_samples(p, a, 10000, 4, &batches);
 	cr_assert_eq(kv_hist_count(hist(a, 1)), 4);
-	pump(350);
-	cr_assert_eq(ctr(a, KV_PC_ttl_ms), 2000, "TTL adapted with too few samples");
+	tu_pump(350);
+	cr_assert_eq(tu_ctr(a, KV_PC_ttl_ms), 2000, "TTL adapted with too few samples");
 	fast_samples(p, a, 20000, 1, &batches);
 	/* Lq is well under 400 ms here (even under a sanitizer): the target is the floor,
 	 * reached 25% at a time: 2000 1500 1125 844 633 475 400. */
 	int changes = follow_ttl(a, 400, 400, 2000, 0.25);
 	cr_assert(changes >= 5, "only %d steps from 2000 to 400 ms", changes);
-	pump(250);
-	cr_assert_eq(ctr(a, KV_PC_ttl_ms), 400, "TTL left the floor");
+	tu_pump(250);
+	cr_assert_eq(tu_ctr(a, KV_PC_ttl_ms), 400, "TTL left the floor");
 	/* New predictions use the TTL in force. */
 	uint64_t k[1] = { 0xfeed01 };
 	struct kvidx_rec rec;
 	commit(99, a, -1, k, 1, 0, 0);
-	EVENTUALLY(seen_by(rd, k[0], a, &rec) == SPEC, "prediction not visible; log: %s", logpath);
+	TU_EVENTUALLY(tu_rec_state(tu_ing.rd, k[0], a, &rec) == TU_SPEC,
+		      "prediction not visible; log: %s", tu_ing.log);
 	cr_assert_eq(rec.expires_ns - rec.t_ns, 400 * MS);
 }
 
 Test(spec, adaptive_ttl_grows_slowly_and_respects_the_cap)
 {
-	struct pub *p = pub_open(POD_A);
+	struct tu_pub *p = pub_open(POD_A);
 	uint64_t batches = 0;
 
 	/* J alone (450 ms) is above the cap: the TTL climbs 25% per interval to 400 ms. */
@@ -697,12 +470,12 @@ Test(spec, adaptive_ttl_grows_slowly_and_respects_the_cap)
 	      "400ms", "--ttl-backlog", "350ms", "--ttl-slack", "100ms", "--ttl-min-samples",
 	      "3", "--ttl-interval", "100ms", "--ttl-max-step", "0.25", "--ttl-percentile", "p95");
 	int a = ready_pod(POD_A);
-	cr_assert_eq(ctr(a, KV_PC_ttl_ms), 200);
+	cr_assert_eq(tu_ctr(a, KV_PC_ttl_ms), 200);
 	fast_samples(p, a, 30000, 3, &batches);
 	int changes = follow_ttl(a, 400, 200, 400, 0.25);
 	cr_assert(changes >= 3, "only %d steps from 200 to 400 ms", changes);
-	pump(250);
-	cr_assert_eq(ctr(a, KV_PC_ttl_ms), 400, "TTL went past the cap");
+	tu_pump(250);
+	cr_assert_eq(tu_ctr(a, KV_PC_ttl_ms), 400, "TTL went past the cap");
 }
 
 Test(spec, adaptive_start_is_clamped_to_cap)
@@ -710,7 +483,7 @@ Test(spec, adaptive_start_is_clamped_to_cap)
 	pub_open(POD_A);
 	START("--ttl-policy", "adaptive", "--ttl", "90s", "--ttl-cap", "3s");
 	int a = ready_pod(POD_A);
-	cr_assert_eq(ctr(a, KV_PC_ttl_ms), 3000);
+	cr_assert_eq(tu_ctr(a, KV_PC_ttl_ms), 3000);
 }
 
 Test(spec, static_ttl_above_format_limit_is_clamped)
@@ -718,51 +491,51 @@ Test(spec, static_ttl_above_format_limit_is_clamped)
 	pub_open(POD_A);
 	START("--ttl", "100s");
 	int a = ready_pod(POD_A);
-	cr_assert_eq(ctr(a, KV_PC_ttl_ms), KVIDX_MAX_TTL_MS);
+	cr_assert_eq(tu_ctr(a, KV_PC_ttl_ms), KVIDX_MAX_TTL_MS);
 }
 
 /* ---- freshness gating ------------------------------------------------------------------------------- */
 
 Test(spec, pipeline_broken_pauses_speculation_until_events_flow)
 {
-	struct pub *p = pub_open(POD_A);
+	struct tu_pub *p = pub_open(POD_A);
 	uint64_t k[2] = { 0xbad001, 0xbad002 }, k2[1] = { 0xbad003 };
 	int zero = 0;
 
 	START("--ttl", "5s", "--stale-limit", "300ms");
 	int a = ready_pod(POD_A);
 	/* Idle (no routes, no events) is not a broken pipeline. */
-	pump(400);
-	cr_assert_eq(ctr(a, KV_PC_spec_paused), 0, "idle pod paused");
-	cr_assert(!paused_flag(a));
+	tu_pump(400);
+	cr_assert_eq(tu_ctr(a, KV_PC_spec_paused), 0, "idle pod paused");
+	cr_assert(!tu_pod_paused(tu_ing.rd, a));
 
 	uint64_t t0 = kvidx_now_ns();
 	commit(1, a, -1, k, 2, 0, 0);
-	EVENTUALLY(seen(k[0], a) == SPEC, "prediction not visible; log: %s", logpath);
-	EVENTUALLY(ctr(a, KV_PC_spec_paused) == 2 && paused_flag(a),
-		   "routes without events did not pause the pod; log: %s", logpath);
+	TU_EVENTUALLY(seen(k[0], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_spec_paused) == 2 && tu_pod_paused(tu_ing.rd, a),
+		      "routes without events did not pause the pod; log: %s", tu_ing.log);
 	cr_assert(kvidx_now_ns() - t0 >= 300 * MS, "paused before --stale-limit");
 	/* Paused: readers ignore its predictions and new routes add none. */
-	cr_assert_eq(seen(k[0], a), ABSENT, "paused pod's prediction still trusted");
+	cr_assert_eq(seen(k[0], a), TU_ABSENT, "paused pod's prediction still trusted");
 	commit(2, a, -1, k2, 1, 0, 0);
-	EVENTUALLY(ctr(a, KV_PC_routes_nomatch) == 2, "second route not drained; log: %s",
-		   logpath);
-	cr_assert_eq(ctr(a, KV_PC_speculations), 2, "speculated on a paused pod");
-	cr_assert_eq(seen(k2[0], a), ABSENT);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routes_nomatch) == 2, "second route not drained; log: %s",
+		      tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_speculations), 2, "speculated on a paused pod");
+	cr_assert_eq(seen(k2[0], a), TU_ABSENT);
 
 	/* An event proves the pipeline alive: speculation resumes, live predictions count. */
-	pub_prompt(p, 900, toks(6000, BS), 1);
-	EVENTUALLY(ctr(a, KV_PC_spec_paused) == 0 && !paused_flag(a),
-		   "events did not resume speculation; log: %s", logpath);
-	cr_assert_eq(seen(k[0], a), SPEC, "unexpired prediction not trusted after resume");
+	pub_prompt(p, 900, tu_toks(6000, BS), 1);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_spec_paused) == 0 && !tu_pod_paused(tu_ing.rd, a),
+		      "events did not resume speculation; log: %s", tu_ing.log);
+	cr_assert_eq(seen(k[0], a), TU_SPEC, "unexpired prediction not trusted after resume");
 
 	/* A disconnected subscriber is the other kind of pause. */
 	zmq_setsockopt(p->xpub, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_close(p->xpub);
 	p->xpub = NULL;
-	EVENTUALLY(ctr(a, KV_PC_spec_paused) == 1 && paused_flag(a),
-		   "disconnect did not pause (spec_paused %llu); log: %s",
-		   (unsigned long long)ctr(a, KV_PC_spec_paused), logpath);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_spec_paused) == 1 && tu_pod_paused(tu_ing.rd, a),
+		      "disconnect did not pause (spec_paused %llu); log: %s",
+		      (unsigned long long)tu_ctr(a, KV_PC_spec_paused), tu_ing.log);
 }
 
 /* ---- outcomes ------------------------------------------------------------------------------------------ */
@@ -770,54 +543,43 @@ Test(spec, pipeline_broken_pauses_speculation_until_events_flow)
 Test(spec, outcomes_price_false_warm_routes)
 {
 	uint64_t k[8];
+	struct kvidx_reader *rd;
 
 	for (int i = 0; i < 8; i++)
 		k[i] = 0x0c0000 + (uint64_t)i;
 	pub_open(POD_A);
 	START("--ttl", "2s");
 	int a = ready_pod(POD_A);
+	rd = tu_ing.rd;
 	commit(11, a, -1, k, 8, 4, 2); /* on a prediction, 64 tokens predicted */
 	commit(12, a, -1, k, 8, 4, 0); /* on confirmed blocks */
 	commit(13, a, -1, k, 8, 2, 1); /* on a prediction, 32 predicted */
 	commit(14, a, -1, k, 8, 0, 0); /* no match */
 	commit(15, a, -1, k, 8, 8, 8); /* 128 predicted, but a 128-token prompt caches <= 112 */
-	EVENTUALLY(ctr(a, KV_PC_routes_predicted) == 3 && ctr(a, KV_PC_routes_confirmed) == 1 &&
-			   ctr(a, KV_PC_routes_nomatch) == 1,
-		   "route kinds %llu/%llu/%llu; log: %s",
-		   (unsigned long long)ctr(a, KV_PC_routes_predicted),
-		   (unsigned long long)ctr(a, KV_PC_routes_confirmed),
-		   (unsigned long long)ctr(a, KV_PC_routes_nomatch), logpath);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routes_predicted) == 3 &&
+			      tu_ctr(a, KV_PC_routes_confirmed) == 1 &&
+			      tu_ctr(a, KV_PC_routes_nomatch) == 1,
+		      "route kinds %llu/%llu/%llu; log: %s",
+		      (unsigned long long)tu_ctr(a, KV_PC_routes_predicted),
+		      (unsigned long long)tu_ctr(a, KV_PC_routes_confirmed),
+		      (unsigned long long)tu_ctr(a, KV_PC_routes_nomatch), tu_ing.log);
 	cr_assert_eq(kvidx_report_outcome(rd, 11, a, 16, 128), 0); /* false warm: 48 wasted */
 	cr_assert_eq(kvidx_report_outcome(rd, 12, a, 0, 128), 0);  /* not decided on a prediction */
 	cr_assert_eq(kvidx_report_outcome(rd, 13, a, 32, 128), 0); /* prediction held */
 	cr_assert_eq(kvidx_report_outcome(rd, 14, a, 0, 128), 0);
 	cr_assert_eq(kvidx_report_outcome(rd, 15, a, 112, 128), 0); /* a full hit */
 	cr_assert_eq(kvidx_report_outcome(rd, 99, a, 0, 128), 0);  /* unknown route */
-	EVENTUALLY(ctr(a, KV_PC_outcomes) == 6, "outcomes %llu; log: %s",
-		   (unsigned long long)ctr(a, KV_PC_outcomes), logpath);
-	cr_assert_eq(ctr(a, KV_PC_false_warm_routes), 1);
-	cr_assert_eq(ctr(a, KV_PC_wasted_prefill_tokens), 48);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_outcomes) == 6, "outcomes %llu; log: %s",
+		      (unsigned long long)tu_ctr(a, KV_PC_outcomes), tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_false_warm_routes), 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_wasted_prefill_tokens), 48);
 	/* An outcome is matched once: a repeat is not priced again. */
 	cr_assert_eq(kvidx_report_outcome(rd, 11, a, 0, 128), 0);
-	EVENTUALLY(ctr(a, KV_PC_outcomes) == 7, "repeat outcome not counted");
-	cr_assert_eq(ctr(a, KV_PC_false_warm_routes), 1);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_outcomes) == 7, "repeat outcome not counted");
+	cr_assert_eq(tu_ctr(a, KV_PC_false_warm_routes), 1);
 }
 
 /* ---- metrics hook and flags ----------------------------------------------------------------------------- */
-
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	cr_assert(fd >= 0);
-	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
 
 /* GET /metrics from 127.0.0.1:port into buf; bytes read, or -1. */
 static ssize_t http_get(int port, char *buf, size_t cap)
@@ -846,22 +608,22 @@ Test(spec, metrics_endpoint_serves_speculation_counters)
 {
 	static char buf[1 << 20];
 	char addr[64];
-	int port = free_port();
+	int port = tu_free_port();
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
 	pub_open(POD_A);
 	START("--ttl", "1500ms", "--metrics", addr);
 	ready_pod(POD_A);
 	ssize_t n = -1;
-	EVENTUALLY((n = http_get(port, buf, sizeof(buf))) > 0 && strstr(buf, " 200 "),
-		   "no metrics at %s; log: %s", addr, logpath);
+	TU_EVENTUALLY((n = http_get(port, buf, sizeof(buf))) > 0 && strstr(buf, " 200 "),
+		      "no metrics at %s; log: %s", addr, tu_ing.log);
 	cr_assert(strstr(buf, "kvidx_pod_ttl_ms{"), "no ttl_ms metric in:\n%.2000s", buf);
 	cr_assert(strstr(buf, "kvidx_pod_stale_expiries"), "no stale_expiries metric");
 }
 
 Test(spec, flags_help_and_refusals)
 {
-	const char *bin = bin_path();
+	const char *bin = tu_tool_path("kvidx-ingestd");
 	char cmd[4600];
 	int st;
 

@@ -12,11 +12,9 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,94 +23,29 @@
 #include "kvidx.h"
 #include "layout.h"
 #include "ttlcalc.h"
+#include "util_index.h"
+#include "util_run.h"
+#include "util_text.h"
 
 static char name[64];
 static struct kvidx *w;
 
 static void setup(void)
 {
-	static int n;
-
-	snprintf(name, sizeof(name), "t-ttl-%d-%d", getpid(), n++);
-	w = NULL;
+	tu_index_name(name, sizeof(name), "ttl");
 }
 
 static void teardown(void)
 {
-	char path[128];
-
-	if (w)
-		kvidx_writer_close(w, true);
-	w = NULL;
-	snprintf(path, sizeof(path), "/%s", name);
-	shm_unlink(path);
-	for (int g = 1; g <= 3; g++) {
-		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
-		shm_unlink(path);
-	}
+	tu_index_remove(name, &w);
 }
 
 TestSuite(ttl, .init = setup, .fini = teardown);
 
 /* ---- helpers ---- */
 
-struct run {
-	int status;
-	char *out;
-	size_t len;
-};
-
 /* Runs "$KVIDX_BIN/kvidx-ttl ARGS" through sh; the caller frees r.out. */
-static struct run run_ttl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static struct run run_ttl(const char *fmt, ...)
-{
-	const char *bin = getenv("KVIDX_BIN");
-	struct run r = { 0 };
-	size_t cap = 1 << 16;
-	char cmd[4096], args[2048];
-	va_list ap;
-	FILE *p;
-	int st;
-
-	cr_assert(bin && *bin,
-		  "KVIDX_BIN is not set: run the tests through `make test`, or set KVIDX_BIN to "
-		  "the directory holding the kvidx-ttl binary");
-	cr_assert(!strchr(bin, '\''), "KVIDX_BIN contains a single quote: %s", bin);
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	cr_assert(snprintf(cmd, sizeof(cmd), "'%s/kvidx-ttl' %s", bin, args) < (int)sizeof(cmd));
-	r.out = malloc(cap);
-	cr_assert_not_null(r.out);
-	p = popen(cmd, "r");
-	cr_assert(p, "popen(%s): %s", cmd, strerror(errno));
-	for (;;) {
-		if (cap - r.len < 2) {
-			cap *= 2;
-			r.out = realloc(r.out, cap);
-			cr_assert_not_null(r.out);
-		}
-		size_t got = fread(r.out + r.len, 1, cap - r.len - 1, p);
-		if (!got)
-			break;
-		r.len += got;
-	}
-	r.out[r.len] = '\0';
-	st = pclose(p);
-	cr_assert(st != -1 && WIFEXITED(st), "%s: did not exit normally (status %d)", cmd, st);
-	r.status = WEXITSTATUS(st);
-	return r;
-}
-
-static void assert_has(const char *hay, const char *needle)
-{
-	cr_assert(strstr(hay, needle), "expected\n  %s\nin:\n%s", needle, hay);
-}
-
-static void assert_lacks(const char *hay, const char *needle)
-{
-	cr_assert(!strstr(hay, needle), "did not expect\n  %s\nin:\n%s", needle, hay);
-}
+#define run_ttl(...) tu_run_tool("kvidx-ttl", __VA_ARGS__)
 
 /* The line of out that contains needle (a copy, static), for asserting on one line. */
 static const char *line_with(const char *out, const char *needle)
@@ -132,172 +65,13 @@ static const char *line_with(const char *out, const char *needle)
 	return line;
 }
 
-/* The number after needle in hay. */
-static double number_after(const char *hay, const char *needle)
-{
-	const char *p = strstr(hay, needle);
-
-	cr_assert_not_null(p, "no %s in:\n%s", needle, hay);
-	return strtod(p + strlen(needle), NULL);
-}
-
-/* ---- a strict JSON well-formedness check (RFC 8259) ---- */
-
-struct jp {
-	const unsigned char *p;
-	int depth;
-};
-
-static bool jv_value(struct jp *j);
-
-static void jv_ws(struct jp *j)
-{
-	while (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r')
-		j->p++;
-}
-
-static bool jv_lit(struct jp *j, const char *lit)
-{
-	size_t n = strlen(lit);
-
-	if (strncmp((const char *)j->p, lit, n))
-		return false;
-	j->p += n;
-	return true;
-}
-
-static bool jv_string(struct jp *j)
-{
-	if (*j->p++ != '"')
-		return false;
-	for (;;) {
-		unsigned c = *j->p++;
-		if (c == '"')
-			return true;
-		if (c < 0x20)
-			return false;
-		if (c == '\\') {
-			c = *j->p++;
-			if (c == 'u') {
-				for (int i = 0; i < 4; i++, j->p++)
-					if (!*j->p || !strchr("0123456789abcdefABCDEF", *j->p))
-						return false;
-			} else if (!c || !strchr("\"\\/bfnrt", (int)c)) {
-				return false;
-			}
-		}
-	}
-}
-
-static bool jv_number(struct jp *j)
-{
-	const unsigned char *s = j->p;
-
-	if (*j->p == '-')
-		j->p++;
-	if (*j->p == '0')
-		j->p++;
-	else if (*j->p >= '1' && *j->p <= '9')
-		while (*j->p >= '0' && *j->p <= '9')
-			j->p++;
-	else
-		return false;
-	if (*j->p == '.') {
-		j->p++;
-		if (!(*j->p >= '0' && *j->p <= '9'))
-			return false;
-		while (*j->p >= '0' && *j->p <= '9')
-			j->p++;
-	}
-	if (*j->p == 'e' || *j->p == 'E') {
-		j->p++;
-		if (*j->p == '+' || *j->p == '-')
-			j->p++;
-		if (!(*j->p >= '0' && *j->p <= '9'))
-			return false;
-		while (*j->p >= '0' && *j->p <= '9')
-			j->p++;
-	}
-	return j->p > s;
-}
-
-static bool jv_container(struct jp *j, char close, bool object)
-{
-	j->p++;
-	if (++j->depth > 64)
-		return false;
-	jv_ws(j);
-	if (*j->p == close) {
-		j->p++;
-		j->depth--;
-		return true;
-	}
-	for (;;) {
-		jv_ws(j);
-		if (object) {
-			if (!jv_string(j))
-				return false;
-			jv_ws(j);
-			if (*j->p++ != ':')
-				return false;
-		}
-		if (!jv_value(j))
-			return false;
-		jv_ws(j);
-		if (*j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if (*j->p++ != close)
-			return false;
-		j->depth--;
-		return true;
-	}
-}
-
-static bool jv_value(struct jp *j)
-{
-	jv_ws(j);
-	switch (*j->p) {
-	case '{':
-		return jv_container(j, '}', true);
-	case '[':
-		return jv_container(j, ']', false);
-	case '"':
-		return jv_string(j);
-	case 't':
-		return jv_lit(j, "true");
-	case 'f':
-		return jv_lit(j, "false");
-	case 'n':
-		return jv_lit(j, "null");
-	}
-	return jv_number(j);
-}
-
-static bool is_json_object(const char *text)
-{
-	struct jp j = { (const unsigned char *)text, 0 };
-
-	jv_ws(&j);
-	if (*j.p != '{' || !jv_value(&j))
-		return false;
-	jv_ws(&j);
-	return *j.p == '\0';
-}
-
-static void assert_json(const char *text)
-{
-	cr_assert(is_json_object(text), "not exactly one well-formed JSON object:\n%s", text);
-}
-
 Test(ttl, json_checker_can_fail)
 {
-	cr_assert(is_json_object("{\"a\": [1, 2.5, null, true], \"b\": {\"c\": \"x\"}}"));
-	cr_assert(!is_json_object("{\"a\": 1,}"));
-	cr_assert(!is_json_object("{\"a\": inf}"));
-	cr_assert(!is_json_object("{\"a\": 1} {}"));
-	cr_assert(!is_json_object("{\"a\": \"\x01\"}"));
+	cr_assert(tu_json_object("{\"a\": [1, 2.5, null, true], \"b\": {\"c\": \"x\"}}", NULL));
+	cr_assert(!tu_json_object("{\"a\": 1,}", NULL));
+	cr_assert(!tu_json_object("{\"a\": inf}", NULL));
+	cr_assert(!tu_json_object("{\"a\": 1} {}", NULL));
+	cr_assert(!tu_json_object("{\"a\": \"\x01\"}", NULL));
 }
 
 /* ---- the arithmetic: the seed's examples ---- */
@@ -370,8 +144,8 @@ Test(ttl, cap_clamps_and_floor_raises)
 	cr_assert_float_eq(p.rec, 5.0, 0);
 	cr_assert_eq(p.bound, 1);
 	ttl_fmt_recommend(buf, sizeof(buf), &p);
-	assert_has(buf, "recommended TTL 5.000 s (ttl_ms 5000): capped");
-	assert_has(buf, "T = 6.350 s exceeds the 5 s cap by 1.35 s");
+	tu_assert_has(buf, "recommended TTL 5.000 s (ttl_ms 5000): capped");
+	tu_assert_has(buf, "T = 6.350 s exceeds the 5 s cap by 1.35 s");
 
 	/* Exactly at the cap is not capped. */
 	struct ttl_plan at = { .lq = 4.65, .backlog = 0.25, .slack = 0.10, .cap = 5.0 };
@@ -385,7 +159,7 @@ Test(ttl, cap_clamps_and_floor_raises)
 	cr_assert_float_eq(lo.t, 0.45, 1e-12);
 	cr_assert_float_eq(lo.rec, 1.0, 0);
 	cr_assert_eq(lo.bound, -1);
-	assert_has(ttl_fmt_recommend(buf, sizeof(buf), &lo), "raised to the 1 s floor");
+	tu_assert_has(ttl_fmt_recommend(buf, sizeof(buf), &lo), "raised to the 1 s floor");
 }
 
 Test(ttl, parse_durations)
@@ -467,91 +241,94 @@ Test(ttl, formatters)
 
 Test(ttl, tool_offline_seed_example)
 {
-	struct run r = run_ttl(SEED_ARGS " 2>&1");
+	struct tu_run r = run_ttl(SEED_ARGS " 2>&1");
 
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_has(line_with(r.out, "Lq = p99"), "Lq = p99 = 1.150 s");
-	assert_has(r.out, "\n  T = Lq + J = 1.150 s + (0.250 s backlog + 0.100 s slack) = 1.500 s\n");
-	assert_has(line_with(r.out, "recommended TTL"), "recommended TTL 1.500 s (ttl_ms 1500)");
-	assert_has(line_with(r.out, "recommended TTL"), "under the 5 s cap");
+	tu_assert_has(line_with(r.out, "Lq = p99"), "Lq = p99 = 1.150 s");
+	tu_assert_has(r.out, "\n  T = Lq + J = 1.150 s + (0.250 s backlog + 0.100 s slack) = 1.500 "
+			     "s\n");
+	tu_assert_has(line_with(r.out, "recommended TTL"), "recommended TTL 1.500 s (ttl_ms 1500)");
+	tu_assert_has(line_with(r.out, "recommended TTL"), "under the 5 s cap");
 	/* Without --ttl, the documented 2 s default is compared, as the seed does. */
-	assert_has(line_with(r.out, "documented default"),
-		   "a 2 s setting would leave 500 ms of additional room");
-	assert_has(line_with(r.out, "at the recommended TTL"),
-		   "120 /s x 0.004 x 1.500 s = 0.72 requests' worth of live failed predictions");
+	tu_assert_has(line_with(r.out, "documented default"),
+		      "a 2 s setting would leave 500 ms of additional room");
+	tu_assert_has(line_with(r.out, "at the recommended TTL"),
+		      "120 /s x 0.004 x 1.500 s = 0.72 requests' worth of live failed predictions");
 	free(r.out);
 
 	r = run_ttl(SEED_ARGS " --ttl 2s --ttl 5s");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_has(r.out, "a 2 s setting would leave 500 ms of additional room\n");
-	assert_has(r.out, "a 5 s setting would leave 3.5 s of additional room\n");
-	assert_has(line_with(r.out, "at 5 s:"),
-		   "120 /s x 0.004 x 5.000 s = 2.4 requests' worth of live failed predictions");
-	assert_has(line_with(r.out, "at 2 s:"), "120 /s x 0.004 x 2.000 s = 0.96 requests'");
-	assert_lacks(r.out, "documented default");
+	tu_assert_has(r.out, "a 2 s setting would leave 500 ms of additional room\n");
+	tu_assert_has(r.out, "a 5 s setting would leave 3.5 s of additional room\n");
+	tu_assert_has(line_with(r.out, "at 5 s:"),
+		      "120 /s x 0.004 x 5.000 s = 2.4 requests' worth of live failed predictions");
+	tu_assert_has(line_with(r.out, "at 2 s:"), "120 /s x 0.004 x 2.000 s = 0.96 requests'");
+	tu_assert_lacks(r.out, "documented default");
 	free(r.out);
 }
 
 Test(ttl, tool_offline_json)
 {
-	struct run r = run_ttl(SEED_ARGS " --p50 180ms --p95 620ms --ttl 5s --json");
+	struct tu_run r = run_ttl(SEED_ARGS " --p50 180ms --p95 620ms --ttl 5s --json");
 
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_json(r.out);
-	assert_has(r.out, "\"mode\": \"offline\"");
-	assert_has(r.out, "\"percentile\": \"p99\"");
-	assert_has(r.out, "\"p50\": 0.18");
-	assert_has(r.out, "\"p95\": 0.62");
-	assert_has(r.out, "\"lq_s\": 1.15,");
-	assert_has(r.out, "\"t_s\": 1.5,");
-	assert_has(r.out, "\"recommended_ms\": 1500,");
-	assert_has(r.out, "\"capped\": false,");
-	assert_has(r.out, "\"exposure_at_recommended\": 0.72,");
-	assert_has(r.out, "\"ttl_s\": 5, \"source\": \"--ttl\", \"room_s\": 3.5,");
-	assert_has(r.out, "\"exposure\": 2.4,");
-	assert_has(r.out, "\"arithmetic\": \"T = Lq + J = 1.150 s + (0.250 s backlog + 0.100 s "
-			  "slack) = 1.500 s\"");
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"mode\": \"offline\"");
+	tu_assert_has(r.out, "\"percentile\": \"p99\"");
+	tu_assert_has(r.out, "\"p50\": 0.18");
+	tu_assert_has(r.out, "\"p95\": 0.62");
+	tu_assert_has(r.out, "\"lq_s\": 1.15,");
+	tu_assert_has(r.out, "\"t_s\": 1.5,");
+	tu_assert_has(r.out, "\"recommended_ms\": 1500,");
+	tu_assert_has(r.out, "\"capped\": false,");
+	tu_assert_has(r.out, "\"exposure_at_recommended\": 0.72,");
+	tu_assert_has(r.out, "\"ttl_s\": 5, \"source\": \"--ttl\", \"room_s\": 3.5,");
+	tu_assert_has(r.out, "\"exposure\": 2.4,");
+	tu_assert_has(r.out, "\"arithmetic\": \"T = Lq + J = 1.150 s + (0.250 s backlog + 0.100 s "
+			     "slack) = 1.500 s\"");
 	free(r.out);
 }
 
 Test(ttl, tool_offline_percentile_choice_and_cap)
 {
 	/* --percentile picks which given value is Lq. */
-	struct run r = run_ttl("--p50 180ms --p95 620ms --p99 1.15s --percentile 0.95");
+	struct tu_run r = run_ttl("--p50 180ms --p95 620ms --p99 1.15s --percentile 0.95");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_has(r.out, "latency: p50 180 ms, p95 620 ms, p99 1.15 s\n");
-	assert_has(r.out, "Lq = p95 = 0.620 s\n");
-	assert_has(r.out, "T = Lq + J = 0.620 s + (0.250 s backlog + 0.100 s slack) = 0.970 s\n");
-	assert_has(r.out, "a 2 s setting would leave 1.03 s of additional room");
-	assert_has(r.out, "give --rate and --fail");
+	tu_assert_has(r.out, "latency: p50 180 ms, p95 620 ms, p99 1.15 s\n");
+	tu_assert_has(r.out, "Lq = p95 = 0.620 s\n");
+	tu_assert_has(r.out, "T = Lq + J = 0.620 s + (0.250 s backlog + 0.100 s slack) = 0.970 "
+			     "s\n");
+	tu_assert_has(r.out, "a 2 s setting would leave 1.03 s of additional room");
+	tu_assert_has(r.out, "give --rate and --fail");
 	free(r.out);
 
 	/* The generic form, named. */
 	r = run_ttl("--lq 1150ms --percentile-name p99 --backlog 0.25 --slack 100ms");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_has(r.out, "Lq = p99 = 1.150 s\n");
-	assert_has(r.out, "= 1.500 s\n");
+	tu_assert_has(r.out, "Lq = p99 = 1.150 s\n");
+	tu_assert_has(r.out, "= 1.500 s\n");
 	free(r.out);
 	r = run_ttl("--lq 1.15s --percentile 99.9%%");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_has(r.out, "Lq = p99.9 = 1.150 s\n");
+	tu_assert_has(r.out, "Lq = p99.9 = 1.150 s\n");
 	free(r.out);
 
 	/* The cap clamps. */
 	r = run_ttl("--p99 6s --cap 5s --rate 100 --fail 1%%");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_has(r.out, "T = Lq + J = 6.000 s + (0.250 s backlog + 0.100 s slack) = 6.350 s\n");
-	assert_has(r.out, "recommended TTL 5.000 s (ttl_ms 5000): capped; T = 6.350 s exceeds "
-			  "the 5 s cap by 1.35 s");
-	assert_has(r.out, "a 2 s setting would fall 4.35 s short of T: expect early expiries");
-	assert_has(r.out, "100 /s x 0.01 x 5.000 s = 5 requests' worth");
+	tu_assert_has(r.out, "T = Lq + J = 6.000 s + (0.250 s backlog + 0.100 s slack) = 6.350 "
+			     "s\n");
+	tu_assert_has(r.out, "recommended TTL 5.000 s (ttl_ms 5000): capped; T = 6.350 s exceeds "
+			     "the 5 s cap by 1.35 s");
+	tu_assert_has(r.out, "a 2 s setting would fall 4.35 s short of T: expect early expiries");
+	tu_assert_has(r.out, "100 /s x 0.01 x 5.000 s = 5 requests' worth");
 	free(r.out);
 	r = run_ttl("--p99 6s --cap 5s --json");
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_json(r.out);
-	assert_has(r.out, "\"recommended_s\": 5,");
-	assert_has(r.out, "\"capped\": true,");
-	assert_has(r.out, "\"exposure_at_recommended\": null");
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"recommended_s\": 5,");
+	tu_assert_has(r.out, "\"capped\": true,");
+	tu_assert_has(r.out, "\"exposure_at_recommended\": null");
 	free(r.out);
 }
 
@@ -589,20 +366,20 @@ Test(ttl, tool_bad_usage)
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct run r = run_ttl("%s 2>/dev/null", bad[i].args);
+		struct tu_run r = run_ttl("%s 2>/dev/null", bad[i].args);
 		cr_assert_eq(r.status, 2, "%s: exit %d", bad[i].args, r.status);
 		cr_assert_str_eq(r.out, "", "%s: printed on stdout:\n%s", bad[i].args, r.out);
 		free(r.out);
 		r = run_ttl("%s 2>&1", bad[i].args);
-		assert_has(r.out, bad[i].msg);
-		assert_has(r.out, "Try 'kvidx-ttl --help' for more information.\n");
+		tu_assert_has(r.out, bad[i].msg);
+		tu_assert_has(r.out, "Try 'kvidx-ttl --help' for more information.\n");
 		free(r.out);
 	}
 }
 
 Test(ttl, tool_help)
 {
-	struct run r = run_ttl("--help 2>/dev/null");
+	struct tu_run r = run_ttl("--help 2>/dev/null");
 	static const char *opts[] = { "--p50 D", "--p95 D", "--p99 D", "--lq D", "--percentile Q",
 				      "--percentile-name NAME", "--rate R", "--fail P", "--ttl D",
 				      "--cap D", "--floor D", "--backlog D", "--slack D",
@@ -611,9 +388,9 @@ Test(ttl, tool_help)
 				      "Exit status" };
 
 	cr_assert_eq(r.status, 0);
-	assert_has(r.out, "Usage: kvidx-ttl");
+	tu_assert_has(r.out, "Usage: kvidx-ttl");
 	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
-		assert_has(r.out, opts[i]);
+		tu_assert_has(r.out, opts[i]);
 	free(r.out);
 }
 
@@ -621,31 +398,10 @@ Test(ttl, tool_help)
 
 static struct kvidx *open_index(void)
 {
-	struct kvidx_writer_opts o = { .name = name,
-				       .geo = { .capacity = 1000, .pods_per_key = 4,
+	struct kvidx_writer_opts o = { .geo = { .capacity = 1000, .pods_per_key = 4,
 						.max_pods = 16, .max_readers = 8 } };
-	struct kvidx *x = kvidx_writer_open(&o);
 
-	cr_assert_not_null(x, "writer open %s: %s", name, kvidx_strerror(-errno));
-	return x;
-}
-
-static void set_ctr(int pod, enum kv_pod_ctr c, uint64_t v)
-{
-	uint64_t *ctr = kv_writer_pod_ctrs(w, pod);
-
-	cr_assert_not_null(ctr);
-	st_relaxed(&ctr[c], v);
-}
-
-/* n samples of us microseconds into pod's histogram (0 cumulative, 1 recent). */
-static void add_lat(int pod, int which, uint64_t us, int n)
-{
-	uint64_t *h = kv_writer_pod_hist(w, pod, which);
-
-	cr_assert_not_null(h);
-	for (int i = 0; i < n; i++)
-		kv_hist_add(h, us);
+	return tu_writer_open(name, &o);
 }
 
 /* What the tool prints for a sample of us microseconds: its bucket's upper bound. */
@@ -666,22 +422,22 @@ static void seed_pods(int *pa, int *pb)
 
 	cr_assert_geq(a, 0);
 	cr_assert_geq(b, 0);
-	add_lat(a, 1, 180000, 500);
-	add_lat(a, 1, 620000, 450);
-	add_lat(a, 1, 1150000, 50);
-	add_lat(a, 0, 180000, 500);
-	add_lat(a, 0, 620000, 450);
-	add_lat(a, 0, 3000000, 50);
-	set_ctr(a, KV_PC_ttl_ms, 2000);
-	set_ctr(a, KV_PC_speculations, 1000);
-	set_ctr(a, KV_PC_confirmed_in_time, 994);
-	set_ctr(a, KV_PC_early_expiries, 2);
-	set_ctr(a, KV_PC_stale_expiries, 4);
-	set_ctr(a, KV_PC_late_confirmations, 2);
-	set_ctr(a, KV_PC_routes_predicted, 300);
-	set_ctr(a, KV_PC_routes_confirmed, 600);
-	set_ctr(a, KV_PC_routes_nomatch, 100);
-	set_ctr(a, KV_PC_last_event_ns, kvidx_now_ns());
+	tu_add_latency(w, a, 1, 180000, 500);
+	tu_add_latency(w, a, 1, 620000, 450);
+	tu_add_latency(w, a, 1, 1150000, 50);
+	tu_add_latency(w, a, 0, 180000, 500);
+	tu_add_latency(w, a, 0, 620000, 450);
+	tu_add_latency(w, a, 0, 3000000, 50);
+	tu_set_pod_ctr(w, a, KV_PC_ttl_ms, 2000);
+	tu_set_pod_ctr(w, a, KV_PC_speculations, 1000);
+	tu_set_pod_ctr(w, a, KV_PC_confirmed_in_time, 994);
+	tu_set_pod_ctr(w, a, KV_PC_early_expiries, 2);
+	tu_set_pod_ctr(w, a, KV_PC_stale_expiries, 4);
+	tu_set_pod_ctr(w, a, KV_PC_late_confirmations, 2);
+	tu_set_pod_ctr(w, a, KV_PC_routes_predicted, 300);
+	tu_set_pod_ctr(w, a, KV_PC_routes_confirmed, 600);
+	tu_set_pod_ctr(w, a, KV_PC_routes_nomatch, 100);
+	tu_set_pod_ctr(w, a, KV_PC_last_event_ns, kvidx_now_ns());
 	*pa = a;
 	*pb = b;
 }
@@ -693,55 +449,56 @@ Test(ttl, tool_live_text)
 
 	w = open_index();
 	seed_pods(&a, &b);
-	struct run r = run_ttl("--name %s --interval 50ms 2>&1", name);
+	struct tu_run r = run_ttl("--name %s --interval 50ms 2>&1", name);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 
-	assert_has(r.out, "2 active pods; Lq = p99 of recent route-to-confirmation latency");
-	assert_has(r.out, "\npod 10.0.0.1:8000 (model \"llama-3\")\n");
+	tu_assert_has(r.out, "2 active pods; Lq = p99 of recent route-to-confirmation latency");
+	tu_assert_has(r.out, "\npod 10.0.0.1:8000 (model \"llama-3\")\n");
 	/* Percentiles: the recent and the cumulative histogram, as bucket upper bounds. */
 	snprintf(want, sizeof(want), "latency, recent     (1000 confirmations): p50 %s p95 %s p99 %s",
 		 ttl_fmt_dur(d1, sizeof(d1), bucket_s(180000)),
 		 ttl_fmt_dur(d2, sizeof(d2), bucket_s(620000)),
 		 ttl_fmt_dur(d3, sizeof(d3), bucket_s(1150000)));
-	assert_has(r.out, want);
-	assert_has(want, "p50 180.223 ms"); /* the bucket bound is what the test expects */
+	tu_assert_has(r.out, want);
+	tu_assert_has(want, "p50 180.223 ms"); /* the bucket bound is what the test expects */
 	snprintf(want, sizeof(want), "latency, cumulative (1000 confirmations): p50 %s p95 %s p99 %s",
 		 d1, d2, ttl_fmt_dur(d3, sizeof(d3), bucket_s(3000000)));
-	assert_has(r.out, want);
+	tu_assert_has(r.out, want);
 	/* T from the recent p99. */
 	struct ttl_plan pl = { .lq = bucket_s(1150000), .backlog = 0.25, .slack = 0.1,
 			       .cap = 5 };
 	ttl_plan_compute(&pl);
 	char arith[256];
 	snprintf(want, sizeof(want), "  %s\n", ttl_fmt_arith(arith, sizeof(arith), &pl));
-	assert_has(r.out, want);
-	assert_has(r.out, "T = Lq + J = 1.180 s + (0.250 s backlog + 0.100 s slack) = 1.530 s\n");
-	assert_has(r.out, "recommended TTL 1.530 s (ttl_ms 1530): T is under the 5 s cap");
+	tu_assert_has(r.out, want);
+	tu_assert_has(r.out, "T = Lq + J = 1.180 s + (0.250 s backlog + 0.100 s slack) = 1.530 "
+			     "s\n");
+	tu_assert_has(r.out, "recommended TTL 1.530 s (ttl_ms 1530): T is under the 5 s cap");
 	snprintf(want, sizeof(want), "TTL in force 2 s: %s\n",
 		 ttl_fmt_room(arith, sizeof(arith), 2.0, pl.t));
-	assert_has(r.out, want);
-	assert_has(want, "would leave 470.353 ms of additional room");
-	assert_has(r.out, "speculations 1000, confirmed in time 994, early expiries 2, stale "
-			  "expiries 4, late confirmations 2\n");
-	assert_has(r.out, "failed-prediction probability p = stale expiries / speculations = 4 / "
-			  "1000 = 0.004\n");
+	tu_assert_has(r.out, want);
+	tu_assert_has(want, "would leave 470.353 ms of additional room");
+	tu_assert_has(r.out, "speculations 1000, confirmed in time 994, early expiries 2, stale "
+			     "expiries 4, late confirmations 2\n");
+	tu_assert_has(r.out, "failed-prediction probability p = stale expiries / speculations = 4 "
+			     "/ 1000 = 0.004\n");
 	/* No routes during the sample: lambda 0, so no live failed predictions. */
-	assert_has(r.out, "routed rate lambda = 0 /s (0 routes in a ");
-	assert_has(r.out, "stale exposure at the recommended TTL: 0 /s x 0.004 x 1.530 s = 0 "
-			  "requests' worth");
-	assert_has(r.out, "stale exposure at the TTL in force:    0 /s x 0.004 x 2.000 s = 0 ");
-	assert_has(r.out, "freshness: fresh, last event ");
+	tu_assert_has(r.out, "routed rate lambda = 0 /s (0 routes in a ");
+	tu_assert_has(r.out, "stale exposure at the recommended TTL: 0 /s x 0.004 x 1.530 s = 0 "
+			     "requests' worth");
+	tu_assert_has(r.out, "stale exposure at the TTL in force:    0 /s x 0.004 x 2.000 s = 0 ");
+	tu_assert_has(r.out, "freshness: fresh, last event ");
 	/* Pod b has nothing to go on. */
 	const char *pb = strstr(r.out, "\npod 10.0.0.2:8000");
 	cr_assert_not_null(pb, "%s", r.out);
-	assert_has(pb, "latency, recent     no confirmations yet\n");
-	assert_has(pb, "latency, cumulative no confirmations yet\n");
-	assert_has(pb, "TTL in force: not reported (pod counter ttl_ms is 0)\n");
-	assert_has(pb, "failed-prediction probability p: no speculations yet\n");
-	assert_has(pb, "freshness: fresh, no events yet\n");
-	assert_has(pb, "guidance: no confirmations yet: no measured Lq; start from the documented "
-		       "2 s default\n");
-	assert_lacks(pb, "T = Lq + J");
+	tu_assert_has(pb, "latency, recent     no confirmations yet\n");
+	tu_assert_has(pb, "latency, cumulative no confirmations yet\n");
+	tu_assert_has(pb, "TTL in force: not reported (pod counter ttl_ms is 0)\n");
+	tu_assert_has(pb, "failed-prediction probability p: no speculations yet\n");
+	tu_assert_has(pb, "freshness: fresh, no events yet\n");
+	tu_assert_has(pb, "guidance: no confirmations yet: no measured Lq; start from the "
+			  "documented 2 s default\n");
+	tu_assert_lacks(pb, "T = Lq + J");
 	free(r.out);
 
 	/* --cumulative takes Lq from the other histogram. */
@@ -749,11 +506,11 @@ Test(ttl, tool_live_text)
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	snprintf(want, sizeof(want), "Lq = p99 of cumulative latency = %s\n",
 		 ttl_fmt_fixed(d1, sizeof(d1), bucket_s(3000000)));
-	assert_has(r.out, want);
-	assert_lacks(r.out, "10.0.0.2:8000");
+	tu_assert_has(r.out, want);
+	tu_assert_lacks(r.out, "10.0.0.2:8000");
 	/* A --ttl setting is compared too. */
-	assert_has(r.out, "compared: a 1 s setting would fall ");
-	assert_has(r.out, "stale exposure at 1 s: 0 /s x 0.004 x 1.000 s = 0 ");
+	tu_assert_has(r.out, "compared: a 1 s setting would fall ");
+	tu_assert_has(r.out, "stale exposure at 1 s: 0 /s x 0.004 x 1.000 s = 0 ");
 	free(r.out);
 }
 
@@ -785,14 +542,14 @@ Test(ttl, tool_live_json_rate_and_exposure)
 	seed_pods(&a, &b);
 	bp.pod = a;
 	cr_assert_eq(pthread_create(&bp.t, NULL, bump, &bp), 0);
-	struct run r = run_ttl("--name %s --interval 300ms --json", name);
+	struct tu_run r = run_ttl("--name %s --interval 300ms --json", name);
 	__atomic_store_n(&bp.stop, 1, __ATOMIC_RELAXED);
 	pthread_join(bp.t, NULL);
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_json(r.out);
-	assert_has(r.out, "\"mode\": \"live\"");
-	assert_has(r.out, "\"percentile_name\": \"p99\"");
-	assert_has(r.out, "\"rate_source\": \"interval\"");
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"mode\": \"live\"");
+	tu_assert_has(r.out, "\"percentile_name\": \"p99\"");
+	tu_assert_has(r.out, "\"rate_source\": \"interval\"");
 
 	const char *pa = strstr(r.out, "\"10.0.0.1:8000\": {");
 	cr_assert_not_null(pa, "%s", r.out);
@@ -802,18 +559,18 @@ Test(ttl, tool_live_json_rate_and_exposure)
 	cr_assert_lt((size_t)(pa_end - pa), sizeof(line));
 	memcpy(line, pa, (size_t)(pa_end - pa));
 	line[pa_end - pa] = '\0';
-	assert_has(line, "\"model\": \"llama-3\"");
-	assert_has(line, "\"confirmations_recent\": 1000");
-	assert_has(line, "\"fail_p\": 0.004,");
-	assert_has(line, "\"ttl_in_force_s\": 2,");
-	assert_has(line, "\"stale_expiries\": 4,");
-	assert_has(line, "\"freshness\": \"fresh\"");
-	double lq = number_after(line, "\"lq_s\": ");
-	double t = number_after(line, "\"t_s\": ");
-	double rec = number_after(line, "\"recommended_s\": ");
-	double lambda = number_after(line, "\"rate_per_s\": ");
-	double ex = number_after(line, "\"exposure_at_recommended\": ");
-	double ex_now = number_after(line, "\"exposure_at_ttl_in_force\": ");
+	tu_assert_has(line, "\"model\": \"llama-3\"");
+	tu_assert_has(line, "\"confirmations_recent\": 1000");
+	tu_assert_has(line, "\"fail_p\": 0.004,");
+	tu_assert_has(line, "\"ttl_in_force_s\": 2,");
+	tu_assert_has(line, "\"stale_expiries\": 4,");
+	tu_assert_has(line, "\"freshness\": \"fresh\"");
+	double lq = tu_number_after(line, "\"lq_s\": ");
+	double t = tu_number_after(line, "\"t_s\": ");
+	double rec = tu_number_after(line, "\"recommended_s\": ");
+	double lambda = tu_number_after(line, "\"rate_per_s\": ");
+	double ex = tu_number_after(line, "\"exposure_at_recommended\": ");
+	double ex_now = tu_number_after(line, "\"exposure_at_ttl_in_force\": ");
 	cr_assert_float_eq(lq, bucket_s(1150000), 1e-9);
 	cr_assert_float_eq(t, lq + 0.35, 1e-9);
 	cr_assert_float_eq(rec, t, 1e-9);
@@ -826,16 +583,16 @@ Test(ttl, tool_live_json_rate_and_exposure)
 
 	const char *pbj = strstr(r.out, "\"10.0.0.2:8000\": {");
 	cr_assert_not_null(pbj, "%s", r.out);
-	assert_has(pbj, "\"latency_recent_s\": null");
-	assert_has(pbj, "\"fail_p\": null");
-	assert_has(pbj, "\"rate_per_s\": 0,");
+	tu_assert_has(pbj, "\"latency_recent_s\": null");
+	tu_assert_has(pbj, "\"fail_p\": null");
+	tu_assert_has(pbj, "\"rate_per_s\": 0,");
 	free(r.out);
 
 	/* --since-start: lambda from the counters over the generation's age, no wait. */
 	r = run_ttl("--name %s --since-start --pod 10.0.0.1:8000", name);
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_has(r.out, "routes in ");
-	assert_has(r.out, "since the index generation was created)\n");
+	tu_assert_has(r.out, "routes in ");
+	tu_assert_has(r.out, "since the index generation was created)\n");
 	free(r.out);
 }
 
@@ -849,20 +606,20 @@ Test(ttl, tool_live_guidance)
 	cr_assert_geq(c, 0);
 	/* a: fresh and healthy: no guidance line. */
 	/* b: the event path is longer than the TTL: 5% of confirmations arrive after expiry. */
-	add_lat(b, 1, 400000, 200);
-	set_ctr(b, KV_PC_ttl_ms, 300);
-	set_ctr(b, KV_PC_speculations, 1000);
-	set_ctr(b, KV_PC_confirmed_in_time, 950);
-	set_ctr(b, KV_PC_early_expiries, 50);
+	tu_add_latency(w, b, 1, 400000, 200);
+	tu_set_pod_ctr(w, b, KV_PC_ttl_ms, 300);
+	tu_set_pod_ctr(w, b, KV_PC_speculations, 1000);
+	tu_set_pod_ctr(w, b, KV_PC_confirmed_in_time, 950);
+	tu_set_pod_ctr(w, b, KV_PC_early_expiries, 50);
 	/* c: predictions that never confirm, and a broken pipeline. */
-	add_lat(c, 1, 400000, 200);
-	set_ctr(c, KV_PC_speculations, 1000);
-	set_ctr(c, KV_PC_confirmed_in_time, 900);
-	set_ctr(c, KV_PC_stale_expiries, 100);
-	set_ctr(c, KV_PC_spec_paused, 2);
+	tu_add_latency(w, c, 1, 400000, 200);
+	tu_set_pod_ctr(w, c, KV_PC_speculations, 1000);
+	tu_set_pod_ctr(w, c, KV_PC_confirmed_in_time, 900);
+	tu_set_pod_ctr(w, c, KV_PC_stale_expiries, 100);
+	tu_set_pod_ctr(w, c, KV_PC_spec_paused, 2);
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, c, true), 0);
 
-	struct run r = run_ttl("--name %s --interval 10ms", name);
+	struct tu_run r = run_ttl("--name %s --interval 10ms", name);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	const char *pb = strstr(r.out, "\npod 10.0.0.2:8000");
 	const char *pc = strstr(r.out, "\npod 10.0.0.3:8000");
@@ -872,40 +629,42 @@ Test(ttl, tool_live_guidance)
 	cr_assert_lt(alen, sizeof(a_part));
 	memcpy(a_part, r.out, alen);
 	a_part[alen] = '\0';
-	assert_lacks(a_part, "guidance:");
+	tu_assert_lacks(a_part, "guidance:");
 
 	char b_part[8192];
 	size_t blen = (size_t)(pc - pb);
 	cr_assert_lt(blen, sizeof(b_part));
 	memcpy(b_part, pb, blen);
 	b_part[blen] = '\0';
-	assert_has(b_part, "guidance: early expiries high (5% of confirmed predictions, above the "
-			   "1% a p99 target accepts): TTL shorter than the event path\n");
-	assert_has(b_part, "a 300 ms setting would fall");
-	assert_lacks(b_part, "stale expiries high");
+	tu_assert_has(b_part, "guidance: early expiries high (5% of confirmed predictions, above "
+			      "the 1% a p99 target accepts): TTL shorter than the event path\n");
+	tu_assert_has(b_part, "a 300 ms setting would fall");
+	tu_assert_lacks(b_part, "stale expiries high");
 
-	assert_has(pc, "freshness: pipeline broken, speculation paused");
-	assert_has(pc, "guidance: pipeline broken: fix the subscriber; do not stretch the TTL\n");
-	assert_has(pc, "guidance: stale expiries high (10% of speculations, above the 1% limit): "
-		       "failed predictions or lost events; a longer TTL will not help\n");
-	assert_lacks(pc, "early expiries high");
+	tu_assert_has(pc, "freshness: pipeline broken, speculation paused");
+	tu_assert_has(pc, "guidance: pipeline broken: fix the subscriber; do not stretch the "
+			  "TTL\n");
+	tu_assert_has(pc, "guidance: stale expiries high (10% of speculations, above the 1% "
+			  "limit): failed predictions or lost events; a longer TTL will not "
+			  "help\n");
+	tu_assert_lacks(pc, "early expiries high");
 	free(r.out);
 
 	/* A laxer stale limit silences the stale line; a stricter percentile the early one. */
 	r = run_ttl("--name %s --interval 10ms --stale-limit 20%% --percentile 0.9", name);
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_lacks(r.out, "stale expiries high");
-	assert_lacks(r.out, "early expiries high");
-	assert_has(r.out, "Lq = p90 of recent latency");
+	tu_assert_lacks(r.out, "stale expiries high");
+	tu_assert_lacks(r.out, "early expiries high");
+	tu_assert_has(r.out, "Lq = p90 of recent latency");
 	free(r.out);
 
 	/* Replaying or disconnected. */
-	set_ctr(c, KV_PC_spec_paused, 1);
+	tu_set_pod_ctr(w, c, KV_PC_spec_paused, 1);
 	r = run_ttl("--name %s --interval 10ms --pod 10.0.0.3:8000 --json", name);
 	cr_assert_eq(r.status, 0, "%s", r.out);
-	assert_json(r.out);
-	assert_has(r.out, "\"freshness\": \"replaying-disconnected\"");
-	assert_has(r.out, "replaying or disconnected: speculation is paused");
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"freshness\": \"replaying-disconnected\"");
+	tu_assert_has(r.out, "replaying or disconnected: speculation is paused");
 	free(r.out);
 }
 
@@ -913,16 +672,16 @@ Test(ttl, tool_live_errors)
 {
 	int a, b;
 
-	struct run r = run_ttl("--name %s 2>&1", name);
+	struct tu_run r = run_ttl("--name %s 2>&1", name);
 	cr_assert_eq(r.status, 1, "%s", r.out);
-	assert_has(r.out, "kvidx-ttl: index '");
-	assert_has(r.out, "' not found (no /dev/shm/");
+	tu_assert_has(r.out, "kvidx-ttl: index '");
+	tu_assert_has(r.out, "' not found (no /dev/shm/");
 	free(r.out);
 
 	w = open_index();
 	seed_pods(&a, &b);
 	r = run_ttl("--name %s --interval 10ms --pod nosuch 2>&1", name);
 	cr_assert_eq(r.status, 1, "%s", r.out);
-	assert_has(r.out, "no active pod named 'nosuch'");
+	tu_assert_has(r.out, "no active pod named 'nosuch'");
 	free(r.out);
 }

@@ -28,7 +28,6 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,8 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +43,8 @@
 #include "inspect.h"
 #include "kvidx.h"
 #include "layout.h"
+#include "util_index.h"
+#include "util_run.h"
 
 #define MODEL "fake-model"
 #define PB 8            /* prefix blocks */
@@ -58,12 +57,6 @@
 #define DEADLINE_MS 5000
 
 /* ---- per-test state ------------------------------------------------------------------------- */
-
-struct child {
-	pid_t pid;
-	int in, out; /* kvidx-route: its stdin and stdout; -1 for the others */
-	char log[160];
-};
 
 struct route_line {
 	bool have;
@@ -81,9 +74,9 @@ struct outcome_line {
 };
 
 static char name[64];
-static struct child kids[24];
+static struct tu_child kids[24]; /* kvidx-route's stdin and stdout are piped, not the others' */
 static int nkids;
-static struct child *router;
+static struct tu_child *router;
 static struct kvidx_reader *rd;
 static struct kvidx_info info;
 static uint64_t root;
@@ -96,16 +89,9 @@ static uint64_t sent;
 static char obuf[1 << 16];
 static size_t olen;
 
-static int port(int n)
-{
-	return 20000 + (getpid() % 1000) * 10 + n;
-}
-
 static void setup(void)
 {
-	static int n;
-
-	snprintf(name, sizeof(name), "t-val-%d-%d", getpid(), n++);
+	tu_index_name(name, sizeof(name), "val");
 	nkids = 0;
 	router = NULL;
 	rd = NULL;
@@ -118,41 +104,18 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char path[128];
-
-	for (int i = nkids - 1; i >= 0; i--) {
-		if (kids[i].pid > 0) { /* never kill(-1): a reaped child's pid is -1 */
-			kill(kids[i].pid, SIGKILL);
-			waitpid(kids[i].pid, NULL, 0);
-		}
-		if (kids[i].in >= 0)
-			close(kids[i].in);
-		if (kids[i].out >= 0)
-			close(kids[i].out);
-		if (!getenv("KVIDX_KEEP_LOGS"))
-			unlink(kids[i].log);
-	}
+	for (int i = nkids - 1; i >= 0; i--)
+		tu_child_kill(&kids[i]);
 	nkids = 0;
 	if (rd)
 		kvidx_reader_close(rd);
 	rd = NULL;
-	snprintf(path, sizeof(path), "/%s", name);
-	shm_unlink(path);
-	for (int g = 1; g <= 3; g++) {
-		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
-		shm_unlink(path);
-	}
+	tu_index_remove(name, NULL);
 }
 
 TestSuite(validation, .init = setup, .fini = teardown, .timeout = 30);
 
 /* ---- processes ------------------------------------------------------------------------------ */
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-	nanosleep(&ts, NULL);
-}
 
 static void sleep_until(uint64_t t_ns)
 {
@@ -162,65 +125,19 @@ static void sleep_until(uint64_t t_ns)
 		;
 }
 
-/* Polls cond every 2 ms until it holds or ms pass; the value of cond at the end. */
-#define WAIT_FOR(cond, ms)                                                                   \
-	({                                                                                   \
-		uint64_t _dl = kvidx_now_ns() + (uint64_t)(ms) * NS_PER_MS;                  \
-		bool _ok;                                                                    \
-		while (!(_ok = (cond)) && kvidx_now_ns() < _dl)                              \
-			sleep_ms(2);                                                         \
-		_ok;                                                                         \
-	})
-
 /*
- * Starts $KVIDX_BIN/tool with the NULL-terminated arguments. pipes: stdin and stdout on pipes
- * (kvidx-route); otherwise stdin is /dev/null and stdout goes to the log with stderr.
+ * Starts $KVIDX_BIN/tool with the NULL-terminated arguments, its log named after the test,
+ * the tool and the child's number. pipes: stdin and stdout on pipes (kvidx-route); otherwise
+ * stdin is /dev/null and stdout goes to the log with stderr.
  */
-static struct child *spawn(const char *tool, bool pipes, const char **args)
+static struct tu_child *spawn(const char *tool, bool pipes, const char **args)
 {
-	const char *bin = getenv("KVIDX_BIN");
-	const char *argv[48];
-	char path[4096];
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, n = 0;
+	char log[256];
 
-	cr_assert(bin && *bin, "KVIDX_BIN is not set: run the tests through 'make test' or set it "
-			       "to the directory holding the tools");
-	snprintf(path, sizeof(path), "%s/%s", bin, tool);
-	cr_assert(access(path, X_OK) == 0, "%s: %s", path, strerror(errno));
 	cr_assert(nkids < (int)(sizeof(kids) / sizeof(kids[0])));
-	argv[n++] = path;
-	for (int i = 0; args[i]; i++) {
-		cr_assert(n < 46);
-		argv[n++] = args[i];
-	}
-	argv[n] = NULL;
-	struct child *c = &kids[nkids++];
-	snprintf(c->log, sizeof(c->log), "/tmp/%s.%s.%d.log", name, tool, nkids);
-	int logfd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	cr_assert(logfd >= 0);
-	if (pipes)
-		cr_assert(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0);
-	c->pid = fork();
-	cr_assert(c->pid >= 0);
-	if (c->pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int devnull = open("/dev/null", O_RDONLY);
-		dup2(pipes ? in[0] : devnull, 0);
-		dup2(pipes ? out[1] : logfd, 1);
-		dup2(logfd, 2);
-		execv(path, (char *const *)argv);
-		_exit(127);
-	}
-	close(logfd);
-	c->in = c->out = -1;
-	if (pipes) {
-		close(in[0]);
-		close(out[1]);
-		c->in = in[1];
-		c->out = out[0];
-		fcntl(c->out, F_SETFL, O_NONBLOCK);
-	}
-	return c;
+	snprintf(log, sizeof(log), "/tmp/%s.%s.%d.log", name, tool, nkids + 1);
+	tu_spawn(&kids[nkids], tool, args, log, pipes);
+	return &kids[nkids++];
 }
 
 /* A pod's settings beyond the common ones. */
@@ -235,22 +152,7 @@ struct idxcfg {
 	const char *late_window, *stale_limit;
 };
 
-static char epbuf[16][64];
-static const char *ep(int n)
-{
-	snprintf(epbuf[n], sizeof(epbuf[n]), "tcp://127.0.0.1:%d", port(n));
-	return epbuf[n];
-}
-
 static int64_t ctr(int pod, enum kv_pod_ctr c);
-
-/* The index's spec-paused flag of pod, which readers honour. */
-static bool paused(int pod)
-{
-	uint64_t w = ld_relaxed(&kv_reader_view(rd)->pods[pod].pd_word);
-
-	return KV_POD_FLAGS(w) & KV_POD_SPEC_PAUSED;
-}
 
 /*
  * Starts n pods, ingestd and kvidx-route; returns when the index knows every pod, each pod's
@@ -266,9 +168,9 @@ static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 	for (int i = 0; i < n; i++) {
 		snprintf(delay[i], sizeof(delay[i]), "%u", pc[i].event_delay_ms);
 		a = 0;
-		args[a++] = "--serve", args[a++] = ep(3 * i + 2);
-		args[a++] = "--pub", args[a++] = ep(3 * i);
-		args[a++] = "--replay", args[a++] = ep(3 * i + 1);
+		args[a++] = "--serve", args[a++] = tu_endpoint(3 * i + 2);
+		args[a++] = "--pub", args[a++] = tu_endpoint(3 * i);
+		args[a++] = "--replay", args[a++] = tu_endpoint(3 * i + 1);
 		args[a++] = "--wait-subscribers", args[a++] = "1";
 		args[a++] = "--prefill-ms", args[a++] = "10";
 		args[a++] = "--event-delay-ms", args[a++] = delay[i];
@@ -277,12 +179,12 @@ static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 			args[a++] = pc[i].fault, args[a++] = "1";
 		args[a] = NULL;
 		spawn("kvidx-fakepod", false, args);
-		snprintf(pod_name[i], sizeof(pod_name[i]), "127.0.0.1:%d", port(3 * i + 2));
+		snprintf(pod_name[i], sizeof(pod_name[i]), "127.0.0.1:%d", tu_port(3 * i + 2));
 		snprintf(pods[i], sizeof(pods[i]),
 			 "tcp://127.0.0.1:%d,replay=tcp://127.0.0.1:%d,name=127.0.0.1:%d",
-			 port(3 * i), port(3 * i + 1), port(3 * i + 2));
+			 tu_port(3 * i), tu_port(3 * i + 1), tu_port(3 * i + 2));
 		snprintf(rpods[i], sizeof(rpods[i]), "127.0.0.1:%d=tcp://127.0.0.1:%d",
-			 port(3 * i + 2), port(3 * i + 2));
+			 tu_port(3 * i + 2), tu_port(3 * i + 2));
 	}
 	a = 0;
 	args[a++] = "--name", args[a++] = name;
@@ -297,17 +199,18 @@ static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 	args[a] = NULL;
 	spawn("kvidx-ingestd", false, args);
 
-	cr_assert(WAIT_FOR((rd = kvidx_reader_open(name)) != NULL, DEADLINE_MS),
+	cr_assert(TU_WAIT_FOR((rd = kvidx_reader_open(name)) != NULL, DEADLINE_MS),
 		  "index %s did not appear (see %s)", name, kids[nkids - 1].log);
 	cr_assert_eq(kvidx_reader_info(rd, &info), 0);
 	root = kvidx_key_root(info.algo, info.seed, MODEL);
 	for (int i = 0; i < n; i++) {
-		cr_assert(WAIT_FOR((pod_idx[i] = kvidx_reader_pod_find(rd, pod_name[i])) >= 0,
-				   DEADLINE_MS), "pod %s not registered", pod_name[i]);
+		cr_assert(TU_WAIT_FOR((pod_idx[i] = kvidx_reader_pod_find(rd, pod_name[i])) >= 0,
+				      DEADLINE_MS), "pod %s not registered", pod_name[i]);
 		int p = pod_idx[i];
-		cr_assert(WAIT_FOR(ctr(p, KV_PC_connected) == 1 &&
-					   ctr(p, KV_PC_spec_paused) == 0 && !paused(p),
-				   DEADLINE_MS),
+		cr_assert(TU_WAIT_FOR(ctr(p, KV_PC_connected) == 1 &&
+					      ctr(p, KV_PC_spec_paused) == 0 &&
+					      !tu_pod_paused(rd, p),
+				      DEADLINE_MS),
 			  "pod %s: subscription not up", pod_name[i]);
 		cr_assert_eq(ctr(pod_idx[i], KV_PC_ttl_ms), (int64_t)ic->ttl_ms,
 			     "the TTL in force is --ttl");
@@ -343,20 +246,10 @@ static int64_t ctr_sum(enum kv_pod_ctr c)
 	return s;
 }
 
-enum { R_NONE, R_SPEC, R_CONFIRMED };
-
-/* How pod (an index pod) holds key, as a router would see it now. */
+/* How pod (an index pod) holds key, as a router would see it now: TU_ABSENT, ... */
 static int rec_state(uint64_t key, int pod)
 {
-	struct kvidx_rec recs[16];
-	int n = kvidx_lookup(rd, key, recs, 16);
-
-	if (n == -KVIDX_ERETRY)
-		n = kvidx_lookup(rd, key, recs, 16);
-	for (int i = 0; i < n; i++)
-		if (recs[i].pod == pod)
-			return recs[i].speculative ? R_SPEC : R_CONFIRMED;
-	return R_NONE;
+	return tu_rec_state(rd, key, pod, NULL);
 }
 
 /* A prompt: PB blocks of prefix p, then SB blocks of suffix s (distinct for every (p, s)). */
@@ -549,15 +442,15 @@ Test(validation, success_pairs_at_gaps)
 		int pod = pod_of_name(a->pod);
 		uint64_t due = a->t_ns + gaps[i] * NS_PER_MS;
 		if (gaps[i] < delay) {
-			cr_assert(WAIT_FOR(rec_state(prefix_key(i, 0), pod) == R_SPEC, 1000),
+			cr_assert(TU_WAIT_FOR(rec_state(prefix_key(i, 0), pod) == TU_SPEC, 1000),
 				  "the first request's prediction is not in the index");
 			sleep_until(due);
 			cr_assert_lt(kvidx_now_ns(), a->t_ns + (delay - 100) * NS_PER_MS,
 				     "the test fell behind: the gap is no longer below the event");
 		} else {
 			sleep_until(due);
-			cr_assert(WAIT_FOR(rec_state(prefix_key(i, PB - 1), pod) == R_CONFIRMED,
-					   2000),
+			cr_assert(TU_WAIT_FOR(rec_state(prefix_key(i, PB - 1), pod) == TU_CONF,
+					      2000),
 				  "the first request's BlockStored was not applied");
 		}
 		const struct route_line *b = route(i, 1, &nb);
@@ -575,9 +468,9 @@ Test(validation, success_pairs_at_gaps)
 		cr_assert_not(ob->false_warm);
 	}
 	/* Every request's blocks confirmed: first requests store PB + SB, second ones SB. */
-	cr_assert(WAIT_FOR(ctr_sum(KV_PC_blocks_stored) == 4 * (PB + 2 * SB), DEADLINE_MS),
+	cr_assert(TU_WAIT_FOR(ctr_sum(KV_PC_blocks_stored) == 4 * (PB + 2 * SB), DEADLINE_MS),
 		  "blocks stored: %" PRId64, ctr_sum(KV_PC_blocks_stored));
-	cr_assert(WAIT_FOR(ctr_sum(KV_PC_outcomes) == 8, DEADLINE_MS));
+	cr_assert(TU_WAIT_FOR(ctr_sum(KV_PC_outcomes) == 8, DEADLINE_MS));
 	cr_assert_eq(ctr_sum(KV_PC_routes_predicted), 1);
 	cr_assert_eq(ctr_sum(KV_PC_routes_confirmed), 3);
 	cr_assert_eq(ctr_sum(KV_PC_routes_nomatch), 4);
@@ -623,7 +516,7 @@ static void failure_case(const char *fault, const char *status, bool pod_warm)
 	uint64_t k0 = prefix_key(0, 0);
 	const struct route_line *a = route(0, 0, &na);
 	ASSERT_ROUTE(a, "nomatch", 0, 0);
-	cr_assert(WAIT_FOR(rec_state(k0, pod) == R_SPEC, 1000), "no prediction after A");
+	cr_assert(TU_WAIT_FOR(rec_state(k0, pod) == TU_SPEC, 1000), "no prediction after A");
 	sleep_until(a->t_ns + 40 * NS_PER_MS);
 	const struct route_line *b = route(0, 1, &nb);
 	ASSERT_ROUTE(b, "predicted", PB, PB);
@@ -641,26 +534,26 @@ static void failure_case(const char *fault, const char *status, bool pod_warm)
 	}
 
 	/* The prediction lasts until A's commit + TTL (B's route did not stretch it). */
-	cr_assert(WAIT_FOR(rec_state(k0, pod) != R_SPEC, 2000), "the prediction never expired");
+	cr_assert(TU_WAIT_FOR(rec_state(k0, pod) != TU_SPEC, 2000), "the prediction never expired");
 	uint64_t lost = kvidx_now_ns();
 	cr_assert_geq(lost, a->t_ns + (TTL_MS - 20) * NS_PER_MS, "lost %.0f ms after A",
 		      (double)(lost - a->t_ns) / 1e6);
 	cr_assert_leq(lost, a->t_ns + (TTL_MS + 150) * NS_PER_MS, "lost %.0f ms after A",
 		      (double)(lost - a->t_ns) / 1e6);
-	cr_assert_eq(rec_state(k0, pod), R_NONE, "no event came: never confirmed");
+	cr_assert_eq(rec_state(k0, pod), TU_ABSENT, "no event came: never confirmed");
 	const struct route_line *c = route(0, 2, &nc);
 	ASSERT_ROUTE(c, "nomatch", 0, 0);
 	cr_assert_str_eq(wait_outcome(nc)->status, status);
 
 	/* Counters: the decisions, then A's and B's records expire stale (after the late
 	 * window). */
-	cr_assert(WAIT_FOR(ctr(pod, KV_PC_outcomes) == 3, DEADLINE_MS));
+	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_outcomes) == 3, DEADLINE_MS));
 	cr_assert_eq(ctr(pod, KV_PC_routes_nomatch), 2);
 	cr_assert_eq(ctr(pod, KV_PC_routes_predicted), 1);
 	cr_assert_eq(ctr(pod, KV_PC_routes_confirmed), 0);
 	cr_assert_eq(ctr(pod, KV_PC_false_warm_routes), pod_warm ? 0 : 1);
 	cr_assert_eq(ctr(pod, KV_PC_wasted_prefill_tokens), pod_warm ? 0 : PB * BS);
-	cr_assert(WAIT_FOR(ctr(pod, KV_PC_stale_expiries) >= PB + 2 * SB, DEADLINE_MS),
+	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_stale_expiries) >= PB + 2 * SB, DEADLINE_MS),
 		  "stale expiries %" PRId64 ", expected at least %d",
 		  ctr(pod, KV_PC_stale_expiries), PB + 2 * SB);
 	cr_assert_eq(ctr(pod, KV_PC_confirmed_in_time), 0);
@@ -703,14 +596,14 @@ Test(validation, pod_restart_clears_pod)
 	/* Two batches first: a return to sequence 0 counts as a restart once two were seen. */
 	for (unsigned p = 10; p < 12; p++) {
 		route(p, 0, &n);
-		cr_assert(WAIT_FOR(rec_state(prefix_key(p, 0), pod) == R_CONFIRMED, 2000));
+		cr_assert(TU_WAIT_FOR(rec_state(prefix_key(p, 0), pod) == TU_CONF, 2000));
 	}
 	route(0, 0, &n);
-	cr_assert(WAIT_FOR(rec_state(prefix_key(0, PB - 1), pod) == R_CONFIRMED, 2000));
+	cr_assert(TU_WAIT_FOR(rec_state(prefix_key(0, PB - 1), pod) == TU_CONF, 2000));
 	const struct route_line *b = route(0, 1, &n);
 	ASSERT_ROUTE(b, "confirmed", PB, 0);
 	cr_assert_eq(wait_outcome(n)->cached, PB * BS);
-	cr_assert(WAIT_FOR(ctr(pod, KV_PC_blocks_stored) == 3 * (PB + SB) + SB, 2000));
+	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_blocks_stored) == 3 * (PB + SB) + SB, 2000));
 
 	cr_assert_eq(kill(kids[0].pid, SIGUSR1), 0);
 	/* An unrelated prompt makes the pod publish again, from sequence 0. */
@@ -718,10 +611,12 @@ Test(validation, pod_restart_clears_pod)
 	do {
 		route(p, 0, &n);
 	} while (strcmp(wait_outcome(n)->status, "ok") && ++p < 25);
-	cr_assert(WAIT_FOR(ctr(pod, KV_PC_restarts) == 1, DEADLINE_MS), "ingestd saw no restart");
-	cr_assert(WAIT_FOR(rec_state(prefix_key(p, 0), pod) == R_CONFIRMED, 2000));
-	cr_assert(WAIT_FOR(ctr(pod, KV_PC_spec_paused) == 0, 2000));
-	cr_assert_eq(rec_state(prefix_key(0, 0), pod), R_NONE, "the restarted pod was not cleared");
+	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_restarts) == 1, DEADLINE_MS),
+		  "ingestd saw no restart");
+	cr_assert(TU_WAIT_FOR(rec_state(prefix_key(p, 0), pod) == TU_CONF, 2000));
+	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_spec_paused) == 0, 2000));
+	cr_assert_eq(rec_state(prefix_key(0, 0), pod), TU_ABSENT,
+		     "the restarted pod was not cleared");
 
 	const struct route_line *c = route(0, 2, &n);
 	ASSERT_ROUTE(c, "nomatch", 0, 0);
@@ -751,19 +646,19 @@ Test(validation, delayed_event_expires_early)
 	uint64_t k0 = prefix_key(0, 0);
 	const struct route_line *a = route(0, 0, &na);
 	ASSERT_ROUTE(a, "nomatch", 0, 0);
-	cr_assert(WAIT_FOR(rec_state(k0, pod) == R_SPEC, 1000));
+	cr_assert(TU_WAIT_FOR(rec_state(k0, pod) == TU_SPEC, 1000));
 	sleep_until(a->t_ns + 40 * NS_PER_MS);
 	const struct route_line *b = route(0, 1, &nb);
 	ASSERT_ROUTE(b, "predicted", PB, PB);
 	cr_assert_eq(wait_outcome(nb)->cached, PB * BS);
 
-	cr_assert(WAIT_FOR(rec_state(k0, pod) != R_SPEC, 2000));
+	cr_assert(TU_WAIT_FOR(rec_state(k0, pod) != TU_SPEC, 2000));
 	uint64_t lost = kvidx_now_ns();
 	cr_assert_geq(lost, a->t_ns + (TTL_MS - 20) * NS_PER_MS);
 	cr_assert_leq(lost, a->t_ns + (TTL_MS + 150) * NS_PER_MS);
 	/* Let the reaper remove the expired records (they enter the late window) before C
 	 * predicts the same blocks again. */
-	cr_assert(WAIT_FOR(ld_relaxed(&kv_reader_view(rd)->st->spec_records) == 0, 1000),
+	cr_assert(TU_WAIT_FOR(ld_relaxed(&kv_reader_view(rd)->st->spec_records) == 0, 1000),
 		  "the reaper did not remove the expired predictions");
 	const struct route_line *c = route(0, 2, &nc);
 	ASSERT_ROUTE(c, "nomatch", 0, 0);
@@ -773,10 +668,10 @@ Test(validation, delayed_event_expires_early)
 	cr_assert_eq(ctr(pod, KV_PC_blocks_stored), 0);
 
 	/* The late event: the prefix becomes confirmed, and the expiries count as early. */
-	cr_assert(WAIT_FOR(rec_state(prefix_key(0, PB - 1), pod) == R_CONFIRMED, 3000));
+	cr_assert(TU_WAIT_FOR(rec_state(prefix_key(0, PB - 1), pod) == TU_CONF, 3000));
 	const struct route_line *d = route(0, 3, &nd);
 	ASSERT_ROUTE(d, "confirmed", PB, 0);
-	cr_assert(WAIT_FOR(ctr(pod, KV_PC_late_confirmations) >= PB + SB, 2000),
+	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_late_confirmations) >= PB + SB, 2000),
 		  "late confirmations %" PRId64, ctr(pod, KV_PC_late_confirmations));
 	cr_assert_eq(ctr(pod, KV_PC_early_expiries), ctr(pod, KV_PC_late_confirmations));
 	cr_assert_eq(ctr(pod, KV_PC_confirmed_in_time), 0,
@@ -787,7 +682,8 @@ Test(validation, delayed_event_expires_early)
 	cr_assert_eq(ctr(pod, KV_PC_stale_expiries), 0,
 		     "%" PRId64 " stale expiries, although every prediction was confirmed late",
 		     ctr(pod, KV_PC_stale_expiries));
-	cr_assert(WAIT_FOR(ctr(pod, KV_PC_routes_confirmed) == 1, 2000), "D's commit not drained");
+	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_routes_confirmed) == 1, 2000),
+		  "D's commit not drained");
 	cr_assert_eq(ctr(pod, KV_PC_routes_predicted), 1);
 	cr_assert_eq(ctr(pod, KV_PC_routes_nomatch), 2);
 }
@@ -809,10 +705,10 @@ Test(validation, pipeline_gap_pauses_speculation)
 	int pod = pod_idx[0];
 	const struct route_line *a = route(0, 0, &n);
 	ASSERT_ROUTE(a, "nomatch", 0, 0);
-	cr_assert(WAIT_FOR(rec_state(prefix_key(0, 0), pod) == R_SPEC, 1000));
+	cr_assert(TU_WAIT_FOR(rec_state(prefix_key(0, 0), pod) == TU_SPEC, 1000));
 	const struct route_line *b = route(0, 1, &n);
 	ASSERT_ROUTE(b, "predicted", PB, PB);
-	cr_assert(WAIT_FOR(ctr(pod, KV_PC_spec_paused) == 2, 3000), "spec_paused %" PRId64,
+	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_spec_paused) == 2, 3000), "spec_paused %" PRId64,
 		  ctr(pod, KV_PC_spec_paused));
 	const struct route_line *c = route(0, 2, &n);
 	cr_assert_lt(c->t_ns, b->t_ns + 2500 * NS_PER_MS, "too late: the TTL nearly ran out");
@@ -829,9 +725,8 @@ Test(validation, pipeline_gap_pauses_speculation)
 static int run_tool(const char *tool, const char **args, const char *input, char *out,
 		    size_t outsz)
 {
-	struct child *c = spawn(tool, true, args);
+	struct tu_child *c = spawn(tool, true, args);
 	size_t n = 0;
-	int st;
 
 	if (input)
 		cr_assert_eq(write(c->in, input, strlen(input)), (ssize_t)strlen(input));
@@ -851,15 +746,8 @@ static int run_tool(const char *tool, const char **args, const char *input, char
 			break;
 	}
 	out[n] = '\0';
-	while (kvidx_now_ns() < dl) {
-		pid_t p = waitpid(c->pid, &st, WNOHANG);
-		if (p == c->pid) {
-			c->pid = -1; /* reaped: teardown's kill and waitpid do nothing */
-			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-		}
-		sleep_ms(5);
-	}
-	return -1;
+	uint64_t now = kvidx_now_ns();
+	return tu_child_wait(c, now < dl ? (int)((dl - now) / NS_PER_MS) : 0);
 }
 
 /* kvidx-top --once: one frame, the pods and their counters, no terminal codes. */
@@ -873,10 +761,10 @@ Test(validation, top_once_shows_the_pods)
 	start_all(2, pc, &ic);
 	const struct route_line *a = route(0, 0, &n);
 	int pod = pod_of_name(a->pod);
-	cr_assert(WAIT_FOR(rec_state(prefix_key(0, PB - 1), pod) == R_CONFIRMED, 2000));
+	cr_assert(TU_WAIT_FOR(rec_state(prefix_key(0, PB - 1), pod) == TU_CONF, 2000));
 	const struct route_line *b = route(0, 1, &n);
 	ASSERT_ROUTE(b, "confirmed", PB, 0);
-	cr_assert(WAIT_FOR(ctr(pod, KV_PC_routes_confirmed) == 1, 2000));
+	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_routes_confirmed) == 1, 2000));
 	const char *args[] = { "--name", name, "--once", NULL };
 	cr_assert_eq(run_tool("kvidx-top", args, NULL, out, sizeof(out)), 0, "%s", out);
 	cr_assert_null(strchr(out, '\033'), "--once writes no terminal codes");
@@ -900,8 +788,8 @@ Test(validation, synthetic_workload_runs_to_count)
 	char p0[128], p1[128];
 
 	start_all(2, pc, &ic);
-	snprintf(p0, sizeof(p0), "%s=%s", pod_name[0], ep(2));
-	snprintf(p1, sizeof(p1), "%s=%s", pod_name[1], ep(5));
+	snprintf(p0, sizeof(p0), "%s=%s", pod_name[0], tu_endpoint(2));
+	snprintf(p1, sizeof(p1), "%s=%s", pod_name[1], tu_endpoint(5));
 	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--synthetic",
 			       "--count", "40", "--rate", "400", "--poisson", "--prefixes", "3",
 			       "--json", "--quiet", NULL };
@@ -914,10 +802,10 @@ Test(validation, synthetic_workload_runs_to_count)
 	cr_assert(jnum(out, "nomatch", &nomatch));
 	cr_assert_lt(nomatch, 20, "%s", out);
 	/* Its own decisions, plus the router launched by start_all (which made none). */
-	cr_assert(WAIT_FOR(ctr_sum(KV_PC_routes_predicted) + ctr_sum(KV_PC_routes_confirmed) +
-				   ctr_sum(KV_PC_routes_nomatch) == 40,
-			   DEADLINE_MS));
-	cr_assert(WAIT_FOR(ctr_sum(KV_PC_outcomes) == 40, DEADLINE_MS));
+	cr_assert(TU_WAIT_FOR(ctr_sum(KV_PC_routes_predicted) + ctr_sum(KV_PC_routes_confirmed) +
+				      ctr_sum(KV_PC_routes_nomatch) == 40,
+			      DEADLINE_MS));
+	cr_assert(TU_WAIT_FOR(ctr_sum(KV_PC_outcomes) == 40, DEADLINE_MS));
 }
 
 /*
@@ -936,8 +824,8 @@ Test(validation, route_gives_up_unanswered_requests)
 	struct kvidx *w = kvidx_writer_open(&o);
 	cr_assert_not_null(w, "%s", kvidx_strerror(-errno));
 	/* Nothing listens on these ports. */
-	snprintf(pod0, sizeof(pod0), "127.0.0.1:%d=%s", port(8), ep(8));
-	snprintf(pod1, sizeof(pod1), "127.0.0.1:%d=%s", port(9), ep(9));
+	snprintf(pod0, sizeof(pod0), "127.0.0.1:%d=%s", tu_port(8), tu_endpoint(8));
+	snprintf(pod1, sizeof(pod1), "127.0.0.1:%d=%s", tu_port(9), tu_endpoint(9));
 	for (unsigned k = 0; k < 3; k++) {
 		prompt(t, k, 0);
 		for (size_t i = 0; i < NTOK; i++)
@@ -958,7 +846,7 @@ Test(validation, route_gives_up_unanswered_requests)
 		const char *r = strstr(out, want);
 		cr_assert(r, "%s", out);
 		snprintf(want, sizeof(want), "\"pod\":\"127.0.0.1:%d\",\"kind\":\"nomatch\"",
-			 port(k == 2 ? 9 : 8));
+			 tu_port(k == 2 ? 9 : 8));
 		cr_assert(!strncmp(strstr(r, "\"pod\""), want, strlen(want)), "%u: %s", k, r);
 	}
 	cr_assert(strstr(out, "\"committed\":false"), "%s", out);

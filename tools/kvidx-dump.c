@@ -29,9 +29,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "attach.h"
+#include "cli.h"
+#include "escape.h"
 #include "inspect.h"
+#include "jsonw.h"
 #include "kvidx.h"
 #include "metrics.h"
+#include "parse.h"
 #include "segment.h"
 
 #define PROG "kvidx-dump"
@@ -60,188 +65,12 @@ enum {
 	SEC_DEFAULT = SEC_HEADER | SEC_PODS | SEC_READERS | SEC_STATS,
 };
 
-/* ---- output: escaped strings and a minimal JSON writer ------------------------------------ */
-
-/*
- * Length of the well-formed UTF-8 sequence at p (2 to 4 bytes), with its code point in *cp,
- * or 0 if p does not start one (a lone or ASCII byte, an overlong form, a surrogate, a code
- * point above U+10FFFF). Stops at a NUL, which is never a continuation byte.
- */
-static size_t utf8_seq(const unsigned char *p, uint32_t *cp)
-{
-	uint32_t c = p[0], v, min;
-	size_t n;
-
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2, v = c & 0x1f, min = 0x80;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3, v = c & 0x0f, min = 0x800;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4, v = c & 0x07, min = 0x10000;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		v = v << 6 | (p[i] & 0x3f);
-	}
-	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	*cp = v;
-	return n;
-}
-
-/*
- * Writes s as a JSON string: quotes and backslashes escaped, control characters as \uXXXX,
- * well-formed UTF-8 as is, any other byte as U+FFFD. The result is valid JSON whatever s holds.
- */
-static void json_str(FILE *f, const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	uint32_t cp;
-	size_t n;
-
-	putc('"', f);
-	while (*p) {
-		if (*p == '"' || *p == '\\') {
-			putc('\\', f);
-			putc(*p++, f);
-		} else if (*p < 0x20 || *p == 0x7f) {
-			fprintf(f, "\\u%04x", *p++);
-		} else if (*p < 0x80) {
-			putc(*p++, f);
-		} else if ((n = utf8_seq(p, &cp)) != 0) {
-			fwrite(p, 1, n, f);
-			p += n;
-		} else {
-			fputs("\\ufffd", f);
-			p++;
-		}
-	}
-	putc('"', f);
-}
-
-/*
- * Writes s for a terminal: printable ASCII and well-formed UTF-8 as they are; backslashes and
- * double quotes escaped with a backslash (the text output quotes some strings); control
- * characters (C0, DEL and C1, which can drive a terminal) and stray bytes as \u00HH or \xHH.
- * Returns the number of columns written, roughly, for padding.
- */
-static size_t text_str(FILE *f, const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t cols = 0, n;
-	uint32_t cp;
-
-	while (*p) {
-		if (*p == '\\' || *p == '"') {
-			putc('\\', f);
-			putc(*p++, f);
-			cols += 2;
-		} else if (*p >= 0x20 && *p < 0x7f) {
-			putc(*p++, f);
-			cols++;
-		} else if ((n = utf8_seq(p, &cp)) != 0 && cp >= 0xa0) {
-			fwrite(p, 1, n, f);
-			p += n, cols++;
-		} else if (n) {
-			fprintf(f, "\\u%04" PRIx32, cp);
-			p += n, cols += 6;
-		} else {
-			fprintf(f, "\\x%02x", *p++);
-			cols += 4;
-		}
-	}
-	return cols;
-}
-
-/*
- * The JSON writer: members and elements are separated and indented according to depth. The
- * top-level object and the sections in it get one member per line; anything deeper (one
- * pod, one reader, one entry) stays on one line, so output greps well.
- */
-#define JSON_MAX_DEPTH 8
-struct jw {
-	FILE *f;
-	int depth;
-	bool first[JSON_MAX_DEPTH];
-};
-
-static void jw_indent(struct jw *j, int depth)
-{
-	putc('\n', j->f);
-	for (int i = 0; i < depth; i++)
-		fputs("  ", j->f);
-}
-
-/* Starts a member (key non-NULL, inside an object) or an element (key NULL, in an array). */
-static void jw_item(struct jw *j, const char *key)
-{
-	if (!j->first[j->depth])
-		putc(',', j->f);
-	if (j->depth <= 2)
-		jw_indent(j, j->depth);
-	else if (!j->first[j->depth])
-		putc(' ', j->f);
-	j->first[j->depth] = false;
-	if (key) {
-		json_str(j->f, key);
-		fputs(": ", j->f);
-	}
-}
-
-static void jw_open(struct jw *j, const char *key, char brace)
-{
-	if (j->depth > 0)
-		jw_item(j, key);
-	putc(brace, j->f);
-	j->depth++;
-	j->first[j->depth] = true;
-}
-
-static void jw_close(struct jw *j, char brace)
-{
-	bool empty = j->first[j->depth];
-
-	j->depth--;
-	if (j->depth <= 1 && !empty)
-		jw_indent(j, j->depth);
-	putc(brace, j->f);
-	if (j->depth == 0)
-		putc('\n', j->f);
-}
-
-static void jw_u64(struct jw *j, const char *key, uint64_t v)
-{
-	jw_item(j, key);
-	fprintf(j->f, "%" PRIu64, v);
-}
-
-static void jw_i64(struct jw *j, const char *key, int64_t v)
-{
-	jw_item(j, key);
-	fprintf(j->f, "%" PRId64, v);
-}
-
-static void jw_str(struct jw *j, const char *key, const char *s)
-{
-	jw_item(j, key);
-	if (s)
-		json_str(j->f, s);
-	else
-		fputs("null", j->f);
-}
-
-static void jw_bool(struct jw *j, const char *key, bool v)
-{
-	jw_item(j, key);
-	fputs(v ? "true" : "false", j->f);
-}
+/* ---- output ------------------------------------------------------------------------------ */
 
 /* A key as the entries print it: 0x and 16 hex digits. */
-static void jw_key(struct jw *j, const char *key, uint64_t k)
+static void jw_key(struct tc_jw *j, const char *key, uint64_t k)
 {
-	jw_item(j, key);
+	tc_jw_item(j, key);
 	fprintf(j->f, "\"0x%016" PRIx64 "\"", k);
 }
 
@@ -255,7 +84,7 @@ struct pod_cache {
 struct dump {
 	const char *name;
 	bool json;
-	struct jw j;
+	struct tc_jw j;
 	struct kvidx_reader *r;
 	struct kvidx_info info;
 	uint64_t now;
@@ -386,36 +215,36 @@ static void dump_header(struct dump *d)
 	int64_t ctl_created = ms_since(d->now, ld_relaxed(&ctl->ch_created_ns));
 
 	if (d->json) {
-		struct jw *j = &d->j;
-		jw_open(j, "header", '{');
-		jw_u64(j, "layout_version", in->layout_version);
-		jw_u64(j, "generation", in->generation);
-		jw_str(j, "key_algo", kvidx_key_algo_name(in->algo));
-		jw_str(j, "seed", in->seed);
-		jw_u64(j, "block_size", in->block_size);
-		jw_open(j, "geometry", '{');
-		jw_u64(j, "capacity", in->geo.capacity);
-		jw_u64(j, "records", in->geo.records);
-		jw_u64(j, "pods_per_key", in->geo.pods_per_key);
-		jw_u64(j, "max_pods", in->geo.max_pods);
-		jw_u64(j, "max_readers", in->geo.max_readers);
-		jw_u64(j, "nslots", v->nslots);
-		jw_u64(j, "max_probe", v->max_probe);
-		jw_u64(j, "arena_units", v->units);
-		jw_close(j, '}');
-		jw_u64(j, "data_bytes", data_bytes);
-		jw_u64(j, "registry_bytes", ctl_bytes);
-		jw_item(j, "bytes_per_key");
+		struct tc_jw *j = &d->j;
+		tc_jw_open(j, "header", '{');
+		tc_jw_u64(j, "layout_version", in->layout_version);
+		tc_jw_u64(j, "generation", in->generation);
+		tc_jw_str(j, "key_algo", kvidx_key_algo_name(in->algo));
+		tc_jw_str(j, "seed", in->seed);
+		tc_jw_u64(j, "block_size", in->block_size);
+		tc_jw_open(j, "geometry", '{');
+		tc_jw_u64(j, "capacity", in->geo.capacity);
+		tc_jw_u64(j, "records", in->geo.records);
+		tc_jw_u64(j, "pods_per_key", in->geo.pods_per_key);
+		tc_jw_u64(j, "max_pods", in->geo.max_pods);
+		tc_jw_u64(j, "max_readers", in->geo.max_readers);
+		tc_jw_u64(j, "nslots", v->nslots);
+		tc_jw_u64(j, "max_probe", v->max_probe);
+		tc_jw_u64(j, "arena_units", v->units);
+		tc_jw_close(j, '}');
+		tc_jw_u64(j, "data_bytes", data_bytes);
+		tc_jw_u64(j, "registry_bytes", ctl_bytes);
+		tc_jw_item(j, "bytes_per_key");
 		fprintf(j->f, "%.1f", per_key);
-		jw_i64(j, "writer_pid", in->writer_pid);
-		jw_bool(j, "writer_alive", alive);
-		jw_item(j, "writer_lock_held");
+		tc_jw_i64(j, "writer_pid", in->writer_pid);
+		tc_jw_bool(j, "writer_alive", alive);
+		tc_jw_item(j, "writer_lock_held");
 		fputs(locked < 0 ? "null" : locked ? "true" : "false", j->f);
-		jw_i64(j, "heartbeat_age_ms", hb);
-		jw_i64(j, "created_age_ms", created);
-		jw_i64(j, "registry_created_age_ms", ctl_created);
-		jw_str(j, "state", data_state_name(state));
-		jw_close(j, '}');
+		tc_jw_i64(j, "heartbeat_age_ms", hb);
+		tc_jw_i64(j, "created_age_ms", created);
+		tc_jw_i64(j, "registry_created_age_ms", ctl_created);
+		tc_jw_str(j, "state", data_state_name(state));
+		tc_jw_close(j, '}');
 		return;
 	}
 	printf("header:\n");
@@ -423,7 +252,7 @@ static void dump_header(struct dump *d)
 	text_row_u64("generation", in->generation, NULL);
 	printf("  %-20s %s\n", "key algorithm", kvidx_key_algo_name(in->algo));
 	printf("  %-20s \"", "seed");
-	text_str(stdout, in->seed);
+	tc_text_str(stdout, in->seed);
 	printf("\"\n");
 	text_row_u64("block size", in->block_size, "tokens");
 	text_row_u64("capacity", in->geo.capacity, "keys");
@@ -459,7 +288,7 @@ static void dump_pods(struct dump *d)
 	uint32_t active = 0;
 
 	if (d->json)
-		jw_open(&d->j, "pods", '[');
+		tc_jw_open(&d->j, "pods", '[');
 	else
 		printf("pods:\n");
 	for (uint32_t i = 0; i < v->max_pods; i++) {
@@ -475,20 +304,20 @@ static void dump_pods(struct dump *d)
 		unsigned fl = KV_POD_FLAGS(pw);
 		active++;
 		if (d->json) {
-			struct jw *j = &d->j;
-			jw_open(j, NULL, '{');
-			jw_u64(j, "index", i);
-			jw_str(j, "name", name);
-			jw_str(j, "model", model);
-			jw_u64(j, "generation", KV_POD_GEN(pw));
-			jw_u64(j, "flags", fl);
-			jw_bool(j, "spec_paused", fl & KV_POD_SPEC_PAUSED);
-			jw_open(j, "counters", '{');
+			struct tc_jw *j = &d->j;
+			tc_jw_open(j, NULL, '{');
+			tc_jw_u64(j, "index", i);
+			tc_jw_str(j, "name", name);
+			tc_jw_str(j, "model", model);
+			tc_jw_u64(j, "generation", KV_POD_GEN(pw));
+			tc_jw_u64(j, "flags", fl);
+			tc_jw_bool(j, "spec_paused", fl & KV_POD_SPEC_PAUSED);
+			tc_jw_open(j, "counters", '{');
 		} else {
 			printf("  [%" PRIu32 "] ", i);
-			text_str(stdout, name);
+			tc_text_str(stdout, name);
 			printf("  model \"");
-			text_str(stdout, model);
+			tc_text_str(stdout, model);
 			printf("\"  generation %u  flags %s", KV_POD_GEN(pw),
 			       fl & KV_POD_SPEC_PAUSED ? "spec-paused" : "-");
 			if (fl & ~KV_POD_SPEC_PAUSED)
@@ -506,7 +335,7 @@ static void dump_pods(struct dump *d)
 			else
 				snprintf(label, sizeof(label), "ctr[%u]", c);
 			if (d->json) {
-				jw_u64(&d->j, label, val);
+				tc_jw_u64(&d->j, label, val);
 			} else {
 				printf("%s%s %" PRIu64, shown % 6 ? "  " : "      ", label, val);
 				if (shown % 6 == 5)
@@ -515,14 +344,14 @@ static void dump_pods(struct dump *d)
 			shown++;
 		}
 		if (d->json) {
-			jw_close(&d->j, '}');
-			jw_close(&d->j, '}');
+			tc_jw_close(&d->j, '}');
+			tc_jw_close(&d->j, '}');
 		} else if (shown % 6) {
 			printf("\n");
 		}
 	}
 	if (d->json)
-		jw_close(&d->j, ']');
+		tc_jw_close(&d->j, ']');
 	else
 		printf("  %" PRIu32 " active of %" PRIu32 "\n", active, v->max_pods);
 }
@@ -539,7 +368,7 @@ static void dump_readers(struct dump *d)
 	uint32_t used = 0;
 
 	if (d->json)
-		jw_open(&d->j, "readers", '[');
+		tc_jw_open(&d->j, "readers", '[');
 	else
 		printf("readers:\n");
 	for (uint32_t i = 0; i < d->nreaders; i++) {
@@ -558,21 +387,21 @@ static void dump_readers(struct dump *d)
 		int locked = lock_held(d, KV_LOCK_READER(i));
 		used++;
 		if (d->json) {
-			struct jw *j = &d->j;
-			jw_open(j, NULL, '{');
-			jw_u64(j, "slot", i);
-			jw_str(j, "state", state);
-			jw_u64(j, "claim_gen", KV_RS_GEN(st));
-			jw_i64(j, "pid", pid);
-			jw_bool(j, "alive", alive);
-			jw_item(j, "lock_held");
+			struct tc_jw *j = &d->j;
+			tc_jw_open(j, NULL, '{');
+			tc_jw_u64(j, "slot", i);
+			tc_jw_str(j, "state", state);
+			tc_jw_u64(j, "claim_gen", KV_RS_GEN(st));
+			tc_jw_i64(j, "pid", pid);
+			tc_jw_bool(j, "alive", alive);
+			tc_jw_item(j, "lock_held");
 			fputs(locked < 0 ? "null" : locked ? "true" : "false", j->f);
-			jw_u64(j, "epoch", epoch);
-			jw_u64(j, "lookups", lookups);
-			jw_u64(j, "expelled", expelled);
-			jw_i64(j, "claimed_age_ms", claimed);
-			jw_bool(j, "self", (int)i == self);
-			jw_close(j, '}');
+			tc_jw_u64(j, "epoch", epoch);
+			tc_jw_u64(j, "lookups", lookups);
+			tc_jw_u64(j, "expelled", expelled);
+			tc_jw_i64(j, "claimed_age_ms", claimed);
+			tc_jw_bool(j, "self", (int)i == self);
+			tc_jw_close(j, '}');
 		} else {
 			printf("  [%" PRIu32 "] %-8s pid %" PRId32 " (%s%s)  epoch %" PRIu64 "%s  "
 			       "lookups %" PRIu64 "  expelled %" PRIu64 " time%s  ",
@@ -585,7 +414,7 @@ static void dump_readers(struct dump *d)
 		}
 	}
 	if (d->json)
-		jw_close(&d->j, ']');
+		tc_jw_close(&d->j, ']');
 	else
 		printf("  %" PRIu32 " of %" PRIu32 " slots in use\n", used, d->nreaders);
 }
@@ -598,12 +427,12 @@ static void dump_stats(struct dump *d)
 	uint64_t epoch = ld_relaxed(&kv_reader_ctl(d->r)->ch_epoch);
 
 	if (d->json) {
-		jw_open(&d->j, "stats", '{');
-#define STAT_JSON(n) jw_u64(&d->j, #n, ld_relaxed(&st->n));
+		tc_jw_open(&d->j, "stats", '{');
+#define STAT_JSON(n) tc_jw_u64(&d->j, #n, ld_relaxed(&st->n));
 		KV_STATS(STAT_JSON)
 #undef STAT_JSON
-		jw_u64(&d->j, "registry_epoch", epoch);
-		jw_close(&d->j, '}');
+		tc_jw_u64(&d->j, "registry_epoch", epoch);
+		tc_jw_close(&d->j, '}');
 		return;
 	}
 	printf("stats:\n");
@@ -620,35 +449,35 @@ static void print_entry(struct dump *d, uint64_t key, const struct kvidx_rec *re
 			uint64_t now)
 {
 	if (d->json) {
-		struct jw *j = &d->j;
+		struct tc_jw *j = &d->j;
 		jw_key(j, "key", key);
-		jw_open(j, "pods", '[');
+		tc_jw_open(j, "pods", '[');
 		for (int i = 0; i < n; i++) {
 			const struct kvidx_rec *rc = &recs[i];
-			jw_open(j, NULL, '{');
-			jw_str(j, "pod", pod_name(d, rc->pod));
-			jw_u64(j, "pod_index", rc->pod);
-			jw_str(j, "state", rc->speculative ? "speculative" : "confirmed");
-			jw_open(j, "tiers", '[');
+			tc_jw_open(j, NULL, '{');
+			tc_jw_str(j, "pod", pod_name(d, rc->pod));
+			tc_jw_u64(j, "pod_index", rc->pod);
+			tc_jw_str(j, "state", rc->speculative ? "speculative" : "confirmed");
+			tc_jw_open(j, "tiers", '[');
 			for (unsigned b = 0; b < 8; b++) {
 				char other[8];
 				if (!(rc->tiers & (1u << b)))
 					continue;
 				if (b < KVIDX_NTIERS) {
 					enum kvidx_tier t = (enum kvidx_tier)(1u << b);
-					jw_str(j, NULL, kvidx_tier_name(t));
+					tc_jw_str(j, NULL, kvidx_tier_name(t));
 				} else {
 					snprintf(other, sizeof(other), "bit%u", b);
-					jw_str(j, NULL, other);
+					tc_jw_str(j, NULL, other);
 				}
 			}
-			jw_close(j, ']');
-			jw_i64(j, "age_ms", ms_since(now, rc->t_ns));
+			tc_jw_close(j, ']');
+			tc_jw_i64(j, "age_ms", ms_since(now, rc->t_ns));
 			if (rc->speculative)
-				jw_i64(j, "expires_in_ms", -ms_since(now, rc->expires_ns));
-			jw_close(j, '}');
+				tc_jw_i64(j, "expires_in_ms", -ms_since(now, rc->expires_ns));
+			tc_jw_close(j, '}');
 		}
-		jw_close(j, ']');
+		tc_jw_close(j, ']');
 		return;
 	}
 	printf("  0x%016" PRIx64 "  %d record%s\n", key, n, n == 1 ? "" : "s");
@@ -658,7 +487,7 @@ static void print_entry(struct dump *d, uint64_t key, const struct kvidx_rec *re
 		size_t cols;
 		printf("      ");
 		if (pn)
-			cols = text_str(stdout, pn);
+			cols = tc_text_str(stdout, pn);
 		else
 			cols = (size_t)printf("#%u (gone)", rc->pod);
 		printf("%*s  %-11s  ", cols < 21 ? (int)(21 - cols) : 0, "",
@@ -730,7 +559,7 @@ static int dump_entries(struct dump *d, uint64_t limit)
 		return -ENOMEM;
 	}
 	if (d->json)
-		jw_open(&d->j, "entries", '[');
+		tc_jw_open(&d->j, "entries", '[');
 	else
 		printf("entries:\n");
 	for (pos = 0; pos < end && !truncated; pos += WALK_CHUNK) {
@@ -768,10 +597,10 @@ static int dump_entries(struct dump *d, uint64_t limit)
 				break;
 			}
 			if (d->json)
-				jw_open(&d->j, NULL, '{');
+				tc_jw_open(&d->j, NULL, '{');
 			print_entry(d, b->keys[i], b->recs[i], b->nrec[i], now);
 			if (d->json)
-				jw_close(&d->j, '}');
+				tc_jw_close(&d->j, '}');
 			shown++;
 		}
 		if (limit && shown == limit && pos + WALK_CHUNK < end)
@@ -779,7 +608,7 @@ static int dump_entries(struct dump *d, uint64_t limit)
 	}
 	free(b);
 	if (d->json)
-		jw_close(&d->j, ']');
+		tc_jw_close(&d->j, ']');
 	else
 		printf("  %" PRIu64 " key%s shown%s; %" PRIu64 " key%s without a live record "
 		       "skipped\n",
@@ -809,10 +638,10 @@ static int dump_key(struct dump *d, uint64_t key)
 		return n;
 	}
 	if (d->json) {
-		jw_open(&d->j, "lookup", '{');
-		jw_bool(&d->j, "found", n > 0);
+		tc_jw_open(&d->j, "lookup", '{');
+		tc_jw_bool(&d->j, "found", n > 0);
 		print_entry(d, key, recs, n, now);
-		jw_close(&d->j, '}');
+		tc_jw_close(&d->j, '}');
 	} else if (n == 0) {
 		printf("key:\n  0x%016" PRIx64 "  absent\n", key);
 	} else {
@@ -828,40 +657,10 @@ static int dump_key(struct dump *d, uint64_t key)
 static int attach(struct dump *d)
 {
 	char path[KV_SHM_PATH_MAX];
-	int rc;
 
-	d->r = kvidx_reader_open(d->name);
-	if (!d->r) {
-		rc = -errno;
-		if (rc == -ENOENT) {
-			char dev[KV_SHM_PATH_MAX + 16];
-			snprintf(dev, sizeof(dev), "/dev/shm/%s", d->name);
-			if (access(dev, F_OK) == 0)
-				fprintf(stderr,
-					PROG ": index '%s' has no live data segment (its writer is "
-					     "creating it, or died while building it)\n",
-					d->name);
-			else
-				fprintf(stderr,
-					PROG ": index '%s' not found (no /dev/shm/%s; "
-					     "is kvidx-ingestd running?)\n",
-					d->name, d->name);
-		} else if (rc == -EACCES) {
-			err_msg(d, "%s (segments are readable by their owner, or by the group "
-				   "given to the writer)",
-				kvidx_strerror(rc));
-		} else {
-			err_msg(d, "%s", kvidx_strerror(rc));
-		}
+	d->r = tc_index_open(d->name);
+	if (!d->r || tc_index_info(d->r, d->name, &d->info) < 0)
 		return 1;
-	}
-	rc = kvidx_reader_info(d->r, &d->info);
-	if (rc == -KVIDX_ERETRY)
-		rc = kvidx_reader_info(d->r, &d->info);
-	if (rc < 0) {
-		err_msg(d, "reading the header: %s", kvidx_strerror(rc));
-		return 1;
-	}
 	d->now = kvidx_now_ns();
 
 	const struct kv_view *v = kv_reader_view(d->r);
@@ -930,60 +729,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-static void __attribute__((noreturn)) bad_usage(void)
-{
-	fputs("Try '" PROG " --help' for more information.\n", stderr);
-	exit(2);
-}
-
-/* Parses a whole string as a decimal number: digits only, no sign, no overflow. */
-static bool parse_dec(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (!*s)
-		return false;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return false;
-		unsigned dgt = (unsigned)(*s - '0');
-		if (v > (UINT64_MAX - dgt) / 10)
-			return false;
-		v = v * 10 + dgt;
-	}
-	*out = v;
-	return true;
-}
-
-/* Parses 1..16 hex digits, with an optional 0x or 0X prefix. */
-static bool parse_hex64(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t n = 0;
-
-	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
-		s += 2;
-	for (; *s; s++, n++) {
-		unsigned dgt;
-
-		if (*s >= '0' && *s <= '9')
-			dgt = (unsigned)(*s - '0');
-		else if (*s >= 'a' && *s <= 'f')
-			dgt = (unsigned)(*s - 'a' + 10);
-		else if (*s >= 'A' && *s <= 'F')
-			dgt = (unsigned)(*s - 'A' + 10);
-		else
-			return false;
-		if (n == 16)
-			return false;
-		v = v << 4 | dgt;
-	}
-	if (!n)
-		return false;
-	*out = v;
-	return true;
-}
-
 int main(int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_JSON, OPT_HEADER, OPT_PODS, OPT_READERS, OPT_STATS,
@@ -1007,18 +752,12 @@ int main(int argc, char **argv)
 	bool prometheus = false;
 	int c, status = 0;
 
+	tc_prog = PROG;
 	opterr = 0; /* This program prints its own messages, naming itself PROG. */
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_NAME:
-			if (kv_name_check(optarg) < 0) {
-				fprintf(stderr,
-					PROG ": bad --name '%s': expected 1 to %d of "
-					     "[A-Za-z0-9_.-], not starting with '.'\n",
-					optarg, KVIDX_NAME_MAX - 1);
-				bad_usage();
-			}
-			d.name = optarg;
+			d.name = tc_index_name_arg(optarg);
 			break;
 		case OPT_JSON:
 			d.json = true;
@@ -1039,51 +778,31 @@ int main(int argc, char **argv)
 			sections |= SEC_STATS;
 			break;
 		case OPT_ENTRIES:
-			if (optarg && !parse_dec(optarg, &limit)) {
-				fprintf(stderr,
-					PROG ": bad --entries '%s': expected a decimal count "
-					     "(0: all)\n",
-					optarg);
-				bad_usage();
-			}
+			if (optarg && !tc_parse_dec(optarg, UINT64_MAX, &limit))
+				tc_usage_error("bad --entries '%s': expected a decimal count "
+					       "(0: all)", optarg);
 			sections |= SEC_ENTRIES;
 			break;
 		case OPT_KEY:
-			if (!parse_hex64(optarg, &key)) {
-				fprintf(stderr,
-					PROG ": bad --key '%s': expected 1 to 16 hex digits, "
-					     "optionally prefixed by 0x\n",
-					optarg);
-				bad_usage();
-			}
+			if (!tc_parse_hex64(optarg, &key))
+				tc_usage_error("bad --key '%s': expected 1 to 16 hex digits, "
+					       "optionally prefixed by 0x", optarg);
 			sections |= SEC_KEY;
 			break;
 		case 'h':
 			usage(stdout);
 			return fflush(stdout) || ferror(stdout) ? 1 : 0;
-		case ':':
-			fprintf(stderr, PROG ": option '%s' requires an argument\n",
-				argv[optind - 1]);
-			bad_usage();
-		default: /* '?' */
-			if (optopt && optopt < 256)
-				fprintf(stderr, PROG ": unknown option '-%c'\n", optopt);
-			else
-				fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
-			bad_usage();
+		default: /* ':' or '?' */
+			tc_getopt_error(c, argv);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'%s\n", argv[optind],
-			strcmp(argv[optind - 1], "--entries") == 0 ?
-				" (a count goes with an equals sign: --entries=N)" : "");
-		bad_usage();
-	}
-	if (prometheus && (d.json || sections)) {
-		fprintf(stderr, PROG ": --prometheus prints every metric on its own; it takes "
-			     "neither --json nor a section option\n");
-		bad_usage();
-	}
+	if (optind < argc)
+		tc_usage_error("unexpected argument '%s'%s", argv[optind],
+			       strcmp(argv[optind - 1], "--entries") == 0 ?
+				       " (a count goes with an equals sign: --entries=N)" : "");
+	if (prometheus && (d.json || sections))
+		tc_usage_error("--prometheus prints every metric on its own; it takes neither "
+			       "--json nor a section option");
 	if (!sections)
 		sections = SEC_DEFAULT;
 
@@ -1100,7 +819,7 @@ int main(int argc, char **argv)
 		}
 		sections = 0;
 	} else if (d.json) {
-		jw_open(&d.j, NULL, '{');
+		tc_jw_open(&d.j, NULL, '{');
 	} else {
 		printf("index %s\n", d.name);
 	}
@@ -1115,26 +834,22 @@ int main(int argc, char **argv)
 	if ((sections & SEC_ENTRIES) && dump_entries(&d, limit) < 0) {
 		status = 1;
 		if (d.json)
-			jw_str(&d.j, "error", "walking the entries failed; see standard error");
+			tc_jw_str(&d.j, "error", "walking the entries failed; see standard error");
 	}
 	if (sections & SEC_KEY) {
 		int rc = dump_key(&d, key);
 		if (rc <= 0) {
 			status = 1;
 			if (rc < 0 && d.json)
-				jw_str(&d.j, "error", "the lookup failed; see standard error");
+				tc_jw_str(&d.j, "error", "the lookup failed; see standard error");
 		}
 	}
 	if (d.json)
-		jw_close(&d.j, '}');
+		tc_jw_close(&d.j, '}');
 
 	if (d.lock_fd >= 0)
 		close(d.lock_fd);
 	kvidx_reader_close(d.r);
 	free(d.pods);
-	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, PROG ": writing standard output: %s\n", strerror(errno));
-		return 1;
-	}
-	return status;
+	return tc_flush_stdout() ? 1 : status;
 }

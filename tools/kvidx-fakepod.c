@@ -49,6 +49,9 @@
 #include <xxhash.h>
 #include <zmq.h>
 
+#include "cli.h"
+#include "parse.h"
+#include "rng.h"
 #include "serve.h"
 #include "wire.h"
 
@@ -83,20 +86,6 @@ static double wall_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void __attribute__((noreturn)) die_nomem(void)
-{
-	fputs(PROG ": out of memory\n", stderr);
-	exit(1);
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p)
-		die_nomem();
-	return p;
-}
-
 /* Grows *v (elements of size sz) to hold at least need elements. */
 static void grow(void *v, size_t *cap, size_t need, size_t sz)
 {
@@ -106,76 +95,13 @@ static void grow(void *v, size_t *cap, size_t need, size_t sz)
 		return;
 	while (c < need)
 		c *= 2;
-	*(void **)v = xrealloc(*(void **)v, c * sz);
+	*(void **)v = tc_xrealloc(*(void **)v, c * sz);
 	*cap = c;
-}
-
-/* splitmix64: small, seedable, good enough for workload and fault-injection draws. */
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 static double rng_unit(uint64_t *s)
 {
-	return (double)(rng_next(s) >> 11) * 0x1.0p-53;
-}
-
-/* Parses a whole string as a decimal number <= max: digits only, no sign, no spaces. */
-static bool parse_dec(const char *s, uint64_t max, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (!*s)
-		return false;
-	for (; *s; s++) {
-		unsigned d;
-
-		if (*s < '0' || *s > '9')
-			return false;
-		d = (unsigned)(*s - '0');
-		if (v > (max - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return true;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Parses 1..16 hex digits, with an optional 0x or 0X prefix. */
-static bool parse_hex64(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t n = 0;
-
-	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
-		s += 2;
-	for (; *s; s++, n++) {
-		int d = hexval(*s);
-
-		if (d < 0 || n == 16)
-			return false;
-		v = v << 4 | (unsigned)d;
-	}
-	if (!n)
-		return false;
-	*out = v;
-	return true;
+	return (double)(tc_rng_next(s) >> 11) * 0x1.0p-53;
 }
 
 /* Parses a whole string as a finite decimal number in [lo, hi]. */
@@ -298,8 +224,8 @@ static void cache_init(struct cache *c, uint32_t cap)
 	while (n < 2 * (size_t)cap)
 		n *= 2;
 	c->cap = cap;
-	c->nodes = xrealloc(NULL, cap * sizeof(*c->nodes));
-	c->slots = xrealloc(NULL, n * sizeof(*c->slots));
+	c->nodes = tc_xrealloc(NULL, cap * sizeof(*c->nodes));
+	c->slots = tc_xrealloc(NULL, n * sizeof(*c->slots));
 	c->mask = n - 1;
 	cache_clear(c);
 }
@@ -429,7 +355,7 @@ static struct pev *evlist_push(struct evlist *l, enum kvw_type type, const uint6
 	e->type = type;
 	e->nhashes = nhashes;
 	if (nhashes) {
-		e->hashes = xrealloc(NULL, nhashes * sizeof(*hashes));
+		e->hashes = tc_xrealloc(NULL, nhashes * sizeof(*hashes));
 		memcpy(e->hashes, hashes, nhashes * sizeof(*hashes));
 	}
 	return e;
@@ -444,7 +370,7 @@ static void evlist_push_stored(struct evlist *l, const uint64_t *hashes, size_t 
 	e->has_parent = has_parent;
 	e->parent = parent;
 	e->ntokens = ntokens;
-	e->tokens = xrealloc(NULL, ntokens * sizeof(*tokens));
+	e->tokens = tc_xrealloc(NULL, ntokens * sizeof(*tokens));
 	memcpy(e->tokens, tokens, ntokens * sizeof(*tokens));
 }
 
@@ -731,7 +657,7 @@ static void encode_batch(struct fp *fp, const struct pev *v, size_t n, struct ac
 		exit(1);
 	}
 	a->nevents = n;
-	a->data = xrealloc(NULL, len);
+	a->data = tc_xrealloc(NULL, len);
 	memcpy(a->data, buf, len);
 	a->len = len;
 }
@@ -865,7 +791,7 @@ static void cache_admit(struct fp *fp, const uint64_t *h, const uint32_t *tokens
 		struct pev *e = evlist_push(out, KVW_BLOCK_REMOVED, NULL, 0);
 
 		/* The prompt's own blocks are the most recent, so none of them is evicted. */
-		e->hashes = xrealloc(NULL, need * sizeof(*e->hashes));
+		e->hashes = tc_xrealloc(NULL, need * sizeof(*e->hashes));
 		for (e->nhashes = 0; e->nhashes < need; e->nhashes++)
 			e->hashes[e->nhashes] = cache_evict(c);
 	}
@@ -903,7 +829,7 @@ static void serve_reply(struct fp *fp, struct inflight *q)
 
 	msgpack_sbuffer_clear(&fp->reply);
 	if (kvs_encode_reply(&fp->reply, &rp))
-		die_nomem();
+		tc_die_nomem();
 	d[n] = q->id;
 	l[n++] = q->idlen;
 	if (q->delim) {
@@ -963,7 +889,7 @@ static void serve_request(struct fp *fp, const void *id, size_t idlen, bool deli
 		warn_rl(&fp->rl_serve, "--serve: ignoring a bad request: %s", err);
 		return;
 	}
-	q = xrealloc(NULL, sizeof(*q));
+	q = tc_xrealloc(NULL, sizeof(*q));
 	memset(q, 0, sizeof(*q));
 	fp->ninflight++;
 	memcpy(q->id, id, idlen);
@@ -973,7 +899,7 @@ static void serve_request(struct fp *fp, const void *id, size_t idlen, bool deli
 	/* Draws in a fixed order, so a seed gives every request the same fate whatever happens. */
 	u = rng_unit(&fp->srv_rng);
 	q->drop_event = rng_unit(&fp->srv_rng) < fp->o.drop_rate;
-	jitter = rng_next(&fp->srv_rng) % (fp->o.jitter_ms + 1) * NS_PER_MS;
+	jitter = tc_rng_next(&fp->srv_rng) % (fp->o.jitter_ms + 1) * NS_PER_MS;
 	q->status = u < fp->o.fail_rate ? KVS_FAILED
 		    : u < fp->o.fail_rate + fp->o.cancel_rate ? KVS_CANCELLED : KVS_OK;
 
@@ -995,7 +921,7 @@ static void serve_request(struct fp *fp, const void *id, size_t idlen, bool deli
 	/* The scheduler's lookup: leading cached blocks, touched so they stay. */
 	nblocks = fp->rq.ntokens / bs;
 	q->nblocks = nblocks;
-	q->hashes = xrealloc(NULL, nblocks * sizeof(*q->hashes));
+	q->hashes = tc_xrealloc(NULL, nblocks * sizeof(*q->hashes));
 	engine_chain(0, fp->rq.tokens, nblocks, bs, q->hashes);
 	while (matched < nblocks && cache_find(&fp->cache, q->hashes[matched]) != NIL32)
 		matched++;
@@ -1006,7 +932,7 @@ static void serve_request(struct fp *fp, const void *id, size_t idlen, bool deli
 		matched--;
 	q->cached_tokens = (uint32_t)(matched * bs);
 	if (q->status == KVS_OK) { /* only a successful prefill stores blocks */
-		q->tokens = xrealloc(NULL, nblocks * bs * sizeof(*q->tokens));
+		q->tokens = tc_xrealloc(NULL, nblocks * bs * sizeof(*q->tokens));
 		memcpy(q->tokens, fp->rq.tokens, nblocks * bs * sizeof(*q->tokens));
 	}
 	q->event_due = now + fp->o.event_delay_ms * NS_PER_MS + jitter;
@@ -1182,15 +1108,15 @@ static void workload_prompt(struct fp *fp)
 	const struct opts *o = &fp->o;
 	size_t nblocks = o->prefix_blocks + o->suffix_blocks, ntok = nblocks * o->block_size;
 	size_t npre = o->prefix_blocks * o->block_size;
-	uint64_t k = rng_next(&fp->wl_rng) % o->prefixes;
+	uint64_t k = tc_rng_next(&fp->wl_rng) % o->prefixes;
 	uint64_t ps = o->seed ^ (k + 1) * 0xd1342543de82ef95ull;
 
 	grow(&fp->toks, &fp->toks_cap, ntok, sizeof(*fp->toks));
 	grow(&fp->hbuf, &fp->hbuf_cap, nblocks, sizeof(*fp->hbuf));
 	for (size_t i = 0; i < npre; i++)
-		fp->toks[i] = (uint32_t)(rng_next(&ps) % VOCAB);
+		fp->toks[i] = (uint32_t)(tc_rng_next(&ps) % VOCAB);
 	for (size_t i = npre; i < ntok; i++)
-		fp->toks[i] = (uint32_t)(rng_next(&fp->wl_rng) % VOCAB);
+		fp->toks[i] = (uint32_t)(tc_rng_next(&fp->wl_rng) % VOCAB);
 	engine_chain(0, fp->toks, nblocks, o->block_size, fp->hbuf);
 	cache_admit(fp, fp->hbuf, fp->toks, nblocks, &fp->pending);
 }
@@ -1263,7 +1189,7 @@ static int script_count(struct fp *fp, const char *cmd, char **save, uint64_t mi
 
 	if (!arg)
 		return script_error(fp, "%s: missing argument", cmd);
-	if (!parse_dec(arg, max, v) || *v < min)
+	if (!tc_parse_dec(arg, max, v) || *v < min)
 		return script_error(fp, "%s: bad argument '%s': expected a decimal integer "
 				    "%" PRIu64 "..%" PRIu64, cmd, arg, min, max);
 	if (strtok_r(NULL, SCRIPT_SEPS, save))
@@ -1282,14 +1208,14 @@ static int script_store(struct fp *fp, char **save)
 	if (!arg)
 		return script_error(fp, "store: missing parent (a hash, or - for none)");
 	if (strcmp(arg, "-")) {
-		if (!parse_hex64(arg, &parent))
+		if (!tc_parse_hex64(arg, &parent))
 			return script_error(fp, "store: bad parent '%s': expected - or 1 to 16 hex "
 					    "digits, optionally prefixed by 0x", arg);
 		has_parent = true;
 	}
 	while ((arg = strtok_r(NULL, SCRIPT_SEPS, save))) {
 		for (t = strtok_r(arg, ",", &tsave); t; t = strtok_r(NULL, ",", &tsave)) {
-			if (!parse_dec(t, UINT32_MAX, &v))
+			if (!tc_parse_dec(t, UINT32_MAX, &v))
 				return script_error(fp, "store: bad token '%s': expected a decimal "
 						    "integer 0..%" PRIu32, t, UINT32_MAX);
 			if (n == KVW_MAX_TOKENS)
@@ -1325,7 +1251,7 @@ static int script_remove(struct fp *fp, char **save)
 		if (n == KVW_MAX_HASHES)
 			return script_error(fp, "remove: more than %u hashes", KVW_MAX_HASHES);
 		grow(&fp->hbuf, &fp->hbuf_cap, n + 1, sizeof(*fp->hbuf));
-		if (!parse_hex64(arg, &fp->hbuf[n++]))
+		if (!tc_parse_hex64(arg, &fp->hbuf[n++]))
 			return script_error(fp, "remove: bad hash '%s': expected 1 to 16 hex digits, "
 					    "optionally prefixed by 0x", arg);
 	}
@@ -1351,7 +1277,7 @@ static int script_raw(struct fp *fp, char **save, uint64_t now)
 		}
 		grow(&p, &cap, n + len / 2, 1);
 		for (size_t i = 0; i < len; i += 2) {
-			int hi = hexval(arg[i]), lo = hexval(arg[i + 1]);
+			int hi = tc_hex_digit(arg[i]), lo = tc_hex_digit(arg[i + 1]);
 
 			if (hi < 0 || lo < 0) {
 				free(p);
@@ -1363,7 +1289,7 @@ static int script_raw(struct fp *fp, char **save, uint64_t now)
 	memset(&a, 0, sizeof a);
 	a.kind = ACT_PUBLISH;
 	a.raw = true;
-	a.data = p ? p : xrealloc(NULL, 1);
+	a.data = p ? p : tc_xrealloc(NULL, 1);
 	a.len = n;
 	a.due = now + fp->delay_ns;
 	schedule(fp, &a, now);
@@ -1596,32 +1522,13 @@ static void usage(FILE *f)
 	      f);
 }
 
-static void __attribute__((noreturn)) bad_usage(void)
-{
-	fputs("Try '" PROG " --help' for more information.\n", stderr);
-	exit(2);
-}
-
-__attribute__((format(printf, 1, 2), noreturn))
-static void usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	bad_usage();
-}
-
 static uint64_t opt_int(const char *name, const char *arg, uint64_t min, uint64_t max)
 {
 	uint64_t v;
 
-	if (!parse_dec(arg, max, &v) || v < min)
-		usage_error("bad --%s '%s': expected a decimal integer %" PRIu64 "..%" PRIu64, name,
-			    arg, min, max);
+	if (!tc_parse_dec(arg, max, &v) || v < min)
+		tc_usage_error("bad --%s '%s': expected a decimal integer %" PRIu64 "..%" PRIu64,
+			       name, arg, min, max);
 	return v;
 }
 
@@ -1630,19 +1537,19 @@ static double opt_num(const char *name, const char *arg, double lo, double hi)
 	double v;
 
 	if (!parse_num(arg, lo, hi, &v))
-		usage_error("bad --%s '%s': expected a number in [%g, %g]", name, arg, lo, hi);
+		tc_usage_error("bad --%s '%s': expected a number in [%g, %g]", name, arg, lo, hi);
 	return v;
 }
 
 static void check_name(const char *what, const char *s)
 {
 	if (!*s)
-		usage_error("bad %s '': must not be empty", what);
+		tc_usage_error("bad %s '': must not be empty", what);
 	if (strlen(s) > NAME_MAX_LEN)
-		usage_error("bad %s: %zu bytes, limit %d", what, strlen(s), NAME_MAX_LEN);
+		tc_usage_error("bad %s: %zu bytes, limit %d", what, strlen(s), NAME_MAX_LEN);
 	if (strchr(s, '@'))
-		usage_error("bad %s '%s': must not contain '@' (the topic is kv@<pod>@<model>)",
-			    what, s);
+		tc_usage_error("bad %s '%s': must not contain '@' (the topic is kv@<pod>@<model>)",
+			       what, s);
 }
 
 /*
@@ -1715,6 +1622,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		.prefix_blocks = 8, .suffix_blocks = 2, .seed = 1, .rate = 1000, .batch = 1,
 		.cache_blocks = 1024, .prefill_ms = 50, .event_delay_ms = 100,
 	};
+	tc_prog = PROG;
 	opterr = 0; /* This program prints its own messages, naming itself PROG. */
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -1730,7 +1638,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "map"))
 				o->form = KVW_FORM_MAP;
 			else
-				usage_error("bad --encoding '%s': expected array or map", optarg);
+				tc_usage_error("bad --encoding '%s': expected array or map",
+					       optarg);
 			break;
 		case O_HASHES:
 			if (!strcmp(optarg, "int"))
@@ -1738,11 +1647,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "bytes"))
 				o->hash_form = KVW_HASH_BIN;
 			else
-				usage_error("bad --hashes '%s': expected int or bytes", optarg);
+				tc_usage_error("bad --hashes '%s': expected int or bytes", optarg);
 			break;
 		case O_MEDIUM:
 			if (strcmp(optarg, "GPU") && strcmp(optarg, "CPU"))
-				usage_error("bad --medium '%s': expected GPU or CPU", optarg);
+				tc_usage_error("bad --medium '%s': expected GPU or CPU", optarg);
 			o->medium = optarg;
 			break;
 		case O_BS: o->block_size = (uint32_t)opt_int("block-size", optarg, 1, 65536); break;
@@ -1754,8 +1663,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case O_DURATION:
 			o->duration = opt_num("duration", optarg, 0, 1e9);
 			if (o->duration <= 0)
-				usage_error("bad --duration '%s': expected a number of seconds > 0",
-					    optarg);
+				tc_usage_error("bad --duration '%s': expected a number of "
+					       "seconds > 0", optarg);
 			break;
 		case O_LINGER: o->linger_ms = opt_int("linger-ms", optarg, 0, MAX_MS); break;
 		case O_WORKLOAD: o->workload = true; break;
@@ -1778,35 +1687,32 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 'h':
 			usage(stdout);
 			exit(fflush(stdout) || ferror(stdout) ? 1 : 0);
-		case ':':
-			usage_error("option '%s' requires an argument", argv[optind - 1]);
-		default: /* '?' */
-			if (optopt && optopt < 256)
-				usage_error("unknown option '-%c'", optopt);
-			usage_error("unknown option '%s'", argv[optind - 1]);
+		default: /* ':' or '?' */
+			tc_getopt_error(c, argv);
 		}
 	}
 	if (optind < argc)
-		usage_error("unexpected argument '%s'", argv[optind]);
+		tc_usage_error("unexpected argument '%s'", argv[optind]);
 	if (o->workload && o->script)
-		usage_error("--workload and --script cannot be combined");
+		tc_usage_error("--workload and --script cannot be combined");
 	if (!o->script && !o->serve_ep)
 		o->workload = true;
 	if (o->fail_rate + o->cancel_rate > 1)
-		usage_error("--fail-rate %g plus --cancel-rate %g exceed 1", o->fail_rate,
-			    o->cancel_rate);
+		tc_usage_error("--fail-rate %g plus --cancel-rate %g exceed 1", o->fail_rate,
+			       o->cancel_rate);
 	if (o->workload && o->prefix_blocks + o->suffix_blocks == 0)
-		usage_error("--prefix-blocks and --suffix-blocks are both 0: prompts would be empty");
+		tc_usage_error("--prefix-blocks and --suffix-blocks are both 0: prompts would be "
+			       "empty");
 	if (o->workload && o->suffix_blocks == 0 &&
 	    o->prefixes * o->prefix_blocks <= o->cache_blocks)
-		usage_error("--suffix-blocks 0 with --prefixes x --prefix-blocks (%" PRIu64 ") "
-			    "fitting in --cache-blocks %" PRIu64 ": once all is cached the "
-			    "workload publishes nothing", o->prefixes * o->prefix_blocks,
-			    o->cache_blocks);
+		tc_usage_error("--suffix-blocks 0 with --prefixes x --prefix-blocks (%" PRIu64 ") "
+			       "fitting in --cache-blocks %" PRIu64 ": once all is cached the "
+			       "workload publishes nothing", o->prefixes * o->prefix_blocks,
+			       o->cache_blocks);
 	if ((o->prefix_blocks + o->suffix_blocks) * o->block_size > KVW_MAX_TOKENS)
-		usage_error("a workload prompt of (%" PRIu64 " + %" PRIu64 ") blocks of %" PRIu32
-			    " tokens exceeds %u tokens", o->prefix_blocks, o->suffix_blocks,
-			    o->block_size, KVW_MAX_TOKENS);
+		tc_usage_error("a workload prompt of (%" PRIu64 " + %" PRIu64 ") blocks of %" PRIu32
+			       " tokens exceeds %u tokens", o->prefix_blocks, o->suffix_blocks,
+			       o->block_size, KVW_MAX_TOKENS);
 	check_name("--model", o->model);
 	if (o->pod)
 		check_name("--pod", o->pod);
@@ -1850,8 +1756,8 @@ static void setup(struct fp *fp)
 		snprintf(pod, sizeof pod, "%s", o->pod);
 	} else {
 		if (!derive_pod(o->serve_ep ? o->serve_ep : o->pub_ep, pod, sizeof pod))
-			usage_error("the pod name derived from the endpoint is longer than %d "
-				    "bytes: use --pod", NAME_MAX_LEN);
+			tc_usage_error("the pod name derived from the endpoint is longer than %d "
+				       "bytes: use --pod", NAME_MAX_LEN);
 		check_name("pod name derived from the endpoint (use --pod)", pod);
 	}
 	fp->topiclen = (size_t)snprintf(fp->topic, sizeof fp->topic, "kv@%s@%s", pod, o->model);
@@ -1885,7 +1791,7 @@ static void setup(struct fp *fp)
 	fp->encopts.batch_form = fp->encopts.event_form = o->form;
 	fp->encopts.hash_form = o->hash_form;
 	if (o->keep)
-		fp->ring = xrealloc(NULL, o->keep * sizeof(*fp->ring));
+		fp->ring = tc_xrealloc(NULL, o->keep * sizeof(*fp->ring));
 	cache_init(&fp->cache, (uint32_t)o->cache_blocks);
 	kvs_request_init(&fp->rq);
 	msgpack_sbuffer_init(&fp->reply);

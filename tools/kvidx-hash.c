@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "kvidx.h"
+#include "parse.h"
 
 #define PROG "kvidx-hash"
 #define SEPARATORS " \t\n\r\v\f,"
@@ -42,72 +44,6 @@ static void usage(FILE *f)
 	      "Exit status: 0 on success, 1 on an I/O or memory error, 2 on bad usage or a bad token.\n"
 	      "Example: " PROG " --model test-model $(seq 1 16)   prints 0x8464eee8f2cf3412\n",
 	      f);
-}
-
-/* Flushes stdout; returns the exit status (0, or 1 with a message on a write error). */
-static int finish_stdout(void)
-{
-	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, PROG ": writing standard output: %s\n", strerror(errno));
-		return 1;
-	}
-	return 0;
-}
-
-static void __attribute__((noreturn)) bad_usage(void)
-{
-	fputs("Try '" PROG " --help' for more information.\n", stderr);
-	exit(2);
-}
-
-/* Parses a whole string as a decimal number <= max: digits only, no sign, no spaces. */
-static bool parse_dec(const char *s, uint64_t max, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (!*s)
-		return false;
-	for (; *s; s++) {
-		unsigned d;
-
-		if (*s < '0' || *s > '9')
-			return false;
-		d = (unsigned)(*s - '0');
-		if (v > (max - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return true;
-}
-
-/* Parses 1..16 hex digits, with an optional 0x or 0X prefix. */
-static bool parse_hex64(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t n = 0;
-
-	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
-		s += 2;
-	for (; *s; s++, n++) {
-		unsigned d;
-
-		if (*s >= '0' && *s <= '9')
-			d = (unsigned)(*s - '0');
-		else if (*s >= 'a' && *s <= 'f')
-			d = (unsigned)(*s - 'a' + 10);
-		else if (*s >= 'A' && *s <= 'F')
-			d = (unsigned)(*s - 'A' + 10);
-		else
-			return false;
-		if (n == 16)
-			return false;
-		v = v << 4 | d;
-	}
-	if (!n)
-		return false;
-	*out = v;
-	return true;
 }
 
 struct tokens {
@@ -139,7 +75,7 @@ static void tokens_add_text(struct tokens *t, char *s, const char *where)
 	for (tok = strtok_r(s, SEPARATORS, &save); tok; tok = strtok_r(NULL, SEPARATORS, &save)) {
 		uint64_t v;
 
-		if (!parse_dec(tok, UINT32_MAX, &v)) {
+		if (!tc_parse_dec(tok, UINT32_MAX, &v)) {
 			fprintf(stderr,
 				PROG ": bad token '%s' %s: expected a decimal integer 0..%" PRIu32 "\n",
 				tok, where, UINT32_MAX);
@@ -210,15 +146,14 @@ int main(int argc, char **argv)
 	size_t nkeys, i;
 	int c, optidx;
 
+	tc_prog = PROG;
 	opterr = 0; /* This program prints its own messages, naming itself PROG. */
 	while ((c = getopt_long(argc, argv, ":h", longopts, &optidx)) != -1) {
 		switch (c) {
 		case OPT_ALGO:
-			if (kvidx_key_algo_parse(optarg, &algo)) {
-				fprintf(stderr,
-					PROG ": bad --algo '%s': expected cbor-fnv or xxh64\n", optarg);
-				bad_usage();
-			}
+			if (kvidx_key_algo_parse(optarg, &algo))
+				tc_usage_error("bad --algo '%s': expected cbor-fnv or xxh64",
+					       optarg);
 			break;
 		case OPT_SEED:
 			seed = optarg;
@@ -227,38 +162,22 @@ int main(int argc, char **argv)
 			model = optarg;
 			break;
 		case OPT_BLOCK_SIZE:
-			if (!parse_dec(optarg, UINT32_MAX, &v) || v == 0) {
-				fprintf(stderr,
-					PROG ": bad --block-size '%s': expected a decimal integer "
-					     "1..%" PRIu32 "\n",
-					optarg, UINT32_MAX);
-				bad_usage();
-			}
+			if (!tc_parse_dec(optarg, UINT32_MAX, &v) || v == 0)
+				tc_usage_error("bad --block-size '%s': expected a decimal integer "
+					       "1..%" PRIu32, optarg, UINT32_MAX);
 			block_size = (uint32_t)v;
 			break;
 		case OPT_PARENT:
-			if (!parse_hex64(optarg, &parent)) {
-				fprintf(stderr,
-					PROG ": bad --parent '%s': expected 1 to 16 hex digits, "
-					     "optionally prefixed by 0x\n",
-					optarg);
-				bad_usage();
-			}
+			if (!tc_parse_hex64(optarg, &parent))
+				tc_usage_error("bad --parent '%s': expected 1 to 16 hex digits, "
+					       "optionally prefixed by 0x", optarg);
 			have_parent = true;
 			break;
 		case 'h':
 			usage(stdout);
-			return finish_stdout();
-		case ':':
-			fprintf(stderr, PROG ": option '%s' requires an argument\n",
-				argv[optind - 1]);
-			bad_usage();
-		default: /* '?' */
-			if (optopt && optopt < 256)
-				fprintf(stderr, PROG ": unknown option '-%c'\n", optopt);
-			else
-				fprintf(stderr, PROG ": unknown option '%s'\n", argv[optind - 1]);
-			bad_usage();
+			return tc_flush_stdout();
+		default: /* ':' or '?' */
+			tc_getopt_error(c, argv);
 		}
 	}
 
@@ -285,5 +204,5 @@ int main(int argc, char **argv)
 		printf("0x%016llx\n", (unsigned long long)keys[i]);
 	free(keys);
 	free(toks.v);
-	return finish_stdout();
+	return tc_flush_stdout();
 }

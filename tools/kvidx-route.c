@@ -32,7 +32,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +41,10 @@
 
 #include <zmq.h>
 
+#include "cli.h"
 #include "kvidx.h"
+#include "parse.h"
+#include "rng.h"
 #include "serve.h"
 
 #define PROG "kvidx-route"
@@ -123,30 +125,6 @@ struct router {
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
-
-static void __attribute__((noreturn)) die_nomem(void)
-{
-	fprintf(stderr, PROG ": out of memory\n");
-	exit(1);
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p)
-		die_nomem();
-	return p;
-}
-
-/* splitmix64: small and seedable; the workload needs nothing better. */
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 /*
  * Natural logarithm of x > 0, without libm (the tools link none): x = m x 2^e with m in
@@ -382,7 +360,7 @@ static struct req *route_one(struct router *rt, const uint32_t *tokens, size_t n
 	size_t nk = ntok / rt->bs;
 	if (nk > rt->keys_cap) {
 		rt->keys_cap = nk;
-		rt->keys = xrealloc(rt->keys, nk * sizeof(*rt->keys));
+		rt->keys = tc_xrealloc(rt->keys, nk * sizeof(*rt->keys));
 	}
 	nk = kvidx_key_chain(rt->algo, rt->root, tokens, ntok, rt->bs, rt->keys, nk);
 
@@ -643,7 +621,7 @@ static long parse_line(struct router *rt, struct input *in, char *line)
 		}
 		if (n == in->toks_cap) {
 			in->toks_cap = in->toks_cap ? 2 * in->toks_cap : 1024;
-			in->toks = xrealloc(in->toks, in->toks_cap * sizeof(*in->toks));
+			in->toks = tc_xrealloc(in->toks, in->toks_cap * sizeof(*in->toks));
 		}
 		in->toks[n++] = (uint32_t)v;
 		p = end;
@@ -676,7 +654,7 @@ static void input_read(struct input *in)
 			exit(1);
 		}
 		in->cap = in->cap ? 2 * in->cap : 1 << 16;
-		in->buf = xrealloc(in->buf, in->cap + 1);
+		in->buf = tc_xrealloc(in->buf, in->cap + 1);
 	}
 	ssize_t r = read(in->fd, in->buf + in->len, in->cap - in->len);
 	if (r > 0)
@@ -706,24 +684,24 @@ static size_t synth_prompt(struct router *rt, struct input *in)
 {
 	const struct opts *o = rt->o;
 	size_t pt = o->prefix_blocks * rt->bs, n = pt + o->suffix_blocks * rt->bs;
-	uint64_t k = rng_next(&in->rng) % o->prefixes;
+	uint64_t k = tc_rng_next(&in->rng) % o->prefixes;
 
 	if (n > in->toks_cap) {
 		in->toks_cap = n;
-		in->toks = xrealloc(in->toks, n * sizeof(*in->toks));
+		in->toks = tc_xrealloc(in->toks, n * sizeof(*in->toks));
 	}
 	uint64_t ps = 0x7072656669780000ull ^ (k << 8) ^ rt->bs; /* "prefix", k */
 	for (size_t i = 0; i < pt; i++)
-		in->toks[i] = (uint32_t)(rng_next(&ps) % VOCAB);
+		in->toks[i] = (uint32_t)(tc_rng_next(&ps) % VOCAB);
 	for (size_t i = pt; i < n; i++)
-		in->toks[i] = (uint32_t)(rng_next(&in->rng) % VOCAB);
+		in->toks[i] = (uint32_t)(tc_rng_next(&in->rng) % VOCAB);
 	return n;
 }
 
 /* A uniform draw in (0, 1]. */
 static double unit(uint64_t *rng)
 {
-	return (double)((rng_next(rng) >> 11) + 1) / 9007199254740992.0;
+	return (double)((tc_rng_next(rng) >> 11) + 1) / 9007199254740992.0;
 }
 
 /* The earliest waiting follow-up, or -1. */
@@ -752,10 +730,10 @@ static void issue(struct router *rt, struct input *in, const uint32_t *toks, siz
 	 * yet: exactly what speculation is for. */
 	size_t add = (o->suffix_blocks ? o->suffix_blocks : 1) * rt->bs;
 	struct followup *f = &in->fu[in->nfu++];
-	f->toks = xrealloc(NULL, (n + add) * sizeof(*f->toks));
+	f->toks = tc_xrealloc(NULL, (n + add) * sizeof(*f->toks));
 	memcpy(f->toks, toks, n * sizeof(*toks));
 	for (size_t i = 0; i < add; i++)
-		f->toks[n + i] = (uint32_t)(rng_next(&in->rng) % VOCAB);
+		f->toks[n + i] = (uint32_t)(tc_rng_next(&in->rng) % VOCAB);
 	f->n = n + add;
 	f->turn = turn + 1;
 	f->due = kvidx_now_ns() + (uint64_t)(-ln_pos(unit(&in->gap_rng)) * o->followup_ms * 1e6);
@@ -903,28 +881,13 @@ static void usage(FILE *f)
 	      f);
 }
 
-static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry '" PROG " --help' for more information.\n", stderr);
-	exit(2);
-}
-
 static uint64_t opt_u64(const char *flag, const char *s, uint64_t min, uint64_t max)
 {
-	char *end;
-	unsigned long long v;
+	uint64_t v;
 
-	errno = 0;
-	v = *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
-	if (*s < '0' || *s > '9' || errno || *end || v < min || v > max)
-		bad_usage("--%s: expected an integer in %" PRIu64 "..%" PRIu64 ", got '%s'", flag,
-			  min, max, s);
+	if (!tc_parse_dec(s, max, &v) || v < min)
+		tc_usage_error("--%s: expected an integer in %" PRIu64 "..%" PRIu64 ", got '%s'",
+			       flag, min, max, s);
 	return v;
 }
 
@@ -936,7 +899,7 @@ static double opt_double(const char *flag, const char *s, double min, double max
 	errno = 0;
 	v = strtod(s, &end);
 	if (end == s || *end || errno || !(v == v && v - v == 0) || v < min || v > max)
-		bad_usage("--%s: expected a number in %g..%g, got '%s'", flag, min, max, s);
+		tc_usage_error("--%s: expected a number in %g..%g, got '%s'", flag, min, max, s);
 	return v;
 }
 
@@ -945,18 +908,19 @@ static void opt_pod(struct opts *o, char *arg)
 	char *eq = strchr(arg, '=');
 
 	if (!eq || eq == arg || !eq[1])
-		bad_usage("--pod: expected NAME=ENDPOINT, got '%s'", arg);
+		tc_usage_error("--pod: expected NAME=ENDPOINT, got '%s'", arg);
 	*eq = '\0';
 	if (strlen(arg) >= KVIDX_POD_NAME_MAX)
-		bad_usage("--pod: name '%s' is longer than %d bytes", arg, KVIDX_POD_NAME_MAX - 1);
+		tc_usage_error("--pod: name '%s' is longer than %d bytes", arg,
+			       KVIDX_POD_NAME_MAX - 1);
 	if (!strstr(eq + 1, "://"))
-		bad_usage("--pod: '%s' is not a ZeroMQ endpoint (e.g. tcp://127.0.0.1:8000)",
-			  eq + 1);
+		tc_usage_error("--pod: '%s' is not a ZeroMQ endpoint (e.g. tcp://127.0.0.1:8000)",
+			       eq + 1);
 	if (o->npods == MAX_PODS)
-		bad_usage("--pod: at most %d pods", MAX_PODS);
+		tc_usage_error("--pod: at most %d pods", MAX_PODS);
 	for (int i = 0; i < o->npods; i++)
 		if (!strcmp(o->pods[i].name, arg))
-			bad_usage("--pod: %s is given twice", arg);
+			tc_usage_error("--pod: %s is given twice", arg);
 	struct pod *p = &o->pods[o->npods++];
 	snprintf(p->name, sizeof(p->name), "%s", arg);
 	p->endpoint = eq + 1;
@@ -997,6 +961,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 	bool rate_set = false;
 	int c;
 
+	tc_prog = PROG;
 	*o = (struct opts){ .name = KVIDX_DEFAULT_NAME, .model = "fake-model", .prefixes = 8,
 			    .prefix_blocks = 8, .suffix_blocks = 2, .seed = 1,
 			    .reply_timeout_ms = 10000, .spec_weight = 1.0, .followup_ms = 100 };
@@ -1005,13 +970,13 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		switch (c) {
 		case O_NAME:
 			if (!*optarg || strlen(optarg) >= KVIDX_NAME_MAX)
-				bad_usage("--name: expected 1 to %d characters",
-					  KVIDX_NAME_MAX - 1);
+				tc_usage_error("--name: expected 1 to %d characters",
+					       KVIDX_NAME_MAX - 1);
 			o->name = optarg;
 			break;
 		case O_MODEL:
 			if (strlen(optarg) >= KVS_MODEL_MAX)
-				bad_usage("--model: at most %d bytes", KVS_MODEL_MAX - 1);
+				tc_usage_error("--model: at most %d bytes", KVS_MODEL_MAX - 1);
 			o->model = optarg;
 			break;
 		case O_POD: opt_pod(o, optarg); break;
@@ -1047,18 +1012,18 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			exit(0);
 		default:
 			if (optopt >= O_NAME)
-				bad_usage("option '%s' needs a value", argv[optind - 1]);
-			bad_usage("unknown option '%s'", argv[optind - 1]);
+				tc_usage_error("option '%s' needs a value", argv[optind - 1]);
+			tc_usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		bad_usage("unexpected argument '%s'", argv[optind]);
+		tc_usage_error("unexpected argument '%s'", argv[optind]);
 	if (!o->npods)
-		bad_usage("no pods: give at least one --pod NAME=ENDPOINT");
+		tc_usage_error("no pods: give at least one --pod NAME=ENDPOINT");
 	if (o->synthetic && o->file)
-		bad_usage("--synthetic and --file exclude each other");
+		tc_usage_error("--synthetic and --file exclude each other");
 	if (o->synthetic && o->prefix_blocks + o->suffix_blocks == 0)
-		bad_usage("--prefix-blocks and --suffix-blocks are both 0: empty prompts");
+		tc_usage_error("--prefix-blocks and --suffix-blocks are both 0: empty prompts");
 	if (o->synthetic && !rate_set)
 		o->rate = 10;
 }
@@ -1154,7 +1119,7 @@ int main(int argc, char **argv)
 	rt.pend = calloc(PENDING, sizeof(*rt.pend));
 	rt.rows = calloc(MAX_PODS, sizeof(*rt.rows));
 	if (!rt.pend || !rt.rows)
-		die_nomem();
+		tc_die_nomem();
 	msgpack_sbuffer_init(&rt.sbuf);
 	rt.corr_hi = (uint64_t)getpid() << 32;
 	rt.oldest = 1;

@@ -19,7 +19,6 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "hist.h"
 #include "inspect.h"
 #include "kvidx.h"
@@ -76,18 +76,6 @@ static void usage(FILE *f)
 	      "Exit status: 0 (also on SIGINT or SIGTERM), 1 if the index cannot be read, 2 on\n"
 	      "bad usage.\n",
 	      f);
-}
-
-static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs(PROG ": ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry '" PROG " --help' for more information.\n", stderr);
-	exit(2);
 }
 
 /* ---- formatting ------------------------------------------------------------------------------ */
@@ -369,14 +357,15 @@ int main(int argc, char **argv)
 	sigset_t sigs;
 	int c, sfd;
 
+	tc_prog = PROG;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		char *end;
 		switch (c) {
 		case 'n':
 			if (!*optarg || strlen(optarg) >= KVIDX_NAME_MAX)
-				bad_usage("--name: expected 1 to %d characters",
-					  KVIDX_NAME_MAX - 1);
+				tc_usage_error("--name: expected 1 to %d characters",
+					       KVIDX_NAME_MAX - 1);
 			t.name = optarg;
 			break;
 		case 'i':
@@ -384,8 +373,8 @@ int main(int argc, char **argv)
 			t.interval = strtod(optarg, &end);
 			if (end == optarg || *end || errno || !(t.interval >= 0.05) ||
 			    t.interval > 3600)
-				bad_usage("--interval: expected seconds in 0.05..3600, got '%s'",
-					  optarg);
+				tc_usage_error("--interval: expected seconds in 0.05..3600, "
+					       "got '%s'", optarg);
 			break;
 		case 'o':
 			t.once = true;
@@ -395,12 +384,12 @@ int main(int argc, char **argv)
 			return 0;
 		default:
 			if (optopt == 'n' || optopt == 'i')
-				bad_usage("option '%s' needs a value", argv[optind - 1]);
-			bad_usage("unknown option '%s'", argv[optind - 1]);
+				tc_usage_error("option '%s' needs a value", argv[optind - 1]);
+			tc_usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		bad_usage("unexpected argument '%s'", argv[optind]);
+		tc_usage_error("unexpected argument '%s'", argv[optind]);
 	t.tty = !t.once && isatty(STDOUT_FILENO);
 
 	sigemptyset(&sigs);

@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +32,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
+#include "cli.h"
+#include "escape.h"
 #include "hist.h"
 #include "inspect.h"
+#include "jsonw.h"
 #include "kvidx.h"
+#include "podsnap.h"
 #include "segment.h"
 #include "ttlcalc.h"
 
@@ -74,183 +78,21 @@ struct opts {
 	bool have_stale_limit;
 };
 
-/* ---- output: escaped strings and a small JSON writer --------------------------------------- */
-
-/* Length of the well-formed UTF-8 sequence (2 to 4 bytes) at p, code point in *cp, or 0. */
-static size_t utf8_seq(const unsigned char *p, uint32_t *cp)
-{
-	uint32_t c = p[0], v, min;
-	size_t n;
-
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2, v = c & 0x1f, min = 0x80;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3, v = c & 0x0f, min = 0x800;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4, v = c & 0x07, min = 0x10000;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		v = v << 6 | (p[i] & 0x3f);
-	}
-	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	*cp = v;
-	return n;
-}
-
-/* s as a JSON string, valid whatever s holds (segment strings are untrusted). */
-static void json_str(FILE *f, const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	uint32_t cp;
-	size_t n;
-
-	putc('"', f);
-	while (*p) {
-		if (*p == '"' || *p == '\\') {
-			putc('\\', f);
-			putc(*p++, f);
-		} else if (*p < 0x20 || *p == 0x7f) {
-			fprintf(f, "\\u%04x", *p++);
-		} else if (*p < 0x80) {
-			putc(*p++, f);
-		} else if ((n = utf8_seq(p, &cp)) != 0) {
-			fwrite(p, 1, n, f);
-			p += n;
-		} else {
-			fputs("\\ufffd", f);
-			p++;
-		}
-	}
-	putc('"', f);
-}
-
-/* s for a terminal: printable ASCII and UTF-8 as is, quotes and backslashes escaped, control
- * characters and stray bytes as \u00HH or \xHH (as kvidx-dump). */
-static void text_str(FILE *f, const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	uint32_t cp;
-	size_t n;
-
-	while (*p) {
-		if (*p == '\\' || *p == '"') {
-			putc('\\', f);
-			putc(*p++, f);
-		} else if (*p >= 0x20 && *p < 0x7f) {
-			putc(*p++, f);
-		} else if ((n = utf8_seq(p, &cp)) != 0 && cp >= 0xa0) {
-			fwrite(p, 1, n, f);
-			p += n;
-		} else if (n) {
-			fprintf(f, "\\u%04" PRIx32, cp);
-			p += n;
-		} else {
-			fprintf(f, "\\x%02x", *p++);
-		}
-	}
-}
-
-/* Members of the top-level object and of the objects directly in it get a line each; deeper
- * ones (one pod, one setting) stay on one line. */
-#define JSON_MAX_DEPTH 8
-struct jw {
-	FILE *f;
-	int depth;
-	bool first[JSON_MAX_DEPTH];
-};
-
-static void jw_item(struct jw *j, const char *key)
-{
-	if (!j->first[j->depth])
-		putc(',', j->f);
-	if (j->depth <= 2) {
-		putc('\n', j->f);
-		for (int i = 0; i < j->depth; i++)
-			fputs("  ", j->f);
-	} else if (!j->first[j->depth]) {
-		putc(' ', j->f);
-	}
-	j->first[j->depth] = false;
-	if (key) {
-		json_str(j->f, key);
-		fputs(": ", j->f);
-	}
-}
-
-static void jw_open(struct jw *j, const char *key, char brace)
-{
-	if (j->depth > 0)
-		jw_item(j, key);
-	putc(brace, j->f);
-	j->depth++;
-	j->first[j->depth] = true;
-}
-
-static void jw_close(struct jw *j, char brace)
-{
-	bool empty = j->first[j->depth];
-
-	j->depth--;
-	if (j->depth <= 1 && !empty) {
-		putc('\n', j->f);
-		for (int i = 0; i < j->depth; i++)
-			fputs("  ", j->f);
-	}
-	putc(brace, j->f);
-	if (j->depth == 0)
-		putc('\n', j->f);
-}
-
-/* A number; %.9g keeps 1.5000000000000002 as 1.5 (rounding after the arithmetic). */
-static void jw_num(struct jw *j, const char *key, double v)
-{
-	jw_item(j, key);
-	fprintf(j->f, "%.9g", v);
-}
-
-static void jw_u64(struct jw *j, const char *key, uint64_t v)
-{
-	jw_item(j, key);
-	fprintf(j->f, "%" PRIu64, v);
-}
-
-static void jw_str(struct jw *j, const char *key, const char *s)
-{
-	jw_item(j, key);
-	json_str(j->f, s);
-}
-
-static void jw_bool(struct jw *j, const char *key, bool v)
-{
-	jw_item(j, key);
-	fputs(v ? "true" : "false", j->f);
-}
-
-static void jw_null(struct jw *j, const char *key)
-{
-	jw_item(j, key);
-	fputs("null", j->f);
-}
-
-static void jw_plan(struct jw *j, const struct ttl_plan *pl)
+static void jw_plan(struct tc_jw *j, const struct ttl_plan *pl)
 {
 	char buf[256];
 
-	jw_num(j, "lq_s", pl->lq);
-	jw_num(j, "backlog_s", pl->backlog);
-	jw_num(j, "slack_s", pl->slack);
-	jw_num(j, "j_s", pl->j);
-	jw_num(j, "t_s", pl->t);
-	jw_num(j, "recommended_s", pl->rec);
-	jw_u64(j, "recommended_ms", ttl_ms_ceil(pl->rec));
-	jw_bool(j, "capped", pl->bound > 0);
-	jw_bool(j, "raised_to_floor", pl->bound < 0);
-	jw_str(j, "arithmetic", ttl_fmt_arith(buf, sizeof(buf), pl));
-	jw_str(j, "recommendation", ttl_fmt_recommend(buf, sizeof(buf), pl));
+	tc_jw_num(j, "lq_s", pl->lq);
+	tc_jw_num(j, "backlog_s", pl->backlog);
+	tc_jw_num(j, "slack_s", pl->slack);
+	tc_jw_num(j, "j_s", pl->j);
+	tc_jw_num(j, "t_s", pl->t);
+	tc_jw_num(j, "recommended_s", pl->rec);
+	tc_jw_u64(j, "recommended_ms", ttl_ms_ceil(pl->rec));
+	tc_jw_bool(j, "capped", pl->bound > 0);
+	tc_jw_bool(j, "raised_to_floor", pl->bound < 0);
+	tc_jw_str(j, "arithmetic", ttl_fmt_arith(buf, sizeof(buf), pl));
+	tc_jw_str(j, "recommendation", ttl_fmt_recommend(buf, sizeof(buf), pl));
 }
 
 /* ---- offline --------------------------------------------------------------------------------- */
@@ -302,48 +144,49 @@ static int run_offline(const struct opts *o)
 	ttl_plan_compute(&pl);
 
 	if (o->json) {
-		struct jw j = { .f = stdout };
-		jw_open(&j, NULL, '{');
-		jw_str(&j, "mode", "offline");
-		jw_open(&j, "latency_s", '{');
+		struct tc_jw j = { .f = stdout };
+		tc_jw_open(&j, NULL, '{');
+		tc_jw_str(&j, "mode", "offline");
+		tc_jw_open(&j, "latency_s", '{');
 		for (int i = 0; i < NPCT; i++)
 			if (o->have_pv[i])
-				jw_num(&j, pct_label[i], o->pv[i]);
-		jw_close(&j, '}');
-		jw_str(&j, "percentile", label);
+				tc_jw_num(&j, pct_label[i], o->pv[i]);
+		tc_jw_close(&j, '}');
+		tc_jw_str(&j, "percentile", label);
 		jw_plan(&j, &pl);
-		jw_num(&j, "floor_s", pl.floor);
-		jw_num(&j, "cap_s", pl.cap);
+		tc_jw_num(&j, "floor_s", pl.floor);
+		tc_jw_num(&j, "cap_s", pl.cap);
 		if (expo) {
-			jw_num(&j, "rate_per_s", o->rate);
-			jw_num(&j, "fail_p", o->fail);
-			jw_num(&j, "exposure_at_recommended", ttl_exposure(o->rate, o->fail, pl.rec));
-			jw_str(&j, "exposure_line",
-			       ttl_fmt_exposure(buf, sizeof(buf), o->rate, o->fail, pl.rec));
+			tc_jw_num(&j, "rate_per_s", o->rate);
+			tc_jw_num(&j, "fail_p", o->fail);
+			tc_jw_num(&j, "exposure_at_recommended",
+				  ttl_exposure(o->rate, o->fail, pl.rec));
+			tc_jw_str(&j, "exposure_line",
+				  ttl_fmt_exposure(buf, sizeof(buf), o->rate, o->fail, pl.rec));
 		} else {
-			jw_null(&j, "rate_per_s");
-			jw_null(&j, "fail_p");
-			jw_null(&j, "exposure_at_recommended");
+			tc_jw_null(&j, "rate_per_s");
+			tc_jw_null(&j, "fail_p");
+			tc_jw_null(&j, "exposure_at_recommended");
 		}
-		jw_open(&j, "compared", '[');
+		tc_jw_open(&j, "compared", '[');
 		for (int i = 0; i < nset; i++) {
-			jw_open(&j, NULL, '{');
-			jw_num(&j, "ttl_s", set[i]);
-			jw_str(&j, "source", dflt ? "documented default" : "--ttl");
-			jw_num(&j, "room_s", set[i] - pl.t);
-			jw_str(&j, "room", ttl_fmt_room(buf, sizeof(buf), set[i], pl.t));
+			tc_jw_open(&j, NULL, '{');
+			tc_jw_num(&j, "ttl_s", set[i]);
+			tc_jw_str(&j, "source", dflt ? "documented default" : "--ttl");
+			tc_jw_num(&j, "room_s", set[i] - pl.t);
+			tc_jw_str(&j, "room", ttl_fmt_room(buf, sizeof(buf), set[i], pl.t));
 			if (expo) {
-				jw_num(&j, "exposure", ttl_exposure(o->rate, o->fail, set[i]));
-				jw_str(&j, "exposure_line", ttl_fmt_exposure(buf, sizeof(buf),
-									     o->rate, o->fail,
-									     set[i]));
+				tc_jw_num(&j, "exposure", ttl_exposure(o->rate, o->fail, set[i]));
+				tc_jw_str(&j, "exposure_line", ttl_fmt_exposure(buf, sizeof(buf),
+										o->rate, o->fail,
+										set[i]));
 			} else {
-				jw_null(&j, "exposure");
+				tc_jw_null(&j, "exposure");
 			}
-			jw_close(&j, '}');
+			tc_jw_close(&j, '}');
 		}
-		jw_close(&j, ']');
-		jw_close(&j, '}');
+		tc_jw_close(&j, ']');
+		tc_jw_close(&j, '}');
 		return 0;
 	}
 
@@ -379,64 +222,17 @@ static int run_offline(const struct opts *o)
 
 /* ---- live ------------------------------------------------------------------------------------ */
 
-struct tpod {
-	int idx;
-	unsigned gen, flags;
-	char name[KVIDX_POD_NAME_MAX];
-	char model[KVIDX_POD_NAME_MAX];
-	uint64_t ctr[KV_PC_COUNT];
-};
-
 struct live {
 	const struct opts *o;
 	const char *name;
 	struct kvidx_reader *r;
-	struct jw j;
+	struct tc_jw j;
 	char pct[32];       /* "p99" */
 	const char *rate_how; /* "interval" or "since-start" */
 	double elapsed_s;   /* of the rate sample */
 };
 
-/* Copies the active pods. Returns their number, or -ENOMEM. */
-static int snapshot(struct kvidx_reader *r, struct tpod **out)
-{
-	const struct kv_view *v = kv_reader_view(r);
-	struct tpod *pods = NULL;
-	int n = 0, cap = 0;
-
-	for (uint32_t i = 0; i < v->max_pods; i++) {
-		/* Acquire pairs with the release stores of pd_word in writer.c. */
-		uint64_t pw = ld_acquire(&v->pods[i].pd_word);
-		if (KV_POD_STATE(pw) != KV_POD_ACTIVE)
-			continue;
-		if (n == cap) {
-			int ncap = cap ? 2 * cap : 16;
-			struct tpod *np = realloc(pods, (size_t)ncap * sizeof(*np));
-			if (!np) {
-				free(pods);
-				return -ENOMEM;
-			}
-			pods = np;
-			cap = ncap;
-		}
-		struct tpod *p = &pods[n];
-		int rc = kvidx_reader_pod(r, (int)i, p->name, p->model);
-		if (rc == -KVIDX_ERETRY)
-			rc = kvidx_reader_pod(r, (int)i, p->name, p->model);
-		if (rc < 0)
-			continue;
-		p->idx = (int)i;
-		p->gen = KV_POD_GEN(pw);
-		p->flags = KV_POD_FLAGS(pw);
-		for (unsigned c = 0; c < KV_PC_COUNT; c++)
-			p->ctr[c] = ld_relaxed(&v->pods[i].pd_ctr[c]);
-		n++;
-	}
-	*out = pods;
-	return n;
-}
-
-static uint64_t routes_of(const struct tpod *p)
+static uint64_t routes_of(const struct tc_pod *p)
 {
 	return p->ctr[KV_PC_routes_predicted] + p->ctr[KV_PC_routes_confirmed] +
 	       p->ctr[KV_PC_routes_nomatch];
@@ -476,7 +272,7 @@ static const char *fresh_name(uint64_t sp)
 }
 
 /* The seed's guidance for a pod, one line each, into g[]; returns how many. */
-static int guidance(const struct live *L, const struct tpod *p, bool have_lq, char g[][256])
+static int guidance(const struct live *L, const struct tc_pod *p, bool have_lq, char g[][256])
 {
 	const struct opts *o = L->o;
 	uint64_t spec = p->ctr[KV_PC_speculations], stale = p->ctr[KV_PC_stale_expiries];
@@ -519,7 +315,7 @@ static int guidance(const struct live *L, const struct tpod *p, bool have_lq, ch
 }
 
 /* Prints (or adds to the JSON) one pod. prev: its first sample, or NULL. */
-static void live_pod(struct live *L, const struct tpod *p, const struct tpod *prev,
+static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod *prev,
 		     uint64_t since_start_routes_ns)
 {
 	const struct opts *o = L->o;
@@ -576,94 +372,95 @@ static void live_pod(struct live *L, const struct tpod *p, const struct tpod *pr
 	bool expo = have_rate && have_p;
 
 	if (o->json) {
-		struct jw *j = &L->j;
-		jw_open(j, p->name, '{');
-		jw_u64(j, "index", (uint64_t)p->idx);
-		jw_str(j, "model", p->model);
-		jw_u64(j, "confirmations_recent", rec.n);
-		jw_u64(j, "confirmations_cumulative", cum.n);
+		struct tc_jw *j = &L->j;
+		tc_jw_open(j, p->name, '{');
+		tc_jw_u64(j, "index", (uint64_t)p->idx);
+		tc_jw_str(j, "model", p->model);
+		tc_jw_u64(j, "confirmations_recent", rec.n);
+		tc_jw_u64(j, "confirmations_cumulative", cum.n);
 		for (int w = 0; w < 2; w++) {
 			const struct lat *l = w ? &cum : &rec;
 			const char *key = w ? "latency_cumulative_s" : "latency_recent_s";
 			if (!l->n) {
-				jw_null(j, key);
+				tc_jw_null(j, key);
 				continue;
 			}
-			jw_open(j, key, '{');
+			tc_jw_open(j, key, '{');
 			for (int i = 0; i < NPCT; i++)
-				jw_num(j, pct_label[i], l->p[i]);
-			jw_close(j, '}');
+				tc_jw_num(j, pct_label[i], l->p[i]);
+			tc_jw_close(j, '}');
 		}
 		if (have_lq) {
-			jw_str(j, "lq_source", src);
+			tc_jw_str(j, "lq_source", src);
 			jw_plan(j, &pl);
 		} else {
-			jw_null(j, "lq_source");
-			jw_null(j, "lq_s");
-			jw_null(j, "t_s");
-			jw_null(j, "recommended_s");
+			tc_jw_null(j, "lq_source");
+			tc_jw_null(j, "lq_s");
+			tc_jw_null(j, "t_s");
+			tc_jw_null(j, "recommended_s");
 		}
 		if (ttl_ms) {
-			jw_num(j, "ttl_in_force_s", ttl_in_force);
+			tc_jw_num(j, "ttl_in_force_s", ttl_in_force);
 			if (have_lq)
-				jw_num(j, "room_s", ttl_in_force - pl.t);
+				tc_jw_num(j, "room_s", ttl_in_force - pl.t);
 		} else {
-			jw_null(j, "ttl_in_force_s");
+			tc_jw_null(j, "ttl_in_force_s");
 		}
-		jw_u64(j, "speculations", spec);
-		jw_u64(j, "confirmed_in_time", p->ctr[KV_PC_confirmed_in_time]);
-		jw_u64(j, "early_expiries", p->ctr[KV_PC_early_expiries]);
-		jw_u64(j, "stale_expiries", stale);
-		jw_u64(j, "late_confirmations", p->ctr[KV_PC_late_confirmations]);
-		jw_u64(j, "routes", routes);
+		tc_jw_u64(j, "speculations", spec);
+		tc_jw_u64(j, "confirmed_in_time", p->ctr[KV_PC_confirmed_in_time]);
+		tc_jw_u64(j, "early_expiries", p->ctr[KV_PC_early_expiries]);
+		tc_jw_u64(j, "stale_expiries", stale);
+		tc_jw_u64(j, "late_confirmations", p->ctr[KV_PC_late_confirmations]);
+		tc_jw_u64(j, "routes", routes);
 		if (have_rate)
-			jw_num(j, "rate_per_s", lambda);
+			tc_jw_num(j, "rate_per_s", lambda);
 		else
-			jw_null(j, "rate_per_s");
+			tc_jw_null(j, "rate_per_s");
 		if (have_p)
-			jw_num(j, "fail_p", pf);
+			tc_jw_num(j, "fail_p", pf);
 		else
-			jw_null(j, "fail_p");
+			tc_jw_null(j, "fail_p");
 		if (expo && have_lq)
-			jw_num(j, "exposure_at_recommended", ttl_exposure(lambda, pf, pl.rec));
+			tc_jw_num(j, "exposure_at_recommended", ttl_exposure(lambda, pf, pl.rec));
 		else
-			jw_null(j, "exposure_at_recommended");
+			tc_jw_null(j, "exposure_at_recommended");
 		if (expo && ttl_ms)
-			jw_num(j, "exposure_at_ttl_in_force", ttl_exposure(lambda, pf, ttl_in_force));
+			tc_jw_num(j, "exposure_at_ttl_in_force",
+				  ttl_exposure(lambda, pf, ttl_in_force));
 		else
-			jw_null(j, "exposure_at_ttl_in_force");
+			tc_jw_null(j, "exposure_at_ttl_in_force");
 		if (o->nttl) {
-			jw_open(j, "compared", '[');
+			tc_jw_open(j, "compared", '[');
 			for (int i = 0; i < nset; i++) {
-				jw_open(j, NULL, '{');
-				jw_num(j, "ttl_s", set[i]);
+				tc_jw_open(j, NULL, '{');
+				tc_jw_num(j, "ttl_s", set[i]);
 				if (have_lq)
-					jw_num(j, "room_s", set[i] - pl.t);
+					tc_jw_num(j, "room_s", set[i] - pl.t);
 				if (expo)
-					jw_num(j, "exposure", ttl_exposure(lambda, pf, set[i]));
-				jw_close(j, '}');
+					tc_jw_num(j, "exposure", ttl_exposure(lambda, pf, set[i]));
+				tc_jw_close(j, '}');
 			}
-			jw_close(j, ']');
+			tc_jw_close(j, ']');
 		}
-		jw_str(j, "freshness", fresh_name(sp));
-		jw_u64(j, "spec_paused", sp);
-		jw_bool(j, "spec_paused_flag", p->flags & KV_POD_SPEC_PAUSED);
+		tc_jw_str(j, "freshness", fresh_name(sp));
+		tc_jw_u64(j, "spec_paused", sp);
+		tc_jw_bool(j, "spec_paused_flag", p->flags & KV_POD_SPEC_PAUSED);
 		if (last_ev)
-			jw_num(j, "seconds_since_last_event", age);
+			tc_jw_num(j, "seconds_since_last_event", age);
 		else
-			jw_null(j, "seconds_since_last_event");
-		jw_open(j, "guidance", '[');
+			tc_jw_null(j, "seconds_since_last_event");
+		tc_jw_open(j, "guidance", '[');
 		for (int i = 0; i < ng; i++)
-			jw_str(j, NULL, g[i]);
-		jw_close(j, ']');
-		jw_close(j, '}');
+			tc_jw_str(j, NULL, g[i]);
+		tc_jw_close(j, ']');
+		tc_jw_close(j, '}');
 		return;
 	}
 
 	printf("\npod ");
-	text_str(stdout, p->name);
+	tc_text_str(stdout, p->name);
 	printf(" (model \"");
-	text_str(stdout, p->model);
+	tc_text_str(stdout, p->model);
 	printf("\")\n");
 	for (int w = 0; w < 2; w++) {
 		const struct lat *l = w ? &cum : &rec;
@@ -740,69 +537,33 @@ static void live_pod(struct live *L, const struct tpod *p, const struct tpod *pr
 		printf("  guidance: %s\n", g[i]);
 }
 
-/* Attaches. Returns 0, or 1 after saying why not (as kvidx-dump). */
-static int attach(struct live *L)
-{
-	L->r = kvidx_reader_open(L->name);
-	if (L->r)
-		return 0;
-	int rc = -errno;
-	if (rc == -ENOENT) {
-		char dev[KV_SHM_PATH_MAX + 16];
-		snprintf(dev, sizeof(dev), "/dev/shm/%s", L->name);
-		if (access(dev, F_OK) == 0)
-			fprintf(stderr, PROG ": index '%s' has no live data segment (its writer is "
-					"creating it, or died while building it)\n", L->name);
-		else
-			fprintf(stderr, PROG ": index '%s' not found (no /dev/shm/%s; is "
-					"kvidx-ingestd running?)\n", L->name, L->name);
-	} else if (rc == -EACCES) {
-		fprintf(stderr, PROG ": index '%s': %s (segments are readable by their owner, or "
-				"by the group given to the writer)\n", L->name, kvidx_strerror(rc));
-	} else {
-		fprintf(stderr, PROG ": index '%s': %s\n", L->name, kvidx_strerror(rc));
-	}
-	return 1;
-}
-
-static int refresh(struct live *L, struct kvidx_info *info)
-{
-	int rc = kvidx_reader_info(L->r, info);
-
-	if (rc == -KVIDX_ERETRY)
-		rc = kvidx_reader_info(L->r, info);
-	if (rc < 0)
-		fprintf(stderr, PROG ": index '%s': reading the header: %s\n", L->name,
-			kvidx_strerror(rc));
-	return rc;
-}
-
 static int run_live(const struct opts *o)
 {
 	struct live L = { .o = o, .name = o->name, .j = { .f = stdout } };
-	struct tpod *a = NULL, *b = NULL;
+	struct tc_pod *a = NULL, *b = NULL;
 	struct kvidx_info info;
 	uint64_t gen0, t0, t1, since = 0;
 	int na = 0, nb, status = 0;
 	char d[32], d2[32], d3[32], d4[32];
 
 	ttl_fmt_pct_name(L.pct, sizeof(L.pct), o->q);
-	if (attach(&L))
+	L.r = tc_index_open(L.name);
+	if (!L.r)
 		return 1;
-	if (refresh(&L, &info) < 0)
+	if (tc_index_info(L.r, L.name, &info) < 0)
 		goto fail;
 	gen0 = info.generation;
 	t0 = kvidx_now_ns();
 	if (!o->since_start) {
-		na = snapshot(L.r, &a);
+		na = tc_pods_snapshot(L.r, &a);
 		if (na < 0)
 			goto nomem;
 		sleep_s(o->interval);
-		if (refresh(&L, &info) < 0)
+		if (tc_index_info(L.r, L.name, &info) < 0)
 			goto fail;
 	}
 	t1 = kvidx_now_ns();
-	nb = snapshot(L.r, &b);
+	nb = tc_pods_snapshot(L.r, &b);
 	if (nb < 0)
 		goto nomem;
 	L.elapsed_s = (double)(t1 - t0) / 1e9;
@@ -816,28 +577,29 @@ static int run_live(const struct opts *o)
 		shown += !o->pod || !strcmp(b[i].name, o->pod);
 	if (o->pod && !shown) {
 		fprintf(stderr, PROG ": index '%s': no active pod named '", L.name);
-		text_str(stderr, o->pod);
+		tc_text_str(stderr, o->pod);
 		fprintf(stderr, "'\n");
 		status = 1;
 		goto out;
 	}
 
 	if (o->json) {
-		jw_open(&L.j, NULL, '{');
-		jw_str(&L.j, "mode", "live");
-		jw_str(&L.j, "index", L.name);
-		jw_num(&L.j, "percentile", o->q);
-		jw_str(&L.j, "percentile_name", L.pct);
-		jw_str(&L.j, "lq_window", o->cumulative ? "cumulative" : "recent");
-		jw_num(&L.j, "backlog_s", o->backlog);
-		jw_num(&L.j, "slack_s", o->slack);
-		jw_num(&L.j, "j_s", o->backlog + o->slack);
-		jw_num(&L.j, "floor_s", o->floor);
-		jw_num(&L.j, "cap_s", o->cap);
-		jw_str(&L.j, "rate_source", o->since_start ? "since-start" : "interval");
-		jw_num(&L.j, "rate_window_s", o->since_start ? (double)since / 1e9 : L.elapsed_s);
-		jw_u64(&L.j, "active_pods", (uint64_t)nb);
-		jw_open(&L.j, "pods", '{');
+		tc_jw_open(&L.j, NULL, '{');
+		tc_jw_str(&L.j, "mode", "live");
+		tc_jw_str(&L.j, "index", L.name);
+		tc_jw_num(&L.j, "percentile", o->q);
+		tc_jw_str(&L.j, "percentile_name", L.pct);
+		tc_jw_str(&L.j, "lq_window", o->cumulative ? "cumulative" : "recent");
+		tc_jw_num(&L.j, "backlog_s", o->backlog);
+		tc_jw_num(&L.j, "slack_s", o->slack);
+		tc_jw_num(&L.j, "j_s", o->backlog + o->slack);
+		tc_jw_num(&L.j, "floor_s", o->floor);
+		tc_jw_num(&L.j, "cap_s", o->cap);
+		tc_jw_str(&L.j, "rate_source", o->since_start ? "since-start" : "interval");
+		tc_jw_num(&L.j, "rate_window_s",
+			  o->since_start ? (double)since / 1e9 : L.elapsed_s);
+		tc_jw_u64(&L.j, "active_pods", (uint64_t)nb);
+		tc_jw_open(&L.j, "pods", '{');
 	} else {
 		printf("index %s: %d active pod%s; Lq = %s of %s route-to-confirmation latency, "
 		       "J = %s backlog + %s slack, cap %s",
@@ -850,7 +612,7 @@ static int run_live(const struct opts *o)
 		       "true value)\n");
 	}
 	for (int i = 0; i < nb; i++) {
-		const struct tpod *p = &b[i], *prev = NULL;
+		const struct tc_pod *p = &b[i], *prev = NULL;
 		if (o->pod && strcmp(p->name, o->pod))
 			continue;
 		for (int k = 0; k < na; k++)
@@ -859,8 +621,8 @@ static int run_live(const struct opts *o)
 		live_pod(&L, p, prev, since);
 	}
 	if (o->json) {
-		jw_close(&L.j, '}');
-		jw_close(&L.j, '}');
+		tc_jw_close(&L.j, '}');
+		tc_jw_close(&L.j, '}');
 	}
 	goto out;
 nomem:
@@ -939,33 +701,16 @@ static void usage(FILE *f)
 	      f);
 }
 
-static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-static void __attribute__((noreturn)) bad_usage(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (fmt) {
-		fputs(PROG ": ", stderr);
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-		putc('\n', stderr);
-	}
-	fputs("Try '" PROG " --help' for more information.\n", stderr);
-	exit(2);
-}
-
 static double arg_duration(const char *opt, const char *s)
 {
 	double v;
 	int rc = ttl_parse_duration(s, &v);
 
 	if (rc == -ERANGE)
-		bad_usage("bad %s '%s': longer than a day", opt, s);
+		tc_usage_error("bad %s '%s': longer than a day", opt, s);
 	if (rc < 0)
-		bad_usage("bad %s '%s': expected a duration such as 1.15s, 250ms, 500us or 2 "
-			  "(seconds)", opt, s);
+		tc_usage_error("bad %s '%s': expected a duration such as 1.15s, 250ms, 500us or 2 "
+			       "(seconds)", opt, s);
 	return v;
 }
 
@@ -1003,6 +748,7 @@ int main(int argc, char **argv)
 	const char *live_opt = NULL, *offline_opt = NULL;
 	int c, rc;
 
+	tc_prog = PROG;
 	opterr = 0; /* This program prints its own messages, naming itself PROG. */
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -1021,16 +767,17 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PERCENTILE:
 			if (ttl_parse_probability(optarg, &o.q) < 0 || o.q <= 0)
-				bad_usage("bad --percentile '%s': expected a number in (0, 1] such as "
-					  "0.99, or a percentage such as 99%%", optarg);
+				tc_usage_error("bad --percentile '%s': expected a number in (0, 1] "
+					       "such as 0.99, or a percentage such as 99%%",
+					       optarg);
 			o.have_q = true;
 			break;
 		case OPT_PCT_NAME:
 			if (!*optarg || strlen(optarg) > 16 ||
 			    strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 					   "0123456789._-") != strlen(optarg))
-				bad_usage("bad --percentile-name '%s': expected 1 to 16 of "
-					  "[A-Za-z0-9._-], such as p99", optarg);
+				tc_usage_error("bad --percentile-name '%s': expected 1 to 16 of "
+					       "[A-Za-z0-9._-], such as p99", optarg);
 			o.pct_name = optarg;
 			offline_opt = "percentile-name";
 			break;
@@ -1043,40 +790,41 @@ int main(int argc, char **argv)
 		case OPT_CAP:
 			o.cap = arg_duration("--cap", optarg);
 			if (o.cap <= 0 || o.cap > KVIDX_MAX_TTL_MS / 1000.0)
-				bad_usage("bad --cap '%s': expected more than 0 and at most 65.535s "
-					  "(the index stores TTLs in 16-bit milliseconds)", optarg);
+				tc_usage_error("bad --cap '%s': expected more than 0 and at most "
+					       "65.535s (the index stores TTLs in 16-bit "
+					       "milliseconds)", optarg);
 			break;
 		case OPT_FLOOR:
 			o.floor = arg_duration("--floor", optarg);
 			break;
 		case OPT_RATE:
 			if (ttl_parse_number(optarg, &o.rate) < 0)
-				bad_usage("bad --rate '%s': expected routed requests per second, a "
-					  "plain non-negative number such as 120", optarg);
+				tc_usage_error("bad --rate '%s': expected routed requests per "
+					       "second, a plain non-negative number such as 120",
+					       optarg);
 			o.have_rate = true;
 			offline_opt = "rate";
 			break;
 		case OPT_FAIL:
 			rc = ttl_parse_probability(optarg, &o.fail);
 			if (rc < 0)
-				bad_usage("bad --fail '%s': expected a probability in [0, 1] such as "
-					  "0.004, or a percentage such as 0.4%%", optarg);
+				tc_usage_error("bad --fail '%s': expected a probability in [0, 1] "
+					       "such as 0.004, or a percentage such as 0.4%%",
+					       optarg);
 			o.have_fail = true;
 			offline_opt = "fail";
 			break;
 		case OPT_TTL:
 			if (o.nttl == MAX_TTLS)
-				bad_usage("too many --ttl settings (at most %d)", MAX_TTLS);
+				tc_usage_error("too many --ttl settings (at most %d)", MAX_TTLS);
 			o.ttls[o.nttl] = arg_duration("--ttl", optarg);
 			if (o.ttls[o.nttl] <= 0)
-				bad_usage("bad --ttl '%s': a TTL must be longer than 0", optarg);
+				tc_usage_error("bad --ttl '%s': a TTL must be longer than 0",
+					       optarg);
 			o.nttl++;
 			break;
 		case OPT_NAME:
-			if (kv_name_check(optarg) < 0)
-				bad_usage("bad --name '%s': expected 1 to %d of [A-Za-z0-9_.-], not "
-					  "starting with '.'", optarg, KVIDX_NAME_MAX - 1);
-			o.name = optarg;
+			o.name = tc_index_name_arg(optarg);
 			o.name_set = true;
 			live_opt = "name";
 			break;
@@ -1087,8 +835,8 @@ int main(int argc, char **argv)
 		case OPT_INTERVAL:
 			o.interval = arg_duration("--interval", optarg);
 			if (o.interval <= 0 || o.interval > INTERVAL_MAX_S)
-				bad_usage("bad --interval '%s': expected more than 0 and at most an "
-					  "hour", optarg);
+				tc_usage_error("bad --interval '%s': expected more than 0 and at "
+					       "most an hour", optarg);
 			o.have_interval = true;
 			live_opt = "interval";
 			break;
@@ -1102,8 +850,8 @@ int main(int argc, char **argv)
 			break;
 		case OPT_STALE_LIMIT:
 			if (ttl_parse_probability(optarg, &o.stale_limit) < 0)
-				bad_usage("bad --stale-limit '%s': expected a share in [0, 1] such as "
-					  "0.01, or a percentage such as 1%%", optarg);
+				tc_usage_error("bad --stale-limit '%s': expected a share in [0, 1] "
+					       "such as 0.01, or a percentage such as 1%%", optarg);
 			o.have_stale_limit = true;
 			live_opt = "stale-limit";
 			break;
@@ -1113,30 +861,26 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return fflush(stdout) || ferror(stdout) ? 1 : 0;
-		case ':':
-			bad_usage("option '%s' requires an argument", argv[optind - 1]);
-		default: /* '?' */
-			if (optopt && optopt < 256)
-				bad_usage("unknown option '-%c'", optopt);
-			bad_usage("unknown option '%s'", argv[optind - 1]);
+		default: /* ':' or '?' */
+			tc_getopt_error(c, argv);
 		}
 	}
 	if (optind < argc)
-		bad_usage("unexpected argument '%s'", argv[optind]);
+		tc_usage_error("unexpected argument '%s'", argv[optind]);
 	if (o.floor > o.cap)
-		bad_usage("--floor (%gs) is above --cap (%gs)", o.floor, o.cap);
+		tc_usage_error("--floor (%gs) is above --cap (%gs)", o.floor, o.cap);
 
 	if (offline_opt) {
 		if (live_opt)
-			bad_usage("--%s reads a live index, but --%s gives offline numbers; use one "
-				  "mode or the other", live_opt, offline_opt);
+			tc_usage_error("--%s reads a live index, but --%s gives offline numbers; "
+				       "use one mode or the other", live_opt, offline_opt);
 		bool any_pv = o.have_pv[0] || o.have_pv[1] || o.have_pv[2];
 		if (!o.have_lq && !any_pv)
-			bad_usage("offline mode needs a latency percentile: --p99, --p95, --p50 or "
-				  "--lq");
+			tc_usage_error("offline mode needs a latency percentile: --p99, --p95, "
+				       "--p50 or --lq");
 		if (o.have_rate != o.have_fail)
-			bad_usage("--rate and --fail go together (stale exposure is lambda x p x "
-				  "T); --%s is missing", o.have_rate ? "fail" : "rate");
+			tc_usage_error("--rate and --fail go together (stale exposure is lambda x "
+				       "p x T); --%s is missing", o.have_rate ? "fail" : "rate");
 		if (!o.have_lq && o.have_q) {
 			bool found = false;
 			for (int i = 0; i < NPCT; i++)
@@ -1144,22 +888,18 @@ int main(int argc, char **argv)
 					 o.q < pct_q[i] + 1e-9;
 			if (!found) {
 				char qn[32], pn[32];
-				bad_usage("--percentile %s selects the %s, which was not given (give "
-					  "it with --p50, --p95 or --p99, or give --lq)",
-					  ttl_fmt_num(qn, sizeof(qn), o.q),
-					  ttl_fmt_pct_name(pn, sizeof(pn), o.q));
+				tc_usage_error("--percentile %s selects the %s, which was not "
+					       "given (give it with --p50, --p95 or --p99, or give "
+					       "--lq)", ttl_fmt_num(qn, sizeof(qn), o.q),
+					       ttl_fmt_pct_name(pn, sizeof(pn), o.q));
 			}
 		}
 		rc = run_offline(&o);
 	} else {
 		if (o.have_interval && o.since_start)
-			bad_usage("--interval and --since-start are two ways to measure lambda; "
-				  "give one");
+			tc_usage_error("--interval and --since-start are two ways to measure "
+				       "lambda; give one");
 		rc = run_live(&o);
 	}
-	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, PROG ": writing standard output: %s\n", strerror(errno));
-		return 1;
-	}
-	return rc;
+	return tc_flush_stdout() ? 1 : rc;
 }

@@ -124,6 +124,20 @@ static void store(struct ing_apply *a, struct ing_target *t, const uint64_t *key
 		     kvidx_strerror(rc));
 }
 
+/*
+ * The request keys (*n of them) the engine-key map holds for engine block hash, or NULL if
+ * the map does not know the block: an event that cannot be applied, counted as skipped.
+ */
+static const uint64_t *mapped_keys(struct ing_apply *a, struct ing_target *t, uint64_t hash,
+				   uint32_t *n)
+{
+	const uint64_t *k = emap_get(a->emap, t->token, hash, n);
+
+	if (!k)
+		ing_ctr_add(t, KV_PC_skipped_events, 1);
+	return k;
+}
+
 /* Rule 5: tokens absent, hashes present: a tier update of blocks the map knows. */
 static void tier_update(struct ing_apply *a, struct ing_target *t, const struct kvw_event *ev,
 			uint64_t now)
@@ -132,12 +146,9 @@ static void tier_update(struct ing_apply *a, struct ing_target *t, const struct 
 
 	for (size_t i = 0; i < ev->nhashes; i++) {
 		uint32_t n;
-		const uint64_t *k = emap_get(a->emap, t->token, ev->hashes[i], &n);
-		if (!k) {
-			ing_ctr_add(t, KV_PC_skipped_events, 1);
-			continue;
-		}
-		store(a, t, k, n, tier, now);
+		const uint64_t *k = mapped_keys(a, t, ev->hashes[i], &n);
+		if (k)
+			store(a, t, k, n, tier, now);
 	}
 }
 
@@ -221,11 +232,9 @@ static void block_removed(struct ing_apply *a, struct ing_target *t, const struc
 	}
 	for (size_t i = 0; i < ev->nhashes; i++) {
 		uint32_t n;
-		const uint64_t *k = emap_get(a->emap, t->token, ev->hashes[i], &n);
-		if (!k) {
-			ing_ctr_add(t, KV_PC_skipped_events, 1);
+		const uint64_t *k = mapped_keys(a, t, ev->hashes[i], &n);
+		if (!k)
 			continue;
-		}
 		int rc = kvidx_remove(a->w, t->pod, k, n, tier);
 		if (rc > 0)
 			ing_ctr_add(t, KV_PC_blocks_removed, (uint64_t)rc);

@@ -38,10 +38,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "escape.h"
 #include "hist.h"
 #include "inspect.h"
 #include "log.h"
 #include "metrics.h"
+#include "podsnap.h"
 #include "segment.h"
 
 #define NS_PER_S 1000000000ull
@@ -53,30 +55,6 @@
 
 /* ---- exposition helpers ---- */
 
-/* Length of the well-formed UTF-8 sequence of 2 to 4 bytes at p, or 0 (as kvidx-dump). */
-static size_t utf8_seq(const unsigned char *p)
-{
-	uint32_t c = p[0], v, min;
-	size_t n;
-
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2, v = c & 0x1f, min = 0x80;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3, v = c & 0x0f, min = 0x800;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4, v = c & 0x07, min = 0x10000;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		v = v << 6 | (p[i] & 0x3f);
-	}
-	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	return n;
-}
-
 /*
  * Writes s as the inside of a label value: backslash, double quote and line feed escaped as
  * the format requires; other control characters and bytes that are not well-formed UTF-8
@@ -85,6 +63,7 @@ static size_t utf8_seq(const unsigned char *p)
 static void label_value(FILE *f, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
 	size_t n;
 
 	while (*p) {
@@ -102,7 +81,7 @@ static void label_value(FILE *f, const char *s)
 			p++;
 		} else if (*p < 0x80) {
 			putc(*p++, f);
-		} else if ((n = utf8_seq(p)) != 0) {
+		} else if ((n = tc_utf8_seq(p, &cp)) != 0) {
 			fwrite(p, 1, n, f);
 			p += n;
 		} else {
@@ -257,58 +236,13 @@ static const char *stat_help(const char *n)
 
 /* ---- rendering ---- */
 
-struct mpod {
-	int idx;
-	unsigned flags;
-	char name[KVIDX_POD_NAME_MAX];
-	char model[KVIDX_POD_NAME_MAX];
-	uint64_t ctr[KV_PC_COUNT];
-};
-
-static void pod_labels(FILE *f, const struct mpod *p)
+static void pod_labels(FILE *f, const struct tc_pod *p)
 {
 	fputs("{pod=\"", f);
 	label_value(f, p->name);
 	fputs("\",model=\"", f);
 	label_value(f, p->model);
 	fputs("\"}", f);
-}
-
-/* Copies the active pods. Returns their number, or -ENOMEM. */
-static int snapshot_pods(struct kvidx_reader *r, const struct kv_view *v, struct mpod **out)
-{
-	struct mpod *pods = NULL;
-	int n = 0, cap = 0;
-
-	for (uint32_t i = 0; i < v->max_pods; i++) {
-		/* Acquire pairs with the release stores of pd_word in writer.c. */
-		uint64_t pw = ld_acquire(&v->pods[i].pd_word);
-		if (KV_POD_STATE(pw) != KV_POD_ACTIVE)
-			continue;
-		if (n == cap) {
-			int ncap = cap ? 2 * cap : 16;
-			struct mpod *np = realloc(pods, (size_t)ncap * sizeof(*np));
-			if (!np) {
-				free(pods);
-				return -ENOMEM;
-			}
-			pods = np;
-			cap = ncap;
-		}
-		struct mpod *p = &pods[n];
-		int rc = kvidx_reader_pod(r, (int)i, p->name, p->model);
-		if (rc == -KVIDX_ERETRY)
-			rc = kvidx_reader_pod(r, (int)i, p->name, p->model);
-		if (rc < 0)
-			continue; /* removed, or renamed twice, since its state was read */
-		p->idx = (int)i;
-		p->flags = KV_POD_FLAGS(pw);
-		for (unsigned c = 0; c < KV_PC_COUNT; c++)
-			p->ctr[c] = ld_relaxed(&v->pods[i].pd_ctr[c]);
-		n++;
-	}
-	*out = pods;
-	return n;
 }
 
 /* Seconds from t (CLOCK_MONOTONIC ns, 0: never) to now; +Inf for never. */
@@ -320,7 +254,7 @@ static void age_value(FILE *f, uint64_t now, uint64_t t)
 		fprintf(f, "%.6f", now > t ? (double)(now - t) / 1e9 : 0.0);
 }
 
-static void render_pod_ctrs(FILE *f, const struct mpod *pods, int n, uint64_t now)
+static void render_pod_ctrs(FILE *f, const struct tc_pod *pods, int n, uint64_t now)
 {
 	for (unsigned c = 0; c < KV_PC_COUNT; c++) {
 		const char *cn = pod_ctr_names[c];
@@ -377,7 +311,7 @@ static bool le_bucket(unsigned b)
 
 #define HIST_NAME "kvidx_pod_confirmation_latency_seconds"
 
-static void render_hist(FILE *f, const struct kv_view *v, const struct mpod *pods, int n)
+static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *pods, int n)
 {
 	family(f, HIST_NAME, "histogram",
 	       "Route-to-confirmation latency (route commit to the confirming event applied), "
@@ -489,7 +423,7 @@ static void render_index(FILE *f, struct kvidx_reader *r, const struct kv_view *
 int metrics_render(struct kvidx_reader *r, FILE *out)
 {
 	struct kvidx_info info;
-	struct mpod *pods = NULL;
+	struct tc_pod *pods = NULL;
 	int rc, n;
 
 	rc = kvidx_reader_info(r, &info);
@@ -499,7 +433,7 @@ int metrics_render(struct kvidx_reader *r, FILE *out)
 		return rc;
 	const struct kv_view *v = kv_reader_view(r);
 	uint64_t now = kvidx_now_ns();
-	n = snapshot_pods(r, v, &pods);
+	n = tc_pods_snapshot(r, &pods);
 	if (n < 0)
 		return n;
 	render_pod_ctrs(out, pods, n, now);

@@ -1,0 +1,59 @@
+/*
+ * cli.c — the conventions every kvidx tool follows towards whoever runs it: messages named
+ * after the tool, exit status 2 for bad usage and 1 for running out of memory or failing to
+ * write standard output (see cli.h).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *tc_prog = "kvidx";
+
+void tc_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", tc_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help' for more information.\n", tc_prog);
+	exit(2);
+}
+
+void tc_getopt_error(int c, char **argv)
+{
+	if (c == ':')
+		tc_usage_error("option '%s' requires an argument", argv[optind - 1]);
+	if (optopt && optopt < 256)
+		tc_usage_error("unknown option '-%c'", optopt);
+	tc_usage_error("unknown option '%s'", argv[optind - 1]);
+}
+
+void tc_die_nomem(void)
+{
+	fprintf(stderr, "%s: out of memory\n", tc_prog);
+	exit(1);
+}
+
+void *tc_xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		tc_die_nomem();
+	return p;
+}
+
+int tc_flush_stdout(void)
+{
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "%s: writing standard output: %s\n", tc_prog, strerror(errno));
+		return 1;
+	}
+	return 0;
+}

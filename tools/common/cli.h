@@ -1,0 +1,39 @@
+/*
+ * cli.h — how every kvidx tool talks to whoever runs it: messages on standard error that
+ * start with the tool's name, usage errors (exit status 2), running out of memory (exit
+ * status 1), and standard output flushed with its write errors reported.
+ *
+ * main() sets tc_prog to the tool's name before anything here can print.
+ */
+#ifndef KVIDX_TOOLS_CLI_H
+#define KVIDX_TOOLS_CLI_H
+
+#include <stddef.h>
+
+/* The tool's name, as its messages start ("kvidx-dump"). */
+extern const char *tc_prog;
+
+/*
+ * Prints "PROG: <message>" and the line pointing to --help, and exits with status 2.
+ */
+void tc_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/*
+ * Reports what getopt_long() returned for a bad option (optstring starting with ':'): c is
+ * ':' for a missing argument, anything else for an unknown option. Exits with status 2.
+ */
+void tc_getopt_error(int c, char **argv) __attribute__((noreturn));
+
+/* Prints "PROG: out of memory" and exits with status 1. */
+void tc_die_nomem(void) __attribute__((noreturn));
+
+/* realloc() that never fails: n == 0 still gets a block, and no memory ends the tool. */
+void *tc_xrealloc(void *p, size_t n);
+
+/*
+ * Flushes standard output. Returns 0, or 1 after "PROG: writing standard output: <why>",
+ * as a tool's exit status.
+ */
+int tc_flush_stdout(void);
+
+#endif /* KVIDX_TOOLS_CLI_H */
