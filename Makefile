@@ -111,10 +111,10 @@ fuzz: setup $(BUILD)/bin/fuzz_wire
 
 bench: setup
 	$(Q)$(MAKE) --no-print-directory OPT="-O2 -DNDEBUG" all $(BENCHES)
-	$(Q)set -e; for b in $(BENCHES); do $$b; done
+	$(Q)bench/run.sh $(BUILD)
 bench-quick: setup
 	$(Q)$(MAKE) --no-print-directory OPT="-O2 -DNDEBUG" all $(BENCHES)
-	$(Q)set -e; for b in $(BENCHES); do $$b --quick; done
+	$(Q)bench/run.sh --quick $(BUILD)
 
 run: setup
 	$(Q)$(MAKE) --no-print-directory all

@@ -538,6 +538,11 @@ int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const in
 	 * at the first block no tracked pod extends; at most two chunks of prefetches are wasted.
 	 * Every slot is still loaded with acquire before its entry is read, inside the section.
 	 */
+	/* New prompts are common: when block 0 misses, one lookup answers, before any of the
+	 * pipeline's prefetches are spent. */
+	unsigned np0;
+	if (n == 0 || !rd_find(v, keys[0], kv_mix(keys[0]), &np0))
+		goto done;
 	size_t nch = (n + CHUNK - 1) / CHUNK;
 #define CH_LEN(k) ((k) * CHUNK + CHUNK <= n ? CHUNK : n - (k) * CHUNK)
 	for (size_t k = 0; k < 2 && k < nch; k++)
