@@ -40,6 +40,7 @@ struct kvidx {
 	uint32_t ring_entries;
 	uint64_t *ring_tail; /* consumer position per ring (writer-private copy of rh_tail) */
 	uint32_t drain_next; /* ring kvidx_drain() starts with */
+	int bell_fd;         /* doorbell socket, -1 until kvidx_writer_doorbell() */
 	/* Current data segment (read-write). */
 	int data_fd;
 	void *data;
@@ -98,6 +99,7 @@ struct kvidx_reader {
 	struct kv_msg *ring_msgs;
 	uint32_t ring_entries;
 	uint64_t ring_head; /* private copy of rh_head */
+	int bell_fd;        /* socket to ring the writer's doorbell from, -1 until needed */
 	uint32_t commit_seq;
 };
 

@@ -319,6 +319,19 @@ struct kvidx_drain_ops {
  */
 int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *ops);
 
+/*
+ * Writer: waking up for commits without polling the rings. kvidx_writer_doorbell() returns a
+ * non-blocking descriptor (a datagram socket in the abstract namespace, named after the index)
+ * to include in the writer's poll set, or a negative errno (then poll the rings on a timer).
+ * Before sleeping the writer calls kvidx_writer_idle(w, true): it announces the sleep and
+ * returns true if commits are already waiting (then don't sleep). A reader committing while
+ * the writer is idle sends one byte to the doorbell (a non-blocking send; lost bytes only
+ * cost latency). After waking, kvidx_writer_idle(w, false) clears the announcement and
+ * empties the doorbell.
+ */
+int kvidx_writer_doorbell(struct kvidx *w);
+bool kvidx_writer_idle(struct kvidx *w, bool idle);
+
 /* Reader-side view of the index header and pods (for tools and routers). */
 struct kvidx_info {
 	uint32_t layout_version;

@@ -18,15 +18,53 @@
  *  4. A slot's next owner continues at the head the previous one left, so a dead producer
  *     (SIGKILL between two messages) leaves nothing half-published: rh_head moves only after
  *     a whole commit is written.
+ *  5. Doorbell: the writer stores ch_writer_idle = 1, full fence, then looks at every ring's
+ *     head (kvidx_writer_idle()); a producer publishes its head, full fence, then reads the
+ *     flag (doorbell_ring()). Store-load on both sides: a commit is either seen by the writer
+ *     before it sleeps, or the producer rings.
  *
  * Progress: kvidx_commit() and kvidx_report_outcome() are wait-free: a full ring drops the
  * message and counts it (rs_dropped); they never wait for the writer. kvidx_drain() is bounded
  * by its budget.
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "internal.h"
+
+/* The doorbell's abstract-namespace address for index name; returns the address length. */
+static socklen_t doorbell_addr(struct sockaddr_un *a, const char *name)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "kvidx-doorbell-%s", name);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* Rings the writer's doorbell if it announced it may sleep. */
+static void doorbell_ring(struct kvidx_reader *r)
+{
+	/* Rule 5: the head published by ring_put() is ordered before the idle flag is read.
+	 * Pairs with the full fence in kvidx_writer_idle(): either the writer sees the new head
+	 * before sleeping, or this reader sees the flag and rings. */
+	fence_seqcst();
+	if (!ld_relaxed(&r->ctl->ch_writer_idle))
+		return;
+	if (r->bell_fd < 0) {
+		r->bell_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (r->bell_fd < 0)
+			return;
+	}
+	struct sockaddr_un a;
+	socklen_t len = doorbell_addr(&a, r->name);
+	char b = 1;
+	(void)!sendto(r->bell_fd, &b, 1, MSG_DONTWAIT, (struct sockaddr *)&a, len);
+}
 
 /* Producer: room for need messages? */
 static bool ring_room(struct kvidx_reader *r, uint64_t need)
@@ -54,6 +92,7 @@ static void ring_put(struct kvidx_reader *r, uint64_t n)
 	 * of rh_head in kvidx_drain(). */
 	st_release(&r->ring->rh_head, r->ring_head);
 	st_relaxed(&r->me->rs_commits, ld_relaxed(&r->me->rs_commits) + 1);
+	doorbell_ring(r);
 }
 
 static int ring_drop(struct kvidx_reader *r)
@@ -196,6 +235,47 @@ static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
 	/* Rule 1: everything copied out above is done before the producer may reuse it. */
 	st_release(&rh->rh_tail, t);
 	return used;
+}
+
+int kvidx_writer_doorbell(struct kvidx *w)
+{
+	struct sockaddr_un a;
+	socklen_t len = doorbell_addr(&a, w->name);
+
+	if (w->bell_fd >= 0)
+		return w->bell_fd;
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* Abstract names vanish with their socket: a dead writer's cannot be in the way. */
+	if (bind(fd, (struct sockaddr *)&a, len) < 0) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	w->bell_fd = fd;
+	return fd;
+}
+
+bool kvidx_writer_idle(struct kvidx *w, bool idle)
+{
+	char buf[64];
+
+	if (!idle) {
+		st_relaxed(&w->ctl->ch_writer_idle, 0);
+		if (w->bell_fd >= 0)
+			while (recv(w->bell_fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+				;
+		return false;
+	}
+	st_relaxed(&w->ctl->ch_writer_idle, 1);
+	fence_seqcst(); /* rule 5: pairs with the fence in doorbell_ring() */
+	for (uint32_t i = 0; i < w->max_readers; i++) {
+		struct kv_ring_hdr *rh = kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i);
+		if (ld_acquire(&rh->rh_head) != w->ring_tail[i])
+			return true;
+	}
+	return false;
 }
 
 int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *ops)

@@ -84,7 +84,7 @@ struct kvidx_ctl_hdr {
 	uint64_t ch_generation; /* current data generation; release-stored after it is built */
 	uint64_t ch_epoch;      /* RCU epoch, starts at 1; seq_cst-stored by kv_rcu_advance() */
 	int32_t ch_writer_pid;
-	uint32_t ch_pad1;
+	uint32_t ch_writer_idle; /* 1 while the writer may sleep: committers ring its doorbell */
 	uint8_t ch_pad2[KVIDX_CACHELINE - 24];
 };
 _Static_assert(sizeof(struct kvidx_ctl_hdr) == 2 * KVIDX_CACHELINE, "ctl header size");

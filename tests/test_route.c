@@ -4,6 +4,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -199,4 +200,29 @@ Test(route, histogram_buckets_and_quantiles)
 	cr_assert(q >= 1100000 && q < 1100000 * 1.125 + 1, "p99 %llu", (unsigned long long)q);
 	kv_hist_decay(h);
 	cr_assert_eq(kv_hist_count(h), 25 + 22 + 2 + 0, "each bucket halves, rounding down");
+}
+
+Test(route, doorbell_wakes_an_idle_writer)
+{
+	int fd = kvidx_writer_doorbell(w);
+	cr_assert_geq(fd, 0, "doorbell: %s", strerror(-fd));
+	cr_assert_eq(kvidx_writer_doorbell(w), fd, "one doorbell per writer");
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	/* Not idle: a commit rings nothing (no syscall on the busy path). */
+	uint64_t key = 5;
+	struct kvidx_route rt = { .corr_id = 1, .pod = 0, .prefill_pod = -1, .keys = &key,
+				  .nkeys = 1 };
+	cr_assert_eq(kvidx_commit(r, &rt), 0);
+	cr_assert_eq(poll(&pfd, 1, 50), 0);
+	cr_assert(kvidx_writer_idle(w, true), "a waiting commit is reported before sleeping");
+	kvidx_writer_idle(w, false);
+	kvidx_drain(w, 100, &(struct kvidx_drain_ops){ 0 });
+
+	/* Idle with nothing waiting: the next commit rings. */
+	cr_assert_not(kvidx_writer_idle(w, true));
+	cr_assert_eq(kvidx_commit(r, &rt), 0);
+	cr_assert_eq(poll(&pfd, 1, 2000), 1, "the doorbell rang");
+	kvidx_writer_idle(w, false);
+	cr_assert_eq(poll(&pfd, 1, 0), 0, "emptied on wake-up");
 }

@@ -13,7 +13,7 @@
 
 #define NS_PER_MS 1000000ull
 
-enum { ITEM_SUB, ITEM_MON, ITEM_REPLAY, ITEM_BIND };
+enum { ITEM_SUB, ITEM_MON, ITEM_REPLAY, ITEM_BIND, ITEM_DOORBELL };
 
 /* Resolves 0 ("library default") fields so the summary shows what the index really uses. */
 static void resolve_defaults(struct ing_config *c)
@@ -80,6 +80,10 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 		ilog(ILOG_ERROR, "cannot open index '%s': %s", cfg->name, kvidx_strerror(rc));
 		return rc;
 	}
+	d->bell_fd = kvidx_writer_doorbell(d->sh.w);
+	if (d->bell_fd < 0)
+		ilog(ILOG_WARN, "no commit doorbell (%s): route commits wait up to 1 ms",
+		     strerror(-d->bell_fd));
 	pthread_mutex_init(&d->lock, NULL);
 	d->lock_ok = true;
 	rc = spec_init(&d->spec, d->sh.w, &cfg->spec, cfg->block_size, cfg->geo.max_pods,
@@ -247,8 +251,14 @@ static void add_item(struct ingestd *d, size_t *n, void *sock, struct ing_pod *p
 static int build_items(struct ingestd *d, size_t *n)
 {
 	*n = 0;
-	if (items_reserve(d, 2 * d->sh.npods + 1) < 0)
+	if (items_reserve(d, 2 * d->sh.npods + 2) < 0)
 		return -ENOMEM;
+	if (d->bell_fd >= 0) {
+		d->items[*n] = (zmq_pollitem_t){ .fd = d->bell_fd, .events = ZMQ_POLLIN };
+		d->item_pod[*n] = NULL;
+		d->item_kind[*n] = ITEM_DOORBELL;
+		(*n)++;
+	}
 	if (d->bind_sub)
 		add_item(d, n, d->bind_sub, NULL, ITEM_BIND);
 	for (size_t i = 0; i < d->sh.npods; i++) {
@@ -306,10 +316,17 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 			ret = -ENOMEM;
 			break;
 		}
+		/* Before a sleeping poll, announce it: a router committing meanwhile rings the
+		 * doorbell (in the poll set) instead of waiting for the timeout. */
+		bool idle = timeout && d->bell_fd >= 0;
+		if (idle && kvidx_writer_idle(d->sh.w, true))
+			timeout = 0;
 		pthread_mutex_unlock(&d->lock);
 		int rc = zmq_poll(d->items, (int)n, timeout);
 		int e = errno;
 		pthread_mutex_lock(&d->lock);
+		if (idle)
+			kvidx_writer_idle(d->sh.w, false);
 		if (rc < 0) {
 			if (e == EINTR)
 				continue;
@@ -339,6 +356,8 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 			case ITEM_MON:
 				ing_pod_read_monitor(&d->sh, p);
 				break;
+			case ITEM_DOORBELL:
+				break; /* emptied by kvidx_writer_idle(); drain() below does the work */
 			}
 			spec_yield(&d->spec);
 		}

@@ -48,6 +48,7 @@ struct ingestd {
 	struct ing_spec spec;
 	bool spec_ok;
 	bool published; /* the generation is visible to readers (see maybe_publish()) */
+	int bell_fd;    /* kvidx_writer_doorbell(), in the poll set; -1 if unavailable */
 };
 
 /*
