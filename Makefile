@@ -48,6 +48,8 @@ BENCH_SRCS  := $(wildcard bench/bench_*.c)
 BENCHES     := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
 .PHONY: all setup test stress fuzz bench bench-quick run install clean
+# Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
+.SECONDARY:
 all: $(BUILD)/libkvidx.a $(BUILD)/libkvidx.so $(TOOLS)
 
 # Installs whatever Debian package is missing; a no-op (no root, no network) when all are there.
