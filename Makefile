@@ -78,10 +78,12 @@ $(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGEST_OBJS) $(BUILD
 $(BUILD)/bin/%: $(BUILD)/tools/%.o $(INGEST_OBJS) $(BUILD)/libkvidx.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_TOOLS) $(LIBS_CORE)
-$(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(BUILD)/libkvidx.a
+STRESS_UTIL := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/torture_util.c))
+BENCH_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/benchlib.c))
+$(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(BUILD)/libkvidx.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_CORE)
-$(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BUILD)/libkvidx.a
+$(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(BUILD)/libkvidx.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) -lurcu-cds -lurcu $(LIBS_TOOLS) $(LIBS_CORE)
 $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGEST_OBJS) $(BUILD)/libkvidx.a
