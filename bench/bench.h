@@ -5,8 +5,9 @@
  * process-shared rwlock table, pod rows for scoring), and a dependency-free Redis client
  * (RESP over a plain loopback socket) with a redis-server the benchmark starts and stops.
  *
- * Each bench/bench_*.c defines PROG before including this file. Everything here is static so
- * that each benchmark is one translation unit linked with libkvidx.a only.
+ * Each bench/bench_*.c defines PROG before including this file. Everything here is static, so
+ * that the hot paths inline into each benchmark; what need not be is in benchlib.c, which every
+ * benchmark links (benchlib.h, included here, declares it).
  */
 #ifndef KVIDX_BENCH_H
 #define KVIDX_BENCH_H
@@ -33,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchlib.h"
 #include "inspect.h"
 #include "kvidx.h"
 
@@ -41,6 +43,9 @@
 #endif
 
 #define BFN static __attribute__((unused))
+
+/* The name benchlib.c's messages give. */
+const char bl_prog[] = PROG;
 
 /* ---- basics ------------------------------------------------------------------------------ */
 
@@ -790,6 +795,30 @@ static struct redis_srv *g_redis_atexit;
 BFN int pod_name(char *buf, size_t len, unsigned p)
 {
 	return snprintf(buf, len, "10.%u.%u.%u:8000", p >> 16, (p >> 8) & 255, p & 255);
+}
+
+/*
+ * Opens the writer wo describes (dying if it cannot) and adds pods 0..npods-1, named by
+ * pod_name(), with the Redis baseline's model. With strict set, a pod that does not get its
+ * own number as its index is fatal too.
+ */
+BFN struct kvidx *writer_with_pods(const struct kvidx_writer_opts *wo, uint32_t npods,
+				  bool strict)
+{
+	struct kvidx *w = kvidx_writer_open(wo);
+
+	if (!w)
+		bdie("kvidx_writer_open: %s", kvidx_strerror(-errno));
+	for (uint32_t p = 0; p < npods; p++) {
+		char pn[KVIDX_POD_NAME_MAX];
+		int rc;
+
+		pod_name(pn, sizeof(pn), p);
+		rc = kvidx_pod_add(w, pn, REDIS_MODEL);
+		if (strict && rc != (int)p)
+			bdie("kvidx_pod_add gave %d for pod %u", rc, p);
+	}
+	return w;
 }
 
 BFN bool redis_available(void)

@@ -105,8 +105,7 @@ static void usage(FILE *f)
 	      "  --no-naive     skip the rwlock-table baseline\n"
 	      "  --no-pin       no CPU pinning (by default the writer has the last CPU to itself\n"
 	      "                 and readers the others when R + 1 <= cores)\n"
-	      "  --json FILE    append one JSON object per row to FILE\n"
-	      "  -h, --help     this text\n",
+	      BL_HELP_TAIL,
 	      f);
 }
 
@@ -124,7 +123,7 @@ static void parse_opts(int argc, char **argv)
 	int c;
 
 	o = (struct opts){ .pods = 64 };
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = bl_getopt(argc, argv, lo, usage)) != -1) {
 		switch (c) {
 		case 'q': o.quick = true; break;
 		case 'n': keys = parse_num("--keys", optarg, 64 * BLOCKS, 1ull << 30); break;
@@ -139,13 +138,7 @@ static void parse_opts(int argc, char **argv)
 		case 'N': o.no_naive = true; break;
 		case 'P': o.no_pin = true; break;
 		case 'j': o.json = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
 		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-		exit(2);
 	}
 	o.keys = fit_shm_keys(keys ? keys : o.quick ? 1ull << 20 : 8ull << 20, 80, 1);
 	o.seconds = secs ? secs : o.quick ? 0.3 : 3.0;
@@ -187,15 +180,7 @@ static void fill(struct world *W)
 			 .pods_per_key = 10, .max_pods = o.pods, .max_readers = 64 },
 		.group = (gid_t)-1,
 	};
-	W->w = kvidx_writer_open(&wo);
-	if (!W->w)
-		bdie("kvidx_writer_open: %s", kvidx_strerror(-errno));
-	for (uint32_t p = 0; p < o.pods; p++) {
-		char pn[KVIDX_POD_NAME_MAX];
-		pod_name(pn, sizeof(pn), p);
-		if (kvidx_pod_add(W->w, pn, REDIS_MODEL) != (int)p)
-			bdie("kvidx_pod_add failed");
-	}
+	W->w = writer_with_pods(&wo, o.pods, true);
 	for (uint64_t c = 0; c < W->nchains; c++) {
 		uint64_t now = kvidx_now_ns();
 		int rc = kvidx_store(W->w, W->primary[c], W->keys + c * BLOCKS, BLOCKS,

@@ -74,12 +74,6 @@ struct lf_node {
 #define LF_NODE(p) ((struct lf_node *)(void *)((char *)(p) - offsetof(struct lf_node, node)))
 
 
-struct ck_obj {
-	uint64_t key;
-	uint16_t pod[3];
-	uint16_t npods;
-};
-
 /* One table and every structure holding its keys. */
 struct tset {
 	const char *label;
@@ -92,7 +86,7 @@ struct tset {
 	struct cds_lfht *lfht;
 	struct lf_node *lfn;
 	ck_hs_t hs;
-	struct ck_obj *cko;
+	struct bl_ck_obj *cko;
 	struct naive_tab *naive;
 	int redis_db;
 	/* Memory, bytes. */
@@ -148,7 +142,7 @@ static void parse_opts(int argc, char **argv)
 	int c;
 
 	o = (struct opts){ .pods = 64 };
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = bl_getopt(argc, argv, lo, usage)) != -1) {
 		switch (c) {
 		case 'q': o.quick = true; break;
 		case 'n': big = parse_num("--keys", optarg, 4 * CHAIN, 1ull << 30); break;
@@ -158,13 +152,7 @@ static void parse_opts(int argc, char **argv)
 		case 'k': kpr = parse_num("--keys-per-round", optarg, 2048, 1u << 24); break;
 		case 'R': o.no_redis = true; break;
 		case 'j': o.json = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
 		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-		exit(2);
 	}
 	o.big = big ? big : o.quick ? 1ull << 20 : 8ull << 20;
 	o.small = small ? small : 100000;
@@ -242,16 +230,7 @@ static void fill_kvidx(struct tset *t, int idx)
 	};
 	uint64_t t0 = now_ns(), failed = 0;
 
-	t->w = kvidx_writer_open(&wo);
-	if (!t->w)
-		bdie("kvidx_writer_open: %s", kvidx_strerror(-errno));
-	for (uint32_t p = 0; p < o.pods; p++) {
-		char pn[KVIDX_POD_NAME_MAX];
-		pod_name(pn, sizeof(pn), p);
-		int rc = kvidx_pod_add(t->w, pn, REDIS_MODEL);
-		if (rc != (int)p)
-			bdie("kvidx_pod_add gave %d for pod %u", rc, p);
-	}
+	t->w = writer_with_pods(&wo, o.pods, true);
 	for (uint64_t c = 0; c < t->nchains; c++) {
 		uint64_t now = kvidx_now_ns();
 		for (unsigned i = 0; i < t->cp[c].n; i++) {
@@ -320,50 +299,19 @@ static void fill_lfht(struct tset *t)
 	       t->mem[M_LFHT]);
 }
 
-static unsigned long ck_hash(const void *obj, unsigned long seed)
-{
-	return (unsigned long)(kv_mix(*(const uint64_t *)obj) ^ seed);
-}
-
-static bool ck_cmp(const void *a, const void *b)
-{
-	return *(const uint64_t *)a == *(const uint64_t *)b;
-}
-
-static void *ck_malloc_fn(size_t n)
-{
-	return malloc(n);
-}
-
-static void *ck_realloc_fn(void *p, size_t old, size_t n, bool defer)
-{
-	(void)old;
-	(void)defer;
-	return realloc(p, n);
-}
-
-static void ck_free_fn(void *p, size_t n, bool defer)
-{
-	(void)n;
-	(void)defer;
-	free(p);
-}
-
-static struct ck_malloc ck_alloc = { ck_malloc_fn, ck_realloc_fn, ck_free_fn };
-
 static void fill_ckhs(struct tset *t)
 {
 	uint64_t rss0 = rss_bytes(), t0 = now_ns();
 
-	if (!ck_hs_init(&t->hs, CK_HS_MODE_SPMC | CK_HS_MODE_OBJECT, ck_hash, ck_cmp, &ck_alloc,
+	if (!ck_hs_init(&t->hs, CK_HS_MODE_SPMC | CK_HS_MODE_OBJECT, bl_ck_hash, bl_ck_cmp, &bl_ck_alloc,
 			t->nkeys, 0x5bd1e995))
 		bdie("ck_hs_init failed");
 	t->cko = xcalloc(t->nkeys, sizeof(*t->cko));
 	for (uint64_t i = 0; i < t->nkeys; i++) {
-		struct ck_obj *ob = &t->cko[i];
+		struct bl_ck_obj *ob = &t->cko[i];
 		ob->key = t->keys[i];
 		ob->npods = (uint16_t)pods_of(t, i, ob->pod);
-		if (!ck_hs_put(&t->hs, CK_HS_HASH(&t->hs, ck_hash, ob), ob))
+		if (!ck_hs_put(&t->hs, CK_HS_HASH(&t->hs, bl_ck_hash, ob), ob))
 			bdie("ck_hs_put failed");
 	}
 	t->mem[M_CKHS] = (double)(rss_bytes() - rss0) / (double)t->nkeys;
@@ -456,7 +404,7 @@ static uint32_t run_one(struct tset *t, int m, struct rows *rw, const uint64_t *
 	}
 	case M_CKHS:
 		for (uint32_t i = 0; i < b; i++) {
-			const struct ck_obj *ob = ck_hs_get(&t->hs, CK_HS_HASH(&t->hs, ck_hash, &k[i]),
+			const struct bl_ck_obj *ob = ck_hs_get(&t->hs, CK_HS_HASH(&t->hs, bl_ck_hash, &k[i]),
 							    &k[i]);
 			unsigned alive = 0;
 			if (!ob)

@@ -116,8 +116,7 @@ static void usage(FILE *f)
 	      "  --no-redis     skip the Redis baseline\n"
 	      "  --no-pin       do not pin the writer and reader A to the last CPU, reader B\n"
 	      "                 (the watcher) to CPU 0\n"
-	      "  --json FILE    append one JSON object per row to FILE\n"
-	      "  -h, --help     this text\n",
+	      BL_HELP_TAIL,
 	      f);
 }
 
@@ -134,7 +133,7 @@ static void parse_opts(int argc, char **argv)
 	int c;
 
 	o = (struct opts){ .pods = 64 };
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = bl_getopt(argc, argv, lo, usage)) != -1) {
 		switch (c) {
 		case 'q': o.quick = true; break;
 		case 'n': keys = parse_num("--keys", optarg, 1024, 1ull << 28); break;
@@ -142,13 +141,7 @@ static void parse_opts(int argc, char **argv)
 		case 'R': o.no_redis = true; break;
 		case 'P': o.no_pin = true; break;
 		case 'j': o.json = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
 		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-		exit(2);
 	}
 	o.keys = keys ? keys : o.quick ? 128ull << 10 : 1ull << 20;
 	o.samples = (uint32_t)(samples ? samples : o.quick ? 300 : 5000);
@@ -457,14 +450,7 @@ int main(int argc, char **argv)
 	};
 	struct wstate *ws = xcalloc(1, sizeof(*ws));
 	ws->rng = 0x9e3779b97f4a7c15ull;
-	ws->w = kvidx_writer_open(&wo);
-	if (!ws->w)
-		bdie("kvidx_writer_open: %s", kvidx_strerror(-errno));
-	for (uint32_t p = 0; p < o.pods; p++) {
-		char pn[KVIDX_POD_NAME_MAX];
-		pod_name(pn, sizeof(pn), p);
-		kvidx_pod_add(ws->w, pn, REDIS_MODEL);
-	}
+	ws->w = writer_with_pods(&wo, o.pods, false);
 	uint64_t *chain = xcalloc(512, sizeof(uint64_t)), s = 0x2545f4914f6cdd1dull;
 	for (uint64_t i = 0; i < o.keys; i += 512) {
 		for (int k = 0; k < 512; k++)

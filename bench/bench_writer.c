@@ -63,8 +63,7 @@ static void usage(FILE *f)
 	      "                 program's directory)\n"
 	      "  --no-redis     skip the Redis baseline\n"
 	      "  --no-ingest    skip the end-to-end run\n"
-	      "  --json FILE    append one JSON object per row to FILE\n"
-	      "  -h, --help     this text\n",
+	      BL_HELP_TAIL,
 	      f);
 }
 
@@ -82,7 +81,7 @@ static void parse_opts(int argc, char **argv)
 	int c;
 
 	o = (struct opts){ .pods = 64 };
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = bl_getopt(argc, argv, lo, usage)) != -1) {
 		switch (c) {
 		case 'q': o.quick = true; break;
 		case 'n': keys = parse_num("--keys", optarg, 4096, 1ull << 30); break;
@@ -93,13 +92,7 @@ static void parse_opts(int argc, char **argv)
 		case 'R': o.no_redis = true; break;
 		case 'I': o.no_ingest = true; break;
 		case 'j': o.json = optarg; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); exit(2);
 		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
-		exit(2);
 	}
 	o.keys = keys ? keys : o.quick ? 256ull << 10 : 1ull << 20;
 	o.ops = ops ? ops : o.quick ? 256ull << 10 : 2ull << 20;
@@ -352,12 +345,6 @@ struct lf_node {
 #define LF_NODE(p) ((struct lf_node *)(void *)((char *)(p) - offsetof(struct lf_node, node)))
 
 
-struct ck_obj {
-	uint64_t key;
-	uint16_t pod[3];
-	uint16_t npods;
-};
-
 static int lf_match(struct cds_lfht_node *node, const void *key)
 {
 	return LF_NODE(node)->key == *(const uint64_t *)key;
@@ -367,37 +354,6 @@ static void lf_free(struct rcu_head *h)
 {
 	free(((struct lf_node *)(void *)((char *)(h) - offsetof(struct lf_node, rcu))));
 }
-
-static unsigned long ck_hash(const void *obj, unsigned long seed)
-{
-	return (unsigned long)(kv_mix(*(const uint64_t *)obj) ^ seed);
-}
-
-static bool ck_cmp(const void *a, const void *b)
-{
-	return *(const uint64_t *)a == *(const uint64_t *)b;
-}
-
-static void *ck_malloc_fn(size_t n)
-{
-	return malloc(n);
-}
-
-static void *ck_realloc_fn(void *p, size_t old, size_t n, bool defer)
-{
-	(void)old;
-	(void)defer;
-	return realloc(p, n);
-}
-
-static void ck_free_fn(void *p, size_t n, bool defer)
-{
-	(void)n;
-	(void)defer;
-	free(p);
-}
-
-static struct ck_malloc ck_alloc = { ck_malloc_fn, ck_realloc_fn, ck_free_fn };
 
 /* One structure under churn. */
 struct rawctx {
@@ -438,13 +394,13 @@ static void raw_insert(struct rawctx *c, const uint64_t *k, uint16_t pod)
 		break;
 	case S_CKHS:
 		for (uint32_t i = 0; i < BATCH; i++) {
-			struct ck_obj *ob = malloc(sizeof(*ob));
+			struct bl_ck_obj *ob = malloc(sizeof(*ob));
 			if (!ob)
 				bdie("out of memory");
 			ob->key = k[i];
 			ob->pod[0] = pod;
 			ob->npods = 1;
-			if (!ck_hs_put(&c->hs, CK_HS_HASH(&c->hs, ck_hash, ob), ob))
+			if (!ck_hs_put(&c->hs, CK_HS_HASH(&c->hs, bl_ck_hash, ob), ob))
 				bdie("ck_hs_put failed");
 		}
 		break;
@@ -488,7 +444,7 @@ static void raw_delete(struct rawctx *c, const uint64_t *k, uint16_t pod)
 		break;
 	case S_CKHS:
 		for (uint32_t i = 0; i < BATCH; i++) {
-			void *ob = ck_hs_remove(&c->hs, CK_HS_HASH(&c->hs, ck_hash, &k[i]), &k[i]);
+			void *ob = ck_hs_remove(&c->hs, CK_HS_HASH(&c->hs, bl_ck_hash, &k[i]), &k[i]);
 			free(ob);
 		}
 		break;
@@ -538,14 +494,7 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 				 .pods_per_key = 10, .max_pods = o.pods },
 			.group = (gid_t)-1,
 		};
-		c.w = kvidx_writer_open(&wo);
-		if (!c.w)
-			bdie("kvidx_writer_open: %s", kvidx_strerror(-errno));
-		for (uint32_t p = 0; p < o.pods; p++) {
-			char pn[KVIDX_POD_NAME_MAX];
-			pod_name(pn, sizeof(pn), p);
-			kvidx_pod_add(c.w, pn, REDIS_MODEL);
-		}
+		c.w = writer_with_pods(&wo, o.pods, false);
 		break;
 	}
 	case S_LFHT: {
@@ -559,7 +508,7 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 	}
 	case S_CKHS:
 		if (!ck_hs_init(&c.hs, CK_HS_MODE_SPMC | CK_HS_MODE_OBJECT | CK_HS_MODE_DELETE,
-				ck_hash, ck_cmp, &ck_alloc, nbase + FIFO_D * BATCH, 0x5bd1e995))
+				bl_ck_hash, bl_ck_cmp, &bl_ck_alloc, nbase + FIFO_D * BATCH, 0x5bd1e995))
 			bdie("ck_hs_init failed");
 		break;
 	case S_NAIVE:

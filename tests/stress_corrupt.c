@@ -37,6 +37,7 @@
 #include "kvidx.h"
 #include "layout.h"
 #include "segment.h"
+#include "torture_util.h"
 
 #define NPODS 8
 #define PPK 4
@@ -60,8 +61,8 @@ struct role {
 } __attribute__((aligned(128)));
 
 struct shared {
-	uint32_t stop, fail_claim, fail_set;
-	char fail_msg[1024];
+	uint32_t stop;
+	struct tt_failbox fail;
 	uint64_t corruptions, restores, toggles, ctl_toggles;
 	struct role roles[MAX_ROLES];
 };
@@ -71,80 +72,21 @@ static const char *who = "supervisor";
 static pid_t children[MAX_ROLES + 2];
 static unsigned nchildren;
 
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-	*s += 0x9e3779b97f4a7c15ull;
-	return splitmix64(*s);
-}
-
-static uint32_t rnd_below(uint64_t *s, uint32_t n)
-{
-	return (uint32_t)(rnd(s) % n);
-}
-
-static void sleep_us(unsigned us)
-{
-	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
-
-	nanosleep(&ts, NULL);
-}
-
-static void unlink_index(const char *name)
-{
-	char path[KV_SHM_PATH_MAX];
-
-	if (!name[0])
-		return;
-	for (unsigned g = 1; g <= 2; g++) {
-		kv_data_shm_name(path, name, g);
-		shm_unlink(path);
-	}
-	kv_ctl_shm_name(path, name);
-	shm_unlink(path);
-}
-
 static void cleanup(void)
 {
-	for (unsigned i = 0; i < nchildren; i++)
-		if (children[i] > 0)
-			kill(children[i], SIGKILL);
-	for (unsigned i = 0; i < nchildren; i++)
-		if (children[i] > 0)
-			waitpid(children[i], NULL, 0);
-	unlink_index(idx_name);
-	unlink_index(v_name);
-	unlink_index(c_name);
+	tt_kill_children(children, nchildren, true);
+	tt_unlink_index(idx_name);
+	tt_unlink_index(v_name);
+	tt_unlink_index(c_name);
 }
 
 static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
 {
-	char msg[sizeof(sh->fail_msg)];
 	va_list ap;
-	int n;
 
-	n = snprintf(msg, sizeof(msg), "%s (pid %d): ", who, (int)getpid());
 	va_start(ap, fmt);
-	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+	tt_fail_report(sh ? &sh->fail : NULL, "stress_corrupt", who, fmt, ap);
 	va_end(ap);
-	if (sh && strcmp(who, "supervisor") != 0) {
-		if (__atomic_exchange_n(&sh->fail_claim, 1, __ATOMIC_SEQ_CST) == 0) {
-			memcpy(sh->fail_msg, msg, sizeof(msg));
-			__atomic_store_n(&sh->fail_set, 1, __ATOMIC_RELEASE);
-		}
-		_exit(2);
-	}
-	if (sh && __atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
-		fprintf(stderr, "stress_corrupt: FAIL: %s\n", sh->fail_msg);
-	else
-		fprintf(stderr, "stress_corrupt: FAIL: %s\n", msg);
 	cleanup();
 	exit(1);
 }
@@ -156,9 +98,7 @@ static void on_alarm(int sig)
 	(void)sig;
 	if (write(2, m, sizeof(m) - 1) < 0) {
 	}
-	for (unsigned i = 0; i < nchildren; i++)
-		if (children[i] > 0)
-			kill(children[i], SIGKILL);
+	tt_kill_children(children, nchildren, false);
 	_exit(3);
 }
 
@@ -231,18 +171,18 @@ static struct kvidx *fill_index(const char *name, uint64_t capacity, size_t n, u
 	}
 	uint64_t now = kvidx_now_ns();
 	for (size_t i = 0; i < n; i++) {
-		unsigned np = 1 + rnd_below(rng, PPK + 1);
+		unsigned np = 1 + tt_rnd_below(rng, PPK + 1);
 		for (unsigned j = 0; j < np; j++) {
-			int pod = (int)rnd_below(rng, NPODS);
-			int rc = rnd_below(rng, 3) ?
-					 kvidx_store(w, pod, &keys[i], 1, 1u << rnd_below(rng, 3),
+			int pod = (int)tt_rnd_below(rng, NPODS);
+			int rc = tt_rnd_below(rng, 3) ?
+					 kvidx_store(w, pod, &keys[i], 1, 1u << tt_rnd_below(rng, 3),
 						     now, NULL, NULL) :
 					 kvidx_speculate(w, pod, &keys[i], 1, now, KVIDX_MAX_TTL_MS, NULL, NULL);
 			if (rc < 0 && rc != -KVIDX_EFULL)
 				fail("filling %s: %s", name, kvidx_strerror(rc));
 		}
-		if (rnd_below(rng, 8) == 0)
-			kvidx_remove(w, (int)rnd_below(rng, NPODS), &keys[i], 1, 0);
+		if (tt_rnd_below(rng, 8) == 0)
+			kvidx_remove(w, (int)tt_rnd_below(rng, NPODS), &keys[i], 1, 0);
 	}
 	kvidx_clear_pod(w, NPODS - 1); /* stale records the sweep has not removed yet */
 	kvidx_writer_tick(w, kvidx_now_ns());
@@ -410,7 +350,7 @@ static void attach_checks(uint64_t *rng)
 		shm_copy(vc, cc);
 	}
 	expect_open("restored", 0);
-	unlink_index(c_name);
+	tt_unlink_index(c_name);
 	kvidx_writer_close(w, true);
 }
 
@@ -455,9 +395,9 @@ static void __attribute__((noreturn)) corrupter_main(const struct geom *g)
 			/* ch_max_readers and ch_slots_off share a word: both, or either. */
 			uint64_t *f[] = { &h->dh_nslots, &h->dh_slots_off, &h->dh_arena_off,
 					  &h->dh_arena_units, (uint64_t *)&ch->ch_max_readers };
-			uint64_t *fld = f[rnd_below(&rng, 5)], good = *fld;
-			uint64_t bad = good ^ (1ull << (fld == f[4] ? 44 + rnd_below(&rng, 20) :
-							   32 + rnd_below(&rng, 24)));
+			uint64_t *fld = f[tt_rnd_below(&rng, 5)], good = *fld;
+			uint64_t bad = good ^ (1ull << (fld == f[4] ? 44 + tt_rnd_below(&rng, 20) :
+							   32 + tt_rnd_below(&rng, 24)));
 			uint64_t end = kvidx_now_ns() + 20 * NS_MS;
 			while (kvidx_now_ns() < end)
 				for (int i = 0; i < 1000; i++)
@@ -467,68 +407,68 @@ static void __attribute__((noreturn)) corrupter_main(const struct geom *g)
 			sh->ctl_toggles += fld == f[4];
 			continue;
 		}
-		unsigned burst = 1u << rnd_below(&rng, 10);
+		unsigned burst = 1u << tt_rnd_below(&rng, 10);
 		bool hdr_hit = false;
 		for (unsigned b = 0; b < burst; b++) {
-			uint32_t where = rnd_below(&rng, 100);
-			uint64_t v = rnd(&rng), *p;
+			uint32_t where = tt_rnd_below(&rng, 100);
+			uint64_t v = tt_rnd(&rng), *p;
 			if (where < 45) {
-				p = &slots[rnd_below(&rng, (uint32_t)nsl)];
+				p = &slots[tt_rnd_below(&rng, (uint32_t)nsl)];
 				uint64_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
-				switch (rnd_below(&rng, 6)) {
+				switch (tt_rnd_below(&rng, 6)) {
 				case 0: break; /* random word */
 				case 1: /* right fingerprint, index at or past the arena's end */
 					v = (old & ~0xffffffffull) |
-					    (uint32_t)(g->units - rnd_below(&rng, 3) +
-						       (rnd(&rng) & 1 ? 0 : rnd_below(&rng, 1u << 20)));
+					    (uint32_t)(g->units - tt_rnd_below(&rng, 3) +
+						       (tt_rnd(&rng) & 1 ? 0 : tt_rnd_below(&rng, 1u << 20)));
 					break;
 				case 2: /* right fingerprint, index into the middle of an entry */
-					v = old + 1 + rnd_below(&rng, 4);
+					v = old + 1 + tt_rnd_below(&rng, 4);
 					break;
-				case 3: v = rnd(&rng) & 1 ? KV_SLOT_EMPTY : KV_SLOT_TOMB; break;
-				case 4: v = slots[rnd_below(&rng, (uint32_t)nsl)]; break;
-				default: v = old ^ (1ull << rnd_below(&rng, 64)); break;
+				case 3: v = tt_rnd(&rng) & 1 ? KV_SLOT_EMPTY : KV_SLOT_TOMB; break;
+				case 4: v = slots[tt_rnd_below(&rng, (uint32_t)nsl)]; break;
+				default: v = old ^ (1ull << tt_rnd_below(&rng, 64)); break;
 				}
 			} else if (where < 85) {
-				uint64_t u = rnd_below(&rng, (uint32_t)g->units);
-				p = &arena[2 * u + (rnd(&rng) & 1)];
-				switch (rnd_below(&rng, 5)) {
+				uint64_t u = tt_rnd_below(&rng, (uint32_t)g->units);
+				p = &arena[2 * u + (tt_rnd(&rng) & 1)];
+				switch (tt_rnd_below(&rng, 5)) {
 				case 0: break;
 				case 1: /* meta: npods and cap up to 255 */
 					p = &arena[2 * u + 1];
-					v = KV_META(rnd_below(&rng, 256), rnd_below(&rng, 256));
+					v = KV_META(tt_rnd_below(&rng, 256), tt_rnd_below(&rng, 256));
 					break;
 				case 2: /* a record word: any pod, generation, flags, TTL */
-					v = KV_REC_W0(rnd_below(&rng, 65536), rnd_below(&rng, 65536),
-						      rnd_below(&rng, 256), rnd_below(&rng, 256),
-						      rnd_below(&rng, 65536));
+					v = KV_REC_W0(tt_rnd_below(&rng, 65536), tt_rnd_below(&rng, 65536),
+						      tt_rnd_below(&rng, 256), tt_rnd_below(&rng, 256),
+						      tt_rnd_below(&rng, 65536));
 					break;
-				case 3: v = keys[rnd_below(&rng, NKEYS)]; break;
-				default: v = *p ^ (1ull << rnd_below(&rng, 64)); break;
+				case 3: v = keys[tt_rnd_below(&rng, NKEYS)]; break;
+				default: v = *p ^ (1ull << tt_rnd_below(&rng, 64)); break;
 				}
 			} else if (where < 97) {
 				uint8_t *pod = base + g->pods_off +
-					       rnd_below(&rng, g->max_pods) * sizeof(struct kvidx_pod);
-				if (rnd(&rng) & 1) {
+					       tt_rnd_below(&rng, g->max_pods) * sizeof(struct kvidx_pod);
+				if (tt_rnd(&rng) & 1) {
 					/* Names and models with no NUL anywhere. */
 					memset(pod + offsetof(struct kvidx_pod, pd_name), 'A' + b % 26,
 					       2 * KVIDX_POD_NAME_MAX);
 					continue;
 				}
-				p = (uint64_t *)(pod + 8 * rnd_below(&rng, 2));
+				p = (uint64_t *)(pod + 8 * tt_rnd_below(&rng, 2));
 			} else {
-				p = (uint64_t *)base + rnd_below(&rng, 512 / 8);
+				p = (uint64_t *)base + tt_rnd_below(&rng, 512 / 8);
 				hdr_hit = true;
 			}
 			__atomic_store_n(p, v, __ATOMIC_RELAXED);
 		}
 		sh->corruptions += burst;
 		/* Mostly a short-lived header hit, so that attaching keeps being tried. */
-		if (hdr_hit && rnd_below(&rng, 4)) {
-			sleep_us(rnd_below(&rng, 500));
+		if (hdr_hit && tt_rnd_below(&rng, 4)) {
+			tt_sleep_us(tt_rnd_below(&rng, 500));
 			memcpy(base, snap, 512);
 		}
-		sleep_us(rnd_below(&rng, 2000));
+		tt_sleep_us(tt_rnd_below(&rng, 2000));
 	}
 	memcpy(base, snap, size); /* leave the writer a header it can close */
 	_exit(0);
@@ -570,24 +510,24 @@ static void reader_op(struct kvidx_reader *r, struct role *me, uint64_t *rng)
 	uint64_t pk[128];
 	int cand[NPODS];
 	char name[KVIDX_POD_NAME_MAX], model[KVIDX_POD_NAME_MAX];
-	uint32_t sel = rnd_below(rng, 100);
+	uint32_t sel = tt_rnd_below(rng, 100);
 
 	if (sel < 50) {
-		uint64_t k = rnd(rng) & 1 ? keys[rnd_below(rng, NKEYS)] : rnd(rng);
-		size_t max = 1 + rnd_below(rng, PPK + 4);
+		uint64_t k = tt_rnd(rng) & 1 ? keys[tt_rnd_below(rng, NKEYS)] : tt_rnd(rng);
+		size_t max = 1 + tt_rnd_below(rng, PPK + 4);
 		int n = kvidx_lookup(r, k, out, max);
 		check_lookup(n, max, out);
 		me->found += n > 0;
 		me->retries += n == -KVIDX_ERETRY;
 	} else if (sel < 80) {
-		size_t n = 1 + rnd_below(rng, 128), max = 1 + rnd_below(rng, NPODS), ncand = 0;
-		uint32_t j = rnd_below(rng, NKEYS - 128);
+		size_t n = 1 + tt_rnd_below(rng, 128), max = 1 + tt_rnd_below(rng, NPODS), ncand = 0;
+		uint32_t j = tt_rnd_below(rng, NKEYS - 128);
 		for (size_t i = 0; i < n; i++)
-			pk[i] = rnd_below(rng, 16) ? keys[j + i] : rnd(rng);
-		if (rnd(rng) & 1) {
-			ncand = 1 + rnd_below(rng, NPODS);
+			pk[i] = tt_rnd_below(rng, 16) ? keys[j + i] : tt_rnd(rng);
+		if (tt_rnd(rng) & 1) {
+			ncand = 1 + tt_rnd_below(rng, NPODS);
 			for (size_t i = 0; i < ncand; i++)
-				cand[i] = (int)rnd_below(rng, NPODS + 4) - 2; /* some invalid */
+				cand[i] = (int)tt_rnd_below(rng, NPODS + 4) - 2; /* some invalid */
 		}
 		int nr = kvidx_score(r, pk, n, ncand ? cand : NULL, ncand, NULL, sc, max);
 		if (nr == -KVIDX_ERETRY) {
@@ -603,14 +543,14 @@ static void reader_op(struct kvidx_reader *r, struct role *me, uint64_t *rng)
 					     i, sc[i].pod, sc[i].blocks, sc[i].spec_blocks, n);
 		}
 	} else if (sel < 90) {
-		int p = (int)rnd_below(rng, NPODS + 4) - 2;
-		int rc = kvidx_reader_pod(r, p, name, rnd(rng) & 1 ? model : NULL);
+		int p = (int)tt_rnd_below(rng, NPODS + 4) - 2;
+		int rc = kvidx_reader_pod(r, p, name, tt_rnd(rng) & 1 ? model : NULL);
 		if (rc == 0 && (strnlen(name, sizeof(name)) >= sizeof(name) || p < 0 || p >= NPODS))
 			fail("kvidx_reader_pod(%d): unterminated name or pod out of range", p);
 		if (rc != 0 && rc != -KVIDX_ENOPOD && rc != -KVIDX_ERETRY)
 			fail("kvidx_reader_pod(%d) = %d", p, rc);
 	} else if (sel < 94) {
-		snprintf(name, sizeof(name), "10.0.0.%u:8000", rnd_below(rng, NPODS + 2));
+		snprintf(name, sizeof(name), "10.0.0.%u:8000", tt_rnd_below(rng, NPODS + 2));
 		int rc = kvidx_reader_pod_find(r, name);
 		if (rc != -KVIDX_ENOPOD && (rc < 0 || rc >= NPODS))
 			fail("kvidx_reader_pod_find(%s) = %d", name, rc);
@@ -624,8 +564,8 @@ static void reader_op(struct kvidx_reader *r, struct role *me, uint64_t *rng)
 	} else {
 		const struct kv_view *v = kv_reader_view(r);
 		struct walk_ctx wc = { 0 };
-		uint64_t from = rnd_below(rng, (uint32_t)(v->nslots + v->max_probe + 8));
-		int64_t rc = kv_reader_walk(r, from, 1 + rnd_below(rng, 4096), kvidx_now_ns(),
+		uint64_t from = tt_rnd_below(rng, (uint32_t)(v->nslots + v->max_probe + 8));
+		int64_t rc = kv_reader_walk(r, from, 1 + tt_rnd_below(rng, 4096), kvidx_now_ns(),
 					    walk_fn, &wc);
 		if (rc != -KVIDX_ERETRY && (rc < 0 || (uint64_t)rc != wc.keys))
 			fail("kv_reader_walk = %lld, %llu callbacks", (long long)rc,
@@ -638,7 +578,7 @@ static void __attribute__((noreturn)) reader_main(int id)
 {
 	static char whobuf[32];
 	struct role *me = &sh->roles[id];
-	uint64_t rng = opt.seed ^ splitmix64((uint64_t)id << 20 | (uint64_t)getpid());
+	uint64_t rng = opt.seed ^ tt_splitmix64((uint64_t)id << 20 | (uint64_t)getpid());
 	bool reopener = id % 2 == 1; /* half the readers keep attaching during corruption */
 	struct kvidx_reader *r = NULL;
 
@@ -693,7 +633,7 @@ static bool reap(pid_t pid, const char *what, bool block)
 		return false;
 	if (r < 0)
 		fail("waitpid(%s): %s", what, strerror(errno));
-	if (__atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
+	if (tt_fail_posted(&sh->fail))
 		fail("%s failed", what);
 	if (WIFSIGNALED(st))
 		fail("%s (pid %d) %s: signal %d (%s)", what, (int)pid,
@@ -751,7 +691,7 @@ int main(int argc, char **argv)
 	snprintf(c_name, sizeof(c_name), "corruptc-%d", (int)getpid());
 	uint64_t rng = opt.seed;
 	for (int i = 0; i < NKEYS; i++)
-		keys[i] = splitmix64(opt.seed * 0x2545f4914f6cdd1dull + (uint64_t)i);
+		keys[i] = tt_splitmix64(opt.seed * 0x2545f4914f6cdd1dull + (uint64_t)i);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED) {
 		sh = NULL;
@@ -783,14 +723,14 @@ int main(int argc, char **argv)
 
 	uint64_t end = kvidx_now_ns() + opt.seconds * NS_S;
 	while (kvidx_now_ns() < end) {
-		if (__atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
+		if (tt_fail_posted(&sh->fail))
 			fail("child reported a failure");
 		for (unsigned i = 0; i < opt.readers; i++)
 			if (reap(sh->roles[i].pid, "reader", false))
 				fail("reader %u exited early", i);
 		if (reap(cpid, "corrupter", false))
 			fail("corrupter exited early");
-		sleep_us(10000);
+		tt_sleep_us(10000);
 	}
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
 	for (unsigned i = 0; i < opt.readers; i++)
@@ -798,7 +738,7 @@ int main(int argc, char **argv)
 	reap(cpid, "corrupter", true);
 	nchildren = 0;
 	kvidx_writer_close(w, true);
-	unlink_index(idx_name);
+	tt_unlink_index(idx_name);
 
 	uint64_t ops = 0, opens = 0, refused = 0, retries = 0, found = 0;
 	for (unsigned i = 0; i < opt.readers; i++) {

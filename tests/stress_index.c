@@ -52,6 +52,7 @@
 #include "kvidx.h"
 #include "layout.h"
 #include "segment.h"
+#include "torture_util.h"
 
 #define NPODS 8            /* max_pods of the index */
 #define PPK 4              /* pods_per_key */
@@ -114,8 +115,7 @@ struct shared {
 	uint32_t writer_ready, replayed, stop_readers, stop_writer, writer_final;
 	uint32_t pod_inc[NPODS]; /* pod name incarnations, carried over a writer restart */
 	uint64_t seq_n;          /* route producers in seqs[] */
-	uint32_t fail_claim, fail_set;
-	char fail_msg[1024];
+	struct tt_failbox fail;
 	/* Writer's counters. */
 	uint64_t w_ops, w_efull, w_clears, w_readds, w_pauses, w_ticks, w_max_gap_ns;
 	uint64_t final_walked, final_limbo, w_routes, w_outcomes;
@@ -128,29 +128,10 @@ static const char *who = "supervisor";
 
 /* ---- helpers ---- */
 
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-	*s += 0x9e3779b97f4a7c15ull;
-	return splitmix64(*s);
-}
-
-static uint32_t rnd_below(uint64_t *s, uint32_t n)
-{
-	return (uint32_t)(rnd(s) % n);
-}
-
 /* The oracle: what a record of (key, pod) may contain. */
 static unsigned rec_tag(uint64_t key, unsigned pod)
 {
-	return (unsigned)(splitmix64(key ^ (0x5bd1e995ull * (pod + 1))) & TAG_MASK);
+	return (unsigned)(tt_splitmix64(key ^ (0x5bd1e995ull * (pod + 1))) & TAG_MASK);
 }
 
 /* A timestamp at most now whose low 10 bits are the (key, pod) tag. */
@@ -162,7 +143,7 @@ static uint64_t tagged_ns(uint64_t now, uint64_t key, unsigned pod)
 /* Two of GPU, CPU, DISK, chosen by (key, pod). */
 static unsigned allowed_tiers(uint64_t key, unsigned pod)
 {
-	return 7u & ~(1u << (splitmix64(key + 0x1234567ull * (pod + 7)) % 3));
+	return 7u & ~(1u << (tt_splitmix64(key + 0x1234567ull * (pod + 7)) % 3));
 }
 
 static unsigned pick_bit(unsigned mask, uint64_t r)
@@ -175,7 +156,7 @@ static unsigned pick_bit(unsigned mask, uint64_t r)
 static void pod_name(char out[KVIDX_POD_NAME_MAX], unsigned pod, unsigned inc)
 {
 	snprintf(out, KVIDX_POD_NAME_MAX, "pod%u-inc%06u-chk%08x", pod, inc,
-		 (unsigned)splitmix64(((uint64_t)pod << 32) | inc));
+		 (unsigned)tt_splitmix64(((uint64_t)pod << 32) | inc));
 }
 
 static void pod_model(char out[KVIDX_POD_NAME_MAX], unsigned pod, unsigned inc)
@@ -188,64 +169,21 @@ static uint64_t now_ns(void)
 	return kvidx_now_ns();
 }
 
-static void sleep_us(unsigned us)
-{
-	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000 };
-
-	nanosleep(&ts, NULL);
-}
-
 /* ---- failure ---- */
 
 static pid_t children[MAX_ROLES + 2];
 static unsigned nchildren;
 
-static void unlink_index(void)
-{
-	char path[KV_SHM_PATH_MAX];
-
-	for (unsigned g = 1; g <= 2; g++) {
-		snprintf(path, sizeof(path), "/%s.data.%u", idx_name, g);
-		shm_unlink(path);
-	}
-	snprintf(path, sizeof(path), "/%s", idx_name);
-	shm_unlink(path);
-}
-
-static void kill_children(void)
-{
-	for (unsigned i = 0; i < nchildren; i++)
-		if (children[i] > 0)
-			kill(children[i], SIGKILL);
-	for (unsigned i = 0; i < nchildren; i++)
-		if (children[i] > 0)
-			waitpid(children[i], NULL, 0);
-}
-
 /* The first violation wins; children report it through the shared region and exit 2. */
 static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
 {
-	char msg[sizeof(sh->fail_msg)];
 	va_list ap;
-	int n;
 
-	n = snprintf(msg, sizeof(msg), "%s (pid %d): ", who, (int)getpid());
 	va_start(ap, fmt);
-	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+	tt_fail_report(sh ? &sh->fail : NULL, "stress_index", who, fmt, ap);
 	va_end(ap);
-	if (sh && strcmp(who, "supervisor") != 0) {
-		if (__atomic_exchange_n(&sh->fail_claim, 1, __ATOMIC_SEQ_CST) == 0) {
-			memcpy(sh->fail_msg, msg, sizeof(msg));
-			__atomic_store_n(&sh->fail_set, 1, __ATOMIC_RELEASE);
-		}
-		_exit(2);
-	}
-	if (sh && __atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
-		fprintf(stderr, "stress_index: FAIL: %s\n", sh->fail_msg);
-	else
-		fprintf(stderr, "stress_index: FAIL: %s\n", msg);
-	kill_children();
-	unlink_index();
+	tt_kill_children(children, nchildren, true);
+	tt_unlink_index(idx_name);
 	exit(1);
 }
 
@@ -256,10 +194,8 @@ static void on_alarm(int sig)
 	(void)sig;
 	if (write(2, m, sizeof(m) - 1) < 0) {
 	}
-	for (unsigned i = 0; i < nchildren; i++)
-		if (children[i] > 0)
-			kill(children[i], SIGKILL);
-	unlink_index();
+	tt_kill_children(children, nchildren, false);
+	tt_unlink_index(idx_name);
 	_exit(3);
 }
 
@@ -287,7 +223,7 @@ static void keys_build(void)
 		if (!keys_of[c])
 			fail("out of memory");
 		for (uint32_t i = 0; i < nkeys[c]; i++) {
-			uint64_t k = splitmix64(opt.seed * 0x2545f4914f6cdd1dull ^
+			uint64_t k = tt_splitmix64(opt.seed * 0x2545f4914f6cdd1dull ^
 						((uint64_t)(c + 1) << 40) ^ i);
 			keys_of[c][i] = k;
 			sorted_keys[n++] = (struct key_ent){ k, c, i };
@@ -322,9 +258,9 @@ static uint32_t pick_idx(uint64_t *rng, unsigned c)
 {
 	uint32_t n = nkeys[c];
 
-	if (n > NHOT && (rnd(rng) & 1))
-		return rnd_below(rng, NHOT);
-	return rnd_below(rng, n);
+	if (n > NHOT && (tt_rnd(rng) & 1))
+		return tt_rnd_below(rng, NHOT);
+	return tt_rnd_below(rng, n);
 }
 
 /*
@@ -353,7 +289,7 @@ struct route_spec {
 
 static void route_of(uint64_t corr, struct route_spec *rs)
 {
-	uint64_t h = splitmix64(corr ^ 0xc0441e55ull);
+	uint64_t h = tt_splitmix64(corr ^ 0xc0441e55ull);
 	uint32_t maxlen = (h >> 60) == 0 ? nkeys[CLS_CHURN] / 4 : 12;
 
 	rs->len = 1 + (uint32_t)(h % maxlen);
@@ -380,7 +316,7 @@ struct wctx {
 
 static struct seq_ent *w_seq_of(uint64_t producer)
 {
-	size_t i = (size_t)splitmix64(producer) & (SEQ_MAP - 1);
+	size_t i = (size_t)tt_splitmix64(producer) & (SEQ_MAP - 1);
 
 	for (;; i = (i + 1) & (SEQ_MAP - 1)) {
 		if (seqs[i].id == producer + 1)
@@ -418,7 +354,7 @@ static void w_check_seq(struct wctx *c, uint64_t corr, const char *what)
 static unsigned w_pick_pod(struct wctx *c, unsigned lo, unsigned hi)
 {
 	for (int tries = 0; tries < 16; tries++) {
-		unsigned p = lo + rnd_below(&c->rng, hi - lo);
+		unsigned p = lo + tt_rnd_below(&c->rng, hi - lo);
 		if (c->active[p])
 			return p;
 	}
@@ -427,7 +363,7 @@ static unsigned w_pick_pod(struct wctx *c, unsigned lo, unsigned hi)
 
 static void w_store(struct wctx *c, uint64_t key, unsigned pod)
 {
-	unsigned tier = pick_bit(allowed_tiers(key, pod), rnd(&c->rng));
+	unsigned tier = pick_bit(allowed_tiers(key, pod), tt_rnd(&c->rng));
 	int rc = kvidx_store(c->w, (int)pod, &key, 1, (enum kvidx_tier)tier,
 			     tagged_ns(now_ns(), key, pod), NULL, NULL);
 
@@ -442,11 +378,11 @@ static void w_remove(struct wctx *c, uint64_t key, unsigned pod)
 {
 	unsigned a = allowed_tiers(key, pod), tiers;
 
-	switch (rnd_below(&c->rng, 4)) {
+	switch (tt_rnd_below(&c->rng, 4)) {
 	case 0: tiers = 0; break;
 	case 1: tiers = a; break;
-	case 2: tiers = pick_bit(a, rnd(&c->rng)); break;
-	default: tiers = 1u + rnd_below(&c->rng, 15); break;
+	case 2: tiers = pick_bit(a, tt_rnd(&c->rng)); break;
+	default: tiers = 1u + tt_rnd_below(&c->rng, 15); break;
 	}
 	int rc = kvidx_remove(c->w, (int)pod, &key, 1, tiers);
 	/* -KVIDX_EFULL: no arena memory for the shrunk entry (limbo held by stopped readers);
@@ -457,7 +393,7 @@ static void w_remove(struct wctx *c, uint64_t key, unsigned pod)
 
 static void w_spec(struct wctx *c, uint64_t key, unsigned pod)
 {
-	uint32_t ttl = ttls[rnd_below(&c->rng, sizeof(ttls) / sizeof(ttls[0]))];
+	uint32_t ttl = ttls[tt_rnd_below(&c->rng, sizeof(ttls) / sizeof(ttls[0]))];
 	int rc = kvidx_speculate(c->w, (int)pod, &key, 1, tagged_ns(now_ns(), key, pod), ttl, NULL, NULL);
 
 	if (rc == -KVIDX_EFULL)
@@ -539,7 +475,7 @@ static void w_drain(struct wctx *c, size_t budget)
 /* One random operation; the mix favours the hot keys the readers also favour. */
 static void w_op(struct wctx *c)
 {
-	uint32_t sel = rnd_below(&c->rng, 1000);
+	uint32_t sel = tt_rnd_below(&c->rng, 1000);
 	const uint64_t *ch = keys_of[CLS_CHURN], *al = keys_of[CLS_ALWAYS];
 
 	if (sel < 280) {
@@ -550,27 +486,27 @@ static void w_op(struct wctx *c)
 		w_spec(c, ch[pick_idx(&c->rng, CLS_CHURN)], w_pick_pod(c, 0, NPODS));
 	} else if (sel < 700) {
 		/* A routed prompt: a chain of consecutive keys speculated, or stored, on one pod. */
-		uint32_t len = 1 + rnd_below(&c->rng, 16), j = pick_idx(&c->rng, CLS_CHURN);
+		uint32_t len = 1 + tt_rnd_below(&c->rng, 16), j = pick_idx(&c->rng, CLS_CHURN);
 		unsigned p = w_pick_pod(c, 0, NPODS);
-		bool spec = rnd(&c->rng) & 1;
+		bool spec = tt_rnd(&c->rng) & 1;
 		for (uint32_t i = j; i < j + len && i < nkeys[CLS_CHURN]; i++)
 			spec ? w_spec(c, ch[i], p) : w_store(c, ch[i], p);
 	} else if (sel < 740) {
 		/* A batch remove: kvidx_remove takes no timestamp, so batches keep the oracle. */
 		uint64_t batch[16];
-		uint32_t len = 1 + rnd_below(&c->rng, 16), j = pick_idx(&c->rng, CLS_CHURN);
+		uint32_t len = 1 + tt_rnd_below(&c->rng, 16), j = pick_idx(&c->rng, CLS_CHURN);
 		unsigned p = w_pick_pod(c, 0, NPODS);
 		size_t n = 0;
 		for (uint32_t i = j; i < j + len && i < nkeys[CLS_CHURN]; i++)
 			batch[n++] = ch[i];
-		int rc = kvidx_remove(c->w, (int)p, batch, n, rnd(&c->rng) & 1 ? 0 : 7);
+		int rc = kvidx_remove(c->w, (int)p, batch, n, tt_rnd(&c->rng) & 1 ? 0 : 7);
 		if ((rc < 0 && rc != -KVIDX_EFULL) || (rc >= 0 && (size_t)rc > n))
 			fail("kvidx_remove(batch of %zu) = %d", n, rc);
 	} else if (sel < 900) {
 		/* ALWAYS keys: other pods (1..3) come and go, rewriting the entry under readers. */
 		uint64_t k = al[pick_idx(&c->rng, CLS_ALWAYS)];
-		unsigned p = 1 + rnd_below(&c->rng, ALWAYS_PODS - 1);
-		switch (rnd_below(&c->rng, 3)) {
+		unsigned p = 1 + tt_rnd_below(&c->rng, ALWAYS_PODS - 1);
+		switch (tt_rnd_below(&c->rng, 3)) {
 		case 0: w_store(c, k, p); break;
 		case 1: w_remove(c, k, p); break;
 		default: w_spec(c, k, p); break;
@@ -607,7 +543,7 @@ static void w_events(struct wctx *c, uint64_t now, uint64_t *next_clear, uint64_
 			sh->pod_inc[p] = ++c->inc[p]; /* first: a successor continues after it */
 			w_add_pod(c, p);              /* p is the lowest free index */
 		} else {
-			p = REMOVABLE + rnd_below(&c->rng, NPODS - REMOVABLE);
+			p = REMOVABLE + tt_rnd_below(&c->rng, NPODS - REMOVABLE);
 			int rc = kvidx_pod_remove(c->w, (int)p);
 			if (rc != 0)
 				fail("kvidx_pod_remove(%u) = %d", p, rc);
@@ -663,7 +599,7 @@ static void writer_final(struct wctx *c)
 	uint64_t now = now_ns();
 
 	/* 300 ms of ticks: more than the 100 ms dead-reader scan period. */
-	for (uint64_t end = now + 300 * NS_MS; (now = now_ns()) < end; sleep_us(1000)) {
+	for (uint64_t end = now + 300 * NS_MS; (now = now_ns()) < end; tt_sleep_us(1000)) {
 		kvidx_writer_tick(c->w, now);
 		kvidx_expire(c->w, now, 4096, NULL, NULL);
 	}
@@ -992,7 +928,7 @@ static void r_lookup_one(struct rctx *c, unsigned cls)
 	struct kvidx_rec out[PPK + 4];
 	uint32_t ki = pick_idx(&c->rng, cls);
 	uint64_t key = keys_of[cls][ki];
-	size_t max = rnd_below(&c->rng, 8) == 0 ? 1 + rnd_below(&c->rng, PPK) : PPK + 4;
+	size_t max = tt_rnd_below(&c->rng, 8) == 0 ? 1 + tt_rnd_below(&c->rng, PPK) : PPK + 4;
 	uint64_t t0 = now_ns();
 	r_before(c);
 	int n = r_lookup(c, key, out, max);
@@ -1050,16 +986,16 @@ static void r_score_one(struct rctx *c)
 	uint64_t keys[MAX_PROMPT];
 	struct kvidx_score out[NPODS];
 	int cand[4];
-	size_t n = 1 + rnd_below(&c->rng, rnd_below(&c->rng, 4) ? 32 : MAX_PROMPT), ncand = 0;
-	size_t max = rnd_below(&c->rng, 8) == 0 ? 1 + rnd_below(&c->rng, NPODS) : NPODS;
-	uint32_t kind = rnd_below(&c->rng, 4), gap = UINT32_MAX;
+	size_t n = 1 + tt_rnd_below(&c->rng, tt_rnd_below(&c->rng, 4) ? 32 : MAX_PROMPT), ncand = 0;
+	size_t max = tt_rnd_below(&c->rng, 8) == 0 ? 1 + tt_rnd_below(&c->rng, NPODS) : NPODS;
+	uint32_t kind = tt_rnd_below(&c->rng, 4), gap = UINT32_MAX;
 	const int *cp = NULL;
 	char what[48];
 
-	if (rnd_below(&c->rng, 3) == 0) {
-		ncand = 1 + rnd_below(&c->rng, 4);
+	if (tt_rnd_below(&c->rng, 3) == 0) {
+		ncand = 1 + tt_rnd_below(&c->rng, 4);
 		for (size_t i = 0; i < ncand; i++)
-			cand[i] = (int)rnd_below(&c->rng, NPODS);
+			cand[i] = (int)tt_rnd_below(&c->rng, NPODS);
 		cand[0] = 0; /* pod 0 always has a row then */
 		cp = cand;
 	}
@@ -1068,8 +1004,8 @@ static void r_score_one(struct rctx *c)
 		for (size_t i = 0; i < n; i++)
 			keys[i] = keys_of[CLS_ALWAYS][pick_idx(&c->rng, CLS_ALWAYS)];
 		if (kind == 1) {
-			gap = rnd_below(&c->rng, (uint32_t)n);
-			keys[gap] = keys_of[CLS_NEVER][rnd_below(&c->rng, nkeys[CLS_NEVER])];
+			gap = tt_rnd_below(&c->rng, (uint32_t)n);
+			keys[gap] = keys_of[CLS_NEVER][tt_rnd_below(&c->rng, nkeys[CLS_NEVER])];
 		}
 	} else {
 		/* Consecutive CHURN keys, as the writer stores and speculates prompts. */
@@ -1112,7 +1048,7 @@ static void r_score_one(struct rctx *c)
 static void r_pod_one(struct rctx *c)
 {
 	char name[KVIDX_POD_NAME_MAX], model[KVIDX_POD_NAME_MAX], want[KVIDX_POD_NAME_MAX];
-	unsigned p = rnd_below(&c->rng, NPODS), pp, inc;
+	unsigned p = tt_rnd_below(&c->rng, NPODS), pp, inc;
 	r_before(c);
 	int rc = kvidx_reader_pod(c->r, (int)p, name, model);
 
@@ -1206,7 +1142,7 @@ static void __attribute__((noreturn)) reader_main(int id)
 	snprintf(whobuf, sizeof(whobuf), "reader %d", id);
 	who = whobuf;
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	c.rng = opt.seed ^ splitmix64((uint64_t)getpid() << 8 | (uint64_t)id);
+	c.rng = opt.seed ^ tt_splitmix64((uint64_t)getpid() << 8 | (uint64_t)id);
 	c.inc = ld_acquire(&c.me->incarnations);
 	c.r = kvidx_reader_open(idx_name);
 	if (!c.r)
@@ -1226,7 +1162,7 @@ static void __attribute__((noreturn)) reader_main(int id)
 	st_release(&c.me->ready, 1);
 
 	while (!ld_acquire(&sh->stop_readers)) {
-		uint32_t sel = rnd_below(&c.rng, 1000);
+		uint32_t sel = tt_rnd_below(&c.rng, 1000);
 		if (sel < 400)
 			r_lookup_one(&c, CLS_ALWAYS);
 		else if (sel < 700)
@@ -1240,7 +1176,7 @@ static void __attribute__((noreturn)) reader_main(int id)
 		else if (sel < 998)
 			r_info_one(&c);
 		else
-			r_message_one(&c, rnd(&c.rng) & 1);
+			r_message_one(&c, tt_rnd(&c.rng) & 1);
 	}
 	kvidx_reader_close(c.r);
 	st_relaxed(&c.me->final_inc, c.inc);
@@ -1326,7 +1262,7 @@ static bool reap(pid_t pid, const char *what, bool block)
 		return false;
 	if (r < 0)
 		fail("waitpid(%s %d): %s", what, (int)pid, strerror(errno));
-	if (__atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
+	if (tt_fail_posted(&sh->fail))
 		fail("%s failed", what);
 	if (WIFSIGNALED(st))
 		fail("%s (pid %d) died of signal %d (%s)", what, (int)pid, WTERMSIG(st),
@@ -1367,7 +1303,7 @@ static void reader_kill(int id)
 	kill(pid, SIGKILL);
 	if (waitpid(pid, &st, 0) != pid)
 		fail("waitpid(reader %d): %s", id, strerror(errno));
-	if (__atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
+	if (tt_fail_posted(&sh->fail))
 		fail("reader failed");
 	if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
 		fail("reader %d (pid %d) ended by itself (status %#x) before our SIGKILL", id,
@@ -1380,7 +1316,7 @@ static bool wait_ready(int id, uint64_t deadline)
 		if (now_ns() > deadline)
 			return false;
 		reap(sh->roles[id].pid, "reader", false);
-		sleep_us(200);
+		tt_sleep_us(200);
 	}
 	return true;
 }
@@ -1495,7 +1431,7 @@ int main(int argc, char **argv)
 		reap(wpid, "writer", false);
 		if (now_ns() > dl)
 			fail("writer not ready after 20 s");
-		sleep_us(500);
+		tt_sleep_us(500);
 	}
 	struct kvidx_writer_opts o2 = { .name = idx_name };
 	errno = 0;
@@ -1529,7 +1465,7 @@ int main(int argc, char **argv)
 		/* Faults stop well before the restart (a stop takes up to 3 stall limits). */
 		bool faults = now < end && (phase == 4 || now + 3 * opt.stall_ms * NS_MS + 2 * NS_S <
 							  restart_at);
-		if (__atomic_load_n(&sh->fail_set, __ATOMIC_ACQUIRE))
+		if (tt_fail_posted(&sh->fail))
 			fail("child reported a failure");
 		if (wpid && reap(wpid, "writer", false))
 			fail("writer exited early");
@@ -1625,14 +1561,14 @@ int main(int argc, char **argv)
 		if (now >= next_kill && (faults || phase == 1)) {
 			int id;
 			do
-				id = (int)rnd_below(&rng, opt.readers);
+				id = (int)tt_rnd_below(&rng, opt.readers);
 			while (so.state != ST_IDLE && id == so.id && opt.readers > 1);
 			if (!(so.state != ST_IDLE && id == so.id)) {
 				reader_kill(id);
 				reader_spawn(id);
 				kills++;
-				if (rnd_below(&rng, 3) == 0) {
-					sleep_us(rnd_below(&rng, 3000));
+				if (tt_rnd_below(&rng, 3) == 0) {
+					tt_sleep_us(tt_rnd_below(&rng, 3000));
 					reader_kill(id);
 					reader_spawn(id);
 					kills++;
@@ -1643,13 +1579,13 @@ int main(int argc, char **argv)
 				ops_at[id] = now_ns();
 			}
 			next_kill = now_ns() + (phase == 1 ? 50 : 100) * NS_MS +
-				    rnd_below(&rng, phase == 1 ? 100 : 500) * NS_MS;
+				    tt_rnd_below(&rng, phase == 1 ? 100 : 500) * NS_MS;
 		}
 
 		/* Stop a reader. Retry until it is caught inside a read-side section. */
 		if (so.state == ST_IDLE && now >= next_stop && faults) {
 			int st;
-			so.id = (int)rnd_below(&rng, opt.readers);
+			so.id = (int)tt_rnd_below(&rng, opt.readers);
 			so.pid = sh->roles[so.id].pid;
 			kill(so.pid, SIGSTOP);
 			if (waitpid(so.pid, &st, WUNTRACED) != so.pid || !WIFSTOPPED(st))
@@ -1658,7 +1594,7 @@ int main(int argc, char **argv)
 			so.slot_state = ld_seqcst(&s->rs_state);
 			so.in_section = KV_RS_STATE(so.slot_state) == KV_RS_ACTIVE &&
 					ld_seqcst(&s->rs_ctr) != 0;
-			if (!so.in_section && so.attempts++ < 50 && rnd_below(&rng, 4)) {
+			if (!so.in_section && so.attempts++ < 50 && tt_rnd_below(&rng, 4)) {
 				kill(so.pid, SIGCONT);
 				next_stop = now_ns() + 5 * NS_MS;
 			} else {
@@ -1704,7 +1640,7 @@ int main(int argc, char **argv)
 					     "nothing since (limbo %llu)", so.id,
 					     (unsigned long long)((t - so.expel_at) / NS_MS),
 					     (unsigned long long)STAT(limbo));
-				if (rnd_below(&rng, 4) == 0) {
+				if (tt_rnd_below(&rng, 4) == 0) {
 					/* Dies while stopped (maybe expelled): its slot must be freed. */
 					reader_kill(so.id);
 					reader_spawn(so.id);
@@ -1722,7 +1658,7 @@ int main(int argc, char **argv)
 					so.since = now_ns();
 					so.state = ST_RECOVERING;
 				}
-				next_stop = now_ns() + 200 * NS_MS + rnd_below(&rng, 600) * NS_MS;
+				next_stop = now_ns() + 200 * NS_MS + tt_rnd_below(&rng, 600) * NS_MS;
 			}
 		} else if (so.state == ST_RECOVERING) {
 			struct role *ro = &sh->roles[so.id];
@@ -1755,7 +1691,7 @@ int main(int argc, char **argv)
 				     (unsigned long long)so.slot_state);
 			}
 		}
-		sleep_us(2000);
+		tt_sleep_us(2000);
 	}
 
 	/* Wind down: readers close their handles, then the writer runs its final checks. */
@@ -1765,7 +1701,7 @@ int main(int argc, char **argv)
 		while (!reap(sh->roles[i].pid, "reader", false)) {
 			if (now_ns() > dl)
 				fail("reader %u did not exit within 20 s of the stop", i);
-			sleep_us(1000);
+			tt_sleep_us(1000);
 		}
 		sh->roles[i].pid = 0;
 	}
@@ -1773,7 +1709,7 @@ int main(int argc, char **argv)
 	for (uint64_t dl = now_ns() + 60 * NS_S; !reap(wpid, "writer", false);) {
 		if (now_ns() > dl)
 			fail("writer did not finish within 60 s of the stop");
-		sleep_us(1000);
+		tt_sleep_us(1000);
 	}
 	nchildren = 0;
 
