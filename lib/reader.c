@@ -226,7 +226,7 @@ struct kvidx_reader *kvidx_reader_open(const char *name)
 	r->ring = kv_ring_at(r->ctl, probe.ch_max_readers, probe.ch_ring_entries, r->slot);
 	r->ring_msgs = (struct kv_msg *)(r->ring + 1);
 	/* A previous owner's messages may still be queued: continue after them. */
-	r->ring_head = ld_acquire(&r->ring->rh_head);
+	r->ring_head = ld_relaxed(&r->ring->rh_head); /* our own producer index from now on */
 	rc = rd_switch(r);
 	if (rc < 0)
 		goto fail;
@@ -347,6 +347,7 @@ static inline bool rd_rec_visible(const struct kv_view *v, uint64_t w0, uint64_t
 
 	if (pod >= v->max_pods)
 		return false;
+	/* Acquire pairs with the release stores of pd_word in writer.c (add, clear, pause). */
 	uint64_t pw = ld_acquire(&v->pods[pod].pd_word);
 	if (KV_POD_STATE(pw) != KV_POD_ACTIVE || KV_POD_GEN(pw) != KV_REC_GEN(w0))
 		return false;

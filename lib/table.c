@@ -243,6 +243,8 @@ static void tomb_trim(struct kvidx *w, uint64_t i)
 	for (;;) {
 		if (w->slots[i] != KV_SLOT_TOMB || (i + 1 < end && w->slots[i + 1] != KV_SLOT_EMPTY))
 			return;
+		/* Pairs with the acquire slot loads in rd_find()/scan_slots() (reader.c), like
+		 * every slot store; an EMPTY carries no entry, so nothing else is ordered. */
 		st_release(&w->slots[i], KV_SLOT_EMPTY);
 		w->tombs--;
 		if (i-- == 0)

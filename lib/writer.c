@@ -102,7 +102,8 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 		w->ctl->ch_ring_off = kv_ctl_ring_off(o->geo.max_readers);
 		w->ctl->ch_ring_entries = o->geo.ring_entries;
 		w->ctl->ch_epoch = 1;
-		/* Magic last: readers treat a registry without it as not yet there. */
+		/* Magic last: readers treat a registry without it as not yet there. (Readers
+		 * pread() the header, so the kernel orders it; release keeps the intent visible.) */
 		st_release(&w->ctl->ch_magic, KV_CTL_MAGIC);
 	} else {
 		struct kvidx_ctl_hdr probe;
@@ -179,6 +180,8 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 	w->max_probe = plan.dh_max_probe;
 	kv_table_init(w);
 
+	/* Pairs with the acquire load of dh_state in rd_map_gen() (reader.c): a reader that
+	 * maps this generation sees it initialised. */
 	st_release(&w->hdr->dh_state, (uint64_t)KV_DATA_LIVE);
 	st_relaxed(&w->ctl->ch_writer_pid, (int32_t)getpid());
 	return o->defer_publish ? 0 : kvidx_writer_publish(w);
@@ -342,6 +345,8 @@ static int pod_bump(struct kvidx *w, int pod, unsigned state)
 	    KV_POD_STATE(w->pods[pod].pd_word) != KV_POD_ACTIVE)
 		return -KVIDX_ENOPOD;
 	uint64_t pw = w->pods[pod].pd_word;
+	/* A new generation hides every record of the pod at once. Release pairs with the
+	 * acquire pod-word load in rd_rec_visible() (reader.c). */
 	st_release(&w->pods[pod].pd_word,
 		   KV_POD_WORD(state, KV_POD_FLAGS(pw), (KV_POD_GEN(pw) + 1) & 0xffff));
 	stat_add(&w->st->pod_clears, 1);
@@ -397,6 +402,7 @@ int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)
 	uint64_t pw = w->pods[pod].pd_word;
 	unsigned fl = paused ? KV_POD_FLAGS(pw) | KV_POD_SPEC_PAUSED :
 			       KV_POD_FLAGS(pw) & ~KV_POD_SPEC_PAUSED;
+	/* Pairs with the acquire pod-word load in rd_rec_visible() (reader.c). */
 	st_release(&w->pods[pod].pd_word, KV_POD_WORD(KV_POD_STATE(pw), fl, KV_POD_GEN(pw)));
 	return 0;
 }
