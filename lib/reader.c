@@ -542,16 +542,21 @@ int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const in
 	 * at the first block no tracked pod extends; at most two chunks of prefetches are wasted.
 	 * Every slot is still loaded with acquire before its entry is read, inside the section.
 	 */
-	/* New prompts are common: when block 0 misses, one lookup answers, before any of the
-	 * pipeline's prefetches are spent. */
-	unsigned np0;
-	if (n == 0 || !rd_find(v, keys[0], kv_mix(keys[0]), &np0))
+	/*
+	 * Block 0 alone first: new prompts are common, and when block 0 misses one lookup
+	 * answers before any of the pipeline's prefetches are spent. The pipeline then runs
+	 * over blocks 1..n-1 (pk, pn), scoring block 1 + i.
+	 */
+	unsigned np0 = 0;
+	const uint64_t *e0 = n ? rd_find(v, keys[0], kv_mix(keys[0]), &np0) : NULL;
+	if (!score_block(&c, e0, np0, 0))
 		goto done;
-	size_t nch = (n + CHUNK - 1) / CHUNK;
-#define CH_LEN(k) ((k) * CHUNK + CHUNK <= n ? CHUNK : n - (k) * CHUNK)
+	const uint64_t *pk = keys + 1;
+	size_t pn = n - 1, nch = (pn + CHUNK - 1) / CHUNK;
+#define CH_LEN(k) ((k) * CHUNK + CHUNK <= pn ? CHUNK : pn - (k) * CHUNK)
 	for (size_t k = 0; k < 2 && k < nch; k++)
 		for (size_t j = 0; j < CH_LEN(k); j++) {
-			mix[k][j] = kv_mix(keys[k * CHUNK + j]);
+			mix[k][j] = kv_mix(pk[k * CHUNK + j]);
 			pf_slots(v, mix[k][j]);
 		}
 	for (size_t j = 0; j < CH_LEN(0) && nch; j++)
@@ -559,7 +564,7 @@ int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const in
 	for (size_t k = 0; k < nch; k++) {
 		if (k + 2 < nch)
 			for (size_t j = 0; j < CH_LEN(k + 2); j++) {
-				mix[(k + 2) % 3][j] = kv_mix(keys[(k + 2) * CHUNK + j]);
+				mix[(k + 2) % 3][j] = kv_mix(pk[(k + 2) * CHUNK + j]);
 				pf_slots(v, mix[(k + 2) % 3][j]);
 			}
 		if (k + 1 < nch)
@@ -568,8 +573,8 @@ int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const in
 		for (size_t j = 0; j < CH_LEN(k); j++) {
 			unsigned np = 0;
 			size_t i = k * CHUNK + j;
-			const uint64_t *e = verify(v, keys[i], mix[k % 3][j], idx[k & 1][j], &np);
-			if (!score_block(&c, e, np, (uint32_t)i))
+			const uint64_t *e = verify(v, pk[i], mix[k % 3][j], idx[k & 1][j], &np);
+			if (!score_block(&c, e, np, (uint32_t)(i + 1)))
 				goto done;
 		}
 	}
