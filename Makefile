@@ -12,17 +12,38 @@ BUILD   ?= build$(if $(SAN),-$(SAN))
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wpointer-arith -Wcast-align -Wformat=2 -Wno-unused-parameter
 CFLAGS  ?= $(OPT) -g
-KV_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -MMD -MP -Ilib -Ishm -Itools/ingestd -Itools/common \
-             $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer) $(CFLAGS)
+KV_CFLAGS = -std=gnu11 $(WARN) -D_GNU_SOURCE -fPIC -MMD -MP $(INC) \
+            $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer) $(CFLAGS)
 KV_LDFLAGS := $(if $(SAN),-fsanitize=$(SAN)) $(LDFLAGS)
-LIBS_CORE  := -lxxhash -lpthread -lrt
-LIBS_TOOLS := -lzmq -lmsgpackc -lck -ljemalloc
-LIBS_TEST  := -lcriterion
 
-# Debian packages the build, the tests and the benchmarks need (installed by `make setup`).
-DEB_PKGS := build-essential pkg-config liburcu-dev libjemalloc-dev libck-dev libcriterion-dev \
-            libzmq3-dev libmsgpack-dev libxxhash-dev redis-server \
-            clang libclang-rt-14-dev
+# Include paths per folder: a folder sees its own headers and the layers below it, so an
+# upward include (lib/ including a tool's header, the codec including the library) fails to
+# build. Layers, bottom up: lib/ + shm/ (libkvidx), tools/proto/ (wire protocols, standalone),
+# tools/common/ (shared by the tools), then each tool; tests/ and bench/ see what they test.
+INC_LIB    := -Ilib -Ishm
+INC_COMMON := -Itools/common $(INC_LIB)
+INC_TOOL   := -Itools/proto $(INC_COMMON)
+$(BUILD)/lib/%.o $(BUILD)/shm/%.o: INC = $(INC_LIB)
+$(BUILD)/tools/proto/%.o:          INC = -Itools/proto
+$(BUILD)/tools/common/%.o:         INC = $(INC_COMMON)
+$(BUILD)/tools/%.o:                INC = $(INC_TOOL)
+$(BUILD)/tools/ingestd/%.o:        INC = -Itools/ingestd $(INC_TOOL)
+$(BUILD)/tools/fakepod/%.o:        INC = -Itools/fakepod $(INC_TOOL)
+$(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd $(INC_TOOL)
+$(BUILD)/bench/%.o:                INC = -Ibench $(INC_LIB)
+
+# External libraries, per binary: each links what it uses and nothing more.
+LIBS_CORE   := -lxxhash -lpthread -lrt
+LIBS_WIRE   := -lzmq -lmsgpackc
+LIBS_INGEST := $(LIBS_WIRE) -lck -ljemalloc
+LIBS_TEST   := -lcriterion
+
+# Debian packages: BUILD_PKGS to build the library and the tools (`make` checks for them and
+# names the missing ones); DEB_PKGS for everything, installed by `make setup`, which test,
+# stress, bench and run call first.
+BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
+              libzmq3-dev
+DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev
 
 ifeq ($(V),1)
 Q :=
@@ -30,27 +51,38 @@ else
 Q := @
 endif
 
-LIB_SRCS    := $(wildcard lib/*.c shm/*.c)
-LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-# Code shared by the tools (tools/common/) and ingestd's modules; linked into every tool and
-# into the test binary (everything but ingestd's main.c).
-INGEST_SRCS := $(wildcard tools/common/*.c) \
-               $(filter-out tools/ingestd/main.c,$(wildcard tools/ingestd/*.c))
-INGEST_OBJS := $(INGEST_SRCS:%.c=$(BUILD)/%.o)
-TOOL_SRCS   := $(wildcard tools/kvidx-*.c)
-TOOLS       := $(TOOL_SRCS:tools/%.c=$(BUILD)/bin/%) \
-               $(if $(wildcard tools/ingestd/main.c),$(BUILD)/bin/kvidx-ingestd)
-TEST_SRCS   := $(wildcard tests/test_*.c tests/util*.c)
-TEST_OBJS   := $(TEST_SRCS:%.c=$(BUILD)/%.o)
-STRESS_SRCS := $(wildcard tests/stress_*.c)
-STRESS      := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
-BENCH_SRCS  := $(wildcard bench/bench_*.c)
-BENCHES     := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
+LIB_SRCS      := $(wildcard lib/*.c shm/*.c)
+LIB_OBJS      := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIBKVIDX      := $(BUILD)/libkvidx.a
+COMMON_A      := $(BUILD)/tools/libcommon.a
+PROTO_A       := $(BUILD)/tools/libproto.a
+TOOL_ARCHIVES := $(PROTO_A) $(COMMON_A) $(LIBKVIDX)
+INGESTD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tools/ingestd/main.c,$(wildcard tools/ingestd/*.c)))
+FAKEPOD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/fakepod/*.c))
+TOOLS         := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/kvidx-*.c)) \
+                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-fakepod
+TEST_SRCS     := $(wildcard tests/test_*.c tests/util*.c)
+TEST_OBJS     := $(TEST_SRCS:%.c=$(BUILD)/%.o)
+STRESS_SRCS   := $(wildcard tests/stress_*.c)
+STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
+BENCH_SRCS    := $(wildcard bench/bench_*.c)
+BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all setup test stress fuzz bench bench-quick run install clean
+.PHONY: all deps setup test stress fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
-all: $(BUILD)/libkvidx.a $(BUILD)/libkvidx.so $(TOOLS)
+all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
+
+# The dependency probe: stops a build that would fail on a missing header with the one
+# apt-get line to run instead. Skipped where dpkg-query does not exist (not Debian).
+deps:
+	@command -v dpkg-query >/dev/null || exit 0; \
+	missing=$$(for p in $(BUILD_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	  | grep -q '^install ok installed' || printf '%s ' $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "kvidx: missing Debian packages; install them with:" >&2; \
+	  echo "  sudo apt-get install -y $$missing   (or: make setup)" >&2; exit 1; \
+	fi
 
 # Installs whatever Debian package is missing; a no-op (no root, no network) when all are there.
 setup:
@@ -62,33 +94,46 @@ setup:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | deps
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(KV_CFLAGS) -c $< -o $@
 
-$(BUILD)/libkvidx.a: $(LIB_OBJS)
+# libkvidx: lib/ and shm/. The tools link the archive, so each takes only the objects it calls.
+$(LIBKVIDX): $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(BUILD)/libkvidx.so: $(LIB_OBJS)
 	$(Q)$(CC) -shared -o $@ $^ $(KV_LDFLAGS) $(LIBS_CORE)
+$(COMMON_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
+	$(Q)rm -f $@ && ar rcs $@ $^
+$(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
+	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGEST_OBJS) $(BUILD)/libkvidx.a
-	@mkdir -p $(dir $@)
-	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_TOOLS) $(LIBS_CORE)
-$(BUILD)/bin/%: $(BUILD)/tools/%.o $(INGEST_OBJS) $(BUILD)/libkvidx.a
-	@mkdir -p $(dir $@)
-	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_TOOLS) $(LIBS_CORE)
+# The tools. Libraries per binary: the key calculator and the segment readers need libkvidx
+# alone; what speaks ZeroMQ/msgpack adds those; the writer adds Concurrency Kit and jemalloc.
+LINK = @mkdir -p $(dir $@) && $(if $(Q),echo "  LD      $@" &&) $(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS)
+$(BUILD)/bin/kvidx-hash $(BUILD)/bin/kvidx-dump $(BUILD)/bin/kvidx-top $(BUILD)/bin/kvidx-ttl: \
+	LIBS = $(LIBS_CORE)
+$(BUILD)/bin/kvidx-route $(BUILD)/bin/kvidx-fakepod: LIBS = $(LIBS_WIRE) $(LIBS_CORE)
+$(BUILD)/bin/kvidx-ingestd: LIBS = $(LIBS_INGEST) $(LIBS_CORE)
+$(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGESTD_OBJS) $(TOOL_ARCHIVES)
+	$(LINK)
+$(BUILD)/bin/kvidx-fakepod: $(FAKEPOD_OBJS) $(TOOL_ARCHIVES)
+	$(LINK)
+$(BUILD)/bin/kvidx-%: $(BUILD)/tools/kvidx-%.o $(TOOL_ARCHIVES)
+	$(LINK)
+
 STRESS_UTIL := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/torture_util.c))
-BENCH_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/benchlib.c))
-$(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(BUILD)/libkvidx.a
-	@mkdir -p $(dir $@)
-	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_CORE)
-$(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(BUILD)/libkvidx.a
-	@mkdir -p $(dir $@)
-	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) -lurcu-cds -lurcu $(LIBS_TOOLS) $(LIBS_CORE)
-$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGEST_OBJS) $(BUILD)/libkvidx.a
-	@mkdir -p $(dir $@)
-	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_TEST) $(LIBS_TOOLS) $(LIBS_CORE)
+BENCH_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out bench/bench_%.c,$(wildcard bench/*.c)))
+$(BUILD)/bin/stress_%: LIBS = $(LIBS_CORE)
+$(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(LIBKVIDX)
+	$(LINK)
+$(BUILD)/bin/bench_%: LIBS = -lurcu-cds -lurcu $(LIBS_INGEST) $(LIBS_CORE)
+$(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(LIBKVIDX)
+	$(LINK)
+$(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE)
+$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
+	$(LINK)
 
 # Quick, deterministic checks: one Criterion binary. Tests find the tools through KVIDX_BIN.
 test: setup
@@ -105,10 +150,10 @@ stress: setup
 
 # libFuzzer harness for the event decoder (clang only); a short run is part of `make stress`.
 FUZZ_SECS ?= 60
-$(BUILD)/bin/fuzz_wire: tests/fuzz_wire.c tools/ingestd/wire.c tools/ingestd/wire.h
+$(BUILD)/bin/fuzz_wire: tests/fuzz_wire.c tools/proto/wire.c tools/proto/wire.h
 	@mkdir -p $(dir $@)
-	$(Q)clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Itools/ingestd \
-	  tests/fuzz_wire.c tools/ingestd/wire.c -lmsgpackc -o $@
+	$(Q)clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Itools/proto \
+	  tests/fuzz_wire.c tools/proto/wire.c -lmsgpackc -o $@
 fuzz: setup $(BUILD)/bin/fuzz_wire
 	$(Q)mkdir -p $(BUILD)/fuzz-corpus
 	$(BUILD)/bin/fuzz_wire -max_total_time=$(FUZZ_SECS) -max_len=4096 $(BUILD)/fuzz-corpus

@@ -1,6 +1,6 @@
 /*
  * test_fakepod.c — Criterion tests for kvidx-fakepod (tools/kvidx-fakepod.c) and for the
- * serve request/reply codec it shares with the router tools (tools/ingestd/serve.c).
+ * serve request/reply codec it shares with the router tools (tools/proto/serve.c).
  *
  * Each test starts $KVIDX_BIN/kvidx-fakepod as a child on loopback ports of its own, with
  * --wait-subscribers so that nothing is published before the test's SUB socket has

@@ -1,5 +1,5 @@
 /*
- * test_metrics.c — the Prometheus exposition (tools/ingestd/metrics.c): its structure (HELP
+ * test_metrics.c — the Prometheus exposition (tools/common/prom.c; the server: tools/ingestd/metrics.c): its structure (HELP
  * before TYPE, one family per name, every sample in its family's block, counter vs gauge),
  * label escaping of hostile pod names and models, the latency histogram (monotone cumulative
  * buckets that match the samples, +Inf == _count), that no key ever appears; the loopback
@@ -28,6 +28,7 @@
 #include "kvidx.h"
 #include "layout.h"
 #include "metrics.h"
+#include "prom.h"
 #include "util_index.h"
 #include "util_run.h"
 #include "util_text.h"
@@ -57,7 +58,7 @@ static struct kvidx *open_index(void)
 	return tu_writer_open(name, &o);
 }
 
-/* metrics_render() into a malloc'd string. */
+/* prom_render() into a malloc'd string. */
 static char *render(void)
 {
 	struct kvidx_reader *r = kvidx_reader_open(name);
@@ -67,8 +68,8 @@ static char *render(void)
 	cr_assert_not_null(r, "reader open: %s", kvidx_strerror(-errno));
 	FILE *m = open_memstream(&buf, &len);
 	cr_assert_not_null(m);
-	int rc = metrics_render(r, m);
-	cr_assert_eq(rc, 0, "metrics_render: %s", kvidx_strerror(rc));
+	int rc = prom_render(r, m);
+	cr_assert_eq(rc, 0, "prom_render: %s", kvidx_strerror(rc));
 	cr_assert_eq(fclose(m), 0);
 	kvidx_reader_close(r);
 	cr_assert_eq(strlen(buf), len, "NUL byte in the exposition");
@@ -459,7 +460,7 @@ Test(metrics, write_error_reported)
 	cr_assert_not_null(r);
 	FILE *f = fopen("/dev/full", "w");
 	cr_assert_not_null(f);
-	cr_assert_eq(metrics_render(r, f), -EIO);
+	cr_assert_eq(prom_render(r, f), -EIO);
 	fclose(f);
 	kvidx_reader_close(r);
 }

@@ -1,6 +1,6 @@
 /*
  * test_ttl.c — the TTL advisor: the seed document's own examples through the arithmetic of
- * tools/ingestd/ttlcalc.c (p99 1.15 s + 250 ms backlog + 100 ms slack = 1.50 s; a 2 s setting
+ * tools/common/ttlcalc.c (p99 1.15 s + 250 ms backlog + 100 ms slack = 1.50 s; a 2 s setting
  * leaves 500 ms; 120/s x 0.4% x 1.5 s = 0.72 live failed predictions, 2.4 at 5 s; the cap
  * clamps), its parsers and formatters, and the built kvidx-ttl tool offline (those numbers in
  * its output lines and its JSON), on bad usage, and live against an index the test builds with

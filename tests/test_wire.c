@@ -1,5 +1,5 @@
 /*
- * test_wire.c — Criterion tests for the KV-event wire codec (tools/ingestd/wire.c).
+ * test_wire.c — Criterion tests for the KV-event wire codec (tools/proto/wire.c).
  *
  * They pin the decoder to the bytes of reference/kv-events.md, cover both encodings vLLM has
  * used (positional arrays and "type"-tagged maps, for the batch and the events separately),

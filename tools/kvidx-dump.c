@@ -2,7 +2,7 @@
  * kvidx-dump — prints what an index holds: its header and geometry, its pods, the reader
  * registry, the writer's counters and, on request, the entries themselves or one key's
  * (DESIGN.md sections 4 to 6). Text for people, or one JSON object for scripts and tests, or
- * (--prometheus) the Prometheus exposition of tools/ingestd/metrics.c.
+ * (--prometheus) the Prometheus exposition of tools/common/prom.c.
  *
  * It attaches as an ordinary reader (kvidx_reader_open(): the data segment mapped read-only,
  * one registry slot, which the reader section marks as its own), so it never changes the
@@ -35,7 +35,7 @@
 #include "inspect.h"
 #include "jsonw.h"
 #include "kvidx.h"
-#include "metrics.h"
+#include "prom.h"
 #include "parse.h"
 #include "segment.h"
 
@@ -812,7 +812,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (prometheus) {
-		int rc = metrics_render(d.r, stdout);
+		int rc = prom_render(d.r, stdout);
 		if (rc < 0) {
 			err_msg(&d, "rendering the metrics: %s", kvidx_strerror(rc));
 			status = 1;

@@ -10,7 +10,7 @@
  * Prompts come from standard input or a file (one per line, tokens separated by whitespace or
  * commas) or from a synthetic shared-prefix workload, optionally with conversation turns that
  * extend a whole previous prompt shortly after it (the case speculation exists for). Pods are
- * kvidx-fakepod --serve sockets (tools/ingestd/serve.h): one ZeroMQ DEALER per pod, replies
+ * kvidx-fakepod --serve sockets (tools/proto/serve.h): one ZeroMQ DEALER per pod, replies
  * matched by correlation id.
  *
  * Decision kinds, from the chosen pod's score row:

@@ -1,7 +1,8 @@
 /*
- * log.h — internal to kvidx-ingestd: its one job is logging to stderr, one line per message
- * with a UTC timestamp and a level, plus a rate limiter for messages that input can trigger
- * at will (malformed payloads, pods that misbehave), so that no pod can flood the log.
+ * log.h — internal to the tools (ingestd, fakepod, the metrics server): its one job is
+ * logging to stderr, one line per message with a UTC timestamp and a level, plus a rate
+ * limiter for messages that input can trigger at will (malformed payloads, pods that
+ * misbehave), so that no pod can flood the log.
  */
 #ifndef KVIDX_INGEST_LOG_H
 #define KVIDX_INGEST_LOG_H

@@ -1,5 +1,5 @@
 /*
- * log.c — kvidx-ingestd's logging: timestamped, levelled lines on stderr, and a per-source rate
+ * log.c — the tools' logging: timestamped, levelled lines on stderr, and a per-source rate
  * limiter (see log.h).
  */
 #include "log.h"

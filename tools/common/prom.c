@@ -1,0 +1,418 @@
+/*
+ * prom.c — kvidx's state as a Prometheus text exposition (format 0.0.4), for kvidx-dump
+ * --prometheus and kvidx-ingestd's --metrics endpoint; see prom.h for the contract.
+ *
+ * The renderer reads the data segment like kvidx-dump does: relaxed loads of the pod table,
+ * the histograms and the stats, which live in fixed regions of the segment (never reclaimed),
+ * so no read-side section is needed and a slow consumer of the output never holds up the
+ * writer. Pods are copied first (names, models, counters), then printed one metric family at
+ * a time, as the format requires every sample of a family to follow its # TYPE line. The
+ * pod-word acquire loads pair with the release stores in lib/writer.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "escape.h"
+#include "hist.h"
+#include "inspect.h"
+#include "podsnap.h"
+#include "prom.h"
+#include "segment.h"
+
+#define NS_PER_S 1000000000ull
+
+/* ---- exposition helpers ---- */
+
+/*
+ * Writes s as the inside of a label value: backslash, double quote and line feed escaped as
+ * the format requires; other control characters and bytes that are not well-formed UTF-8
+ * replaced by U+FFFD, so the output is valid UTF-8 whatever the segment holds.
+ */
+static void label_value(FILE *f, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint32_t cp;
+	size_t n;
+
+	while (*p) {
+		if (*p == '\\') {
+			fputs("\\\\", f);
+			p++;
+		} else if (*p == '"') {
+			fputs("\\\"", f);
+			p++;
+		} else if (*p == '\n') {
+			fputs("\\n", f);
+			p++;
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fputs("\xef\xbf\xbd", f);
+			p++;
+		} else if (*p < 0x80) {
+			putc(*p++, f);
+		} else if ((n = tc_utf8_seq(p, &cp)) != 0) {
+			fwrite(p, 1, n, f);
+			p += n;
+		} else {
+			fputs("\xef\xbf\xbd", f);
+			p++;
+		}
+	}
+}
+
+static void family(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A duration in integer microseconds as seconds, exactly: 1179647 -> "1.179647". */
+static void us_as_seconds(FILE *f, uint64_t us)
+{
+	char frac[8];
+	int n = 6;
+
+	snprintf(frac, sizeof(frac), "%06u", (unsigned)(us % 1000000u));
+	while (n > 0 && frac[n - 1] == '0')
+		n--;
+	frac[n] = '\0';
+	fprintf(f, "%" PRIu64 "%s%s", us / 1000000u, n ? "." : "", frac);
+}
+
+/* ---- what the per-pod values are ---- */
+
+enum ctr_kind { K_UNTYPED = 0, K_COUNTER, K_GAUGE, K_AGE };
+
+struct ctr_meta {
+	enum ctr_kind kind;
+	const char *help;
+};
+
+/* Names of pd_ctr[] from the layout's X-macro. */
+static const char *const pod_ctr_names[KV_PC_COUNT] = {
+#define POD_CTR_NAME(n) [KV_PC_##n] = #n,
+	KV_POD_CTRS(POD_CTR_NAME)
+#undef POD_CTR_NAME
+};
+
+/*
+ * Type and help of each per-pod value. A counter added to KV_POD_CTRS without an entry here
+ * is still exported, as untyped with a generic help line.
+ */
+static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
+	[KV_PC_last_event_ns] = { K_AGE, "Seconds since the last event batch from the pod was "
+					 "received (+Inf: none yet)." },
+	[KV_PC_last_seq] = { K_GAUGE, "Sequence number of the last event batch from the pod." },
+	[KV_PC_batches] = { K_COUNTER, "Event batches received from the pod." },
+	[KV_PC_events] = { K_COUNTER, "KV events received from the pod." },
+	[KV_PC_blocks_stored] = { K_COUNTER, "Blocks recorded as stored on the pod." },
+	[KV_PC_blocks_removed] = { K_COUNTER, "Block records removed for the pod." },
+	[KV_PC_clears] = { K_COUNTER, "AllBlocksCleared events applied for the pod." },
+	[KV_PC_events_per_s] = { K_GAUGE, "Events per second from the pod over the last "
+					  "one-second window." },
+	[KV_PC_seq_gaps] = { K_COUNTER, "Gaps in the pod's event sequence numbers." },
+	[KV_PC_seq_dups] = { K_COUNTER, "Event batches dropped as repeated sequence numbers." },
+	[KV_PC_restarts] = { K_COUNTER, "Publisher restarts detected (sequence went back)." },
+	[KV_PC_replays_ok] = { K_COUNTER, "Replays that covered a sequence gap." },
+	[KV_PC_replays_truncated] = { K_COUNTER, "Replays that could not cover a gap (the pod "
+					      "was cleared)." },
+	[KV_PC_replays_failed] = { K_COUNTER, "Replays that failed or timed out." },
+	[KV_PC_decode_errors] = { K_COUNTER, "Malformed messages from the pod, skipped." },
+	[KV_PC_skipped_events] = { K_COUNTER, "Events from the pod that could not be applied, "
+					      "skipped." },
+	[KV_PC_unknown_parent] = { K_COUNTER, "Stored blocks whose parent block was unknown." },
+	[KV_PC_queue_depth] = { K_GAUGE, "Messages read from the pod's sockets in the last "
+					 "housekeeping round (subscriber backlog)." },
+	[KV_PC_connected] = { K_GAUGE, "1 if the pod's event subscription is connected." },
+	[KV_PC_ttl_ms] = { K_GAUGE, "Speculative TTL in force for the pod, milliseconds." },
+	[KV_PC_speculations] = { K_COUNTER, "Speculative entries created for the pod by route "
+					    "commits." },
+	[KV_PC_confirmed_in_time] = { K_COUNTER, "Speculative entries confirmed by an event "
+						 "before they expired." },
+	[KV_PC_early_expiries] = { K_COUNTER, "Speculative entries that expired and were "
+					      "confirmed shortly afterwards (TTL shorter than "
+					      "the event path)." },
+	[KV_PC_stale_expiries] = { K_COUNTER, "Speculative entries that expired without a "
+					      "confirmation (failed predictions or lost "
+					      "events)." },
+	[KV_PC_late_confirmations] = { K_COUNTER, "Confirmations that arrived after their "
+						  "speculative entry expired." },
+	[KV_PC_routes_predicted] = { K_COUNTER, "Routes to the pod decided on a speculative "
+						"match." },
+	[KV_PC_routes_confirmed] = { K_COUNTER, "Routes to the pod decided on confirmed "
+						"blocks." },
+	[KV_PC_routes_nomatch] = { K_COUNTER, "Routes to the pod with no indexed match." },
+	[KV_PC_outcomes] = { K_COUNTER, "Outcome reports received for routes to the pod." },
+	[KV_PC_false_warm_routes] = { K_COUNTER, "Routes that expected cached blocks the pod "
+						 "did not have." },
+	[KV_PC_wasted_prefill_tokens] = { K_COUNTER, "Prompt tokens predicted cached on the "
+						     "pod but prefilled anyway." },
+	[KV_PC_spec_paused] = { K_GAUGE, "Speculation state: 0 fresh, 1 paused while replaying "
+					 "or disconnected, 2 paused because the event pipeline "
+					 "is broken." },
+	[KV_PC_last_route_ns] = { K_AGE, "Seconds since the last route commit to the pod "
+					 "(+Inf: none yet)." },
+};
+
+/* Writer counters that are levels, not running totals. */
+static bool stat_is_gauge(const char *n)
+{
+	static const char *const g[] = { "keys", "records", "spec_records", "tombstones",
+					 "arena_used", "limbo" };
+
+	for (size_t i = 0; i < sizeof(g) / sizeof(g[0]); i++)
+		if (!strcmp(n, g[i]))
+			return true;
+	return false;
+}
+
+static const char *stat_help(const char *n)
+{
+	static const struct {
+		const char *name, *help;
+	} h[] = {
+		{ "keys", "Keys in the table." },
+		{ "records", "Pod records in the table." },
+		{ "spec_records", "Speculative pod records in the table." },
+		{ "tombstones", "Deleted slots awaiting cleanup." },
+		{ "arena_used", "Entry arena units in use (16 bytes each)." },
+		{ "limbo", "Retired entries awaiting reclamation." },
+		{ "stores", "Keys stored (confirmed) by the writer." },
+		{ "confirms", "Speculative records confirmed by events." },
+		{ "removes", "Records removed by events." },
+		{ "speculations", "Speculative records added or extended." },
+		{ "expirations", "Speculative records expired by the reaper." },
+		{ "pod_clears", "Pods cleared or removed, index-wide (kvidx_pod_clears counts "
+				"AllBlocksCleared events per pod)." },
+		{ "evict_spec", "Keys evicted to make room, holding only speculative records." },
+		{ "evict_confirmed", "Keys evicted to make room, holding confirmed records." },
+		{ "rec_evictions", "Records evicted from a key holding its maximum of pods." },
+		{ "store_failed", "Keys not stored because the table was full." },
+		{ "retired", "Entries retired for reclamation." },
+		{ "reclaimed", "Retired entries reclaimed." },
+		{ "epochs", "Reclamation epochs advanced." },
+		{ "readers_dead", "Dead readers whose registry slots were freed." },
+		{ "readers_expelled", "Stalled readers expelled." },
+		{ "sweep_passes", "Completed sweeps reclaiming the records of cleared pods." },
+		{ "route_commits", "Route commits consumed from the readers' rings." },
+		{ "route_bad", "Malformed, stale or truncated ring messages skipped." },
+	};
+
+	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++)
+		if (!strcmp(n, h[i].name))
+			return h[i].help;
+	return "Writer counter of the index (shm/layout.h KV_STATS).";
+}
+
+/* ---- rendering ---- */
+
+static void pod_labels(FILE *f, const struct tc_pod *p)
+{
+	fputs("{pod=\"", f);
+	label_value(f, p->name);
+	fputs("\",model=\"", f);
+	label_value(f, p->model);
+	fputs("\"}", f);
+}
+
+/* Seconds from t (CLOCK_MONOTONIC ns, 0: never) to now; +Inf for never. */
+static void age_value(FILE *f, uint64_t now, uint64_t t)
+{
+	if (!t)
+		fputs("+Inf", f);
+	else
+		fprintf(f, "%.6f", now > t ? (double)(now - t) / 1e9 : 0.0);
+}
+
+static void render_pod_ctrs(FILE *f, const struct tc_pod *pods, int n, uint64_t now)
+{
+	for (unsigned c = 0; c < KV_PC_COUNT; c++) {
+		const char *cn = pod_ctr_names[c];
+		const struct ctr_meta *m = &pod_meta[c];
+		char name[96], help[160];
+
+		if (!cn)
+			continue;
+		if (m->kind == K_AGE) {
+			/* last_event_ns -> seconds_since_last_event */
+			size_t len = strlen(cn);
+			int keep = len > 3 && !strcmp(cn + len - 3, "_ns") ? (int)len - 3 : (int)len;
+			snprintf(name, sizeof(name), "kvidx_pod_seconds_since_%.*s", keep, cn);
+		} else {
+			snprintf(name, sizeof(name), "kvidx_pod_%s", cn);
+		}
+		if (m->help)
+			snprintf(help, sizeof(help), "%s", m->help);
+		else
+			snprintf(help, sizeof(help), "Per-pod value %s (shm/layout.h KV_POD_CTRS).",
+				 cn);
+		family(f, name, m->kind == K_COUNTER ? "counter" :
+				m->kind == K_UNTYPED ? "untyped" : "gauge", help);
+		for (int i = 0; i < n; i++) {
+			fputs(name, f);
+			pod_labels(f, &pods[i]);
+			putc(' ', f);
+			if (m->kind == K_AGE)
+				age_value(f, now, pods[i].ctr[c]);
+			else
+				fprintf(f, "%" PRIu64, pods[i].ctr[c]);
+			putc('\n', f);
+		}
+	}
+	family(f, "kvidx_pod_spec_paused_flag", "gauge",
+	       "1 while the pod's speculative records do not count for readers (the pod flag "
+	       "routers honour).");
+	for (int i = 0; i < n; i++) {
+		fputs("kvidx_pod_spec_paused_flag", f);
+		pod_labels(f, &pods[i]);
+		fprintf(f, " %u\n", pods[i].flags & KV_POD_SPEC_PAUSED ? 1u : 0u);
+	}
+}
+
+/*
+ * Whether bucket b's upper bound is exported as an le boundary: the end of the exact region
+ * (15 us), then every second bucket (four per power of two, bounds within 25%), which keeps
+ * a pod to 88 finite buckets instead of 191. The last two buckets go to +Inf.
+ */
+static bool le_bucket(unsigned b)
+{
+	return b == 15 || (b > 16 && b + 2 < KV_HIST_BUCKETS && (b - 16) % 2 == 1);
+}
+
+#define HIST_NAME "kvidx_pod_confirmation_latency_seconds"
+
+static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *pods, int n)
+{
+	family(f, HIST_NAME, "histogram",
+	       "Route-to-confirmation latency (route commit to the confirming event applied), "
+	       "cumulative since the pod was added. Boundaries are every second bucket of the "
+	       "index's log-linear histogram (upper bounds within 25%). _sum is approximated "
+	       "from bucket midpoints (the open last bucket at its lower bound), not measured.");
+	for (int i = 0; i < n; i++) {
+		const uint64_t *h = kv_view_pod_hist(v, pods[i].idx, 0);
+		uint64_t c[KV_HIST_BUCKETS], acc = 0;
+		double sum_us = 0;
+
+		if (!h)
+			continue;
+		/* One copy, so that the buckets, +Inf and _count agree. */
+		for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
+			c[b] = ld_relaxed(&h[b]);
+		for (unsigned b = 0; b < KV_HIST_BUCKETS; b++) {
+			acc += c[b];
+			if (b + 1 < KV_HIST_BUCKETS)
+				sum_us += (double)c[b] *
+					  ((double)kv_hist_lower(b) + (double)kv_hist_upper(b)) / 2;
+			else
+				sum_us += (double)c[b] * (double)kv_hist_lower(b);
+			if (!le_bucket(b))
+				continue;
+			fputs(HIST_NAME "_bucket", f);
+			fputs("{pod=\"", f);
+			label_value(f, pods[i].name);
+			fputs("\",model=\"", f);
+			label_value(f, pods[i].model);
+			fputs("\",le=\"", f);
+			us_as_seconds(f, kv_hist_upper(b));
+			fprintf(f, "\"} %" PRIu64 "\n", acc);
+		}
+		fputs(HIST_NAME "_bucket", f);
+		fputs("{pod=\"", f);
+		label_value(f, pods[i].name);
+		fputs("\",model=\"", f);
+		label_value(f, pods[i].model);
+		fprintf(f, "\",le=\"+Inf\"} %" PRIu64 "\n", acc);
+		fputs(HIST_NAME "_sum", f);
+		pod_labels(f, &pods[i]);
+		fprintf(f, " %.6f\n", sum_us / 1e6);
+		fputs(HIST_NAME "_count", f);
+		pod_labels(f, &pods[i]);
+		fprintf(f, " %" PRIu64 "\n", acc);
+	}
+}
+
+/*
+ * One index-wide writer counter, as kvidx_<stat>; or as kvidx_index_<stat> where that name
+ * is a per-pod family already (stat pod_clears against the pod counter clears): a name may
+ * carry one family only, or Prometheus rejects the whole scrape.
+ */
+static void stat_out(FILE *f, const char *stat, uint64_t val)
+{
+	char name[96];
+	bool clash = false;
+
+	if (!strncmp(stat, "pod_", 4))
+		for (unsigned c = 0; c < KV_PC_COUNT && !clash; c++)
+			clash = pod_ctr_names[c] && !strcmp(stat + 4, pod_ctr_names[c]);
+	snprintf(name, sizeof(name), "kvidx_%s%s", clash ? "index_" : "", stat);
+	family(f, name, stat_is_gauge(stat) ? "gauge" : "counter", stat_help(stat));
+	fprintf(f, "%s %" PRIu64 "\n", name, val);
+}
+
+static void render_index(FILE *f, struct kvidx_reader *r, const struct kv_view *v,
+			 const struct kvidx_info *info, int npods, uint64_t now)
+{
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
+	/* As in kvidx-dump: the registry is writable by every reader, so its slot count is
+	 * bounded by what the (writer-only) data segment says. */
+	const struct kvidx_reader_slot *slots = (const void *)((const char *)ctl + sizeof(*ctl));
+	uint32_t nslots = ld_relaxed(&ctl->ch_max_readers), active = 0, expelled = 0;
+
+	if (nslots > v->hdr->dh_max_readers)
+		nslots = v->hdr->dh_max_readers;
+	for (uint32_t i = 0; i < nslots; i++) {
+		unsigned st = KV_RS_STATE(ld_acquire(&slots[i].rs_state));
+		active += st == KV_RS_ACTIVE;
+		expelled += st == KV_RS_EXPELLED;
+	}
+
+#define STAT_OUT(n) stat_out(f, #n, ld_relaxed(&v->st->n));
+	KV_STATS(STAT_OUT)
+#undef STAT_OUT
+
+	family(f, "kvidx_registry_epoch", "counter", "Reclamation epoch of the reader registry.");
+	fprintf(f, "kvidx_registry_epoch %" PRIu64 "\n", ld_relaxed(&ctl->ch_epoch));
+	family(f, "kvidx_reader_slots", "gauge", "Slots in the reader registry.");
+	fprintf(f, "kvidx_reader_slots %" PRIu32 "\n", nslots);
+	family(f, "kvidx_readers", "gauge",
+	       "Reader registry slots in use, by state (the scraping reader included).");
+	fprintf(f, "kvidx_readers{state=\"active\"} %" PRIu32 "\n", active);
+	fprintf(f, "kvidx_readers{state=\"expelled\"} %" PRIu32 "\n", expelled);
+	family(f, "kvidx_writer_heartbeat_age_seconds", "gauge",
+	       "Seconds since the writer's last housekeeping tick (a large value: writer gone).");
+	fprintf(f, "kvidx_writer_heartbeat_age_seconds %.6f\n",
+		now > info->heartbeat_ns ? (double)(now - info->heartbeat_ns) / 1e9 : 0.0);
+	family(f, "kvidx_generation", "gauge", "Data generation readers are served from.");
+	fprintf(f, "kvidx_generation %" PRIu64 "\n", info->generation);
+	family(f, "kvidx_pods", "gauge", "Active pods.");
+	fprintf(f, "kvidx_pods %d\n", npods);
+	family(f, "kvidx_pods_max", "gauge", "Pod table size.");
+	fprintf(f, "kvidx_pods_max %" PRIu32 "\n", v->max_pods);
+}
+
+int prom_render(struct kvidx_reader *r, FILE *out)
+{
+	struct kvidx_info info;
+	struct tc_pod *pods = NULL;
+	int rc, n;
+
+	rc = kvidx_reader_info(r, &info);
+	if (rc == -KVIDX_ERETRY)
+		rc = kvidx_reader_info(r, &info);
+	if (rc < 0)
+		return rc;
+	const struct kv_view *v = kv_reader_view(r);
+	uint64_t now = kvidx_now_ns();
+	n = tc_pods_snapshot(r, &pods);
+	if (n < 0)
+		return n;
+	render_pod_ctrs(out, pods, n, now);
+	render_hist(out, v, pods, n);
+	render_index(out, r, v, &info, n, now);
+	free(pods);
+	return fflush(out) || ferror(out) ? -EIO : 0;
+}
+
