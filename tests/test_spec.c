@@ -821,6 +821,11 @@ Test(spec, config_parses_speculation_flags)
 	cr_assert_eq(ing_parse_duration("ttl", "0.5ms", 100000, &ms, err, sizeof(err)), -EINVAL);
 	cr_assert_eq(ing_parse_duration("ttl", "-1s", 100000, &ms, err, sizeof(err)), -EINVAL);
 	cr_assert_eq(ing_parse_duration("ttl", "2m", 100000, &ms, err, sizeof(err)), -EINVAL);
+	/* The same grammar as kvidx-ttl's (tools/common/ttl.c): minutes and microseconds too. */
+	cr_assert_eq(ing_parse_duration("ttl", "1m", 100000, &ms, err, sizeof(err)), 0);
+	cr_assert_eq(ms, 60000);
+	cr_assert_eq(ing_parse_duration("ttl", "3000us", 100000, &ms, err, sizeof(err)), 0);
+	cr_assert_eq(ms, 3);
 	cr_assert_eq(ing_parse_duration("ttl", "200s", 100000, &ms, err, sizeof(err)), -EINVAL);
 	ing_config_init(&c);
 	cr_assert_eq(ing_config_set(&c, "ttl", "0s", false, err, sizeof(err)), -EINVAL);

@@ -1,6 +1,6 @@
 /*
  * test_ttl.c — the TTL advisor: the seed document's own examples through the arithmetic of
- * tools/common/ttlcalc.c (p99 1.15 s + 250 ms backlog + 100 ms slack = 1.50 s; a 2 s setting
+ * tools/common/ttl.c (p99 1.15 s + 250 ms backlog + 100 ms slack = 1.50 s; a 2 s setting
  * leaves 500 ms; 120/s x 0.4% x 1.5 s = 0.72 live failed predictions, 2.4 at 5 s; the cap
  * clamps), its parsers and formatters, and the built kvidx-ttl tool offline (those numbers in
  * its output lines and its JSON), on bad usage, and live against an index the test builds with
@@ -22,7 +22,7 @@
 #include "inspect.h"
 #include "kvidx.h"
 #include "layout.h"
-#include "ttlcalc.h"
+#include "ttl.h"
 #include "util_index.h"
 #include "util_run.h"
 #include "util_text.h"
@@ -169,7 +169,7 @@ Test(ttl, parse_durations)
 		double v;
 	} ok[] = {
 		{ "1.15s", 1.15 }, { "250ms", 0.25 }, { "100ms", 0.1 }, { "500us", 0.0005 },
-		{ "2", 2.0 },      { "0.5m", 30.0 },  { "1.", 1.0 },    { ".5s", 0.5 },
+		{ "2s", 2.0 },     { "0.5m", 30.0 },  { "1.s", 1.0 },   { ".5s", 0.5 },
 		{ "0", 0.0 },      { "7\xc2\xb5s", 7e-6 },
 	};
 	static const char *bad[] = { "",     "s",   "-1s", "+1s", "1e3", "inf", "nan",  "1 s",
@@ -182,6 +182,10 @@ Test(ttl, parse_durations)
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		cr_assert_eq(ttl_parse_duration(bad[i], &v), -EINVAL, "'%s' accepted", bad[i]);
+	/* One grammar for every tool: a unit is required, except for 0. */
+	cr_assert_eq(ttl_parse_duration("250", &v), -EDOM);
+	cr_assert_eq(ttl_parse_duration("1.", &v), -EDOM);
+	cr_assert_str_eq(ttl_duration_error(-EDOM), "needs a unit (us, ms, s or m)");
 	cr_assert_eq(ttl_parse_duration("90000s", &v), -ERANGE);
 	cr_assert_eq(ttl_parse_duration("86400s", &v), 0);
 }
@@ -303,7 +307,7 @@ Test(ttl, tool_offline_percentile_choice_and_cap)
 	free(r.out);
 
 	/* The generic form, named. */
-	r = run_ttl("--lq 1150ms --percentile-name p99 --backlog 0.25 --slack 100ms");
+	r = run_ttl("--lq 1150ms --percentile-name p99 --backlog 0.25s --slack 100ms");
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	tu_assert_has(r.out, "Lq = p99 = 1.150 s\n");
 	tu_assert_has(r.out, "= 1.500 s\n");
@@ -338,6 +342,7 @@ Test(ttl, tool_bad_usage)
 		const char *args, *msg;
 	} bad[] = {
 		{ "--p99 abc", "bad --p99 'abc': expected a duration" },
+		{ "--p99 1s --backlog 250", "bad --backlog '250': needs a unit (us, ms, s or m)" },
 		{ "--p95 -1s", "bad --p95 '-1s'" },
 		{ "--p99", "option '--p99' requires an argument" },
 		{ "--p99 1s --rate 120", "--rate and --fail go together" },

@@ -16,8 +16,8 @@
  * read-only, one registry slot) and does the same per active pod from the pod's latency
  * histograms and counters, adding the counts that tell early expiry from stale expiry, the
  * pod's freshness, and the seed's guidance where it applies. It never changes the index. All
- * arithmetic is in double-precision seconds, rounded only when printed (tools/ingestd/
- * ttlcalc.c).
+ * arithmetic is in double-precision seconds, rounded only when printed, in the TTL core it
+ * shares with ingestd's adaptive policy (tools/common/ttl.c).
  *
  * Exit status: 0 on success, 1 if the index cannot be read or the --pod is not in it, 2 on
  * bad usage.
@@ -41,7 +41,7 @@
 #include "kvidx.h"
 #include "podsnap.h"
 #include "segment.h"
-#include "ttlcalc.h"
+#include "ttl.h"
 
 #define PROG "kvidx-ttl"
 #define MAX_TTLS 8          /* --ttl settings compared */
@@ -691,7 +691,7 @@ static void usage(FILE *f)
 	      "  --json            one JSON object (live: a member per pod under \"pods\")\n"
 	      "  -h, --help        print this help and exit\n"
 	      "\n"
-	      "Durations D: a number with us, ms, s or m (minutes); a bare number is seconds.\n"
+	      "Durations D: a number with a unit, us, ms, s or m (minutes): 250ms, 1.15s; 0 alone.\n"
 	      "Example (the seed's): " PROG " --p99 1.15s --backlog 250ms --slack 100ms --rate 120\n"
 	      "  --fail 0.004 --ttl 2s --ttl 5s   gives T = 1.500 s, 500 ms of room at 2 s, and\n"
 	      "  0.72 requests' worth of live failed predictions (2.4 at 5 s).\n"
@@ -706,11 +706,8 @@ static double arg_duration(const char *opt, const char *s)
 	double v;
 	int rc = ttl_parse_duration(s, &v);
 
-	if (rc == -ERANGE)
-		tc_usage_error("bad %s '%s': longer than a day", opt, s);
 	if (rc < 0)
-		tc_usage_error("bad %s '%s': expected a duration such as 1.15s, 250ms, 500us or 2 "
-			       "(seconds)", opt, s);
+		tc_usage_error("bad %s '%s': %s", opt, s, ttl_duration_error(rc));
 	return v;
 }
 

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ttl.h"
+
 enum opt_kind {
 	OPT_STR,   /* copied into a buffer */
 	OPT_U64,   /* integer, optional k/m/g suffix (x1024) */
@@ -189,28 +191,12 @@ static int parse_bool(const char *key, const char *v, bool *out, char *err, size
 int ing_parse_duration(const char *key, const char *v, uint64_t max_ms, uint32_t *out_ms,
 		       char *err, size_t errlen)
 {
-	char *end;
-	double x, mul;
+	double sec;
+	int rc = ttl_parse_duration(v, &sec); /* the tools' one duration grammar */
 
-	if (!*v || *v == '-' || *v == '+' || isspace((unsigned char)*v))
-		return fail(err, errlen, "%s: expected a duration such as 250ms or 2s, got '%s'",
-			    key, v);
-	errno = 0;
-	x = strtod(v, &end);
-	if (errno || end == v || x != x)
-		return fail(err, errlen, "%s: expected a duration such as 250ms or 2s, got '%s'",
-			    key, v);
-	if (!strcmp(end, "ms"))
-		mul = 1;
-	else if (!strcmp(end, "s"))
-		mul = 1000;
-	else if (!*end && x == 0)
-		mul = 1; /* 0 needs no unit */
-	else if (!*end)
-		return fail(err, errlen, "%s: '%s' needs a unit, ms or s (e.g. 250ms, 2s)", key, v);
-	else
-		return fail(err, errlen, "%s: unknown unit in '%s' (use ms or s)", key, v);
-	x *= mul;
+	if (rc < 0)
+		return fail(err, errlen, "%s: '%s' %s", key, v, ttl_duration_error(rc));
+	double x = sec * 1000;
 	if (x > (double)max_ms)
 		return fail(err, errlen, "%s: %s is out of range (at most %llums)", key, v,
 			    (unsigned long long)max_ms);

@@ -45,6 +45,7 @@
 #include "inspect.h"
 #include "layout.h"
 #include "log.h"
+#include "ttl.h"
 
 #define NS_PER_US 1000ull
 #define NS_PER_MS 1000000ull
@@ -692,30 +693,16 @@ uint32_t spec_ttl_next(uint32_t cur_ms, uint64_t lq_us, uint32_t backlog_ms, uin
 		       uint32_t floor_ms, uint32_t cap_ms, double max_step)
 {
 	const uint64_t big = 1000000000000ull; /* 11.6 days: the histogram's open last bucket */
-	uint64_t target_us, target, step, next;
+	struct ttl_plan p = {
+		.lq = (double)(lq_us > big ? big : lq_us) / 1e6,
+		.backlog = backlog_ms / 1e3,
+		.slack = slack_ms / 1e3,
+		.floor = floor_ms / 1e3,
+		.cap = cap_ms / 1e3,
+	};
 
-	if (lq_us > big)
-		lq_us = big;
-	/* Round only after the arithmetic (the seed): Lq + J in microseconds, then up to ms. */
-	target_us = lq_us + ((uint64_t)backlog_ms + slack_ms) * 1000;
-	target = (target_us + 999) / 1000;
-	if (target < floor_ms)
-		target = floor_ms;
-	if (target > cap_ms)
-		target = cap_ms;
-	step = (uint64_t)((double)cur_ms * max_step);
-	if (step < 1)
-		step = 1;
-	next = target;
-	if (target > cur_ms && target - cur_ms > step)
-		next = cur_ms + step;
-	else if (target < cur_ms && cur_ms - target > step)
-		next = cur_ms - step;
-	if (next < floor_ms)
-		next = floor_ms;
-	if (next > cap_ms)
-		next = cap_ms;
-	return clamp_ttl((uint32_t)next);
+	ttl_plan_compute(&p); /* the one TTL core (tools/common/ttl.c) */
+	return clamp_ttl(ttl_step(cur_ms, &p, max_step));
 }
 
 static void adapt(struct ing_spec *s, struct spec_pod *sp, uint64_t now)

@@ -1,6 +1,8 @@
 /*
- * ttlcalc.h — internal: the TTL arithmetic of the seed document ("Prefix cache speculative
- * index TTL") as plain functions, for kvidx-ttl and its tests. Never installed.
+ * ttl.h — internal to the tools: the one TTL core, the arithmetic of the seed document
+ * ("Prefix cache speculative index TTL") as plain functions, used by kvidx-ingestd's adaptive
+ * policy (tools/ingestd/spec.c) and by kvidx-ttl alike, and the one duration grammar of every
+ * tool's flags. Never installed.
  *
  *   T = Lq + J          Lq a high percentile of route-to-confirmation latency, J explicit
  *                       slack (subscriber backlog + timing slack)
@@ -12,8 +14,8 @@
  * only after the arithmetic"). The formatters write into caller buffers and never fail: a
  * too-small buffer truncates (snprintf semantics). No state; thread-safe.
  */
-#ifndef KVIDX_TTLCALC_H
-#define KVIDX_TTLCALC_H
+#ifndef KVIDX_TOOLS_TTL_H
+#define KVIDX_TOOLS_TTL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,12 +27,19 @@
 #define TTL_DURATION_MAX_S 86400.0
 
 /*
- * Parses a duration: a non-negative decimal number with an optional unit, "us" (or "µs"),
- * "ms", "s" or "m" (minutes); a bare number is seconds. "1.15s", "250ms", "2", "0.5m".
- * Returns 0 and sets *sec, -EINVAL for anything else (signs, exponents, hex, inf, nan,
- * spaces, unknown units), -ERANGE above TTL_DURATION_MAX_S.
+ * The duration grammar of every kvidx tool (flags and config files that take a duration D):
+ * a non-negative decimal number and a unit, "us" (or "µs"), "ms", "s" or "m" (minutes):
+ * "1.15s", "250ms", "500us", "0.5m". The unit is required, since a bare "250" is 250 ms to
+ * one reader and 250 s to another; only "0" may go without one. (Flags whose name carries
+ * the unit, such as --prefill-ms, take a plain whole number instead.)
+ * Returns 0 and sets *sec; -EINVAL for anything else (signs, exponents, hex, inf, nan,
+ * spaces, unknown units), -EDOM for a nonzero number without a unit, -ERANGE above
+ * TTL_DURATION_MAX_S. ttl_duration_error() says which in words.
  */
 int ttl_parse_duration(const char *s, double *sec);
+/* What was wrong with a duration, for a return value of ttl_parse_duration(): "expected a
+ * duration such as 250ms, 1.5s or 500us", "needs a unit (us, ms, s or m)", "longer than a day". */
+const char *ttl_duration_error(int rc);
 
 /* Parses a plain non-negative decimal number ("120", "0.5"). 0 or -EINVAL. */
 int ttl_parse_number(const char *s, double *v);
@@ -50,6 +59,15 @@ struct ttl_plan {
 	int bound;  /* 0: rec == t; 1: capped (t > cap); -1: raised to the floor (t < floor) */
 };
 void ttl_plan_compute(struct ttl_plan *p);
+
+/*
+ * The adaptive policy's next TTL, in whole milliseconds: the target is the plan's
+ * recommendation, clamp(Lq + J, floor, cap), rounded up to the millisecond (ttl_ms_ceil());
+ * the TTL in force, cur_ms, moves toward it by at most max_step x cur_ms (at least 1 ms), so
+ * that it changes slowly (the seed's "change TTL slowly"), and stays within [floor, cap].
+ * floor and cap of p are whole milliseconds here.
+ */
+uint32_t ttl_step(uint32_t cur_ms, const struct ttl_plan *p, double max_step);
 
 /* lambda x p x ttl: the steady-state count of live failed predictions (seed). */
 double ttl_exposure(double lambda, double p, double ttl);
@@ -88,4 +106,4 @@ char *ttl_fmt_room(char *buf, size_t n, double setting, double t);
 /* "120 /s x 0.004 x 1.500 s = 0.72 requests' worth of live failed predictions" */
 char *ttl_fmt_exposure(char *buf, size_t n, double lambda, double p, double ttl);
 
-#endif /* KVIDX_TTLCALC_H */
+#endif /* KVIDX_TOOLS_TTL_H */

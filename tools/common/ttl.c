@@ -1,7 +1,8 @@
 /*
- * ttlcalc.c — the seed's TTL arithmetic (T = Lq + J, clamp to floor and cap, stale exposure
- * lambda x p x T), the parsers for its inputs and the sentences kvidx-ttl prints. Pure
- * functions; see ttlcalc.h.
+ * ttl.c — the one TTL core: the seed's arithmetic (T = Lq + J, clamp to floor and cap, the
+ * adaptive policy's slow step, stale exposure lambda x p x T), the tools' duration grammar,
+ * the parsers for kvidx-ttl's other inputs and the sentences it prints. Pure functions; see
+ * ttl.h.
  */
 #include <errno.h>
 #include <math.h> /* isfinite() only: the tools do not link libm */
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ttlcalc.h"
+#include "ttl.h"
 
 /* Half a microsecond: two durations closer than this print the same and count as equal. */
 #define TTL_EPS_S 5e-7
@@ -91,14 +92,22 @@ int ttl_parse_duration(const char *s, double *sec)
 		const char *suffix;
 		double scale;
 	} units[] = {
-		{ "", 1.0 },        { "s", 1.0 },     { "ms", 1e-3 },
-		{ "us", 1e-6 },     { "\xc2\xb5s", 1e-6 }, { "m", 60.0 },
+		{ "s", 1.0 },   { "ms", 1e-3 },          { "us", 1e-6 },
+		{ "m", 60.0 },  { "\xc2\xb5s", 1e-6 },
 	};
 	size_t len;
 	double v;
 
 	if (!s || !(len = dec_prefix(s)))
 		return -EINVAL;
+	if (s[len] == '\0') {
+		if (dec_value(s, len, &v) < 0)
+			return -EINVAL;
+		if (v != 0)
+			return -EDOM; /* only 0 goes without a unit */
+		*sec = 0;
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcmp(s + len, units[i].suffix) != 0)
 			continue;
@@ -111,6 +120,18 @@ int ttl_parse_duration(const char *s, double *sec)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+const char *ttl_duration_error(int rc)
+{
+	switch (rc) {
+	case -EDOM:
+		return "needs a unit (us, ms, s or m)";
+	case -ERANGE:
+		return "longer than a day";
+	default:
+		return "expected a duration such as 250ms, 1.5s or 500us";
+	}
 }
 
 int ttl_parse_number(const char *s, double *v)
@@ -172,6 +193,26 @@ uint32_t ttl_ms_ceil(double sec)
 		return UINT32_MAX;
 	double ms = ceil_pos(round_d(sec * 1e6) / 1000.0);
 	return ms >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+}
+
+uint32_t ttl_step(uint32_t cur_ms, const struct ttl_plan *p, double max_step)
+{
+	uint64_t floor_ms = ttl_ms_ceil(p->floor), cap_ms = ttl_ms_ceil(p->cap);
+	uint64_t target = ttl_ms_ceil(p->rec), step, next;
+
+	step = (uint64_t)((double)cur_ms * max_step);
+	if (step < 1)
+		step = 1;
+	next = target;
+	if (target > cur_ms && target - cur_ms > step)
+		next = (uint64_t)cur_ms + step;
+	else if (target < cur_ms && cur_ms - target > step)
+		next = cur_ms - step;
+	if (next < floor_ms)
+		next = floor_ms;
+	if (next > cap_ms)
+		next = cap_ms;
+	return (uint32_t)next;
 }
 
 /* ---- formatting ---- */
