@@ -29,33 +29,26 @@ size_t tc_utf8_seq(const unsigned char *p, uint32_t *cp)
 	return n;
 }
 
-void tc_json_str(FILE *f, const char *s)
+/* What a byte that cannot be written as it is becomes, per style: a C0 control or DEL (c
+ * below 0x80), or a stray byte that starts no well-formed UTF-8 sequence. Returns columns. */
+static size_t esc_byte(FILE *f, enum tc_esc how, unsigned char c)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	uint32_t cp;
-	size_t n;
-
-	putc('"', f);
-	while (*p) {
-		if (*p == '"' || *p == '\\') {
-			putc('\\', f);
-			putc(*p++, f);
-		} else if (*p < 0x20 || *p == 0x7f) {
-			fprintf(f, "\\u%04x", *p++);
-		} else if (*p < 0x80) {
-			putc(*p++, f);
-		} else if ((n = tc_utf8_seq(p, &cp)) != 0) {
-			fwrite(p, 1, n, f);
-			p += n;
-		} else {
-			fputs("\\ufffd", f);
-			p++;
-		}
+	switch (how) {
+	case TC_ESC_JSON:
+		if (c < 0x80)
+			return (size_t)fprintf(f, "\\u%04x", c);
+		fputs("\\ufffd", f);
+		return 6;
+	case TC_ESC_TEXT:
+		return (size_t)fprintf(f, "\\x%02x", c);
+	case TC_ESC_PROM:
+		break;
 	}
-	putc('"', f);
+	fputs("\xef\xbf\xbd", f); /* U+FFFD */
+	return 1;
 }
 
-size_t tc_text_str(FILE *f, const char *s)
+size_t tc_escape(FILE *f, const char *s, enum tc_esc how)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t cols = 0, n;
@@ -66,19 +59,35 @@ size_t tc_text_str(FILE *f, const char *s)
 			putc('\\', f);
 			putc(*p++, f);
 			cols += 2;
+		} else if (*p == '\n' && how == TC_ESC_PROM) {
+			fputs("\\n", f);
+			p++, cols += 2;
 		} else if (*p >= 0x20 && *p < 0x7f) {
 			putc(*p++, f);
 			cols++;
-		} else if ((n = tc_utf8_seq(p, &cp)) != 0 && cp >= 0xa0) {
+		} else if (*p < 0x80) {
+			cols += esc_byte(f, how, *p++);
+		} else if ((n = tc_utf8_seq(p, &cp)) != 0 && (cp >= 0xa0 || how != TC_ESC_TEXT)) {
 			fwrite(p, 1, n, f);
 			p += n, cols++;
-		} else if (n) {
+		} else if (n) { /* a C1 control, which can drive a terminal */
 			fprintf(f, "\\u%04" PRIx32, cp);
 			p += n, cols += 6;
 		} else {
-			fprintf(f, "\\x%02x", *p++);
-			cols += 4;
+			cols += esc_byte(f, how, *p++);
 		}
 	}
 	return cols;
+}
+
+void tc_json_str(FILE *f, const char *s)
+{
+	putc('"', f);
+	tc_escape(f, s, TC_ESC_JSON);
+	putc('"', f);
+}
+
+size_t tc_text_str(FILE *f, const char *s)
+{
+	return tc_escape(f, s, TC_ESC_TEXT);
 }

@@ -28,42 +28,6 @@
 
 /* ---- exposition helpers ---- */
 
-/*
- * Writes s as the inside of a label value: backslash, double quote and line feed escaped as
- * the format requires; other control characters and bytes that are not well-formed UTF-8
- * replaced by U+FFFD, so the output is valid UTF-8 whatever the segment holds.
- */
-static void label_value(FILE *f, const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	uint32_t cp;
-	size_t n;
-
-	while (*p) {
-		if (*p == '\\') {
-			fputs("\\\\", f);
-			p++;
-		} else if (*p == '"') {
-			fputs("\\\"", f);
-			p++;
-		} else if (*p == '\n') {
-			fputs("\\n", f);
-			p++;
-		} else if (*p < 0x20 || *p == 0x7f) {
-			fputs("\xef\xbf\xbd", f);
-			p++;
-		} else if (*p < 0x80) {
-			putc(*p++, f);
-		} else if ((n = tc_utf8_seq(p, &cp)) != 0) {
-			fwrite(p, 1, n, f);
-			p += n;
-		} else {
-			fputs("\xef\xbf\xbd", f);
-			p++;
-		}
-	}
-}
-
 static void family(FILE *f, const char *name, const char *type, const char *help)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -212,9 +176,9 @@ static const char *stat_help(const char *n)
 static void pod_labels(FILE *f, const struct tc_pod *p)
 {
 	fputs("{pod=\"", f);
-	label_value(f, p->name);
+	tc_escape(f, p->name, TC_ESC_PROM);
 	fputs("\",model=\"", f);
-	label_value(f, p->model);
+	tc_escape(f, p->model, TC_ESC_PROM);
 	fputs("\"}", f);
 }
 
@@ -312,18 +276,18 @@ static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *p
 				continue;
 			fputs(HIST_NAME "_bucket", f);
 			fputs("{pod=\"", f);
-			label_value(f, pods[i].name);
+			tc_escape(f, pods[i].name, TC_ESC_PROM);
 			fputs("\",model=\"", f);
-			label_value(f, pods[i].model);
+			tc_escape(f, pods[i].model, TC_ESC_PROM);
 			fputs("\",le=\"", f);
 			us_as_seconds(f, kv_hist_upper(b));
 			fprintf(f, "\"} %" PRIu64 "\n", acc);
 		}
 		fputs(HIST_NAME "_bucket", f);
 		fputs("{pod=\"", f);
-		label_value(f, pods[i].name);
+		tc_escape(f, pods[i].name, TC_ESC_PROM);
 		fputs("\",model=\"", f);
-		label_value(f, pods[i].model);
+		tc_escape(f, pods[i].model, TC_ESC_PROM);
 		fprintf(f, "\",le=\"+Inf\"} %" PRIu64 "\n", acc);
 		fputs(HIST_NAME "_sum", f);
 		pod_labels(f, &pods[i]);
