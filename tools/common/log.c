@@ -23,11 +23,6 @@ void ilog_set_level(enum ilog_level level)
 	cur_level = level;
 }
 
-enum ilog_level ilog_get_level(void)
-{
-	return cur_level;
-}
-
 int ilog_level_parse(const char *s, enum ilog_level *out)
 {
 	for (unsigned i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {

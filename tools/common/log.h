@@ -18,7 +18,6 @@ enum ilog_level {
 
 /* Messages above this level are dropped (default ILOG_INFO). Not thread-safe to change. */
 void ilog_set_level(enum ilog_level level);
-enum ilog_level ilog_get_level(void);
 
 /* "error", "warn", "info", "debug" -> level. 0 or -EINVAL. */
 int ilog_level_parse(const char *s, enum ilog_level *out);

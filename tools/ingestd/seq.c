@@ -38,22 +38,3 @@ void seq_reset(struct seq_state *st)
 {
 	memset(st, 0, sizeof(*st));
 }
-
-const char *seq_verdict_name(enum seq_verdict v)
-{
-	switch (v) {
-	case SEQ_FIRST:
-		return "first";
-	case SEQ_IN_ORDER:
-		return "in-order";
-	case SEQ_COVERED:
-		return "covered";
-	case SEQ_GAP:
-		return "gap";
-	case SEQ_DUP:
-		return "duplicate";
-	case SEQ_RESTART:
-		return "restart";
-	}
-	return "?";
-}

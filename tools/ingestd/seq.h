@@ -49,6 +49,4 @@ void seq_accept(struct seq_state *st, uint64_t s);
 /* Forgets everything: the next batch is FIRST. */
 void seq_reset(struct seq_state *st);
 
-const char *seq_verdict_name(enum seq_verdict v);
-
 #endif /* KVIDX_INGEST_SEQ_H */
