@@ -35,14 +35,14 @@ $(BUILD)/bench/%.o:                INC = -Ibench $(INC_LIB)
 # External libraries, per binary: each links what it uses and nothing more.
 LIBS_CORE   := -lxxhash -lpthread -lrt
 LIBS_WIRE   := -lzmq -lmsgpackc
-LIBS_INGEST := $(LIBS_WIRE) -lck -ljemalloc
+LIBS_INGEST := $(LIBS_WIRE) -lck -lmicrohttpd -ljemalloc
 LIBS_TEST   := -lcriterion
 
 # Debian packages: BUILD_PKGS to build the library and the tools (`make` checks for them and
 # names the missing ones); DEB_PKGS for everything, installed by `make setup`, which test,
 # stress, bench and run call first.
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
-              libzmq3-dev
+              libzmq3-dev libmicrohttpd-dev
 DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev
 
 ifeq ($(V),1)
@@ -110,7 +110,8 @@ $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 # The tools. Libraries per binary: the key calculator and the segment readers need libkvidx
-# alone; what speaks ZeroMQ/msgpack adds those; the writer adds Concurrency Kit and jemalloc.
+# alone; what speaks ZeroMQ/msgpack adds those; the writer adds Concurrency Kit, libmicrohttpd
+# (its metrics endpoint) and jemalloc.
 LINK = @mkdir -p $(dir $@) && $(if $(Q),echo "  LD      $@" &&) $(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS)
 $(BUILD)/bin/kvidx-hash $(BUILD)/bin/kvidx-dump $(BUILD)/bin/kvidx-top $(BUILD)/bin/kvidx-ttl: \
 	LIBS = $(LIBS_CORE)

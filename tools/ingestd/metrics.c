@@ -1,33 +1,37 @@
 /*
- * metrics.c — kvidx-ingestd's --metrics endpoint: a minimal loopback-only HTTP server for
- * GET /metrics, rendering with prom_render() (tools/common/prom.c); see metrics.h.
+ * metrics.c — kvidx-ingestd's --metrics endpoint: GET /metrics on a loopback address,
+ * rendering with prom_render() (tools/common/prom.c), served by GNU libmicrohttpd; see
+ * metrics.h for the contract.
  *
- * The server is one detached thread per metrics_http_start() call, serving one connection at
- * a time: a scrape is a few hundred microseconds of work, and the per-connection deadlines
- * (REQ_TIMEOUT_MS to send the request, SEND_TIMEOUT_MS to take the answer, DRAIN_MS to close)
- * bound how long any client can keep the next one waiting.
+ * libmicrohttpd, not a parser of our own: it is Debian's well-kept embeddable HTTP server
+ * (libmicrohttpd-dev), it parses requests strictly, bounds each connection's memory and
+ * idle time, and serves many connections from one epoll thread, so idle or slow clients
+ * cost a file descriptor and a little memory each and never hold up a scrape. Limits:
+ * CONN_LIMIT connections at once (fewer if open files are scarce: conn_limit(); further
+ * ones wait in the kernel's backlog), CONN_MEM bytes
+ * of request head per connection (more is answered 431), CONN_TIMEOUT_S seconds of
+ * inactivity before a connection is closed.
  *
- * Concurrency model of the server:
- *  1. Each server thread owns its struct msrv (listening socket, index name, reader handle,
- *     log limiter) alone from pthread_create() on; the caller keeps no pointer to it. Reader
- *     handles are single-threaded, so the thread opens its own and shares it with no one.
+ * Concurrency model:
+ *  1. Each metrics_http_start() starts one daemon with one internal polling thread; every
+ *     handler call of that daemon runs on that thread, which alone owns its struct msrv
+ *     (index name, reader handle, log limiter) from MHD_start_daemon() on. Reader handles
+ *     are single-threaded, so the thread opens its own and shares it with no one.
  *  2. It shares nothing else with its caller: rendering reads the segments like every reader
  *     (prom.c), and ilog() writes each line with one write(2).
- *  3. Progress: the thread blocks only in accept() and in poll() with a deadline; rendering
- *     never waits for the writer.
+ *  3. Progress: rendering never waits for the writer; the thread blocks only in epoll.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
+#include <microhttpd.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -35,16 +39,12 @@
 #include "prom.h"
 #include "segment.h" /* kv_name_check() */
 
-#define REQ_MAX 4096          /* request line and headers, bytes */
-#define REQ_TIMEOUT_MS 2000   /* for the whole request to arrive */
-#define SEND_TIMEOUT_MS 5000  /* for the whole answer to be taken */
-#define DRAIN_MS 200          /* for the client to close after the answer */
-#define DRAIN_MAX 65536       /* bytes of unread request discarded before closing */
-
-/* ---- HTTP ---- */
+#define CONN_LIMIT 1000     /* connections served at once, at most (see conn_limit()) */
+#define CONN_MEM (16 << 10) /* request head and buffers per connection, bytes */
+#define CONN_TIMEOUT_S 5    /* idle seconds before a connection is closed */
+#define BACKLOG 256         /* listen() backlog beyond CONN_LIMIT */
 
 struct msrv {
-	int fd;
 	char name[KVIDX_NAME_MAX];
 	struct kvidx_reader *r;
 	struct ilog_limit lim;
@@ -113,275 +113,166 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *
 	return 0;
 }
 
-static uint64_t mono_ms(void)
-{
-	return kvidx_now_ns() / 1000000u;
-}
-
-/* Waits for events on fd until deadline (mono_ms). 1 ready, 0 timed out, -errno. */
-static int wait_fd(int fd, short events, uint64_t deadline)
-{
-	for (;;) {
-		uint64_t now = mono_ms();
-		if (now >= deadline)
-			return 0;
-		struct pollfd pfd = { .fd = fd, .events = events };
-		int rc = poll(&pfd, 1, (int)(deadline - now));
-		if (rc > 0)
-			return 1;
-		if (rc == 0)
-			return 0;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-/* Sends all of buf by deadline. 0, or -ETIMEDOUT / -errno. */
-static int send_all(int fd, const char *buf, size_t len, uint64_t deadline)
-{
-	while (len) {
-		int w = wait_fd(fd, POLLOUT, deadline);
-		if (w <= 0)
-			return w ? w : -ETIMEDOUT;
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static void respond(int fd, const char *status, const char *ctype, const char *extra,
-		    const char *body, size_t len, bool head_only)
-{
-	char hdr[512];
-	uint64_t deadline = mono_ms() + SEND_TIMEOUT_MS;
-	int hl = snprintf(hdr, sizeof(hdr),
-			  "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
-			  "Connection: close\r\n\r\n",
-			  status, ctype, len, extra ? extra : "");
-
-	if (send_all(fd, hdr, (size_t)hl, deadline) == 0 && !head_only && len)
-		send_all(fd, body, len, deadline);
-}
-
-static void respond_text(int fd, const char *status, const char *extra, const char *msg)
-{
-	respond(fd, status, "text/plain; charset=utf-8", extra, msg, strlen(msg), false);
-}
-
 /*
- * Reads the request head (request line and headers, up to the empty line) into buf within
- * REQ_TIMEOUT_MS. Returns its length, 0 if the client went away, -ETIMEDOUT, -E2BIG when it
- * exceeds REQ_MAX bytes, or -errno.
+ * How many connections the daemon may hold: CONN_LIMIT, after raising the soft limit on open
+ * files to the hard one (a server's usual first step), and at most half of what that allows,
+ * so that idle HTTP clients can never take the descriptors the pods' subscriptions need.
  */
-static ssize_t read_head(int fd, char *buf)
+static unsigned conn_limit(void)
 {
-	uint64_t deadline = mono_ms() + REQ_TIMEOUT_MS;
-	size_t len = 0;
+	struct rlimit rl;
 
-	for (;;) {
-		int w = wait_fd(fd, POLLIN, deadline);
-		if (w <= 0)
-			return w ? w : -ETIMEDOUT;
-		ssize_t n = recv(fd, buf + len, REQ_MAX - len, MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return 0;
-		len += (size_t)n;
-		buf[len] = '\0';
-		if (strstr(buf, "\r\n\r\n") || strstr(buf, "\n\n"))
-			return (ssize_t)len;
-		if (len == REQ_MAX)
-			return -E2BIG;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 64;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
 	}
+	return rl.rlim_cur / 2 < CONN_LIMIT ? (unsigned)(rl.rlim_cur / 2) : CONN_LIMIT;
 }
 
-/* Renders the metrics into a malloc'd buffer. 0, or a negative error (reader dropped). */
+/* Queues a plain-text answer; MHD frees nothing of ours (the text is static or copied). */
+static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, const char *msg,
+				    const char *allow)
+{
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result rc;
+
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	if (allow)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+	rc = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/* The exposition into a malloc'd buffer, opening the reader if needed. 0 or -errno. */
 static int render_body(struct msrv *s, char **body, size_t *len)
 {
-	int rc = 0;
+	int rc;
 
-	for (int tries = 0; tries < 2; tries++) {
-		if (!s->r) {
-			s->r = kvidx_reader_open(s->name);
-			if (!s->r)
-				return -errno;
-		}
-		FILE *m = open_memstream(body, len);
-		if (!m)
+	if (!s->r) {
+		s->r = kvidx_reader_open(s->name);
+		if (!s->r)
 			return -errno;
-		rc = prom_render(s->r, m);
-		if (fclose(m) != 0 && rc == 0)
-			rc = -EIO;
-		if (rc == 0)
-			return 0;
+	}
+	FILE *f = open_memstream(body, len);
+	if (!f)
+		return -errno;
+	rc = prom_render(s->r, f);
+	if (rc == -KVIDX_ERETRY) { /* expelled while stalled: the handle re-registered */
+		rewind(f);
+		rc = prom_render(s->r, f);
+	}
+	if (fclose(f) != 0 && rc == 0)
+		rc = -EIO;
+	if (rc < 0) {
 		free(*body);
 		*body = NULL;
-		if (rc == -KVIDX_ERETRY || rc == -ENOMEM || rc == -EIO)
-			continue;
-		/* The index went away or changed beyond repair: attach afresh next time. */
+		/* The index may be gone or replaced: open it again next time. */
 		kvidx_reader_close(s->r);
 		s->r = NULL;
 	}
 	return rc;
 }
 
-static void serve_one(struct msrv *s, int fd)
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+			      const char *method, const char *version, const char *upload,
+			      size_t *upload_len, void **req)
 {
-	char buf[REQ_MAX + 1], *body = NULL, msg[256];
-	ssize_t n = read_head(fd, buf);
+	struct msrv *s = cls;
+	char *body = NULL;
 	size_t len = 0;
+	int rc;
 
-	if (n == 0 || n == -ECONNRESET)
-		return;
-	if (n == -ETIMEDOUT) {
-		respond_text(fd, "408 Request Timeout", NULL, "request timeout\n");
-		return;
-	}
-	if (n == -E2BIG) {
-		respond_text(fd, "431 Request Header Fields Too Large", NULL,
-			     "request too large\n");
-		return;
-	}
-	if (n < 0)
-		return;
-	/* Request line: METHOD SP TARGET SP HTTP/x.y */
-	char *eol = strpbrk(buf, "\r\n");
-	*eol = '\0';
-	char *sp1 = strchr(buf, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-	if (!sp1 || !sp2 || sp1 == buf || sp2 == sp1 + 1 || strchr(sp2 + 1, ' ') ||
-	    strncmp(sp2 + 1, "HTTP/", 5) != 0) {
-		respond_text(fd, "400 Bad Request", NULL, "malformed request line\n");
-		return;
-	}
-	*sp1 = *sp2 = '\0';
-	const char *method = buf, *target = sp1 + 1;
-	size_t plen = strcspn(target, "?");
-	if (plen != strlen("/metrics") || strncmp(target, "/metrics", plen) != 0) {
-		respond_text(fd, "404 Not Found", NULL, "not found; try /metrics\n");
-		return;
-	}
-	bool head = !strcmp(method, "HEAD");
-	if (!head && strcmp(method, "GET") != 0) {
-		respond_text(fd, "405 Method Not Allowed", "Allow: GET, HEAD\r\n",
-			     "method not allowed\n");
-		return;
-	}
-	int rc = render_body(s, &body, &len);
+	(void)version;
+	(void)upload;
+	*upload_len = 0; /* a request body, if any, is ignored */
+	*req = s;
+	if (strcmp(url, "/metrics") != 0)
+		return respond_text(c, MHD_HTTP_NOT_FOUND, "not found: try /metrics\n", NULL);
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET\n", "GET, HEAD");
+	rc = render_body(s, &body, &len);
 	if (rc < 0) {
-		snprintf(msg, sizeof(msg), "index '%s' cannot be read: %s\n", s->name,
-			 kvidx_strerror(rc));
-		respond_text(fd, "503 Service Unavailable", NULL, msg);
 		ilog_limited(&s->lim, ILOG_WARN, "metrics: index '%s' cannot be read: %s", s->name,
 			     kvidx_strerror(rc));
-		return;
+		return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+				    "index cannot be read (is kvidx-ingestd running?)\n", NULL);
 	}
-	respond(fd, "200 OK", "text/plain; version=0.0.4; charset=utf-8", NULL, body, len,
-		head);
-	free(body);
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"text/plain; version=0.0.4; charset=utf-8");
+	enum MHD_Result r = MHD_queue_response(c, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return r;
 }
 
-/*
- * Ends a connection: closing with unread input would make the kernel reset it, and the client
- * could lose the answer (an oversized request's 431, say). So the answer is finished with a
- * FIN and what the client still sends is discarded until it closes, for at most DRAIN_MS and
- * DRAIN_MAX bytes.
- */
-static void finish(int fd)
+/* libmicrohttpd's own complaints (malformed requests, resource limits): rate-limited. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	uint64_t deadline = mono_ms() + DRAIN_MS;
-	size_t total = 0;
-	char scratch[4096];
+	struct msrv *s = cls;
+	char msg[256];
 
-	shutdown(fd, SHUT_WR);
-	while (total < DRAIN_MAX && wait_fd(fd, POLLIN, deadline) > 0) {
-		ssize_t n = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		total += (size_t)n;
-	}
-	close(fd);
-}
-
-static void *serve_thread(void *arg)
-{
-	struct msrv *s = arg;
-
-	for (;;) {
-		int c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
-		if (c < 0) {
-			int e = errno;
-			if (e == EINTR || e == ECONNABORTED || e == EPROTO)
-				continue;
-			ilog_limited(&s->lim, ILOG_WARN, "metrics: accept: %s", strerror(e));
-			if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-				struct timespec ts = { 0, 100 * 1000 * 1000 };
-				nanosleep(&ts, NULL);
-				continue;
-			}
-			break;
-		}
-		serve_one(s, c);
-		finish(c);
-	}
-	close(s->fd);
-	kvidx_reader_close(s->r);
-	free(s);
-	return NULL;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	ilog_limited(&s->lim, ILOG_DEBUG, "metrics: %s", msg);
 }
 
 int metrics_http_start(const char *addr, const char *index_name)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = 0;
-	pthread_attr_t attr;
-	pthread_t tid;
 	sigset_t all, old;
-	int one = 1, rc;
+	int one = 1, rc, fd;
 
 	if (!index_name)
 		index_name = KVIDX_DEFAULT_NAME;
 	if (kv_name_check(index_name) < 0 || parse_addr(addr, &ss, &sl) < 0)
 		return -EINVAL;
+	/* Our own listening socket, so that bind errors come back as errno values. */
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, BACKLOG) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
 	struct msrv *s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		close(fd);
 		return -ENOMEM;
+	}
 	snprintf(s->name, sizeof(s->name), "%s", index_name);
-	s->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s->fd < 0) {
-		rc = -errno;
-		free(s);
-		return rc;
-	}
-	setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(s->fd, (struct sockaddr *)&ss, sl) < 0 || listen(s->fd, 16) < 0) {
-		rc = -errno;
-		close(s->fd);
-		free(s);
-		return rc;
-	}
-	/* The thread starts with every signal blocked, so they go to the caller's threads. */
+	/* The daemon's thread starts with every signal blocked, so they go to the caller's. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = -pthread_create(&tid, &attr, serve_thread, s);
-	pthread_attr_destroy(&attr);
+	struct MHD_Daemon *d = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+			(ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+		0, NULL, NULL, handle, s,
+		MHD_OPTION_LISTEN_SOCKET, fd,
+		MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEM,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+		MHD_OPTION_END);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc < 0) {
-		close(s->fd);
+	if (!d) {
+		close(fd);
 		free(s);
+		return -EIO;
 	}
-	return rc;
+	return 0; /* runs until the process exits */
 }
