@@ -589,12 +589,53 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 	return fail(err, errlen, "%s: unhandled option", key);
 }
 
+/*
+ * Reads one line of a config file into buf (without its newline), refusing what no config
+ * file holds, so that a wrong path (/dev/zero, a binary, a pipe that never ends) fails at
+ * once instead of being read forever: a line over CONFIG_LINE_MAX bytes, a NUL byte, a file
+ * over CONFIG_FILE_MAX bytes (*total counts). Returns 1 (a line), 0 (end of file) or a
+ * negative errno with the reason in *why.
+ */
+#define CONFIG_LINE_MAX 4096
+#define CONFIG_FILE_MAX (1 << 20)
+static int config_line(FILE *f, char buf[CONFIG_LINE_MAX + 1], size_t *total, const char **why)
+{
+	size_t n = 0;
+	int ch;
+
+	while ((ch = getc(f)) != EOF) {
+		if (++*total > CONFIG_FILE_MAX) {
+			*why = "file too large (a config file is at most 1 MiB)";
+			return -EFBIG;
+		}
+		if (ch == '\n')
+			break;
+		if (ch == '\0') {
+			*why = "NUL byte (not a text file?)";
+			return -EINVAL;
+		}
+		if (n == CONFIG_LINE_MAX) {
+			*why = "line too long (at most 4096 bytes)";
+			return -EINVAL;
+		}
+		buf[n++] = (char)ch;
+	}
+	buf[n] = '\0';
+	if (ch == EOF && ferror(f)) {
+		*why = "read error";
+		return -EIO;
+	}
+	return ch == EOF && n == 0 ? 0 : 1;
+}
+
 int ing_config_load_file(struct ing_config *c, const char *path, char *err, size_t errlen)
 {
-	char line[8192];
+	char line[CONFIG_LINE_MAX + 1];
 	unsigned lineno = 0;
+	size_t total = 0;
 	FILE *f = fopen(path, "re");
-	int rc = 0;
+	int rc = 0, got;
+	const char *why = NULL;
 
 	if (!f) {
 		rc = -errno;
@@ -602,15 +643,16 @@ int ing_config_load_file(struct ing_config *c, const char *path, char *err, size
 			snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return rc;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	while ((got = config_line(f, line, &total, &why)) != 0) {
 		char msg[512];
 		char *p = line, *eq, *k, *v;
 		size_t n;
 
 		lineno++;
-		n = strlen(line);
-		if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
-			rc = fail(err, errlen, "%s:%u: line too long", path, lineno);
+		if (got < 0) {
+			rc = got;
+			if (errlen)
+				snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
 			break;
 		}
 		/* '#' at the start or after whitespace starts a comment. */
@@ -646,11 +688,6 @@ int ing_config_load_file(struct ing_config *c, const char *path, char *err, size
 				snprintf(err, errlen, "%s:%u: %s", path, lineno, msg);
 			break;
 		}
-	}
-	if (!rc && ferror(f)) {
-		rc = -EIO;
-		if (errlen)
-			snprintf(err, errlen, "%s: read error", path);
 	}
 	fclose(f);
 	return rc;
