@@ -43,7 +43,8 @@ LIBS_TEST   := -lcriterion
 # stress, bench and run call first.
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev libmicrohttpd-dev
-DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev
+DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev \
+              python3-cbor2
 
 ifeq ($(V),1)
 Q :=
