@@ -208,6 +208,11 @@ int main(int argc, char **argv)
 					       optarg);
 			break;
 		case OPT_SEED:
+			/* No longer than an index can record, or no index would match. */
+			if (strlen(optarg) >= sizeof(((struct kvidx_info *)0)->seed))
+				tc_usage_error("bad --seed: %zu bytes; an index holds at most %zu",
+					       strlen(optarg),
+					       sizeof(((struct kvidx_info *)0)->seed) - 1);
 			seed = optarg;
 			break;
 		case OPT_MODEL:

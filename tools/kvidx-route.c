@@ -41,6 +41,7 @@
 
 #include <zmq.h>
 
+#include "attach.h"
 #include "cli.h"
 #include "kvidx.h"
 #include "parse.h"
@@ -966,13 +967,10 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			    .prefix_blocks = 8, .suffix_blocks = 2, .seed = 1,
 			    .reply_timeout_ms = 10000, .spec_weight = 1.0, .followup_ms = 100 };
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
 		case O_NAME:
-			if (!*optarg || strlen(optarg) >= KVIDX_NAME_MAX)
-				tc_usage_error("--name: expected 1 to %d characters",
-					       KVIDX_NAME_MAX - 1);
-			o->name = optarg;
+			o->name = tc_index_name_arg(optarg);
 			break;
 		case O_MODEL:
 			if (strlen(optarg) >= KVS_MODEL_MAX)
@@ -1011,9 +1009,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			usage(stdout);
 			exit(0);
 		default:
-			if (optopt >= O_NAME)
-				tc_usage_error("option '%s' needs a value", argv[optind - 1]);
-			tc_usage_error("unknown option '%s'", argv[optind - 1]);
+			tc_getopt_error(c, argv);
 		}
 	}
 	if (optind < argc)

@@ -27,11 +27,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "cli.h"
 #include "hist.h"
 #include "inspect.h"
 #include "kvidx.h"
 #include "layout.h"
+#include "ttl.h"
 
 #define PROG "kvidx-top"
 #define NS_PER_MS 1000000ull
@@ -68,7 +70,7 @@ static void usage(FILE *f)
 	      "readers and the writer's heartbeat age.\n"
 	      "\n"
 	      "  --name NAME        index to watch (default kvidx)\n"
-	      "  --interval S       seconds between refreshes, e.g. 0.5 (default 1)\n"
+	      "  --interval D       time between refreshes, e.g. 500ms (default 1s)\n"
 	      "  --once             print one frame, without terminal control codes, and exit\n"
 	      "  -h, --help         print this help and exit\n"
 	      "\n"
@@ -359,22 +361,19 @@ int main(int argc, char **argv)
 
 	tc_prog = PROG;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-		char *end;
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		int rc;
 		switch (c) {
 		case 'n':
-			if (!*optarg || strlen(optarg) >= KVIDX_NAME_MAX)
-				tc_usage_error("--name: expected 1 to %d characters",
-					       KVIDX_NAME_MAX - 1);
-			t.name = optarg;
+			t.name = tc_index_name_arg(optarg);
 			break;
 		case 'i':
-			errno = 0;
-			t.interval = strtod(optarg, &end);
-			if (end == optarg || *end || errno || !(t.interval >= 0.05) ||
-			    t.interval > 3600)
-				tc_usage_error("--interval: expected seconds in 0.05..3600, "
-					       "got '%s'", optarg);
+			rc = ttl_parse_duration(optarg, &t.interval);
+			if (rc < 0)
+				tc_usage_error("bad --interval '%s': %s", optarg,
+					       ttl_duration_error(rc));
+			if (!(t.interval >= 0.05) || t.interval > 3600)
+				tc_usage_error("bad --interval '%s': expected 50ms to 1h", optarg);
 			break;
 		case 'o':
 			t.once = true;
@@ -383,9 +382,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			if (optopt == 'n' || optopt == 'i')
-				tc_usage_error("option '%s' needs a value", argv[optind - 1]);
-			tc_usage_error("unknown option '%s'", argv[optind - 1]);
+			tc_getopt_error(c, argv);
 		}
 	}
 	if (optind < argc)

@@ -875,6 +875,9 @@ int main(int argc, char **argv)
 		if (!o.have_lq && !any_pv)
 			tc_usage_error("offline mode needs a latency percentile: --p99, --p95, "
 				       "--p50 or --lq");
+		if (o.have_lq && any_pv)
+			tc_usage_error("--lq gives Lq directly; it does not go with --p50, --p95 or "
+				       "--p99 (give one or the other)");
 		if (o.have_rate != o.have_fail)
 			tc_usage_error("--rate and --fail go together (stale exposure is lambda x "
 				       "p x T); --%s is missing", o.have_rate ? "fail" : "rate");

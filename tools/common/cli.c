@@ -28,11 +28,17 @@ void tc_usage_error(const char *fmt, ...)
 
 void tc_getopt_error(int c, char **argv)
 {
+	const char *arg = argv[optind - 1];
+	const char *eq = strchr(arg, '=');
+
 	if (c == ':')
-		tc_usage_error("option '%s' requires an argument", argv[optind - 1]);
-	if (optopt && optopt < 256)
+		tc_usage_error("option '%s' requires an argument", arg);
+	/* A known long option (getopt set optopt to its value) given a value it does not take. */
+	if (!strncmp(arg, "--", 2) && eq && optopt)
+		tc_usage_error("option '%.*s' takes no argument", (int)(eq - arg), arg);
+	if (strncmp(arg, "--", 2) != 0 && optopt && optopt < 256)
 		tc_usage_error("unknown option '-%c'", optopt);
-	tc_usage_error("unknown option '%s'", argv[optind - 1]);
+	tc_usage_error("unknown option '%s'", arg);
 }
 
 void tc_die_nomem(void)

@@ -1,0 +1,76 @@
+/*
+ * test_cli.c — the command-line conventions every tool shares (tools/common/cli.c, attach.c,
+ * ttl.c): the same message and exit status 2 for the same mistake in every tool (issue 10,
+ * item 5): a value given to --help, an index name that breaks the naming rule, a duration
+ * without a unit; and the per-tool checks that used to be missing (--lq with --p99, a seed
+ * longer than an index holds).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util_run.h"
+
+/* Runs tool with args (stderr folded into the output); asserts exit 2 and the message. */
+static void expect_usage(const char *tool, const char *args, const char *msg)
+{
+	struct tu_run r = tu_run_tool(tool, "%s 2>&1", args);
+
+	cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", tool, args, r.status, r.out);
+	cr_assert(strstr(r.out, msg), "%s %s: no '%s' in: %s", tool, args, msg, r.out);
+	char try[96];
+	snprintf(try, sizeof(try), "Try '%s --help'", tool);
+	cr_assert(strstr(r.out, try), "%s %s: no pointer to --help in: %s", tool, args, r.out);
+	free(r.out);
+}
+
+static const char *const readers[] = { "kvidx-dump", "kvidx-top", "kvidx-ttl", "kvidx-route" };
+
+Test(cli, help_with_a_value)
+{
+	const char *const tools[] = { "kvidx-dump", "kvidx-top", "kvidx-ttl", "kvidx-hash",
+				      "kvidx-route" };
+
+	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
+		expect_usage(tools[i], "--help=yes", "option '--help' takes no argument");
+}
+
+Test(cli, unknown_and_incomplete_options)
+{
+	for (size_t i = 0; i < sizeof(readers) / sizeof(readers[0]); i++) {
+		expect_usage(readers[i], "--frobnicate", "unknown option '--frobnicate'");
+		expect_usage(readers[i], "--name", "option '--name' requires an argument");
+	}
+}
+
+Test(cli, index_name_rule_is_the_same_everywhere)
+{
+	for (size_t i = 0; i < sizeof(readers) / sizeof(readers[0]); i++)
+		expect_usage(readers[i], "--name ../../etc",
+			     "bad --name '../../etc': expected 1 to 47 of [A-Za-z0-9_.-], not "
+			     "starting with '.'");
+}
+
+Test(cli, durations_need_units_everywhere)
+{
+	expect_usage("kvidx-top", "--interval 250", "bad --interval '250': needs a unit");
+	expect_usage("kvidx-ttl", "--p99 250", "bad --p99 '250': needs a unit");
+}
+
+Test(cli, ttl_lq_and_percentiles_exclude_each_other)
+{
+	expect_usage("kvidx-ttl", "--lq 1s --p99 2s", "--lq gives Lq directly");
+}
+
+Test(cli, hash_seed_fits_an_index)
+{
+	char args[160];
+
+	snprintf(args, sizeof(args), "--seed %064d 1 2", 0);
+	expect_usage("kvidx-hash", args, "bad --seed: 64 bytes; an index holds at most 63");
+	snprintf(args, sizeof(args), "--seed %063d --block-size 2 1 2", 0);
+	struct tu_run r = tu_run_tool("kvidx-hash", "%s", args);
+	cr_assert_eq(r.status, 0, "63 bytes must be accepted: %s", r.out);
+	free(r.out);
+}
