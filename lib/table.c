@@ -1,15 +1,17 @@
 /*
  * table.c — the writer's half of the hash table: lookup for update, copy-on-write entries,
- * the entry arena, eviction, the reaper step and the pod-clear sweep.
+ * eviction, store / remove / speculate, the reaper step and the pod-clear sweep. Entries come
+ * from the arena (arena.c) and go back to it through RCU (rcu.c); this file calls both, and
+ * neither calls back.
  *
- * Concurrency model (readers are in reader.c; the grace periods in writer.c):
+ * Concurrency model (readers are in reader.c; the grace periods in rcu.c):
  *
  *  1. One thread of one process calls everything here (the caller serialises apply and reaper).
  *  2. An entry is immutable once a slot points at it. Every change builds a new entry in free
  *     arena memory, then publishes it with one release store of the slot word, which pairs with
  *     the acquire load of the slot in kv_find() (reader.c): a reader that sees the new index
  *     sees the new entry's words. The old entry is retired to RCU limbo, never written again
- *     until every reader has passed a quiescent state (kv_rcu_reclaim() in writer.c).
+ *     until every reader has passed a quiescent state (kv_rcu_reclaim() in rcu.c).
  *  3. A slot goes EMPTY -> live -> TOMB -> live ... and TOMB -> EMPTY only when the next slot
  *     is EMPTY, so a probe for a key that stays present never meets an EMPTY slot before it.
  *     The same key is never live in two slots.
@@ -34,93 +36,15 @@ struct kv_buf {
 	uint64_t w0[KV_MAX_PPK], w1[KV_MAX_PPK];
 };
 
-/* ---- arena ---- */
-
-int kv_table_init(struct kvidx *w)
+static inline uint64_t *kv_unit(const struct kvidx *w, uint32_t idx)
 {
-	unsigned c = 1;
-
-	w->ncls = 0;
-	while (w->ncls < KV_NCLASSES) {
-		if (c >= w->ppk) {
-			w->cls_cap[w->ncls++] = (uint8_t)w->ppk;
-			break;
-		}
-		w->cls_cap[w->ncls++] = (uint8_t)c;
-		c *= 2;
-	}
-	w->bump = 1; /* unit 0 is never an entry: slot words use index 0 for EMPTY/TOMB */
-	return 0;
+	return kv_arena_unit(&w->arena, idx);
 }
 
-void kv_table_free(struct kvidx *w)
+/* The class of the published entry idx, from its own meta word. */
+static unsigned entry_class(const struct kvidx *w, uint32_t idx)
 {
-	for (unsigned c = 0; c < KV_NCLASSES; c++)
-		free(w->freel[c].v);
-	free(w->limbo);
-	memset(w->freel, 0, sizeof(w->freel));
-	w->limbo = NULL;
-}
-
-static unsigned cls_for(const struct kvidx *w, unsigned need)
-{
-	for (unsigned c = 0; c < w->ncls; c++)
-		if (w->cls_cap[c] >= need)
-			return c;
-	return w->ncls - 1;
-}
-
-static unsigned cls_of_cap(const struct kvidx *w, unsigned cap)
-{
-	for (unsigned c = 0; c < w->ncls; c++)
-		if (w->cls_cap[c] == cap)
-			return c;
-	abort(); /* the writer only ever writes caps from its class table */
-}
-
-static uint32_t arena_alloc(struct kvidx *w, unsigned cls)
-{
-	struct kv_u32vec *f = &w->freel[cls];
-	uint64_t units = 1 + (uint64_t)w->cls_cap[cls];
-
-	if (f->n)
-		return f->v[--f->n];
-	if (w->bump + units > w->units)
-		return 0;
-	uint32_t idx = (uint32_t)w->bump;
-	w->bump += units;
-	stat_add(&w->st->arena_used, units);
-	return idx;
-}
-
-/* No bump room for the largest entry and almost nothing on the free lists. */
-static bool arena_tight(const struct kvidx *w)
-{
-	size_t nfree = 0;
-
-	if (w->bump + 1 + w->ppk <= w->units)
-		return false;
-	for (unsigned c = 0; c < w->ncls; c++)
-		nfree += w->freel[c].n;
-	return nfree < 16;
-}
-
-/* Returns a reclaimed entry to its class's free list (called from kv_rcu_reclaim()). */
-int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls);
-int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls)
-{
-	struct kv_u32vec *f = &w->freel[cls];
-
-	if (f->n == f->cap) {
-		size_t ncap = f->cap ? f->cap * 2 : 1024;
-		uint32_t *nv = realloc(f->v, ncap * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM; /* the entry leaks until restart; counted by the caller */
-		f->v = nv;
-		f->cap = ncap;
-	}
-	f->v[f->n++] = idx;
-	return 0;
+	return kv_arena_class_of(&w->arena, KV_META_CAP(kv_unit(w, idx)[1]));
 }
 
 /* ---- records ---- */
@@ -284,15 +208,17 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 		w->live_keys--;
 		stat_add(&w->st->keys, -1);
 		account(w, b);
-		kv_retire(w, old, cls_of_cap(w, KV_META_CAP(kv_unit(w, old)[1])));
+		kv_rcu_retire(&w->rcu, old, entry_class(w, old));
 		tomb_trim(w, (uint64_t)pos);
 		return 0;
 	}
-	unsigned cls = cls_for(w, b->n);
-	uint32_t idx = arena_alloc(w, cls);
+	unsigned cls = kv_arena_class(&w->arena, b->n);
+	uint32_t idx = kv_arena_alloc(&w->arena, cls);
 	if (!idx) {
-		kv_rcu_reclaim(w, kvidx_now_ns());
-		idx = arena_alloc(w, cls);
+		/* A grace period now may give retired entries back (a call down to rcu.c, which
+		 * frees into the arena; nothing below calls back up). */
+		kv_rcu_reclaim(&w->rcu, kvidx_now_ns());
+		idx = kv_arena_alloc(&w->arena, cls);
 		if (!idx)
 			return -KVIDX_EFULL;
 	}
@@ -300,7 +226,7 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 	/* Relaxed stores: an expelled reader may still be reading this reused memory; it will
 	 * discard what it read (reader.c, rule 5), but the accesses must not be data races. */
 	st_relaxed(&e[0], b->key);
-	st_relaxed(&e[1], KV_META(b->n, w->cls_cap[cls]));
+	st_relaxed(&e[1], KV_META(b->n, w->arena.cls_cap[cls]));
 	for (unsigned i = 0; i < b->n; i++) {
 		st_relaxed(&e[2 + 2 * i], b->w0[i]);
 		st_relaxed(&e[3 + 2 * i], b->w1[i]);
@@ -309,7 +235,7 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 	 * the acquire load of the slot word in kv_find() (reader.c). */
 	st_release(&w->slots[pos], ((uint64_t)kv_fp(m) << 32) | idx);
 	if (old) {
-		kv_retire(w, old, cls_of_cap(w, KV_META_CAP(kv_unit(w, old)[1])));
+		kv_rcu_retire(&w->rcu, old, entry_class(w, old));
 	} else {
 		if (prev == KV_SLOT_TOMB)
 			w->tombs--;
@@ -400,7 +326,7 @@ static int find_for_insert(struct kvidx *w, uint64_t key, int64_t *pos, uint32_t
 	/* The record budget nearly spent: often that is memory waiting in RCU limbo for a slow
 	 * reader rather than live data, so only an entry with nothing confirmed goes (reusable
 	 * after a grace period). Done before the probe, so that the probe sees its effects. */
-	if (arena_tight(w))
+	if (kv_arena_tight(&w->arena))
 		evict_one(w, 0, 0, true);
 	*idx = slot_find(w, key, pos);
 	if (*idx)

@@ -1,27 +1,20 @@
 /*
  * writer.c — the writer's segments and lifecycle: claiming the index (one writer), building
- * and publishing a data generation, pods, RCU grace periods across processes, and reader
- * liveness (dead readers freed, stalled readers expelled).
+ * and publishing a data generation, pods, and the periodic tick. The top layer of the writer
+ * (internal.h): it calls the table (table.c), RCU (rcu.c) and the arena (arena.c), and none of
+ * them calls it.
  *
  * Concurrency model (the read side is in reader.c):
  *
  *  1. One writer: it holds an OFD write lock on byte 0 of the registry file for its lifetime.
  *     The kernel drops the lock when the process dies, so a successor can take over.
- *  2. Grace periods (kv_rcu_reclaim): retired entries are tagged with the epoch E current at
- *     retirement. The writer stores E+1 (seq_cst), issues a full fence, then reads every active
- *     reader's announced epoch rs_ctr. The fence pairs with the full fence in rd_enter()
- *     (reader.c): either the writer sees the reader's announcement, or the reader sees every
- *     slot change published before the fence (store-load ordering on both sides). An entry
- *     retired at e is reusable once every active reader announced 0 or an epoch > e.
- *  3. Dead readers are found with F_OFD_GETLK on their slot byte (the kernel released the lock
- *     at death, whatever the pid is now, so pid reuse cannot fool it) and freed by CAS on
- *     rs_state, which a new owner claiming the slot would have changed.
- *  4. A reader whose announced epoch has not moved for stall_ns is expelled: CAS rs_state from
- *     ACTIVE to EXPELLED, then a release fence before any entry is reused. The fence pairs
- *     with the acquire fence in rd_exit() (reader.c): a reader that read reused memory sees
- *     EXPELLED and discards its answer.
+ *  2. A generation is built completely, then marked live (release store of dh_state), then
+ *     named current (release store of ch_generation). Readers map a generation only after an
+ *     acquire load of ch_generation and check dh_state with an acquire load (reader.c).
+ *  3. Pod words and pod names change with release stores readers pair with (see each store);
+ *     everything else in the data segment is written by this process only.
  *
- * Progress: nothing here waits for a reader; every loop is bounded by max_readers or the limbo.
+ * Progress: nothing here waits for a reader; every loop is bounded by max_readers or max_pods.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,8 +27,6 @@
 
 #include "inspect.h"
 #include "internal.h"
-
-int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls);
 
 static void set_defaults(struct kvidx_writer_opts *o, const struct kvidx_writer_opts *in)
 {
@@ -170,21 +161,20 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 	w->st = (struct kvidx_stats *)((char *)w->data + plan.dh_stats_off);
 	w->pods = (struct kvidx_pod *)((char *)w->data + plan.dh_pods_off);
 	w->slots = (uint64_t *)((char *)w->data + plan.dh_slots_off);
-	w->arena = (uint64_t *)((char *)w->data + plan.dh_arena_off);
 	w->hist = (uint64_t *)((char *)w->data + plan.dh_hist_off);
 	w->nslots = plan.dh_nslots;
-	w->units = plan.dh_arena_units;
 	w->capacity = plan.dh_capacity;
 	w->ppk = plan.dh_pods_per_key;
 	w->max_pods = plan.dh_max_pods;
 	w->max_probe = plan.dh_max_probe;
-	kv_table_init(w);
+	kv_arena_init(&w->arena, (uint64_t *)((char *)w->data + plan.dh_arena_off),
+		      plan.dh_arena_units, plan.dh_pods_per_key, w->st);
 
 	/* Pairs with the acquire load of dh_state in rd_map_gen() (reader.c): a reader that
 	 * maps this generation sees it initialised. */
 	st_release(&w->hdr->dh_state, (uint64_t)KV_DATA_LIVE);
 	st_relaxed(&w->ctl->ch_writer_pid, (int32_t)getpid());
-	return o->defer_publish ? 0 : kvidx_writer_publish(w);
+	return 0;
 }
 
 int kvidx_writer_publish(struct kvidx *w)
@@ -234,12 +224,11 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 	rc = ctl_open(w, &o);
 	if (rc == 0)
 		rc = data_create(w, &o);
-	if (rc == 0) {
-		w->blocked_ctr = calloc(w->max_readers, sizeof(uint64_t));
-		w->blocked_since = calloc(w->max_readers, sizeof(uint64_t));
-		if (!w->blocked_ctr || !w->blocked_since)
-			rc = -ENOMEM;
-	}
+	if (rc == 0)
+		rc = kv_rcu_init(&w->rcu, w->ctl, w->rslots, w->ctl_fd, w->max_readers,
+				 w->stall_ns, &w->arena, w->st);
+	if (rc == 0 && !o.defer_publish)
+		rc = kvidx_writer_publish(w);
 	if (rc < 0) {
 		kvidx_writer_close(w, false);
 		errno = -rc;
@@ -272,10 +261,9 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 		close(w->bell_fd);
 	if (w->ctl_fd >= 0)
 		close(w->ctl_fd); /* drops the writer lock */
-	kv_table_free(w);
+	kv_rcu_fini(&w->rcu);
+	kv_arena_fini(&w->arena);
 	free(w->ring_tail);
-	free(w->blocked_ctr);
-	free(w->blocked_since);
 	free(w);
 }
 
@@ -407,116 +395,16 @@ int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)
 	return 0;
 }
 
-/* ---- RCU ---- */
-
-void kv_retire(struct kvidx *w, uint32_t idx, unsigned cls)
-{
-	if (w->limbo_len == w->limbo_cap) {
-		size_t ncap = w->limbo_cap ? w->limbo_cap * 2 : 4096;
-		struct kv_limbo_item *nl = malloc(ncap * sizeof(*nl));
-		if (!nl)
-			return; /* the entry leaks (never reused): safe, and rare enough */
-		for (size_t i = 0; i < w->limbo_len; i++)
-			nl[i] = w->limbo[(w->limbo_head + i) % w->limbo_cap];
-		free(w->limbo);
-		w->limbo = nl;
-		w->limbo_cap = ncap;
-		w->limbo_head = 0;
-	}
-	struct kv_limbo_item *it = &w->limbo[(w->limbo_head + w->limbo_len) % w->limbo_cap];
-	it->idx = idx;
-	it->cls = (uint8_t)cls;
-	it->epoch = ld_relaxed(&w->ctl->ch_epoch);
-	w->limbo_len++;
-	stat_add(&w->st->retired, 1);
-	st_relaxed(&w->st->limbo, w->limbo_len);
-}
-
-/* Frees a dead reader's slot. The CAS fails harmlessly if a new owner claimed it meanwhile. */
-static bool reader_reap_if_dead(struct kvidx *w, uint32_t i, uint64_t state)
-{
-	if (kv_lock_held(w->ctl_fd, KV_LOCK_READER(i)) != 0)
-		return false;
-	if (cas_u64(&w->rslots[i].rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_FREE))
-		stat_add(&w->st->readers_dead, 1);
-	return true;
-}
-
-void kv_rcu_reclaim(struct kvidx *w, uint64_t now)
-{
-	uint64_t e = ld_relaxed(&w->ctl->ch_epoch) + 1;
-	uint64_t min = e;
-
-	/* Rule 2: new epoch, full fence (pairs with rd_enter()), then read the announcements. */
-	st_seqcst(&w->ctl->ch_epoch, e);
-	fence_seqcst();
-	stat_add(&w->st->epochs, 1);
-	for (uint32_t i = 0; i < w->max_readers; i++) {
-		struct kvidx_reader_slot *s = &w->rslots[i];
-		uint64_t state = ld_seqcst(&s->rs_state);
-		if (KV_RS_STATE(state) != KV_RS_ACTIVE) {
-			if (KV_RS_STATE(state) == KV_RS_EXPELLED)
-				reader_reap_if_dead(w, i, state);
-			w->blocked_since[i] = 0;
-			continue;
-		}
-		uint64_t c = ld_seqcst(&s->rs_ctr);
-		if (c == 0 || c >= e) {
-			w->blocked_since[i] = 0;
-			continue;
-		}
-		/* This reader holds back reclamation. Same announcement for stall_ns: it is dead
-		 * or stalled (SIGSTOP, debugger, descheduled for a very long time). */
-		if (w->blocked_since[i] == 0 || w->blocked_ctr[i] != c) {
-			w->blocked_ctr[i] = c;
-			w->blocked_since[i] = now;
-		} else if (now - w->blocked_since[i] >= w->stall_ns) {
-			if (!reader_reap_if_dead(w, i, state) &&
-			    cas_u64(&s->rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_EXPELLED)) {
-				add_relaxed(&s->rs_expelled, 1);
-				stat_add(&w->st->readers_expelled, 1);
-			}
-			w->blocked_since[i] = 0;
-			continue;
-		}
-		if (c < min)
-			min = c;
-	}
-	/* Rule 4: any expulsion above is ordered before the reuse of entries below. Pairs with
-	 * the acquire fence in rd_exit(). */
-	fence_release();
-	while (w->limbo_len) {
-		struct kv_limbo_item *it = &w->limbo[w->limbo_head];
-		if (it->epoch >= min)
-			break;
-		if (kv_arena_free(w, it->idx, it->cls) < 0)
-			break;
-		w->limbo_head = (w->limbo_head + 1) % w->limbo_cap;
-		w->limbo_len--;
-		stat_add(&w->st->reclaimed, 1);
-	}
-	st_relaxed(&w->st->limbo, w->limbo_len);
-}
-
-/* Frees the slots of readers that died outside a read-side section (those inside one are
- * found by kv_rcu_reclaim() when they hold up a grace period). */
-static void readers_reap_dead(struct kvidx *w)
-{
-	for (uint32_t i = 0; i < w->max_readers; i++) {
-		uint64_t state = ld_seqcst(&w->rslots[i].rs_state);
-		if (KV_RS_STATE(state) != KV_RS_FREE)
-			reader_reap_if_dead(w, i, state);
-	}
-}
+/* ---- tick ---- */
 
 void kvidx_writer_tick(struct kvidx *w, uint64_t now)
 {
 	st_relaxed(&w->hdr->dh_heartbeat_ns, now);
 	if (now - w->last_reap_ns >= 100000000ull) {
-		readers_reap_dead(w);
+		kv_rcu_reap_dead(&w->rcu);
 		w->last_reap_ns = now;
 	}
-	kv_rcu_reclaim(w, now);
+	kv_rcu_reclaim(&w->rcu, now);
 	kv_sweep_step(w, 4096);
 	st_relaxed(&w->st->tombstones, w->tombs);
 	w->last_tick_ns = now;
