@@ -26,18 +26,27 @@
 #include "rcu.h"
 #include "segment.h"
 
+/*
+ * The writer's handle. Everything here is the writer's own: values it keeps for itself and
+ * only stores into shared memory (sizes, geometry, generation, epoch), never reads back.
+ */
 struct kvidx {
 	char name[KVIDX_NAME_MAX];
 	/* Registry segment (read-write). */
 	int ctl_fd;
 	struct kvidx_ctl_hdr *ctl;
+	size_t ctl_size; /* what the writer mapped, and unmaps */
 	struct kvidx_reader_slot *rslots;
 	uint32_t max_readers;
 	uint32_t ring_entries;
+	uint64_t epoch0;   /* epoch the registry had when opened (then rcu.epoch is the one) */
+	uint64_t prev_gen; /* generation current when opened (0: none), unlinked on publish */
 	uint64_t *ring_tail; /* consumer position per ring (writer-private copy of rh_tail) */
 	uint32_t drain_next; /* ring kvidx_drain() starts with */
 	int bell_fd;         /* doorbell socket, -1 until kvidx_writer_doorbell() */
 	/* Current data segment (read-write). */
+	uint64_t gen;   /* its generation */
+	bool published; /* named in ch_generation */
 	int data_fd;
 	void *data;
 	size_t data_size;

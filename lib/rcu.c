@@ -19,6 +19,10 @@
  *     ACTIVE to EXPELLED, then a release fence before any entry is reused. The fence pairs
  *     with the acquire fence in rd_exit() (reader.c): a reader that read reused memory sees
  *     EXPELLED and discards its answer.
+ *  5. The epoch is the writer's own (struct kv_rcu): it is stored into ch_epoch, never read
+ *     back. Reader slots are untrusted input: a state that is neither ACTIVE nor EXPELLED
+ *     holds nothing back, an announcement only delays reclamation until the stall limit, and
+ *     every index is below the writer's own max_readers.
  *
  * Progress: nothing here waits for a reader; every loop is bounded by max_readers or the limbo.
  */
@@ -30,7 +34,7 @@
 #include "segment.h"
 
 int kv_rcu_init(struct kv_rcu *r, struct kvidx_ctl_hdr *ctl, struct kvidx_reader_slot *rslots,
-		int ctl_fd, uint32_t max_readers, uint64_t stall_ns,
+		int ctl_fd, uint32_t max_readers, uint64_t epoch, uint64_t stall_ns,
 		struct kv_arena *arena, struct kvidx_stats *st)
 {
 	memset(r, 0, sizeof(*r));
@@ -38,6 +42,7 @@ int kv_rcu_init(struct kv_rcu *r, struct kvidx_ctl_hdr *ctl, struct kvidx_reader
 	r->rslots = rslots;
 	r->ctl_fd = ctl_fd;
 	r->max_readers = max_readers;
+	r->epoch = epoch;
 	r->stall_ns = stall_ns;
 	r->arena = arena;
 	r->st = st;
@@ -77,7 +82,7 @@ void kv_rcu_retire(struct kv_rcu *r, uint32_t idx, unsigned cls)
 	struct kv_limbo_item *it = &r->limbo[(r->head + r->len) % r->cap];
 	it->idx = idx;
 	it->cls = (uint8_t)cls;
-	it->epoch = ld_relaxed(&r->ctl->ch_epoch);
+	it->epoch = r->epoch;
 	r->len++;
 	stat_add(&r->st->retired, 1);
 	st_relaxed(&r->st->limbo, r->len);
@@ -95,7 +100,7 @@ static bool reader_reap_if_dead(struct kv_rcu *r, uint32_t i, uint64_t state)
 
 void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 {
-	uint64_t e = ld_relaxed(&r->ctl->ch_epoch) + 1;
+	uint64_t e = ++r->epoch;
 	uint64_t min = e;
 
 	/* Rule 2: new epoch, full fence (pairs with the full fence in rd_enter()), then read

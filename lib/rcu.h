@@ -21,11 +21,13 @@ struct kv_limbo_item {
 };
 
 struct kv_rcu {
-	/* The registry. */
+	/* The registry: every word of it can be written by readers. The writer stores ch_epoch
+	 * and reads only reader slots, as untrusted input (rcu.c, rule 5). */
 	struct kvidx_ctl_hdr *ctl;
 	struct kvidx_reader_slot *rslots;
 	int ctl_fd;           /* for the readers' OFD liveness locks */
 	uint32_t max_readers; /* the writer's copy, validated when the registry was opened */
+	uint64_t epoch;       /* current epoch: the writer's copy of what it stored in ch_epoch */
 	/* Limbo, a FIFO in retire (= epoch) order. */
 	struct kv_limbo_item *limbo;
 	size_t head, len, cap;
@@ -37,11 +39,12 @@ struct kv_rcu {
 };
 
 /*
- * Prepares r over a mapped registry (max_readers slots at rslots). Reclaimed entries go to
- * arena. 0 or -ENOMEM.
+ * Prepares r over a mapped registry (max_readers slots at rslots) whose epoch is epoch (>= 1;
+ * the predecessor's, so that readers' announcements keep their meaning across a takeover).
+ * Reclaimed entries go to arena. 0 or -ENOMEM.
  */
 int kv_rcu_init(struct kv_rcu *r, struct kvidx_ctl_hdr *ctl, struct kvidx_reader_slot *rslots,
-		int ctl_fd, uint32_t max_readers, uint64_t stall_ns,
+		int ctl_fd, uint32_t max_readers, uint64_t epoch, uint64_t stall_ns,
 		struct kv_arena *arena, struct kvidx_stats *st);
 void kv_rcu_fini(struct kv_rcu *r);
 

@@ -187,7 +187,7 @@ static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
 						   .cached_tokens = m.u.outcome.cached_tokens,
 						   .prompt_tokens = m.u.outcome.prompt_tokens,
 						   .t_ns = m.u.outcome.t_ns };
-			if (m.u.outcome.gen != w->hdr->dh_generation || o.pod >= (int)w->max_pods)
+			if (m.u.outcome.gen != w->gen || o.pod >= (int)w->max_pods)
 				stat_add(&w->st->route_bad, 1);
 			else if (ops->outcome)
 				ops->outcome(ops->arg, &o);
@@ -222,7 +222,7 @@ static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
 					  .keys = keybuf, .nkeys = nkeys,
 					  .matched_blocks = m.u.commit.matched,
 					  .matched_spec = m.u.commit.matched_spec };
-		if (!ok || m.u.commit.gen != w->hdr->dh_generation ||
+		if (!ok || m.u.commit.gen != w->gen ||
 		    rt.pod >= (int)w->max_pods || rt.prefill_pod >= (int)w->max_pods) {
 			stat_add(&w->st->route_bad, 1);
 			continue;

@@ -55,10 +55,19 @@ static void set_defaults(struct kvidx_writer_opts *o, const struct kvidx_writer_
 		o->stall_ms = 1000;
 }
 
-/* Opens or creates the registry and takes the writer lock. Returns 0 or -errno/-KVIDX_E*. */
+/*
+ * Opens or creates the registry and takes the writer lock. Returns 0 or -errno/-KVIDX_E*.
+ *
+ * Everything the writer needs of the registry is copied into w from the values it wrote
+ * itself or from one validated snapshot of an existing header (probe): the mapping size it
+ * unmaps with, the number of reader slots and ring geometry, the epoch and generation it
+ * continues from. Readers can write the registry; nothing is read back from it afterwards
+ * but reader-written words, which are treated as untrusted (rcu.c, route.c).
+ */
 static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 {
 	char path[KV_SHM_PATH_MAX];
+	struct kvidx_ctl_hdr probe;
 	struct stat sb;
 	int rc;
 
@@ -76,46 +85,59 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 	if (fstat(w->ctl_fd, &sb) < 0)
 		return -errno;
 	if (sb.st_size == 0) {
-		size_t size = kv_ctl_size(o->geo.max_readers, o->geo.ring_entries);
-		if (ftruncate(w->ctl_fd, (off_t)size) < 0)
+		w->ctl_size = kv_ctl_size(o->geo.max_readers, o->geo.ring_entries);
+		w->max_readers = o->geo.max_readers;
+		w->ring_entries = o->geo.ring_entries;
+		w->epoch0 = 1;
+		w->prev_gen = 0;
+		if (ftruncate(w->ctl_fd, (off_t)w->ctl_size) < 0)
 			return -errno;
 		rc = kv_set_perms(w->ctl_fd, o->group ? o->group : (gid_t)-1, true);
 		if (rc < 0)
 			return rc;
-		w->ctl = kv_map(w->ctl_fd, size, PROT_READ | PROT_WRITE);
+		w->ctl = kv_map(w->ctl_fd, w->ctl_size, PROT_READ | PROT_WRITE);
 		if (!w->ctl)
 			return -errno;
 		w->ctl->ch_stamp = KV_STAMP;
-		w->ctl->ch_size = size;
-		w->ctl->ch_max_readers = o->geo.max_readers;
+		w->ctl->ch_size = w->ctl_size;
+		w->ctl->ch_max_readers = w->max_readers;
 		w->ctl->ch_slots_off = sizeof(struct kvidx_ctl_hdr);
 		w->ctl->ch_created_ns = kvidx_now_ns();
-		w->ctl->ch_ring_off = kv_ctl_ring_off(o->geo.max_readers);
-		w->ctl->ch_ring_entries = o->geo.ring_entries;
-		w->ctl->ch_epoch = 1;
-		/* Magic last: readers treat a registry without it as not yet there. (Readers
-		 * pread() the header, so the kernel orders it; release keeps the intent visible.) */
+		w->ctl->ch_ring_off = kv_ctl_ring_off(w->max_readers);
+		w->ctl->ch_ring_entries = w->ring_entries;
+		w->ctl->ch_epoch = w->epoch0;
+		/* Magic last: readers treat a registry without it as not yet there. Readers pread()
+		 * the header in kvidx_reader_open(), so the kernel orders it; the release store
+		 * keeps the intent visible and has no acquire load to pair with. */
 		st_release(&w->ctl->ch_magic, KV_CTL_MAGIC);
 	} else {
-		struct kvidx_ctl_hdr probe;
 		if ((size_t)sb.st_size < sizeof(probe) ||
 		    pread(w->ctl_fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
 			return -KVIDX_ECORRUPT;
 		rc = kv_ctl_validate(&probe, (size_t)sb.st_size);
 		if (rc < 0)
 			return rc;
-		w->ctl = kv_map(w->ctl_fd, probe.ch_size, PROT_READ | PROT_WRITE);
+		w->ctl_size = probe.ch_size;
+		w->max_readers = probe.ch_max_readers;
+		w->ring_entries = probe.ch_ring_entries;
+		/* A successor continues the predecessor's epoch, so that announcements readers
+		 * made under it keep their meaning (an epoch never goes back), and names its
+		 * generation after the predecessor's. The one read of either. */
+		w->epoch0 = probe.ch_epoch ? probe.ch_epoch : 1;
+		w->prev_gen = probe.ch_generation;
+		w->ctl = kv_map(w->ctl_fd, w->ctl_size, PROT_READ | PROT_WRITE);
 		if (!w->ctl)
 			return -errno;
 	}
-	w->max_readers = w->ctl->ch_max_readers;
-	w->ring_entries = w->ctl->ch_ring_entries;
 	w->ring_tail = calloc(w->max_readers, sizeof(uint64_t));
 	if (!w->ring_tail)
 		return -ENOMEM;
+	/* The consumer continues where the predecessor stopped. Untrusted like every ring word:
+	 * drain_one() (route.c) bounds the head against this tail. Nothing to pair with (the
+	 * previous consumer is gone), so relaxed. */
 	for (uint32_t i = 0; i < w->max_readers; i++)
-		w->ring_tail[i] = ld_acquire(&kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i)->rh_tail);
-	w->rslots = (struct kvidx_reader_slot *)((char *)w->ctl + w->ctl->ch_slots_off);
+		w->ring_tail[i] = ld_relaxed(&kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i)->rh_tail);
+	w->rslots = (struct kvidx_reader_slot *)((char *)w->ctl + sizeof(struct kvidx_ctl_hdr));
 	return 0;
 }
 
@@ -124,7 +146,7 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 {
 	char path[KV_SHM_PATH_MAX];
 	struct kvidx_data_hdr plan;
-	uint64_t gen = ld_relaxed(&w->ctl->ch_generation) + 1;
+	uint64_t gen = w->prev_gen + 1;
 	int rc;
 
 	memset(&plan, 0, sizeof(plan));
@@ -146,6 +168,7 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 	if (!w->data)
 		return -errno;
 	w->data_size = plan.dh_size;
+	w->gen = gen;
 	w->hdr = w->data;
 	*w->hdr = plan;
 	w->hdr->dh_stamp = KV_STAMP;
@@ -180,16 +203,16 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 int kvidx_writer_publish(struct kvidx *w)
 {
 	char path[KV_SHM_PATH_MAX];
-	uint64_t old = ld_relaxed(&w->ctl->ch_generation), gen = w->hdr->dh_generation;
 
-	if (old == gen)
+	if (w->published)
 		return -EALREADY;
 	/* Release: the whole generation is built before readers are told about it. Pairs with the
 	 * acquire load of ch_generation in rd_switch() (reader.c). */
-	st_release(&w->ctl->ch_generation, gen);
-	if (old) {
+	st_release(&w->ctl->ch_generation, w->gen);
+	w->published = true;
+	if (w->prev_gen) {
 		/* Readers still mapping the old generation keep it until they switch. */
-		kv_data_shm_name(path, w->name, old);
+		kv_data_shm_name(path, w->name, w->prev_gen);
 		shm_unlink(path);
 	}
 	return 0;
@@ -226,7 +249,7 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 		rc = data_create(w, &o);
 	if (rc == 0)
 		rc = kv_rcu_init(&w->rcu, w->ctl, w->rslots, w->ctl_fd, w->max_readers,
-				 w->stall_ns, &w->arena, w->st);
+				 w->epoch0, w->stall_ns, &w->arena, w->st);
 	if (rc == 0 && !o.defer_publish)
 		rc = kvidx_writer_publish(w);
 	if (rc < 0) {
@@ -244,7 +267,7 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 	if (!w)
 		return;
 	if (unlink && w->hdr) {
-		kv_data_shm_name(path, w->name, w->hdr->dh_generation);
+		kv_data_shm_name(path, w->name, w->gen);
 		shm_unlink(path);
 		kv_ctl_shm_name(path, w->name);
 		shm_unlink(path);
@@ -253,7 +276,7 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 		munmap(w->data, w->data_size);
 	if (w->ctl) {
 		st_relaxed(&w->ctl->ch_writer_idle, 0); /* no one to wake */
-		munmap(w->ctl, w->ctl->ch_size);
+		munmap(w->ctl, w->ctl_size);
 	}
 	if (w->data_fd >= 0)
 		close(w->data_fd);
