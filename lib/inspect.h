@@ -24,6 +24,8 @@ struct kv_view {
 	uint32_t ppk, max_pods, max_probe;
 };
 
+struct kvidx; /* the writer handle (kvidx_writer.h) */
+
 const struct kv_view *kv_reader_view(struct kvidx_reader *r);
 const struct kvidx_ctl_hdr *kv_reader_ctl(struct kvidx_reader *r);
 int kv_reader_slot_index(struct kvidx_reader *r);
@@ -51,7 +53,5 @@ uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod);
 uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which);
 const uint64_t *kv_view_pod_hist(const struct kv_view *v, int pod, int which);
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w);
-/* Slot positions a full kvidx_expire() pass visits (nslots + max probe). */
-uint64_t kv_writer_slots(struct kvidx *w);
 
 #endif /* KVIDX_INSPECT_H */

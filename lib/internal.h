@@ -21,7 +21,7 @@
 
 #include "arena.h"
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "rcu.h"
 #include "segment.h"

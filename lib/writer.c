@@ -34,25 +34,25 @@ static void set_defaults(struct kvidx_writer_opts *o, const struct kvidx_writer_
 	if (!o->name)
 		o->name = KVIDX_DEFAULT_NAME;
 	if (!o->geo.capacity)
-		o->geo.capacity = 1u << 20;
+		o->geo.capacity = KVIDX_DEFAULT_CAPACITY;
 	if (!o->geo.records)
-		o->geo.records = 2 * o->geo.capacity;
+		o->geo.records = KVIDX_DEFAULT_RECORDS_PER_KEY * o->geo.capacity;
 	if (!o->geo.pods_per_key)
-		o->geo.pods_per_key = 10;
+		o->geo.pods_per_key = KVIDX_DEFAULT_PODS_PER_KEY;
 	if (!o->geo.max_pods)
-		o->geo.max_pods = 256;
+		o->geo.max_pods = KVIDX_DEFAULT_MAX_PODS;
 	if (!o->geo.max_readers)
-		o->geo.max_readers = 64;
+		o->geo.max_readers = KVIDX_DEFAULT_MAX_READERS;
 	if (!o->geo.ring_entries)
-		o->geo.ring_entries = 4096;
+		o->geo.ring_entries = KVIDX_DEFAULT_RING_ENTRIES;
 	if (!o->algo)
 		o->algo = KVIDX_KEY_CBOR_FNV;
 	if (!o->seed)
 		o->seed = "";
 	if (!o->block_size)
-		o->block_size = 16;
+		o->block_size = KVIDX_DEFAULT_BLOCK_SIZE;
 	if (!o->stall_ms)
-		o->stall_ms = 1000;
+		o->stall_ms = KVIDX_DEFAULT_STALL_MS;
 }
 
 /*
@@ -398,11 +398,6 @@ uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which)
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w)
 {
 	return w->st;
-}
-
-uint64_t kv_writer_slots(struct kvidx *w)
-{
-	return w->nslots + w->max_probe;
 }
 
 int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "segment.h"
 #include "torture_util.h"

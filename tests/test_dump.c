@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "util_index.h"
 #include "util_run.h"

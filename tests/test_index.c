@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "util_index.h"
 

@@ -25,7 +25,7 @@
 
 #include "hist.h"
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "metrics.h"
 #include "util_index.h"

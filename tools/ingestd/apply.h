@@ -48,7 +48,7 @@
 #include <stdint.h>
 
 #include "emap.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "log.h"
 #include "wire.h"

@@ -51,7 +51,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 
 #define SPEC_REAP_CHUNK 4096 /* slots examined per mutex hold of the reaper */
 
