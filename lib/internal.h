@@ -61,6 +61,7 @@ struct kvidx {
 	struct kv_arena arena;
 	struct kv_rcu rcu;
 	uint64_t stall_ns;
+	struct kvidx_observer obs; /* what kvidx_writer_set_observer() gave (table.c) */
 	/* Table occupancy. */
 	uint64_t live_keys, tombs;
 	/* Background cursors. */

@@ -86,49 +86,82 @@ int kvidx_pod_remove(struct kvidx *w, int pod);
 
 /*
  * Records that pod holds keys[0..n) on tier (confirmed). A speculative record becomes
- * confirmed; if on_confirm is non-NULL it is called for each such record with its created-at
- * and expires-at (for route-to-confirmation latency; an expired one the reaper has not yet
- * removed is a late confirmation). Returns the number of keys stored, or a negative error;
- * keys that could not be stored because the table is full are counted in the segment stats
- * (stat "store_failed") and make the call return -KVIDX_EFULL after storing the others.
+ * confirmed (reported to the observer's on_confirm, with its created-at and expires-at: an
+ * expired one the reaper has not yet removed is a late confirmation). Returns the number of
+ * keys stored, or a negative error; keys that could not be stored because the table is full
+ * are counted in the segment stats (stat "store_failed") and make the call return
+ * -KVIDX_EFULL after storing the others.
  */
-typedef void (*kvidx_confirm_fn)(void *arg, uint64_t key, int pod, uint64_t created_ns,
-				 uint64_t expires_ns);
 int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
-		uint64_t now_ns, kvidx_confirm_fn on_confirm, void *arg);
+		uint64_t now_ns);
 
 /* Pod no longer holds keys on tier (0: on any tier). Returns the number of records changed,
  * or -KVIDX_EFULL if some change could not be published (no arena memory; counted). */
 int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers);
 
 /* Drops every record of pod in O(1): bumps the pod's generation; a background sweep in
- * kvidx_writer_tick() reclaims the stale records. */
+ * kvidx_writer_tick() reclaims the stale records. Returns 0 or -KVIDX_ENOPOD. */
 int kvidx_clear_pod(struct kvidx *w, int pod);
-
-/* Called for each speculative record that expires unconfirmed (reaper, or replaced by a new
- * prediction), with its created-at and expires-at. */
-typedef void (*kvidx_expire_fn)(void *arg, uint64_t key, int pod, uint64_t created_ns,
-				uint64_t expires_ns);
 
 /*
  * Adds speculative records (expiring at now_ns + ttl_ms) for keys on pod, except where pod
  * already holds the key confirmed or by a live prediction (both left as they are: a
  * prediction is trusted for one TTL from its first commit, however many routes follow).
- * An expired prediction the reaper has not removed yet is reported through on_expire (if
- * non-NULL) and replaced by a new one. ttl_ms in 1..KVIDX_MAX_TTL_MS. Speculative records
+ * An expired prediction the reaper has not removed yet is reported to the observer's
+ * on_expire and replaced by a new one. ttl_ms in 1..KVIDX_MAX_TTL_MS. Speculative records
  * are evicted first when the table is full. Returns the number of records added, 0 when
  * the pod's speculation is paused, or a negative error.
  */
 int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now_ns,
-		    uint32_t ttl_ms, kvidx_expire_fn on_expire, void *arg);
+		    uint32_t ttl_ms);
 
 /*
  * Reaper step: removes speculative records whose expiry is <= now_ns, examining at most
- * budget slots from a cursor that walks the table (so one call is bounded). on_expire, if
- * non-NULL, is called per removed record. Returns the number of records removed.
+ * budget slots from a cursor that walks the table (so one call is bounded). Each removed
+ * record is reported to the observer's on_expire. Returns the number of records removed.
  */
-int kvidx_expire(struct kvidx *w, uint64_t now_ns, size_t budget, kvidx_expire_fn on_expire,
-		 void *arg);
+int kvidx_expire(struct kvidx *w, uint64_t now_ns, size_t budget);
+
+/* ---- observer ------------------------------------------------------------------------------ */
+
+/* Why a record left the table (struct kvidx_observer, on_drop). */
+enum kvidx_drop {
+	KVIDX_DROP_REMOVED = 1, /* kvidx_remove(): the pod no longer holds the key on any tier */
+	KVIDX_DROP_EVICTED,     /* the table or the key's entry made room for another record */
+};
+
+/*
+ * How the writer tells its user (the speculation policy) what happened to records. Every hook
+ * may be NULL and is called on the writer's thread, from inside the writer call that made the
+ * change, only after that change is published to readers: a change that could not be
+ * published (no arena memory: the call returns -KVIDX_EFULL for it) is not reported, and is
+ * reported once when a later call makes it. A hook must not call back into the writer.
+ *
+ *   on_store    once per kvidx_store() (a valid pod), after its records: pod holds
+ *               keys[0..n) (all of them, also those the table had no room for), at now_ns
+ *   on_confirm  a speculative record of (key, pod) became confirmed by kvidx_store() at now_ns
+ *   on_expire   a speculative record expired unconfirmed: removed by kvidx_expire(), or
+ *               replaced by a new prediction in kvidx_speculate()
+ *   on_drop     a record of (key, pod) left the table for another reason (enum kvidx_drop);
+ *               speculative says what it was
+ *   on_clear    every record of pod was dropped at once: kvidx_clear_pod() (removed false) or
+ *               kvidx_pod_remove() (removed true: the index may be reused for another pod)
+ */
+struct kvidx_observer {
+	void *ctx;
+	void (*on_store)(void *ctx, int pod, const uint64_t *keys, size_t n, uint64_t now_ns);
+	void (*on_confirm)(void *ctx, uint64_t key, int pod, uint64_t created_ns,
+			   uint64_t expires_ns, uint64_t now_ns);
+	void (*on_expire)(void *ctx, uint64_t key, int pod, uint64_t created_ns,
+			  uint64_t expires_ns);
+	void (*on_drop)(void *ctx, enum kvidx_drop cause, uint64_t key, int pod, bool speculative);
+	void (*on_clear)(void *ctx, int pod, bool removed);
+};
+
+/* Sets the writer's observer (copied; obs NULL: none). Replaces any previous one. */
+void kvidx_writer_set_observer(struct kvidx *w, const struct kvidx_observer *obs);
+
+/* ---- housekeeping ------------------------------------------------------------------------ */
 
 /*
  * Housekeeping, call every few milliseconds: refreshes the heartbeat, advances the RCU epoch,

@@ -28,12 +28,24 @@
 
 #define NS_PER_MS 1000000ull
 
-/* A private, mutable copy of one entry. */
+/* What happened to one record, for the observer: reported once its entry is published. */
+enum { KV_NOTE_CONFIRM = 1, KV_NOTE_EXPIRE, KV_NOTE_DROP };
+struct kv_note {
+	uint8_t kind;
+	uint8_t cause;   /* KV_NOTE_DROP: enum kvidx_drop */
+	uint64_t w0, w1; /* the record as it was */
+	uint64_t now;    /* KV_NOTE_CONFIRM: when */
+};
+
+/* A private, mutable copy of one entry, and what its publication will report. */
 struct kv_buf {
 	uint64_t key;
 	unsigned n;               /* records in w0/w1 */
 	unsigned old_n, old_spec; /* what the published entry had, for the stats */
 	uint64_t w0[KV_MAX_PPK], w1[KV_MAX_PPK];
+	unsigned nnotes;
+	unsigned rec_evicted;     /* records dropped to make room (stat rec_evictions) */
+	struct kv_note notes[KV_MAX_PPK + 1];
 };
 
 static inline uint64_t *kv_unit(const struct kvidx *w, uint32_t idx)
@@ -70,14 +82,22 @@ static uint64_t rec_expires(uint64_t w0, uint64_t w1)
 	return w1 + (uint64_t)KV_REC_TTL(w0) * NS_PER_MS;
 }
 
-/* Copies entry idx into b, dropping records of cleared or removed pods. */
+/* An empty buffer for key (no entry yet). */
+static void buf_empty(struct kv_buf *b, uint64_t key)
+{
+	b->key = key;
+	b->n = b->old_n = b->old_spec = 0;
+	b->nnotes = b->rec_evicted = 0;
+}
+
+/* Copies entry idx into b, dropping records of cleared or removed pods (reported when the pod
+ * was cleared, so not again here). */
 static void entry_load(const struct kvidx *w, uint32_t idx, struct kv_buf *b)
 {
 	const uint64_t *e = kv_unit(w, idx);
 	unsigned np = KV_META_NPODS(e[1]);
 
-	b->key = e[0];
-	b->n = b->old_n = b->old_spec = 0;
+	buf_empty(b, e[0]);
 	for (unsigned i = 0; i < np; i++) {
 		uint64_t w0 = e[2 + 2 * i], w1 = e[3 + 2 * i];
 		b->old_n++;
@@ -98,6 +118,17 @@ static int buf_find_pod(const struct kv_buf *b, unsigned pod)
 	return -1;
 }
 
+/* Notes what happens to record (w0, w1), to report after b is published. */
+static void buf_note(struct kv_buf *b, unsigned kind, unsigned cause, uint64_t w0, uint64_t w1,
+		     uint64_t now)
+{
+	/* At most one note per record the entry had, plus one: the array cannot overflow. */
+	if (b->nnotes < sizeof(b->notes) / sizeof(b->notes[0]))
+		b->notes[b->nnotes++] = (struct kv_note){ .kind = (uint8_t)kind,
+							  .cause = (uint8_t)cause,
+							  .w0 = w0, .w1 = w1, .now = now };
+}
+
 static void buf_drop(struct kv_buf *b, unsigned i)
 {
 	b->n--;
@@ -107,7 +138,7 @@ static void buf_drop(struct kv_buf *b, unsigned i)
 
 /* Makes room for one more record in a full entry: an expired speculative record goes first,
  * then the oldest speculative one, then the oldest confirmed one. */
-static void buf_make_room(struct kvidx *w, struct kv_buf *b, uint64_t now)
+static void buf_make_room(struct kv_buf *b, uint64_t now)
 {
 	int victim = -1;
 	unsigned vrank = 0;
@@ -122,8 +153,9 @@ static void buf_make_room(struct kvidx *w, struct kv_buf *b, uint64_t now)
 			vt = b->w1[i];
 		}
 	}
+	buf_note(b, KV_NOTE_DROP, KVIDX_DROP_EVICTED, b->w0[victim], b->w1[victim], now);
+	b->rec_evicted++;
 	buf_drop(b, (unsigned)victim);
-	stat_add(&w->st->rec_evictions, 1);
 }
 
 /* ---- slots ---- */
@@ -186,12 +218,54 @@ static void account(struct kvidx *w, const struct kv_buf *b)
 	stat_add(&w->st->spec_records, (uint64_t)spec - b->old_spec);
 }
 
+/*
+ * Reports what publishing b changed: the stats of its notes, then the observer. Runs only
+ * after b's entry (or its tombstone) is published, so that nothing is counted for a change
+ * that failed and is made again later.
+ */
+static void notify(struct kvidx *w, const struct kv_buf *b)
+{
+	const struct kvidx_observer *o = &w->obs;
+
+	stat_add(&w->st->rec_evictions, b->rec_evicted);
+	for (unsigned i = 0; i < b->nnotes; i++) {
+		const struct kv_note *nt = &b->notes[i];
+		int pod = (int)KV_REC_POD(nt->w0);
+		uint64_t expires = rec_expires(nt->w0, nt->w1);
+		switch (nt->kind) {
+		case KV_NOTE_CONFIRM:
+			stat_add(&w->st->confirms, 1);
+			if (o->on_confirm)
+				o->on_confirm(o->ctx, b->key, pod, nt->w1, expires, nt->now);
+			break;
+		case KV_NOTE_EXPIRE:
+			stat_add(&w->st->expirations, 1);
+			if (o->on_expire)
+				o->on_expire(o->ctx, b->key, pod, nt->w1, expires);
+			break;
+		case KV_NOTE_DROP:
+			if (o->on_drop)
+				o->on_drop(o->ctx, (enum kvidx_drop)nt->cause, b->key, pod,
+					   rec_spec(nt->w0));
+			break;
+		}
+	}
+}
+
+void kvidx_writer_set_observer(struct kvidx *w, const struct kvidx_observer *obs)
+{
+	if (obs)
+		w->obs = *obs;
+	else
+		memset(&w->obs, 0, sizeof(w->obs));
+}
+
 static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi, bool spec_only);
 
 /*
  * Publishes b at slot pos (which holds old, or is EMPTY/TOMB when old is 0): builds a new
- * entry and swaps it in, or deletes the key when b has no records. Returns 0 or -KVIDX_EFULL
- * when the arena has no room (nothing is changed then).
+ * entry and swaps it in, or deletes the key when b has no records, then reports b's notes.
+ * Returns 0 or -KVIDX_EFULL when the arena has no room (nothing is changed or reported then).
  */
 static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 {
@@ -210,6 +284,7 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 		account(w, b);
 		kv_rcu_retire(&w->rcu, old, entry_class(w, old));
 		tomb_trim(w, (uint64_t)pos);
+		notify(w, b);
 		return 0;
 	}
 	unsigned cls = kv_arena_class(&w->arena, b->n);
@@ -243,6 +318,7 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 		stat_add(&w->st->keys, 1);
 	}
 	account(w, b);
+	notify(w, b);
 	return 0;
 }
 
@@ -273,6 +349,8 @@ static void evict_slot(struct kvidx *w, uint64_t pos)
 
 	victim_rank(w, idx, &rank, &newest);
 	entry_load(w, idx, &b);
+	for (unsigned i = 0; i < b.n; i++)
+		buf_note(&b, KV_NOTE_DROP, KVIDX_DROP_EVICTED, b.w0[i], b.w1[i], 0);
 	b.n = 0;
 	publish(w, (int64_t)pos, idx, &b);
 	stat_add(rank ? &w->st->evict_confirmed : &w->st->evict_spec, 1);
@@ -363,7 +441,7 @@ static int pod_gen(const struct kvidx *w, int pod, unsigned *gen)
 /* ---- operations ---- */
 
 int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
-		uint64_t now, kvidx_confirm_fn on_confirm, void *arg)
+		uint64_t now)
 {
 	unsigned gen;
 	int rc = pod_gen(w, pod, &gen), stored = 0, full = 0;
@@ -379,12 +457,10 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 			full = 1;
 			continue;
 		}
-		if (idx) {
+		if (idx)
 			entry_load(w, idx, &b);
-		} else {
-			b.key = keys[k];
-			b.n = b.old_n = b.old_spec = 0;
-		}
+		else
+			buf_empty(&b, keys[k]);
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]) && (KV_REC_TIERS(b.w0[r]) & tier) &&
 		    b.n == b.old_n) {
@@ -394,10 +470,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 		unsigned tiers = tier;
 		if (r >= 0) {
 			if (rec_spec(b.w0[r])) {
-				if (on_confirm)
-					on_confirm(arg, keys[k], pod, b.w1[r],
-						   rec_expires(b.w0[r], b.w1[r]));
-				stat_add(&w->st->confirms, 1);
+				buf_note(&b, KV_NOTE_CONFIRM, 0, b.w0[r], b.w1[r], now);
 				b.w1[r] = now;
 			} else {
 				tiers |= KV_REC_TIERS(b.w0[r]);
@@ -405,7 +478,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 			b.w0[r] = KV_REC_W0(pod, gen, tiers, 0, 0);
 		} else {
 			if (b.n == w->ppk)
-				buf_make_room(w, &b, now);
+				buf_make_room(&b, now);
 			b.w0[b.n] = KV_REC_W0(pod, gen, tiers, 0, 0);
 			b.w1[b.n] = now;
 			b.n++;
@@ -418,6 +491,8 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 		stored++;
 	}
 	stat_add(&w->st->stores, (uint64_t)stored);
+	if (w->obs.on_store)
+		w->obs.on_store(w->obs.ctx, pod, keys, n, now);
 	return full ? -KVIDX_EFULL : stored;
 }
 
@@ -442,10 +517,12 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 			continue;
 		if (r >= 0) {
 			unsigned left = KV_REC_TIERS(b.w0[r]) & ~tiers;
-			if (rec_spec(b.w0[r]) || left == 0)
+			if (rec_spec(b.w0[r]) || left == 0) {
+				buf_note(&b, KV_NOTE_DROP, KVIDX_DROP_REMOVED, b.w0[r], b.w1[r], 0);
 				buf_drop(&b, (unsigned)r);
-			else
+			} else {
 				b.w0[r] = KV_REC_W0(pod, gen, left, 0, 0);
+			}
 		}
 		/* Shrinking needs a fresh entry too; if even that fails, the old one stays (a
 		 * stale record, counted) and the caller hears -KVIDX_EFULL. */
@@ -461,7 +538,7 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 }
 
 int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now,
-		    uint32_t ttl_ms, kvidx_expire_fn on_expire, void *arg)
+		    uint32_t ttl_ms)
 {
 	unsigned gen;
 	int rc = pod_gen(w, pod, &gen), added = 0, full = 0;
@@ -480,20 +557,16 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 			full = 1;
 			continue;
 		}
-		if (idx) {
+		if (idx)
 			entry_load(w, idx, &b);
-		} else {
-			b.key = keys[k];
-			b.n = b.old_n = b.old_spec = 0;
-		}
+		else
+			buf_empty(&b, keys[k]);
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]))
 			continue; /* confirmed already: a prediction adds nothing */
 		if (r >= 0 && rec_expires(b.w0[r], b.w1[r]) <= now) {
 			/* Expired, not reaped yet: that expiry is reported, then a new prediction. */
-			if (on_expire)
-				on_expire(arg, keys[k], pod, b.w1[r], rec_expires(b.w0[r], b.w1[r]));
-			stat_add(&w->st->expirations, 1);
+			buf_note(&b, KV_NOTE_EXPIRE, 0, b.w0[r], b.w1[r], now);
 			b.w1[r] = now;
 			b.w0[r] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms);
 		} else if (r >= 0) {
@@ -503,7 +576,7 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 			continue;
 		} else {
 			if (b.n == w->ppk)
-				buf_make_room(w, &b, now);
+				buf_make_room(&b, now);
 			b.w0[b.n] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms);
 			b.w1[b.n] = now;
 			b.n++;
@@ -530,8 +603,7 @@ static bool entry_has_expired(const struct kvidx *w, uint32_t idx, uint64_t now)
 	return false;
 }
 
-int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget, kvidx_expire_fn on_expire,
-		 void *arg)
+int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget)
 {
 	uint64_t end = w->nslots + w->max_probe;
 	int removed = 0;
@@ -550,20 +622,22 @@ int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget, kvidx_expire_fn o
 		bool dirty = b.n != b.old_n;
 		for (unsigned i = 0; i < b.n;) {
 			if (rec_spec(b.w0[i]) && rec_expires(b.w0[i], b.w1[i]) <= now) {
-				if (on_expire)
-					on_expire(arg, b.key, (int)KV_REC_POD(b.w0[i]), b.w1[i],
-						  rec_expires(b.w0[i], b.w1[i]));
+				buf_note(&b, KV_NOTE_EXPIRE, 0, b.w0[i], b.w1[i], now);
 				buf_drop(&b, i);
-				removed++;
 				dirty = true;
 				continue;
 			}
 			i++;
 		}
-		if (dirty && publish(w, (int64_t)pos, (uint32_t)sw, &b) < 0)
+		/* Counted (stat expirations, in notify()) and reported only once published: a
+		 * failed step leaves the records for the next pass. */
+		if (!dirty)
+			continue;
+		if (publish(w, (int64_t)pos, (uint32_t)sw, &b) < 0)
 			stat_add(&w->st->store_failed, 1);
+		else
+			removed += (int)b.nnotes;
 	}
-	stat_add(&w->st->expirations, (uint64_t)removed);
 	return removed;
 }
 

@@ -368,6 +368,8 @@ static int pod_bump(struct kvidx *w, int pod, unsigned state)
 	 */
 	if (ld_relaxed(&w->st->pod_clears) % 32768 == 0)
 		kv_sweep_step(w, w->nslots + w->max_probe);
+	if (w->obs.on_clear)
+		w->obs.on_clear(w->obs.ctx, pod, state == KV_POD_FREE);
 	return 0;
 }
 

@@ -100,7 +100,6 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 		goto fail;
 	}
 	ing_apply_init(&d->sh.ap, d->sh.w, &d->sh.emap, cfg->algo, cfg->seed, cfg->block_size);
-	d->sh.ap.spec = &d->spec;
 	kvw_batch_init(&d->sh.batch);
 	d->sh.zctx = zmq_ctx_new();
 	if (!d->sh.zctx) {
