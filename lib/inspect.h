@@ -1,6 +1,7 @@
 /*
- * inspect.h — internal: a reader's validated view of the current data segment and of the
- * registry, for kvidx-dump and the tests. Not part of the router API; never installed.
+ * inspect.h — internal, never installed: a reader's validated view of the current data
+ * segment and of the registry, for kvidx-dump and the tests, and the writer-side counters
+ * kvidx-ingestd writes. Not part of the router API.
  */
 #ifndef KVIDX_INSPECT_H
 #define KVIDX_INSPECT_H

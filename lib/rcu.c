@@ -93,6 +93,8 @@ static bool reader_reap_if_dead(struct kv_rcu *r, uint32_t i, uint64_t state)
 {
 	if (kv_lock_held(r->ctl_fd, KV_LOCK_READER(i)) != 0)
 		return false;
+	/* seq_cst CAS against the reader's on the same word (rd_claim(), rd_reregister(),
+	 * kvidx_reader_close() in reader.c, rule 6 there). */
 	if (cas_u64(&r->rslots[i].rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_FREE))
 		stat_add(&r->st->readers_dead, 1);
 	return true;
@@ -110,6 +112,8 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 	stat_add(&r->st->epochs, 1);
 	for (uint32_t i = 0; i < r->max_readers; i++) {
 		struct kvidx_reader_slot *s = &r->rslots[i];
+		/* After the fence; pairs with the reader's CAS of rs_state in rd_claim() and
+		 * rd_reregister() (reader.c): a state read here is the one any CAS below expects. */
 		uint64_t state = ld_seqcst(&s->rs_state);
 		if (KV_RS_STATE(state) != KV_RS_ACTIVE) {
 			if (KV_RS_STATE(state) == KV_RS_EXPELLED)
@@ -130,6 +134,8 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 			r->blocked_ctr[i] = c;
 			r->blocked_since[i] = now;
 		} else if (now - r->blocked_since[i] >= r->stall_ns) {
+			/* Rule 4. The CAS fails if the reader left or re-registered meanwhile (its
+			 * CAS in kvidx_reader_close() / rd_reregister()). */
 			if (!reader_reap_if_dead(r, i, state) &&
 			    cas_u64(&s->rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_EXPELLED)) {
 				add_relaxed(&s->rs_expelled, 1);
@@ -160,6 +166,7 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 void kv_rcu_reap_dead(struct kv_rcu *r)
 {
 	for (uint32_t i = 0; i < r->max_readers; i++) {
+		/* Pairs with the reader's CAS of rs_state in rd_claim() and kvidx_reader_close(). */
 		uint64_t state = ld_seqcst(&r->rslots[i].rs_state);
 		if (KV_RS_STATE(state) != KV_RS_FREE)
 			reader_reap_if_dead(r, i, state);

@@ -9,14 +9,17 @@
  *  1. One thread of one process calls everything here (the caller serialises apply and reaper).
  *  2. An entry is immutable once a slot points at it. Every change builds a new entry in free
  *     arena memory, then publishes it with one release store of the slot word, which pairs with
- *     the acquire load of the slot in kv_find() (reader.c): a reader that sees the new index
- *     sees the new entry's words. The old entry is retired to RCU limbo, never written again
+ *     the acquire loads of slot words in rd_find(), scan_slots() and kv_reader_walk()
+ *     (reader.c): a reader that sees the new index sees the new entry's words. The old entry is retired to RCU limbo, never written again
  *     until every reader has passed a quiescent state (kv_rcu_reclaim() in rcu.c).
  *  3. A slot goes EMPTY -> live -> TOMB -> live ... and TOMB -> EMPTY only when the next slot
  *     is EMPTY, so a probe for a key that stays present never meets an EMPTY slot before it.
  *     The same key is never live in two slots.
- *  4. Clearing a pod bumps its generation in the pod word; readers drop records whose
- *     generation differs (O(1) clear), and the sweep here removes them in bounded steps.
+ *  4. Clearing a pod bumps its generation in the pod word (pod_bump(), writer.c); readers drop
+ *     records whose generation differs (O(1) clear), and the sweep here removes them in
+ *     bounded steps.
+ *  5. The observer and the stats of a change are called only after the change is published
+ *     (notify(), from publish()): what they are told, readers can already see.
  *
  * Progress: every call is bounded (probes by max_probe, cursors by their budget); none waits.
  */
@@ -199,8 +202,9 @@ static void tomb_trim(struct kvidx *w, uint64_t i)
 	for (;;) {
 		if (w->slots[i] != KV_SLOT_TOMB || (i + 1 < end && w->slots[i + 1] != KV_SLOT_EMPTY))
 			return;
-		/* Pairs with the acquire slot loads in rd_find()/scan_slots() (reader.c), like
-		 * every slot store; an EMPTY carries no entry, so nothing else is ordered. */
+		/* Pairs with the acquire slot loads in rd_find(), scan_slots() and
+		 * kv_reader_walk() (reader.c), like every slot store; an EMPTY carries no entry,
+		 * so nothing else is ordered. */
 		st_release(&w->slots[i], KV_SLOT_EMPTY);
 		w->tombs--;
 		if (i-- == 0)
@@ -275,8 +279,9 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 	if (b->n == 0) {
 		if (!old)
 			return 0;
-		/* Release pairs with the acquire slot load in kv_find(); nothing to order but the
-		 * word itself, kept release for symmetry with the insert path. */
+		/* Release pairs with the acquire slot loads in rd_find(), scan_slots() and
+		 * kv_reader_walk() (reader.c); nothing to order but the word itself, kept
+		 * release for symmetry with the insert path. */
 		st_release(&w->slots[pos], KV_SLOT_TOMB);
 		w->tombs++;
 		w->live_keys--;
@@ -307,7 +312,8 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 		st_relaxed(&e[3 + 2 * i], b->w1[i]);
 	}
 	/* Release: the entry's words above are visible before the slot points at them. Pairs with
-	 * the acquire load of the slot word in kv_find() (reader.c). */
+	 * the acquire loads of slot words in rd_find(), scan_slots() and kv_reader_walk()
+	 * (reader.c). */
 	st_release(&w->slots[pos], ((uint64_t)kv_fp(m) << 32) | idx);
 	if (old) {
 		kv_rcu_retire(&w->rcu, old, entry_class(w, old));

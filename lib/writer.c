@@ -294,7 +294,9 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 
 static void pod_write_names(struct kvidx_pod *p, const char *name, const char *model)
 {
-	/* pd_seq odd while the names change; pairs with the seq re-check in kvidx_reader_pod(). */
+	/* A seqlock: pd_seq odd while the names change. The release fence orders the odd pd_seq
+	 * before the name stores; it pairs with the acquire fence before the re-check of pd_seq
+	 * in kvidx_reader_pod() (reader.c). */
 	st_relaxed(&p->pd_seq, ld_relaxed(&p->pd_seq) + 1);
 	fence_release();
 	for (size_t i = 0; i < sizeof(p->pd_name); i++)
@@ -305,6 +307,8 @@ static void pod_write_names(struct kvidx_pod *p, const char *name, const char *m
 		st_relaxed(&p->pd_name[i], name[i]);
 	for (size_t i = 0; model && model[i]; i++)
 		st_relaxed(&p->pd_model[i], model[i]);
+	/* Release: the names are complete before pd_seq is even again. Pairs with the acquire
+	 * load of pd_seq in kvidx_reader_pod(). */
 	st_release(&p->pd_seq, ld_relaxed(&p->pd_seq) + 1);
 }
 
@@ -345,7 +349,8 @@ int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 			st_relaxed(&h[b], 0);
 	}
 	/* A new generation: records a previous occupant of this index left behind stay dead.
-	 * Release pairs with the acquire pod-word loads in reader.c. */
+	 * Release (the names and zeroed counters first) pairs with the acquire pod-word loads in
+	 * rd_rec_visible() and kvidx_reader_pod() (reader.c). */
 	st_release(&p->pd_word, KV_POD_WORD(KV_POD_ACTIVE, 0, KV_POD_GEN(p->pd_word) + 1));
 	return free_idx;
 }
@@ -357,7 +362,7 @@ static int pod_bump(struct kvidx *w, int pod, unsigned state)
 		return -KVIDX_ENOPOD;
 	uint64_t pw = w->pods[pod].pd_word;
 	/* A new generation hides every record of the pod at once. Release pairs with the
-	 * acquire pod-word load in rd_rec_visible() (reader.c). */
+	 * acquire pod-word loads in rd_rec_visible() and kvidx_reader_pod() (reader.c). */
 	st_release(&w->pods[pod].pd_word,
 		   KV_POD_WORD(state, KV_POD_FLAGS(pw), (KV_POD_GEN(pw) + 1) & 0xffff));
 	stat_add(&w->st->pod_clears, 1);
