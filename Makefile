@@ -174,7 +174,7 @@ run: setup
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(BUILD)/libkvidx.a $(BUILD)/libkvidx.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 lib/kvidx.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 lib/kvidx.h lib/kvidx_writer.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
 
 clean:

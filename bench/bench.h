@@ -36,7 +36,7 @@
 
 #include "benchlib.h"
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 
 #ifndef PROG
 #error "define PROG before including bench.h"

@@ -184,7 +184,7 @@ static void fill(struct world *W)
 	for (uint64_t c = 0; c < W->nchains; c++) {
 		uint64_t now = kvidx_now_ns();
 		int rc = kvidx_store(W->w, W->primary[c], W->keys + c * BLOCKS, BLOCKS,
-				     KVIDX_TIER_GPU, now, NULL, NULL);
+				     KVIDX_TIER_GPU, now);
 		if (rc < 0)
 			bdie("kvidx_store: %s", kvidx_strerror(rc));
 		if (c % 64 == 63)
@@ -347,7 +347,7 @@ static bool apply_batch(struct world *W, int d)
 				W->fresh_keys[slot][i] = rand_key(&W->rng);
 		batch_keys(W, p, slot, &k);
 		if (d == D_KVIDX) {
-			int rc = kvidx_store(W->w, p->pod, k, BATCH, KVIDX_TIER_GPU, now, NULL, NULL);
+			int rc = kvidx_store(W->w, p->pod, k, BATCH, KVIDX_TIER_GPU, now);
 			if (rc < 0)
 				bdie("kvidx_store: %s", kvidx_strerror(rc));
 		} else {

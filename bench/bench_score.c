@@ -235,7 +235,7 @@ static void fill_kvidx(struct tset *t, int idx)
 		uint64_t now = kvidx_now_ns();
 		for (unsigned i = 0; i < t->cp[c].n; i++) {
 			int rc = kvidx_store(t->w, t->cp[c].pod[i], t->keys + c * CHAIN,
-					     t->cp[c].len[i], KVIDX_TIER_GPU, now, NULL, NULL);
+					     t->cp[c].len[i], KVIDX_TIER_GPU, now);
 			if (rc == -KVIDX_EFULL)
 				failed++;
 			else if (rc < 0)

@@ -355,8 +355,7 @@ struct wstate {
 static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns)
 {
 	struct wstate *ws = arg;
-	int rc = kvidx_speculate(ws->w, rt->pod, rt->keys, rt->nkeys, kvidx_now_ns(), TTL_MS,
-				 NULL, NULL);
+	int rc = kvidx_speculate(ws->w, rt->pod, rt->keys, rt->nkeys, kvidx_now_ns(), TTL_MS);
 
 	(void)commit_ns;
 	if (rc < 0)
@@ -375,7 +374,7 @@ static void bg_batch(struct wstate *ws)
 			ws->bg_keys[slot][i] = rand_key(&ws->rng);
 		ws->bg_pod[slot] = (uint16_t)below(xorshift64(&ws->rng), o.pods);
 		kvidx_store(ws->w, ws->bg_pod[slot], ws->bg_keys[slot], BG_BATCH, KVIDX_TIER_GPU,
-			    now, NULL, NULL);
+			    now);
 		ws->bg_count++;
 	} else {
 		uint32_t slot = ws->bg_head;
@@ -456,7 +455,7 @@ int main(int argc, char **argv)
 		for (int k = 0; k < 512; k++)
 			chain[k] = rand_key(&s);
 		kvidx_store(ws->w, (int)below(xorshift64(&s), o.pods), chain, 512, KVIDX_TIER_GPU,
-			    kvidx_now_ns(), NULL, NULL);
+			    kvidx_now_ns());
 		kvidx_writer_tick(ws->w, kvidx_now_ns());
 	}
 	free(chain);

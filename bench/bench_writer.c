@@ -373,7 +373,7 @@ static void raw_insert(struct rawctx *c, const uint64_t *k, uint16_t pod)
 	switch (c->s) {
 	case S_KVIDX:
 	case S_KVUPD: {
-		int rc = kvidx_store(c->w, pod, k, BATCH, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL);
+		int rc = kvidx_store(c->w, pod, k, BATCH, KVIDX_TIER_GPU, kvidx_now_ns());
 		if (rc < 0)
 			bdie("kvidx_store: %s", kvidx_strerror(rc));
 		break;

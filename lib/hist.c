@@ -2,6 +2,15 @@
  * hist.c — log-linear latency histograms in shared memory: bucket arithmetic, updates by the
  * writer, quantiles for the tools. Buckets: values 0..15 us one each; above, 8 sub-buckets per
  * power of two (12.5% resolution) up to 2^26 us (67 s).
+ *
+ * Concurrency model:
+ *
+ *  1. One writer thread updates buckets (kv_hist_add(), kv_hist_decay()) with relaxed
+ *     stores: each bucket is one counter, nothing else depends on it, so no ordering is
+ *     needed.
+ *  2. Readers (other processes) load buckets relaxed and may see a histogram mid-update: a
+ *     count off by the samples in flight, never a torn word. kv_hist_quantile() works on one
+ *     snapshot so that its total and its walk agree.
  */
 #include <errno.h>
 

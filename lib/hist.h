@@ -1,7 +1,7 @@
 /*
- * hist.h — internal: the log-linear latency histograms kept per pod in the data segment
- * (route-to-confirmation latency, microseconds). Geometry in shm/layout.h (KV_HIST_*).
- * Used by kvidx-ingestd (writer), kvidx-ttl and kvidx-dump (readers). Never installed.
+ * hist.h — internal, never installed: the log-linear latency histograms kept per pod in the
+ * data segment (route-to-confirmation latency, microseconds). Geometry in shm/layout.h
+ * (KV_HIST_*). Used by kvidx-ingestd (writer), kvidx-ttl and kvidx-dump (readers).
  */
 #ifndef KVIDX_HIST_H
 #define KVIDX_HIST_H

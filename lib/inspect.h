@@ -1,6 +1,7 @@
 /*
- * inspect.h — internal: a reader's validated view of the current data segment and of the
- * registry, for kvidx-dump and the tests. Not part of the router API; never installed.
+ * inspect.h — internal, never installed: a reader's validated view of the current data
+ * segment and of the registry, for kvidx-dump and the tests, and the writer-side counters
+ * kvidx-ingestd writes. Not part of the router API.
  */
 #ifndef KVIDX_INSPECT_H
 #define KVIDX_INSPECT_H
@@ -23,6 +24,8 @@ struct kv_view {
 	uint64_t nslots, units;
 	uint32_t ppk, max_pods, max_probe;
 };
+
+struct kvidx; /* the writer handle (kvidx_writer.h) */
 
 const struct kv_view *kv_reader_view(struct kvidx_reader *r);
 const struct kvidx_ctl_hdr *kv_reader_ctl(struct kvidx_reader *r);
@@ -51,7 +54,5 @@ uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod);
 uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which);
 const uint64_t *kv_view_pod_hist(const struct kv_view *v, int pod, int which);
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w);
-/* Slot positions a full kvidx_expire() pass visits (nslots + max probe). */
-uint64_t kv_writer_slots(struct kvidx *w);
 
 #endif /* KVIDX_INSPECT_H */

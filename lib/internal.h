@@ -1,7 +1,16 @@
 /*
- * internal.h — internal to lib/: the writer's private state, shared by writer.c (segments,
- * pods, RCU grace periods, reader liveness), table.c (hash table and entry arena) and
- * route.c (route rings); and the reader's, shared by reader.c and route.c. Never installed.
+ * internal.h — internal, never installed: the writer's handle (struct kvidx) and the reader's
+ * (struct kvidx_reader), and what the files of lib/ call in each other.
+ *
+ * The writer is four layers, each calling only the ones below it:
+ *
+ *   writer.c   segments (open, take over, publish a generation, close), pods, tick
+ *   table.c    the hash table: slots, probes, copy-on-write entries, eviction, store /
+ *              remove / speculate / expire, the pod-clear sweep, the observer
+ *   rcu.c      retired entries, grace periods across processes, reader liveness (rcu.h)
+ *   arena.c    the entry allocator: size classes, bump pointer, free lists (arena.h)
+ *
+ * route.c (route rings, both sides) sits beside writer.c and reader.c and calls neither.
  */
 #ifndef KVIDX_INTERNAL_H
 #define KVIDX_INTERNAL_H
@@ -10,38 +19,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
+#include "rcu.h"
 #include "segment.h"
 
-#define KV_NCLASSES 8 /* entry size classes: caps 1, 2, 4, ... up to pods_per_key */
-
-/* A growable array of entry indices (a free list of one size class). */
-struct kv_u32vec {
-	uint32_t *v;
-	size_t n, cap;
-};
-
-/* An entry retired at an RCU epoch, reusable once every reader has passed it. */
-struct kv_limbo_item {
-	uint32_t idx;
-	uint8_t cls;
-	uint64_t epoch;
-};
-
+/*
+ * The writer's handle. Everything here is the writer's own: values it keeps for itself and
+ * only stores into shared memory (sizes, geometry, generation, epoch), never reads back.
+ */
 struct kvidx {
 	char name[KVIDX_NAME_MAX];
 	/* Registry segment (read-write). */
 	int ctl_fd;
 	struct kvidx_ctl_hdr *ctl;
+	size_t ctl_size; /* what the writer mapped, and unmaps */
 	struct kvidx_reader_slot *rslots;
 	uint32_t max_readers;
 	uint32_t ring_entries;
+	uint64_t epoch0;   /* epoch the registry had when opened (then rcu.epoch is the one) */
+	uint64_t prev_gen; /* generation current when opened (0: none), unlinked on publish */
 	uint64_t *ring_tail; /* consumer position per ring (writer-private copy of rh_tail) */
 	uint32_t drain_next; /* ring kvidx_drain() starts with */
 	int bell_fd;         /* doorbell socket, -1 until kvidx_writer_doorbell() */
 	/* Current data segment (read-write). */
+	uint64_t gen;   /* its generation */
+	bool published; /* named in ch_generation */
 	int data_fd;
 	void *data;
 	size_t data_size;
@@ -49,27 +54,20 @@ struct kvidx {
 	struct kvidx_stats *st;
 	struct kvidx_pod *pods;
 	uint64_t *slots;
-	uint64_t *arena; /* unit i = words 2i, 2i+1 */
-	uint64_t *hist;  /* per-pod latency histograms */
-	uint64_t nslots, units, capacity;
+	uint64_t *hist; /* per-pod latency histograms */
+	uint64_t nslots, capacity;
 	uint32_t ppk, max_pods, max_probe;
-	/* Entry allocator: bump pointer plus one free list per size class. */
-	uint32_t ncls;
-	uint8_t cls_cap[KV_NCLASSES];
-	uint64_t bump;
-	struct kv_u32vec freel[KV_NCLASSES];
-	/* RCU limbo, a FIFO in retire (= epoch) order. */
-	struct kv_limbo_item *limbo;
-	size_t limbo_head, limbo_len, limbo_cap;
+	/* The layers below the table (arena.h, rcu.h). */
+	struct kv_arena arena;
+	struct kv_rcu rcu;
+	uint64_t stall_ns;
+	struct kvidx_observer obs; /* what kvidx_writer_set_observer() gave (table.c) */
 	/* Table occupancy. */
 	uint64_t live_keys, tombs;
 	/* Background cursors. */
 	uint64_t sweep_pos, sweep_until; /* pod-clear sweep: slots left to visit */
 	uint64_t expire_pos;
 	uint64_t evict_hand;
-	/* Reader stall detection (writer-private). */
-	uint64_t *blocked_ctr, *blocked_since;
-	uint64_t stall_ns;
 	uint64_t last_tick_ns;
 	uint64_t last_reap_ns;
 };
@@ -103,19 +101,9 @@ struct kvidx_reader {
 	uint32_t commit_seq;
 };
 
-/* table.c */
-int kv_table_init(struct kvidx *w);
-void kv_table_free(struct kvidx *w);
-void kv_sweep_step(struct kvidx *w, size_t budget);
+/* table.c: the pod-clear sweep. start schedules a full pass over the slots; step advances it
+ * by at most budget slots (and starts a pass by itself when tombstones pile up). */
 void kv_sweep_start(struct kvidx *w);
-
-/* writer.c: retire an entry (reused after a grace period); run a grace-period check now. */
-void kv_retire(struct kvidx *w, uint32_t idx, unsigned cls);
-void kv_rcu_reclaim(struct kvidx *w, uint64_t now_ns);
-
-static inline uint64_t *kv_unit(const struct kvidx *w, uint32_t idx)
-{
-	return w->arena + 2 * (uint64_t)idx;
-}
+void kv_sweep_step(struct kvidx *w, size_t budget);
 
 #endif /* KVIDX_INTERNAL_H */

@@ -1,9 +1,11 @@
 /*
  * kvidx.h — the public API of kvidx, a shared-memory prefix-cache index.
  *
- * One writer process (kvidx-ingestd, or any program using the writer half below) keeps a hash
- * table "request block key -> pods holding it" in POSIX shared memory. Router worker processes
- * attach with the reader half, map the table read-only and look keys up wait-free.
+ * One writer process (kvidx-ingestd, or any program using the writer API in kvidx_writer.h)
+ * keeps a hash table "request block key -> pods holding it" in POSIX shared memory. Router
+ * worker processes attach with the reader API declared here, map the table read-only, look
+ * keys up and score prompts wait-free, and commit their routing decisions back to the writer.
+ * This header is all a router needs.
  *
  * Conventions: actions return 0 or a negative errno (or a negative KVIDX_E* code, see
  * kvidx_strerror()); predicates return bool; constructors return NULL and set errno.
@@ -11,9 +13,8 @@
  *
  * Which calls may run concurrently:
  *
- *   - Writer calls (struct kvidx *) are single-threaded: the caller serialises them (ingestd
- *     runs its apply path and its reaper under one mutex). Only one writer per index exists:
- *     kvidx_writer_open() refuses a second one.
+ *   - Writer calls (struct kvidx *, kvidx_writer.h) are single-threaded: the caller
+ *     serialises them. Only one writer per index exists.
  *   - Reader calls on one struct kvidx_reader are single-threaded (one handle per thread).
  *     Any number of reader handles, in any number of processes, run concurrently with each
  *     other and with the writer, and never wait for them.
@@ -182,7 +183,7 @@ struct kvidx_rec {
 	uint64_t expires_ns; /* speculative: expires-at; confirmed: 0 */
 };
 
-/* Fixed per segment; 0 in any field means the default. */
+/* Fixed per segment; 0 in any field means the default (KVIDX_DEFAULT_*, kvidx_writer.h). */
 struct kvidx_geometry {
 	uint64_t capacity;     /* keys (default 1 Mi) */
 	uint64_t records;      /* pod records in all (default 2 x capacity) */
@@ -196,109 +197,6 @@ struct kvidx_geometry {
 #define KVIDX_NAME_MAX 48     /* index names: [A-Za-z0-9_.-], 1..47 chars */
 #define KVIDX_POD_NAME_MAX 64 /* pod names "ip:port", NUL included */
 #define KVIDX_MAX_TTL_MS 65535u
-
-/* ---- writer ------------------------------------------------------------------------------ */
-
-struct kvidx; /* opaque writer handle */
-
-struct kvidx_writer_opts {
-	const char *name;              /* index name (NULL: KVIDX_DEFAULT_NAME) */
-	struct kvidx_geometry geo;
-	enum kvidx_key_algo algo;      /* 0: cbor-fnv */
-	const char *seed;              /* NULL: "" */
-	uint32_t block_size;           /* 0: 16 */
-	gid_t group;                   /* 0: segments 0600; else 0660 (registry) and 0640 (data), this group */
-	uint32_t stall_ms;             /* reader stall limit before expulsion (0: 1000) */
-	bool defer_publish;            /* build the new generation but let readers keep the
-					  previous one until kvidx_writer_publish() */
-};
-
-/*
- * Creates the index, or takes it over when its previous writer is gone: the reader registry is
- * kept and a new data generation is published (readers switch on their next lookup).
- * Returns NULL with errno: -KVIDX_EWRITER's positive value (KVIDX_EWRITER) if another writer
- * is alive, KVIDX_EVERSION if an existing registry has another layout, EINVAL for bad
- * options, or a system errno. Not thread-safe against itself.
- */
-struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts);
-
-/*
- * Publishes the generation kvidx_writer_open() built with defer_publish (a writer taking over
- * rebuilds it, e.g. by replay, while readers keep serving the previous one): readers switch on
- * their next call and the previous generation is unlinked. Returns 0, or -EALREADY if it was
- * published already. Never blocks.
- */
-int kvidx_writer_publish(struct kvidx *w);
-
-/* Unmaps and releases the writer lock. Segments stay (readers keep serving); unlink=true
- * removes them from /dev/shm too. */
-void kvidx_writer_close(struct kvidx *w, bool unlink);
-
-/*
- * Pods. add returns the pod index (>= 0) of name, creating it if new (an existing pod takes
- * the given model if it is non-NULL and differs), or -KVIDX_ENOPOD when the pod table is
- * full, -EINVAL for an empty or too-long name. model may be NULL; it is kept for display and
- * cut to KVIDX_POD_NAME_MAX - 1 bytes.
- * remove clears the pod and frees its index for reuse. Both O(1).
- */
-int kvidx_pod_add(struct kvidx *w, const char *name, const char *model);
-int kvidx_pod_remove(struct kvidx *w, int pod);
-
-/*
- * Records that pod holds keys[0..n) on tier (confirmed). A speculative record becomes
- * confirmed; if on_confirm is non-NULL it is called for each such record with its created-at
- * and expires-at (for route-to-confirmation latency; an expired one the reaper has not yet
- * removed is a late confirmation). Returns the number of keys stored, or a negative error;
- * keys that could not be stored because the table is full are counted in the segment stats
- * (stat "store_failed") and make the call return -KVIDX_EFULL after storing the others.
- */
-typedef void (*kvidx_confirm_fn)(void *arg, uint64_t key, int pod, uint64_t created_ns,
-				 uint64_t expires_ns);
-int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
-		uint64_t now_ns, kvidx_confirm_fn on_confirm, void *arg);
-
-/* Pod no longer holds keys on tier (0: on any tier). Returns the number of records changed,
- * or -KVIDX_EFULL if some change could not be published (no arena memory; counted). */
-int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers);
-
-/* Drops every record of pod in O(1): bumps the pod's generation; a background sweep in
- * kvidx_writer_tick() reclaims the stale records. */
-int kvidx_clear_pod(struct kvidx *w, int pod);
-
-/* Called for each speculative record that expires unconfirmed (reaper, or replaced by a new
- * prediction), with its created-at and expires-at. */
-typedef void (*kvidx_expire_fn)(void *arg, uint64_t key, int pod, uint64_t created_ns,
-				uint64_t expires_ns);
-
-/*
- * Adds speculative records (expiring at now_ns + ttl_ms) for keys on pod, except where pod
- * already holds the key confirmed or by a live prediction (both left as they are: a
- * prediction is trusted for one TTL from its first commit, however many routes follow).
- * An expired prediction the reaper has not removed yet is reported through on_expire (if
- * non-NULL) and replaced by a new one. ttl_ms in 1..KVIDX_MAX_TTL_MS. Speculative records
- * are evicted first when the table is full. Returns the number of records added, 0 when
- * the pod's speculation is paused, or a negative error.
- */
-int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now_ns,
-		    uint32_t ttl_ms, kvidx_expire_fn on_expire, void *arg);
-
-/*
- * Reaper step: removes speculative records whose expiry is <= now_ns, examining at most
- * budget slots from a cursor that walks the table (so one call is bounded). on_expire, if
- * non-NULL, is called per removed record. Returns the number of records removed.
- */
-int kvidx_expire(struct kvidx *w, uint64_t now_ns, size_t budget, kvidx_expire_fn on_expire,
-		 void *arg);
-
-/*
- * Housekeeping, call every few milliseconds: refreshes the heartbeat, advances the RCU epoch,
- * reclaims retired memory, frees the slots of dead readers, expels readers stalled past the
- * stall limit, and advances the pod-clear sweep. Bounded work; never blocks on readers.
- */
-void kvidx_writer_tick(struct kvidx *w, uint64_t now_ns);
-
-/* Pod flags readers honour: a paused pod's speculative records do not count. */
-int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused);
 
 /* ---- reader -------------------------------------------------------------------------------- */
 
@@ -380,40 +278,6 @@ int kvidx_commit(struct kvidx_reader *r, const struct kvidx_route *rt);
  */
 int kvidx_report_outcome(struct kvidx_reader *r, uint64_t corr_id, int pod,
 			 uint32_t cached_tokens, uint32_t prompt_tokens);
-
-/* Writer side: what kvidx_drain() hands over. */
-struct kvidx_outcome {
-	uint64_t corr_id;
-	int pod;
-	uint32_t cached_tokens, prompt_tokens;
-	uint64_t t_ns;
-};
-struct kvidx_drain_ops {
-	/* A validated commit; rt->keys is valid during the call only. */
-	void (*route)(void *arg, const struct kvidx_route *rt, uint64_t commit_ns);
-	void (*outcome)(void *arg, const struct kvidx_outcome *o);
-	void *arg;
-};
-
-/*
- * Writer: consumes up to budget messages from the readers' rings, calling ops for each
- * valid one (malformed, stale-generation or truncated ones are counted in stat route_bad and
- * skipped). Returns the number of messages consumed. Never blocks.
- */
-int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *ops);
-
-/*
- * Writer: waking up for commits without polling the rings. kvidx_writer_doorbell() returns a
- * non-blocking descriptor (a datagram socket in the abstract namespace, named after the index)
- * to include in the writer's poll set, or a negative errno (then poll the rings on a timer).
- * Before sleeping the writer calls kvidx_writer_idle(w, true): it announces the sleep and
- * returns true if commits are already waiting (then don't sleep). A reader committing while
- * the writer is idle sends one byte to the doorbell (a non-blocking send; lost bytes only
- * cost latency). After waking, kvidx_writer_idle(w, false) clears the announcement and
- * empties the doorbell.
- */
-int kvidx_writer_doorbell(struct kvidx *w);
-bool kvidx_writer_idle(struct kvidx *w, bool idle);
 
 /* Reader-side view of the index header and pods (for tools and routers). */
 struct kvidx_info {

@@ -2,25 +2,34 @@
  * reader.c — the router's half: attach to an index, wait-free lookups and bulk prefix scoring
  * over the read-only data segment, and the read side of cross-process RCU.
  *
- * Concurrency model (the write side is in writer.c and table.c):
+ * Concurrency model (the write side is in writer.c, table.c and rcu.c):
  *
  *  1. Readers never write the data segment (it is mapped PROT_READ). In the registry a reader
  *     writes only its own slot: rs_ctr, rs_pid, rs_lookups, and rs_state by CAS.
  *  2. rd_enter() announces the epoch it read in rs_ctr and issues a full fence before loading
- *     any slot word. Pairs with the full fence in kv_rcu_reclaim() (writer.c): the writer
+ *     any slot word. Pairs with the full fence in kv_rcu_reclaim() (rcu.c): the writer
  *     either sees the announcement and keeps every entry retired at or after it, or this
  *     reader sees every unlink published before the writer's fence.
- *  3. Slot words are loaded with acquire, pairing with the release store in publish()
- *     (table.c), so an entry's words are complete when read. Entries never change while a
+ *  3. Slot words are loaded with acquire, pairing with the release stores in publish() and
+ *     tomb_trim() (table.c), so an entry's words are complete when read. Entries never change while a
  *     slot points at them and while this reader's announcement protects them, so records are
  *     never torn.
  *  4. rd_exit() clears rs_ctr with a release store (every read of the section happens before
- *     the writer may see this reader quiescent).
+ *     the writer may see this reader quiescent), pairing with the seq_cst load of rs_ctr in
+ *     kv_rcu_reclaim() (rcu.c).
  *  5. Expulsion: rd_exit() issues an acquire fence and re-reads rs_state. It pairs with the
- *     release fence in kv_rcu_reclaim() after the CAS to EXPELLED: if anything read here came
+ *     release fence in kv_rcu_reclaim() (rcu.c) after the CAS to EXPELLED: if anything read here came
  *     from reused memory, the state read afterwards is EXPELLED, and the answer is discarded
  *     (-KVIDX_ERETRY). The next call re-registers the slot.
- *  6. Nothing read from the segment is trusted: indices are bounds-checked against geometry
+ *  6. rs_state changes only by seq_cst CAS, on both sides: the reader claims, re-registers
+ *     and frees its slot (rd_claim(), rd_reregister(), kvidx_reader_close()); the writer frees
+ *     a dead reader's slot and expels a stalled one (reader_reap_if_dead(), kv_rcu_reclaim()
+ *     in rcu.c). A CAS that loses to the other side's fails and changes nothing.
+ *  7. A generation is mapped only after an acquire load of ch_generation (rd_switch(),
+ *     pairing with the release store in kvidx_writer_publish(), writer.c), and used only if
+ *     an acquire load of its dh_state says LIVE (rd_map_gen(), pairing with the release store
+ *     in data_create(), writer.c).
+ *  8. Nothing read from the segment is trusted: indices are bounds-checked against geometry
  *     copied at attach, probes stop after max_probe slots, record counts at pods_per_key.
  *
  * Progress: lookups and scoring are wait-free: no locks, no retry loops; the work is bounded
@@ -80,6 +89,8 @@ static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
 	memset(&h, 0, sizeof(h));
 	memcpy(&h, v.base, offsetof(struct kvidx_data_hdr, dh_state));
 	rc = kv_data_validate(&h, v.size);
+	/* Acquire pairs with the release store of dh_state in data_create() (writer.c): a live
+	 * generation is completely initialised (rule 7). */
 	if (rc == 0 && (h.dh_generation != gen || ld_acquire(&v.hdr->dh_state) != KV_DATA_LIVE))
 		rc = -KVIDX_ECORRUPT;
 	if (rc < 0) {
@@ -127,7 +138,8 @@ static int rd_switch(struct kvidx_reader *r)
 	int rc = -ENOENT;
 
 	for (int tries = 0; tries < 3; tries++) {
-		/* Acquire pairs with the release store of ch_generation in data_create(). */
+		/* Acquire pairs with the release store of ch_generation in kvidx_writer_publish()
+		 * (writer.c): the generation it names is built (rule 7). */
 		uint64_t g = ld_acquire(&r->ctl->ch_generation);
 		if (g == 0)
 			return -ENOENT;
@@ -150,7 +162,8 @@ static bool rd_claim(struct kvidx_reader *r, struct kvidx_reader_slot *slots, ui
 		return false;
 	st_relaxed(&s->rs_ctr, 0);
 	for (int tries = 0; tries < 4; tries++) {
-		/* Only the writer competes (freeing this slot as dead): a handful of tries. */
+		/* Only the writer competes (freeing this slot as dead, reader_reap_if_dead() in
+		 * rcu.c, by CAS on the same word: rule 6): a handful of tries. */
 		uint64_t st = ld_seqcst(&s->rs_state);
 		uint64_t mine = ((KV_RS_GEN(st) + 1) << 8) | KV_RS_ACTIVE;
 		if (cas_u64(&s->rs_state, st, mine)) {
@@ -242,6 +255,8 @@ void kvidx_reader_close(struct kvidx_reader *r)
 	if (!r)
 		return;
 	if (r->me) {
+		/* Quiescent for good (rule 4: pairs with the seq_cst load of rs_ctr in
+		 * kv_rcu_reclaim()), then the slot freed by CAS (rule 6). */
 		st_release(&r->me->rs_ctr, 0);
 		uint64_t st = ld_seqcst(&r->me->rs_state);
 		cas_u64(&r->me->rs_state, st, (KV_RS_GEN(st) << 8) | KV_RS_FREE);
@@ -262,7 +277,8 @@ void kvidx_reader_close(struct kvidx_reader *r)
 
 /* ---- read-side sections ---- */
 
-/* Re-registers after an expulsion: one CAS attempt, so bounded. */
+/* Re-registers after an expulsion: one CAS attempt, so bounded. The CAS races the writer's
+ * (the expulsion CAS in kv_rcu_reclaim(), rcu.c: rule 6). */
 static int rd_reregister(struct kvidx_reader *r)
 {
 	uint64_t st = ld_seqcst(&r->me->rs_state);
@@ -318,7 +334,8 @@ static const uint64_t *rd_find(const struct kv_view *v, uint64_t key, uint64_t m
 	uint32_t fp = kv_fp(m);
 
 	for (uint32_t p = 0; p < v->max_probe; p++) {
-		/* Acquire pairs with the release store of the slot word in publish(). */
+		/* Acquire pairs with the release stores of slot words in publish() and
+		 * tomb_trim() (table.c): rule 3. */
 		uint64_t s = ld_acquire(&slot[p]);
 		if (s == KV_SLOT_EMPTY)
 			return NULL;
@@ -347,7 +364,8 @@ static inline bool rd_rec_visible(const struct kv_view *v, uint64_t w0, uint64_t
 
 	if (pod >= v->max_pods)
 		return false;
-	/* Acquire pairs with the release stores of pd_word in writer.c (add, clear, pause). */
+	/* Acquire pairs with the release stores of pd_word in kvidx_pod_add(), pod_bump() and
+	 * kvidx_pod_set_spec_paused() (writer.c). */
 	uint64_t pw = ld_acquire(&v->pods[pod].pd_word);
 	if (KV_POD_STATE(pw) != KV_POD_ACTIVE || KV_POD_GEN(pw) != KV_REC_GEN(w0))
 		return false;
@@ -422,7 +440,8 @@ static inline uint32_t scan_slots(const struct kv_view *v, uint64_t m)
 	uint32_t fp = kv_fp(m);
 
 	for (uint32_t p = 0; p < v->max_probe; p++) {
-		/* Acquire pairs with the release store of the slot word in publish(). */
+		/* Acquire pairs with the release stores of slot words in publish() and
+		 * tomb_trim() (table.c): rule 3. */
 		uint64_t s = ld_acquire(&slot[p]);
 		if (s == KV_SLOT_EMPTY)
 			return 0;
@@ -633,9 +652,12 @@ int kvidx_reader_pod(struct kvidx_reader *r, int pod, char name[KVIDX_POD_NAME_M
 	if (r->v.base == NULL || pod < 0 || (uint32_t)pod >= r->v.max_pods)
 		return -KVIDX_ENOPOD;
 	const struct kvidx_pod *p = &r->v.pods[pod];
-	/* A seqlock read with no retry: a torn copy is reported, not looped on. Pairs with the
-	 * pd_seq updates in pod_write_names() (writer.c). */
+	/* A seqlock read with no retry: a torn copy is reported, not looped on. The acquire load
+	 * of pd_seq pairs with the release store that ends an update in pod_write_names()
+	 * (writer.c): names read after an even pd_seq are at least that update's. */
 	uint64_t s1 = ld_acquire(&p->pd_seq);
+	/* Acquire pairs with the release stores of pd_word in kvidx_pod_add() and pod_bump()
+	 * (writer.c). */
 	if (KV_POD_STATE(ld_acquire(&p->pd_word)) != KV_POD_ACTIVE)
 		return -KVIDX_ENOPOD;
 	for (size_t i = 0; i < KVIDX_POD_NAME_MAX; i++) {
@@ -643,6 +665,9 @@ int kvidx_reader_pod(struct kvidx_reader *r, int pod, char name[KVIDX_POD_NAME_M
 		if (model)
 			model[i] = ld_relaxed(&p->pd_model[i]);
 	}
+	/* The name loads above are ordered before the re-check of pd_seq. Pairs with the release
+	 * fence after the opening pd_seq bump in pod_write_names(): if a name load saw an
+	 * update's store, the re-check sees that update's odd pd_seq (or a later one). */
 	fence_acquire();
 	if ((s1 & 1) || ld_relaxed(&p->pd_seq) != s1)
 		return -KVIDX_ERETRY;
@@ -700,6 +725,8 @@ int64_t kv_reader_walk(struct kvidx_reader *r, uint64_t from, uint64_t count, ui
 		uint64_t end = v->nslots + v->max_probe;
 		uint64_t step = count < 1024 ? count : 1024;
 		for (uint64_t pos = from; pos < from + step && pos < end; pos++) {
+			/* Acquire pairs with the release stores of slot words in publish() and
+			 * tomb_trim() (table.c), as in rd_find() (rule 3). */
 			uint64_t s = ld_acquire(&v->slots[pos]);
 			uint32_t idx = (uint32_t)s;
 			if (s == KV_SLOT_EMPTY || s == KV_SLOT_TOMB || idx == 0 || idx >= v->units)

@@ -4,13 +4,14 @@
  *
  * Concurrency model:
  *
- *  1. Producer: the reader owning the slot (one thread). It reads rh_tail with acquire (pairs
- *     with the consumer's release store of rh_tail in kvidx_drain(): the consumer is done
+ *  1. Producer: the reader owning the slot (one thread). It reads rh_tail with acquire in
+ *     ring_room() (pairs with the consumer's release store of rh_tail in drain_one(): the
+ *     consumer is done
  *     reading the messages it passed before the producer overwrites them), writes all the
  *     messages of one commit, then publishes them with one release store of rh_head.
- *  2. Consumer: the writer (one thread). It reads rh_head with acquire (pairs with the
- *     producer's release store in ring_put(): the messages are complete), copies them out,
- *     then releases rh_tail.
+ *  2. Consumer: the writer (one thread). It reads rh_head with acquire in drain_one() (pairs
+ *     with the producer's release store in ring_put(): the messages are complete), copies them
+ *     out, then releases rh_tail.
  *  3. The consumer trusts nothing in the ring: its geometry is its own, a head more than
  *     ring_entries ahead of its tail is treated as corruption (everything queued is dropped
  *     and counted), every message is type- and range-checked, and a commit whose key messages
@@ -69,7 +70,8 @@ static void doorbell_ring(struct kvidx_reader *r)
 /* Producer: room for need messages? */
 static bool ring_room(struct kvidx_reader *r, uint64_t need)
 {
-	uint64_t tail = ld_acquire(&r->ring->rh_tail); /* rule 1 */
+	/* Rule 1: pairs with the release store of rh_tail in drain_one(). */
+	uint64_t tail = ld_acquire(&r->ring->rh_tail);
 	uint64_t used = r->ring_head - tail;
 
 	if (used > r->ring_entries) {
@@ -88,8 +90,8 @@ static struct kv_msg *ring_slot(struct kvidx_reader *r, uint64_t i)
 static void ring_put(struct kvidx_reader *r, uint64_t n)
 {
 	r->ring_head += n;
-	/* Rule 1: the messages are written before the head says so. Pairs with the acquire load
-	 * of rh_head in kvidx_drain(). */
+	/* Rule 1: the messages are written before the head says so. Pairs with the acquire loads
+	 * of rh_head in drain_one() and kvidx_writer_idle(). */
 	st_release(&r->ring->rh_head, r->ring_head);
 	st_relaxed(&r->me->rs_commits, ld_relaxed(&r->me->rs_commits) + 1);
 	doorbell_ring(r);
@@ -187,7 +189,7 @@ static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
 						   .cached_tokens = m.u.outcome.cached_tokens,
 						   .prompt_tokens = m.u.outcome.prompt_tokens,
 						   .t_ns = m.u.outcome.t_ns };
-			if (m.u.outcome.gen != w->hdr->dh_generation || o.pod >= (int)w->max_pods)
+			if (m.u.outcome.gen != w->gen || o.pod >= (int)w->max_pods)
 				stat_add(&w->st->route_bad, 1);
 			else if (ops->outcome)
 				ops->outcome(ops->arg, &o);
@@ -222,7 +224,7 @@ static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
 					  .keys = keybuf, .nkeys = nkeys,
 					  .matched_blocks = m.u.commit.matched,
 					  .matched_spec = m.u.commit.matched_spec };
-		if (!ok || m.u.commit.gen != w->hdr->dh_generation ||
+		if (!ok || m.u.commit.gen != w->gen ||
 		    rt.pod >= (int)w->max_pods || rt.prefill_pod >= (int)w->max_pods) {
 			stat_add(&w->st->route_bad, 1);
 			continue;
@@ -232,7 +234,8 @@ static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
 			ops->route(ops->arg, &rt, m.u.commit.t_ns);
 	}
 	w->ring_tail[i] = t;
-	/* Rule 1: everything copied out above is done before the producer may reuse it. */
+	/* Rule 1: everything copied out above is done before the producer may reuse it. Pairs
+	 * with the acquire load of rh_tail in ring_room(). */
 	st_release(&rh->rh_tail, t);
 	return used;
 }
@@ -272,6 +275,8 @@ bool kvidx_writer_idle(struct kvidx *w, bool idle)
 	fence_seqcst(); /* rule 5: pairs with the fence in doorbell_ring() */
 	for (uint32_t i = 0; i < w->max_readers; i++) {
 		struct kv_ring_hdr *rh = kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i);
+		/* Pairs with the release store of rh_head in ring_put() (only compared here; the
+		 * messages are read after drain_one()'s own acquire load). */
 		if (ld_acquire(&rh->rh_head) != w->ring_tail[i])
 			return true;
 	}

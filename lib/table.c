@@ -1,20 +1,25 @@
 /*
  * table.c — the writer's half of the hash table: lookup for update, copy-on-write entries,
- * the entry arena, eviction, the reaper step and the pod-clear sweep.
+ * eviction, store / remove / speculate, the reaper step and the pod-clear sweep. Entries come
+ * from the arena (arena.c) and go back to it through RCU (rcu.c); this file calls both, and
+ * neither calls back.
  *
- * Concurrency model (readers are in reader.c; the grace periods in writer.c):
+ * Concurrency model (readers are in reader.c; the grace periods in rcu.c):
  *
  *  1. One thread of one process calls everything here (the caller serialises apply and reaper).
  *  2. An entry is immutable once a slot points at it. Every change builds a new entry in free
  *     arena memory, then publishes it with one release store of the slot word, which pairs with
- *     the acquire load of the slot in kv_find() (reader.c): a reader that sees the new index
- *     sees the new entry's words. The old entry is retired to RCU limbo, never written again
- *     until every reader has passed a quiescent state (kv_rcu_reclaim() in writer.c).
+ *     the acquire loads of slot words in rd_find(), scan_slots() and kv_reader_walk()
+ *     (reader.c): a reader that sees the new index sees the new entry's words. The old entry is retired to RCU limbo, never written again
+ *     until every reader has passed a quiescent state (kv_rcu_reclaim() in rcu.c).
  *  3. A slot goes EMPTY -> live -> TOMB -> live ... and TOMB -> EMPTY only when the next slot
  *     is EMPTY, so a probe for a key that stays present never meets an EMPTY slot before it.
  *     The same key is never live in two slots.
- *  4. Clearing a pod bumps its generation in the pod word; readers drop records whose
- *     generation differs (O(1) clear), and the sweep here removes them in bounded steps.
+ *  4. Clearing a pod bumps its generation in the pod word (pod_bump(), writer.c); readers drop
+ *     records whose generation differs (O(1) clear), and the sweep here removes them in
+ *     bounded steps.
+ *  5. The observer and the stats of a change are called only after the change is published
+ *     (notify(), from publish()): what they are told, readers can already see.
  *
  * Progress: every call is bounded (probes by max_probe, cursors by their budget); none waits.
  */
@@ -26,101 +31,35 @@
 
 #define NS_PER_MS 1000000ull
 
-/* A private, mutable copy of one entry. */
+/* What happened to one record, for the observer: reported once its entry is published. */
+enum { KV_NOTE_CONFIRM = 1, KV_NOTE_EXPIRE, KV_NOTE_DROP };
+struct kv_note {
+	uint8_t kind;
+	uint8_t cause;   /* KV_NOTE_DROP: enum kvidx_drop */
+	uint64_t w0, w1; /* the record as it was */
+	uint64_t now;    /* KV_NOTE_CONFIRM: when */
+};
+
+/* A private, mutable copy of one entry, and what its publication will report. */
 struct kv_buf {
 	uint64_t key;
 	unsigned n;               /* records in w0/w1 */
 	unsigned old_n, old_spec; /* what the published entry had, for the stats */
 	uint64_t w0[KV_MAX_PPK], w1[KV_MAX_PPK];
+	unsigned nnotes;
+	unsigned rec_evicted;     /* records dropped to make room (stat rec_evictions) */
+	struct kv_note notes[KV_MAX_PPK + 1];
 };
 
-/* ---- arena ---- */
-
-int kv_table_init(struct kvidx *w)
+static inline uint64_t *kv_unit(const struct kvidx *w, uint32_t idx)
 {
-	unsigned c = 1;
-
-	w->ncls = 0;
-	while (w->ncls < KV_NCLASSES) {
-		if (c >= w->ppk) {
-			w->cls_cap[w->ncls++] = (uint8_t)w->ppk;
-			break;
-		}
-		w->cls_cap[w->ncls++] = (uint8_t)c;
-		c *= 2;
-	}
-	w->bump = 1; /* unit 0 is never an entry: slot words use index 0 for EMPTY/TOMB */
-	return 0;
+	return kv_arena_unit(&w->arena, idx);
 }
 
-void kv_table_free(struct kvidx *w)
+/* The class of the published entry idx, from its own meta word. */
+static unsigned entry_class(const struct kvidx *w, uint32_t idx)
 {
-	for (unsigned c = 0; c < KV_NCLASSES; c++)
-		free(w->freel[c].v);
-	free(w->limbo);
-	memset(w->freel, 0, sizeof(w->freel));
-	w->limbo = NULL;
-}
-
-static unsigned cls_for(const struct kvidx *w, unsigned need)
-{
-	for (unsigned c = 0; c < w->ncls; c++)
-		if (w->cls_cap[c] >= need)
-			return c;
-	return w->ncls - 1;
-}
-
-static unsigned cls_of_cap(const struct kvidx *w, unsigned cap)
-{
-	for (unsigned c = 0; c < w->ncls; c++)
-		if (w->cls_cap[c] == cap)
-			return c;
-	abort(); /* the writer only ever writes caps from its class table */
-}
-
-static uint32_t arena_alloc(struct kvidx *w, unsigned cls)
-{
-	struct kv_u32vec *f = &w->freel[cls];
-	uint64_t units = 1 + (uint64_t)w->cls_cap[cls];
-
-	if (f->n)
-		return f->v[--f->n];
-	if (w->bump + units > w->units)
-		return 0;
-	uint32_t idx = (uint32_t)w->bump;
-	w->bump += units;
-	stat_add(&w->st->arena_used, units);
-	return idx;
-}
-
-/* No bump room for the largest entry and almost nothing on the free lists. */
-static bool arena_tight(const struct kvidx *w)
-{
-	size_t nfree = 0;
-
-	if (w->bump + 1 + w->ppk <= w->units)
-		return false;
-	for (unsigned c = 0; c < w->ncls; c++)
-		nfree += w->freel[c].n;
-	return nfree < 16;
-}
-
-/* Returns a reclaimed entry to its class's free list (called from kv_rcu_reclaim()). */
-int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls);
-int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls)
-{
-	struct kv_u32vec *f = &w->freel[cls];
-
-	if (f->n == f->cap) {
-		size_t ncap = f->cap ? f->cap * 2 : 1024;
-		uint32_t *nv = realloc(f->v, ncap * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM; /* the entry leaks until restart; counted by the caller */
-		f->v = nv;
-		f->cap = ncap;
-	}
-	f->v[f->n++] = idx;
-	return 0;
+	return kv_arena_class_of(&w->arena, KV_META_CAP(kv_unit(w, idx)[1]));
 }
 
 /* ---- records ---- */
@@ -146,14 +85,22 @@ static uint64_t rec_expires(uint64_t w0, uint64_t w1)
 	return w1 + (uint64_t)KV_REC_TTL(w0) * NS_PER_MS;
 }
 
-/* Copies entry idx into b, dropping records of cleared or removed pods. */
+/* An empty buffer for key (no entry yet). */
+static void buf_empty(struct kv_buf *b, uint64_t key)
+{
+	b->key = key;
+	b->n = b->old_n = b->old_spec = 0;
+	b->nnotes = b->rec_evicted = 0;
+}
+
+/* Copies entry idx into b, dropping records of cleared or removed pods (reported when the pod
+ * was cleared, so not again here). */
 static void entry_load(const struct kvidx *w, uint32_t idx, struct kv_buf *b)
 {
 	const uint64_t *e = kv_unit(w, idx);
 	unsigned np = KV_META_NPODS(e[1]);
 
-	b->key = e[0];
-	b->n = b->old_n = b->old_spec = 0;
+	buf_empty(b, e[0]);
 	for (unsigned i = 0; i < np; i++) {
 		uint64_t w0 = e[2 + 2 * i], w1 = e[3 + 2 * i];
 		b->old_n++;
@@ -174,6 +121,17 @@ static int buf_find_pod(const struct kv_buf *b, unsigned pod)
 	return -1;
 }
 
+/* Notes what happens to record (w0, w1), to report after b is published. */
+static void buf_note(struct kv_buf *b, unsigned kind, unsigned cause, uint64_t w0, uint64_t w1,
+		     uint64_t now)
+{
+	/* At most one note per record the entry had, plus one: the array cannot overflow. */
+	if (b->nnotes < sizeof(b->notes) / sizeof(b->notes[0]))
+		b->notes[b->nnotes++] = (struct kv_note){ .kind = (uint8_t)kind,
+							  .cause = (uint8_t)cause,
+							  .w0 = w0, .w1 = w1, .now = now };
+}
+
 static void buf_drop(struct kv_buf *b, unsigned i)
 {
 	b->n--;
@@ -183,7 +141,7 @@ static void buf_drop(struct kv_buf *b, unsigned i)
 
 /* Makes room for one more record in a full entry: an expired speculative record goes first,
  * then the oldest speculative one, then the oldest confirmed one. */
-static void buf_make_room(struct kvidx *w, struct kv_buf *b, uint64_t now)
+static void buf_make_room(struct kv_buf *b, uint64_t now)
 {
 	int victim = -1;
 	unsigned vrank = 0;
@@ -198,8 +156,9 @@ static void buf_make_room(struct kvidx *w, struct kv_buf *b, uint64_t now)
 			vt = b->w1[i];
 		}
 	}
+	buf_note(b, KV_NOTE_DROP, KVIDX_DROP_EVICTED, b->w0[victim], b->w1[victim], now);
+	b->rec_evicted++;
 	buf_drop(b, (unsigned)victim);
-	stat_add(&w->st->rec_evictions, 1);
 }
 
 /* ---- slots ---- */
@@ -243,8 +202,9 @@ static void tomb_trim(struct kvidx *w, uint64_t i)
 	for (;;) {
 		if (w->slots[i] != KV_SLOT_TOMB || (i + 1 < end && w->slots[i + 1] != KV_SLOT_EMPTY))
 			return;
-		/* Pairs with the acquire slot loads in rd_find()/scan_slots() (reader.c), like
-		 * every slot store; an EMPTY carries no entry, so nothing else is ordered. */
+		/* Pairs with the acquire slot loads in rd_find(), scan_slots() and
+		 * kv_reader_walk() (reader.c), like every slot store; an EMPTY carries no entry,
+		 * so nothing else is ordered. */
 		st_release(&w->slots[i], KV_SLOT_EMPTY);
 		w->tombs--;
 		if (i-- == 0)
@@ -262,12 +222,54 @@ static void account(struct kvidx *w, const struct kv_buf *b)
 	stat_add(&w->st->spec_records, (uint64_t)spec - b->old_spec);
 }
 
+/*
+ * Reports what publishing b changed: the stats of its notes, then the observer. Runs only
+ * after b's entry (or its tombstone) is published, so that nothing is counted for a change
+ * that failed and is made again later.
+ */
+static void notify(struct kvidx *w, const struct kv_buf *b)
+{
+	const struct kvidx_observer *o = &w->obs;
+
+	stat_add(&w->st->rec_evictions, b->rec_evicted);
+	for (unsigned i = 0; i < b->nnotes; i++) {
+		const struct kv_note *nt = &b->notes[i];
+		int pod = (int)KV_REC_POD(nt->w0);
+		uint64_t expires = rec_expires(nt->w0, nt->w1);
+		switch (nt->kind) {
+		case KV_NOTE_CONFIRM:
+			stat_add(&w->st->confirms, 1);
+			if (o->on_confirm)
+				o->on_confirm(o->ctx, b->key, pod, nt->w1, expires, nt->now);
+			break;
+		case KV_NOTE_EXPIRE:
+			stat_add(&w->st->expirations, 1);
+			if (o->on_expire)
+				o->on_expire(o->ctx, b->key, pod, nt->w1, expires);
+			break;
+		case KV_NOTE_DROP:
+			if (o->on_drop)
+				o->on_drop(o->ctx, (enum kvidx_drop)nt->cause, b->key, pod,
+					   rec_spec(nt->w0));
+			break;
+		}
+	}
+}
+
+void kvidx_writer_set_observer(struct kvidx *w, const struct kvidx_observer *obs)
+{
+	if (obs)
+		w->obs = *obs;
+	else
+		memset(&w->obs, 0, sizeof(w->obs));
+}
+
 static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi, bool spec_only);
 
 /*
  * Publishes b at slot pos (which holds old, or is EMPTY/TOMB when old is 0): builds a new
- * entry and swaps it in, or deletes the key when b has no records. Returns 0 or -KVIDX_EFULL
- * when the arena has no room (nothing is changed then).
+ * entry and swaps it in, or deletes the key when b has no records, then reports b's notes.
+ * Returns 0 or -KVIDX_EFULL when the arena has no room (nothing is changed or reported then).
  */
 static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 {
@@ -277,22 +279,26 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 	if (b->n == 0) {
 		if (!old)
 			return 0;
-		/* Release pairs with the acquire slot load in kv_find(); nothing to order but the
-		 * word itself, kept release for symmetry with the insert path. */
+		/* Release pairs with the acquire slot loads in rd_find(), scan_slots() and
+		 * kv_reader_walk() (reader.c); nothing to order but the word itself, kept
+		 * release for symmetry with the insert path. */
 		st_release(&w->slots[pos], KV_SLOT_TOMB);
 		w->tombs++;
 		w->live_keys--;
 		stat_add(&w->st->keys, -1);
 		account(w, b);
-		kv_retire(w, old, cls_of_cap(w, KV_META_CAP(kv_unit(w, old)[1])));
+		kv_rcu_retire(&w->rcu, old, entry_class(w, old));
 		tomb_trim(w, (uint64_t)pos);
+		notify(w, b);
 		return 0;
 	}
-	unsigned cls = cls_for(w, b->n);
-	uint32_t idx = arena_alloc(w, cls);
+	unsigned cls = kv_arena_class(&w->arena, b->n);
+	uint32_t idx = kv_arena_alloc(&w->arena, cls);
 	if (!idx) {
-		kv_rcu_reclaim(w, kvidx_now_ns());
-		idx = arena_alloc(w, cls);
+		/* A grace period now may give retired entries back (a call down to rcu.c, which
+		 * frees into the arena; nothing below calls back up). */
+		kv_rcu_reclaim(&w->rcu, kvidx_now_ns());
+		idx = kv_arena_alloc(&w->arena, cls);
 		if (!idx)
 			return -KVIDX_EFULL;
 	}
@@ -300,16 +306,17 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 	/* Relaxed stores: an expelled reader may still be reading this reused memory; it will
 	 * discard what it read (reader.c, rule 5), but the accesses must not be data races. */
 	st_relaxed(&e[0], b->key);
-	st_relaxed(&e[1], KV_META(b->n, w->cls_cap[cls]));
+	st_relaxed(&e[1], KV_META(b->n, w->arena.cls_cap[cls]));
 	for (unsigned i = 0; i < b->n; i++) {
 		st_relaxed(&e[2 + 2 * i], b->w0[i]);
 		st_relaxed(&e[3 + 2 * i], b->w1[i]);
 	}
 	/* Release: the entry's words above are visible before the slot points at them. Pairs with
-	 * the acquire load of the slot word in kv_find() (reader.c). */
+	 * the acquire loads of slot words in rd_find(), scan_slots() and kv_reader_walk()
+	 * (reader.c). */
 	st_release(&w->slots[pos], ((uint64_t)kv_fp(m) << 32) | idx);
 	if (old) {
-		kv_retire(w, old, cls_of_cap(w, KV_META_CAP(kv_unit(w, old)[1])));
+		kv_rcu_retire(&w->rcu, old, entry_class(w, old));
 	} else {
 		if (prev == KV_SLOT_TOMB)
 			w->tombs--;
@@ -317,6 +324,7 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 		stat_add(&w->st->keys, 1);
 	}
 	account(w, b);
+	notify(w, b);
 	return 0;
 }
 
@@ -347,6 +355,8 @@ static void evict_slot(struct kvidx *w, uint64_t pos)
 
 	victim_rank(w, idx, &rank, &newest);
 	entry_load(w, idx, &b);
+	for (unsigned i = 0; i < b.n; i++)
+		buf_note(&b, KV_NOTE_DROP, KVIDX_DROP_EVICTED, b.w0[i], b.w1[i], 0);
 	b.n = 0;
 	publish(w, (int64_t)pos, idx, &b);
 	stat_add(rank ? &w->st->evict_confirmed : &w->st->evict_spec, 1);
@@ -400,7 +410,7 @@ static int find_for_insert(struct kvidx *w, uint64_t key, int64_t *pos, uint32_t
 	/* The record budget nearly spent: often that is memory waiting in RCU limbo for a slow
 	 * reader rather than live data, so only an entry with nothing confirmed goes (reusable
 	 * after a grace period). Done before the probe, so that the probe sees its effects. */
-	if (arena_tight(w))
+	if (kv_arena_tight(&w->arena))
 		evict_one(w, 0, 0, true);
 	*idx = slot_find(w, key, pos);
 	if (*idx)
@@ -437,7 +447,7 @@ static int pod_gen(const struct kvidx *w, int pod, unsigned *gen)
 /* ---- operations ---- */
 
 int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
-		uint64_t now, kvidx_confirm_fn on_confirm, void *arg)
+		uint64_t now)
 {
 	unsigned gen;
 	int rc = pod_gen(w, pod, &gen), stored = 0, full = 0;
@@ -453,12 +463,10 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 			full = 1;
 			continue;
 		}
-		if (idx) {
+		if (idx)
 			entry_load(w, idx, &b);
-		} else {
-			b.key = keys[k];
-			b.n = b.old_n = b.old_spec = 0;
-		}
+		else
+			buf_empty(&b, keys[k]);
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]) && (KV_REC_TIERS(b.w0[r]) & tier) &&
 		    b.n == b.old_n) {
@@ -468,10 +476,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 		unsigned tiers = tier;
 		if (r >= 0) {
 			if (rec_spec(b.w0[r])) {
-				if (on_confirm)
-					on_confirm(arg, keys[k], pod, b.w1[r],
-						   rec_expires(b.w0[r], b.w1[r]));
-				stat_add(&w->st->confirms, 1);
+				buf_note(&b, KV_NOTE_CONFIRM, 0, b.w0[r], b.w1[r], now);
 				b.w1[r] = now;
 			} else {
 				tiers |= KV_REC_TIERS(b.w0[r]);
@@ -479,7 +484,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 			b.w0[r] = KV_REC_W0(pod, gen, tiers, 0, 0);
 		} else {
 			if (b.n == w->ppk)
-				buf_make_room(w, &b, now);
+				buf_make_room(&b, now);
 			b.w0[b.n] = KV_REC_W0(pod, gen, tiers, 0, 0);
 			b.w1[b.n] = now;
 			b.n++;
@@ -492,6 +497,8 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 		stored++;
 	}
 	stat_add(&w->st->stores, (uint64_t)stored);
+	if (w->obs.on_store)
+		w->obs.on_store(w->obs.ctx, pod, keys, n, now);
 	return full ? -KVIDX_EFULL : stored;
 }
 
@@ -516,10 +523,12 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 			continue;
 		if (r >= 0) {
 			unsigned left = KV_REC_TIERS(b.w0[r]) & ~tiers;
-			if (rec_spec(b.w0[r]) || left == 0)
+			if (rec_spec(b.w0[r]) || left == 0) {
+				buf_note(&b, KV_NOTE_DROP, KVIDX_DROP_REMOVED, b.w0[r], b.w1[r], 0);
 				buf_drop(&b, (unsigned)r);
-			else
+			} else {
 				b.w0[r] = KV_REC_W0(pod, gen, left, 0, 0);
+			}
 		}
 		/* Shrinking needs a fresh entry too; if even that fails, the old one stays (a
 		 * stale record, counted) and the caller hears -KVIDX_EFULL. */
@@ -535,7 +544,7 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 }
 
 int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now,
-		    uint32_t ttl_ms, kvidx_expire_fn on_expire, void *arg)
+		    uint32_t ttl_ms)
 {
 	unsigned gen;
 	int rc = pod_gen(w, pod, &gen), added = 0, full = 0;
@@ -554,20 +563,16 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 			full = 1;
 			continue;
 		}
-		if (idx) {
+		if (idx)
 			entry_load(w, idx, &b);
-		} else {
-			b.key = keys[k];
-			b.n = b.old_n = b.old_spec = 0;
-		}
+		else
+			buf_empty(&b, keys[k]);
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]))
 			continue; /* confirmed already: a prediction adds nothing */
 		if (r >= 0 && rec_expires(b.w0[r], b.w1[r]) <= now) {
 			/* Expired, not reaped yet: that expiry is reported, then a new prediction. */
-			if (on_expire)
-				on_expire(arg, keys[k], pod, b.w1[r], rec_expires(b.w0[r], b.w1[r]));
-			stat_add(&w->st->expirations, 1);
+			buf_note(&b, KV_NOTE_EXPIRE, 0, b.w0[r], b.w1[r], now);
 			b.w1[r] = now;
 			b.w0[r] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms);
 		} else if (r >= 0) {
@@ -577,7 +582,7 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 			continue;
 		} else {
 			if (b.n == w->ppk)
-				buf_make_room(w, &b, now);
+				buf_make_room(&b, now);
 			b.w0[b.n] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms);
 			b.w1[b.n] = now;
 			b.n++;
@@ -604,8 +609,7 @@ static bool entry_has_expired(const struct kvidx *w, uint32_t idx, uint64_t now)
 	return false;
 }
 
-int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget, kvidx_expire_fn on_expire,
-		 void *arg)
+int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget)
 {
 	uint64_t end = w->nslots + w->max_probe;
 	int removed = 0;
@@ -624,20 +628,22 @@ int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget, kvidx_expire_fn o
 		bool dirty = b.n != b.old_n;
 		for (unsigned i = 0; i < b.n;) {
 			if (rec_spec(b.w0[i]) && rec_expires(b.w0[i], b.w1[i]) <= now) {
-				if (on_expire)
-					on_expire(arg, b.key, (int)KV_REC_POD(b.w0[i]), b.w1[i],
-						  rec_expires(b.w0[i], b.w1[i]));
+				buf_note(&b, KV_NOTE_EXPIRE, 0, b.w0[i], b.w1[i], now);
 				buf_drop(&b, i);
-				removed++;
 				dirty = true;
 				continue;
 			}
 			i++;
 		}
-		if (dirty && publish(w, (int64_t)pos, (uint32_t)sw, &b) < 0)
+		/* Counted (stat expirations, in notify()) and reported only once published: a
+		 * failed step leaves the records for the next pass. */
+		if (!dirty)
+			continue;
+		if (publish(w, (int64_t)pos, (uint32_t)sw, &b) < 0)
 			stat_add(&w->st->store_failed, 1);
+		else
+			removed += (int)b.nnotes;
 	}
-	stat_add(&w->st->expirations, (uint64_t)removed);
 	return removed;
 }
 

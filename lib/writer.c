@@ -1,27 +1,20 @@
 /*
  * writer.c — the writer's segments and lifecycle: claiming the index (one writer), building
- * and publishing a data generation, pods, RCU grace periods across processes, and reader
- * liveness (dead readers freed, stalled readers expelled).
+ * and publishing a data generation, pods, and the periodic tick. The top layer of the writer
+ * (internal.h): it calls the table (table.c), RCU (rcu.c) and the arena (arena.c), and none of
+ * them calls it.
  *
  * Concurrency model (the read side is in reader.c):
  *
  *  1. One writer: it holds an OFD write lock on byte 0 of the registry file for its lifetime.
  *     The kernel drops the lock when the process dies, so a successor can take over.
- *  2. Grace periods (kv_rcu_reclaim): retired entries are tagged with the epoch E current at
- *     retirement. The writer stores E+1 (seq_cst), issues a full fence, then reads every active
- *     reader's announced epoch rs_ctr. The fence pairs with the full fence in rd_enter()
- *     (reader.c): either the writer sees the reader's announcement, or the reader sees every
- *     slot change published before the fence (store-load ordering on both sides). An entry
- *     retired at e is reusable once every active reader announced 0 or an epoch > e.
- *  3. Dead readers are found with F_OFD_GETLK on their slot byte (the kernel released the lock
- *     at death, whatever the pid is now, so pid reuse cannot fool it) and freed by CAS on
- *     rs_state, which a new owner claiming the slot would have changed.
- *  4. A reader whose announced epoch has not moved for stall_ns is expelled: CAS rs_state from
- *     ACTIVE to EXPELLED, then a release fence before any entry is reused. The fence pairs
- *     with the acquire fence in rd_exit() (reader.c): a reader that read reused memory sees
- *     EXPELLED and discards its answer.
+ *  2. A generation is built completely, then marked live (release store of dh_state), then
+ *     named current (release store of ch_generation). Readers map a generation only after an
+ *     acquire load of ch_generation and check dh_state with an acquire load (reader.c).
+ *  3. Pod words and pod names change with release stores readers pair with (see each store);
+ *     everything else in the data segment is written by this process only.
  *
- * Progress: nothing here waits for a reader; every loop is bounded by max_readers or the limbo.
+ * Progress: nothing here waits for a reader; every loop is bounded by max_readers or max_pods.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,39 +28,46 @@
 #include "inspect.h"
 #include "internal.h"
 
-int kv_arena_free(struct kvidx *w, uint32_t idx, unsigned cls);
-
 static void set_defaults(struct kvidx_writer_opts *o, const struct kvidx_writer_opts *in)
 {
 	*o = *in;
 	if (!o->name)
 		o->name = KVIDX_DEFAULT_NAME;
 	if (!o->geo.capacity)
-		o->geo.capacity = 1u << 20;
+		o->geo.capacity = KVIDX_DEFAULT_CAPACITY;
 	if (!o->geo.records)
-		o->geo.records = 2 * o->geo.capacity;
+		o->geo.records = KVIDX_DEFAULT_RECORDS_PER_KEY * o->geo.capacity;
 	if (!o->geo.pods_per_key)
-		o->geo.pods_per_key = 10;
+		o->geo.pods_per_key = KVIDX_DEFAULT_PODS_PER_KEY;
 	if (!o->geo.max_pods)
-		o->geo.max_pods = 256;
+		o->geo.max_pods = KVIDX_DEFAULT_MAX_PODS;
 	if (!o->geo.max_readers)
-		o->geo.max_readers = 64;
+		o->geo.max_readers = KVIDX_DEFAULT_MAX_READERS;
 	if (!o->geo.ring_entries)
-		o->geo.ring_entries = 4096;
+		o->geo.ring_entries = KVIDX_DEFAULT_RING_ENTRIES;
 	if (!o->algo)
 		o->algo = KVIDX_KEY_CBOR_FNV;
 	if (!o->seed)
 		o->seed = "";
 	if (!o->block_size)
-		o->block_size = 16;
+		o->block_size = KVIDX_DEFAULT_BLOCK_SIZE;
 	if (!o->stall_ms)
-		o->stall_ms = 1000;
+		o->stall_ms = KVIDX_DEFAULT_STALL_MS;
 }
 
-/* Opens or creates the registry and takes the writer lock. Returns 0 or -errno/-KVIDX_E*. */
+/*
+ * Opens or creates the registry and takes the writer lock. Returns 0 or -errno/-KVIDX_E*.
+ *
+ * Everything the writer needs of the registry is copied into w from the values it wrote
+ * itself or from one validated snapshot of an existing header (probe): the mapping size it
+ * unmaps with, the number of reader slots and ring geometry, the epoch and generation it
+ * continues from. Readers can write the registry; nothing is read back from it afterwards
+ * but reader-written words, which are treated as untrusted (rcu.c, route.c).
+ */
 static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 {
 	char path[KV_SHM_PATH_MAX];
+	struct kvidx_ctl_hdr probe;
 	struct stat sb;
 	int rc;
 
@@ -85,46 +85,59 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 	if (fstat(w->ctl_fd, &sb) < 0)
 		return -errno;
 	if (sb.st_size == 0) {
-		size_t size = kv_ctl_size(o->geo.max_readers, o->geo.ring_entries);
-		if (ftruncate(w->ctl_fd, (off_t)size) < 0)
+		w->ctl_size = kv_ctl_size(o->geo.max_readers, o->geo.ring_entries);
+		w->max_readers = o->geo.max_readers;
+		w->ring_entries = o->geo.ring_entries;
+		w->epoch0 = 1;
+		w->prev_gen = 0;
+		if (ftruncate(w->ctl_fd, (off_t)w->ctl_size) < 0)
 			return -errno;
 		rc = kv_set_perms(w->ctl_fd, o->group ? o->group : (gid_t)-1, true);
 		if (rc < 0)
 			return rc;
-		w->ctl = kv_map(w->ctl_fd, size, PROT_READ | PROT_WRITE);
+		w->ctl = kv_map(w->ctl_fd, w->ctl_size, PROT_READ | PROT_WRITE);
 		if (!w->ctl)
 			return -errno;
 		w->ctl->ch_stamp = KV_STAMP;
-		w->ctl->ch_size = size;
-		w->ctl->ch_max_readers = o->geo.max_readers;
+		w->ctl->ch_size = w->ctl_size;
+		w->ctl->ch_max_readers = w->max_readers;
 		w->ctl->ch_slots_off = sizeof(struct kvidx_ctl_hdr);
 		w->ctl->ch_created_ns = kvidx_now_ns();
-		w->ctl->ch_ring_off = kv_ctl_ring_off(o->geo.max_readers);
-		w->ctl->ch_ring_entries = o->geo.ring_entries;
-		w->ctl->ch_epoch = 1;
-		/* Magic last: readers treat a registry without it as not yet there. (Readers
-		 * pread() the header, so the kernel orders it; release keeps the intent visible.) */
+		w->ctl->ch_ring_off = kv_ctl_ring_off(w->max_readers);
+		w->ctl->ch_ring_entries = w->ring_entries;
+		w->ctl->ch_epoch = w->epoch0;
+		/* Magic last: readers treat a registry without it as not yet there. Readers pread()
+		 * the header in kvidx_reader_open(), so the kernel orders it; the release store
+		 * keeps the intent visible and has no acquire load to pair with. */
 		st_release(&w->ctl->ch_magic, KV_CTL_MAGIC);
 	} else {
-		struct kvidx_ctl_hdr probe;
 		if ((size_t)sb.st_size < sizeof(probe) ||
 		    pread(w->ctl_fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
 			return -KVIDX_ECORRUPT;
 		rc = kv_ctl_validate(&probe, (size_t)sb.st_size);
 		if (rc < 0)
 			return rc;
-		w->ctl = kv_map(w->ctl_fd, probe.ch_size, PROT_READ | PROT_WRITE);
+		w->ctl_size = probe.ch_size;
+		w->max_readers = probe.ch_max_readers;
+		w->ring_entries = probe.ch_ring_entries;
+		/* A successor continues the predecessor's epoch, so that announcements readers
+		 * made under it keep their meaning (an epoch never goes back), and names its
+		 * generation after the predecessor's. The one read of either. */
+		w->epoch0 = probe.ch_epoch ? probe.ch_epoch : 1;
+		w->prev_gen = probe.ch_generation;
+		w->ctl = kv_map(w->ctl_fd, w->ctl_size, PROT_READ | PROT_WRITE);
 		if (!w->ctl)
 			return -errno;
 	}
-	w->max_readers = w->ctl->ch_max_readers;
-	w->ring_entries = w->ctl->ch_ring_entries;
 	w->ring_tail = calloc(w->max_readers, sizeof(uint64_t));
 	if (!w->ring_tail)
 		return -ENOMEM;
+	/* The consumer continues where the predecessor stopped. Untrusted like every ring word:
+	 * drain_one() (route.c) bounds the head against this tail. Nothing to pair with (the
+	 * previous consumer is gone), so relaxed. */
 	for (uint32_t i = 0; i < w->max_readers; i++)
-		w->ring_tail[i] = ld_acquire(&kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i)->rh_tail);
-	w->rslots = (struct kvidx_reader_slot *)((char *)w->ctl + w->ctl->ch_slots_off);
+		w->ring_tail[i] = ld_relaxed(&kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i)->rh_tail);
+	w->rslots = (struct kvidx_reader_slot *)((char *)w->ctl + sizeof(struct kvidx_ctl_hdr));
 	return 0;
 }
 
@@ -133,7 +146,7 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 {
 	char path[KV_SHM_PATH_MAX];
 	struct kvidx_data_hdr plan;
-	uint64_t gen = ld_relaxed(&w->ctl->ch_generation) + 1;
+	uint64_t gen = w->prev_gen + 1;
 	int rc;
 
 	memset(&plan, 0, sizeof(plan));
@@ -155,6 +168,7 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 	if (!w->data)
 		return -errno;
 	w->data_size = plan.dh_size;
+	w->gen = gen;
 	w->hdr = w->data;
 	*w->hdr = plan;
 	w->hdr->dh_stamp = KV_STAMP;
@@ -170,36 +184,35 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 	w->st = (struct kvidx_stats *)((char *)w->data + plan.dh_stats_off);
 	w->pods = (struct kvidx_pod *)((char *)w->data + plan.dh_pods_off);
 	w->slots = (uint64_t *)((char *)w->data + plan.dh_slots_off);
-	w->arena = (uint64_t *)((char *)w->data + plan.dh_arena_off);
 	w->hist = (uint64_t *)((char *)w->data + plan.dh_hist_off);
 	w->nslots = plan.dh_nslots;
-	w->units = plan.dh_arena_units;
 	w->capacity = plan.dh_capacity;
 	w->ppk = plan.dh_pods_per_key;
 	w->max_pods = plan.dh_max_pods;
 	w->max_probe = plan.dh_max_probe;
-	kv_table_init(w);
+	kv_arena_init(&w->arena, (uint64_t *)((char *)w->data + plan.dh_arena_off),
+		      plan.dh_arena_units, plan.dh_pods_per_key, w->st);
 
 	/* Pairs with the acquire load of dh_state in rd_map_gen() (reader.c): a reader that
 	 * maps this generation sees it initialised. */
 	st_release(&w->hdr->dh_state, (uint64_t)KV_DATA_LIVE);
 	st_relaxed(&w->ctl->ch_writer_pid, (int32_t)getpid());
-	return o->defer_publish ? 0 : kvidx_writer_publish(w);
+	return 0;
 }
 
 int kvidx_writer_publish(struct kvidx *w)
 {
 	char path[KV_SHM_PATH_MAX];
-	uint64_t old = ld_relaxed(&w->ctl->ch_generation), gen = w->hdr->dh_generation;
 
-	if (old == gen)
+	if (w->published)
 		return -EALREADY;
 	/* Release: the whole generation is built before readers are told about it. Pairs with the
 	 * acquire load of ch_generation in rd_switch() (reader.c). */
-	st_release(&w->ctl->ch_generation, gen);
-	if (old) {
+	st_release(&w->ctl->ch_generation, w->gen);
+	w->published = true;
+	if (w->prev_gen) {
 		/* Readers still mapping the old generation keep it until they switch. */
-		kv_data_shm_name(path, w->name, old);
+		kv_data_shm_name(path, w->name, w->prev_gen);
 		shm_unlink(path);
 	}
 	return 0;
@@ -234,12 +247,11 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 	rc = ctl_open(w, &o);
 	if (rc == 0)
 		rc = data_create(w, &o);
-	if (rc == 0) {
-		w->blocked_ctr = calloc(w->max_readers, sizeof(uint64_t));
-		w->blocked_since = calloc(w->max_readers, sizeof(uint64_t));
-		if (!w->blocked_ctr || !w->blocked_since)
-			rc = -ENOMEM;
-	}
+	if (rc == 0)
+		rc = kv_rcu_init(&w->rcu, w->ctl, w->rslots, w->ctl_fd, w->max_readers,
+				 w->epoch0, w->stall_ns, &w->arena, w->st);
+	if (rc == 0 && !o.defer_publish)
+		rc = kvidx_writer_publish(w);
 	if (rc < 0) {
 		kvidx_writer_close(w, false);
 		errno = -rc;
@@ -255,7 +267,7 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 	if (!w)
 		return;
 	if (unlink && w->hdr) {
-		kv_data_shm_name(path, w->name, w->hdr->dh_generation);
+		kv_data_shm_name(path, w->name, w->gen);
 		shm_unlink(path);
 		kv_ctl_shm_name(path, w->name);
 		shm_unlink(path);
@@ -264,7 +276,7 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 		munmap(w->data, w->data_size);
 	if (w->ctl) {
 		st_relaxed(&w->ctl->ch_writer_idle, 0); /* no one to wake */
-		munmap(w->ctl, w->ctl->ch_size);
+		munmap(w->ctl, w->ctl_size);
 	}
 	if (w->data_fd >= 0)
 		close(w->data_fd);
@@ -272,10 +284,9 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 		close(w->bell_fd);
 	if (w->ctl_fd >= 0)
 		close(w->ctl_fd); /* drops the writer lock */
-	kv_table_free(w);
+	kv_rcu_fini(&w->rcu);
+	kv_arena_fini(&w->arena);
 	free(w->ring_tail);
-	free(w->blocked_ctr);
-	free(w->blocked_since);
 	free(w);
 }
 
@@ -283,7 +294,9 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 
 static void pod_write_names(struct kvidx_pod *p, const char *name, const char *model)
 {
-	/* pd_seq odd while the names change; pairs with the seq re-check in kvidx_reader_pod(). */
+	/* A seqlock: pd_seq odd while the names change. The release fence orders the odd pd_seq
+	 * before the name stores; it pairs with the acquire fence before the re-check of pd_seq
+	 * in kvidx_reader_pod() (reader.c). */
 	st_relaxed(&p->pd_seq, ld_relaxed(&p->pd_seq) + 1);
 	fence_release();
 	for (size_t i = 0; i < sizeof(p->pd_name); i++)
@@ -294,6 +307,8 @@ static void pod_write_names(struct kvidx_pod *p, const char *name, const char *m
 		st_relaxed(&p->pd_name[i], name[i]);
 	for (size_t i = 0; model && model[i]; i++)
 		st_relaxed(&p->pd_model[i], model[i]);
+	/* Release: the names are complete before pd_seq is even again. Pairs with the acquire
+	 * load of pd_seq in kvidx_reader_pod(). */
 	st_release(&p->pd_seq, ld_relaxed(&p->pd_seq) + 1);
 }
 
@@ -334,7 +349,8 @@ int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 			st_relaxed(&h[b], 0);
 	}
 	/* A new generation: records a previous occupant of this index left behind stay dead.
-	 * Release pairs with the acquire pod-word loads in reader.c. */
+	 * Release (the names and zeroed counters first) pairs with the acquire pod-word loads in
+	 * rd_rec_visible() and kvidx_reader_pod() (reader.c). */
 	st_release(&p->pd_word, KV_POD_WORD(KV_POD_ACTIVE, 0, KV_POD_GEN(p->pd_word) + 1));
 	return free_idx;
 }
@@ -346,7 +362,7 @@ static int pod_bump(struct kvidx *w, int pod, unsigned state)
 		return -KVIDX_ENOPOD;
 	uint64_t pw = w->pods[pod].pd_word;
 	/* A new generation hides every record of the pod at once. Release pairs with the
-	 * acquire pod-word load in rd_rec_visible() (reader.c). */
+	 * acquire pod-word loads in rd_rec_visible() and kvidx_reader_pod() (reader.c). */
 	st_release(&w->pods[pod].pd_word,
 		   KV_POD_WORD(state, KV_POD_FLAGS(pw), (KV_POD_GEN(pw) + 1) & 0xffff));
 	stat_add(&w->st->pod_clears, 1);
@@ -357,6 +373,8 @@ static int pod_bump(struct kvidx *w, int pod, unsigned state)
 	 */
 	if (ld_relaxed(&w->st->pod_clears) % 32768 == 0)
 		kv_sweep_step(w, w->nslots + w->max_probe);
+	if (w->obs.on_clear)
+		w->obs.on_clear(w->obs.ctx, pod, state == KV_POD_FREE);
 	return 0;
 }
 
@@ -389,11 +407,6 @@ const struct kvidx_stats *kv_writer_stats(struct kvidx *w)
 	return w->st;
 }
 
-uint64_t kv_writer_slots(struct kvidx *w)
-{
-	return w->nslots + w->max_probe;
-}
-
 int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)
 {
 	if (pod < 0 || (unsigned)pod >= w->max_pods ||
@@ -407,116 +420,16 @@ int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)
 	return 0;
 }
 
-/* ---- RCU ---- */
-
-void kv_retire(struct kvidx *w, uint32_t idx, unsigned cls)
-{
-	if (w->limbo_len == w->limbo_cap) {
-		size_t ncap = w->limbo_cap ? w->limbo_cap * 2 : 4096;
-		struct kv_limbo_item *nl = malloc(ncap * sizeof(*nl));
-		if (!nl)
-			return; /* the entry leaks (never reused): safe, and rare enough */
-		for (size_t i = 0; i < w->limbo_len; i++)
-			nl[i] = w->limbo[(w->limbo_head + i) % w->limbo_cap];
-		free(w->limbo);
-		w->limbo = nl;
-		w->limbo_cap = ncap;
-		w->limbo_head = 0;
-	}
-	struct kv_limbo_item *it = &w->limbo[(w->limbo_head + w->limbo_len) % w->limbo_cap];
-	it->idx = idx;
-	it->cls = (uint8_t)cls;
-	it->epoch = ld_relaxed(&w->ctl->ch_epoch);
-	w->limbo_len++;
-	stat_add(&w->st->retired, 1);
-	st_relaxed(&w->st->limbo, w->limbo_len);
-}
-
-/* Frees a dead reader's slot. The CAS fails harmlessly if a new owner claimed it meanwhile. */
-static bool reader_reap_if_dead(struct kvidx *w, uint32_t i, uint64_t state)
-{
-	if (kv_lock_held(w->ctl_fd, KV_LOCK_READER(i)) != 0)
-		return false;
-	if (cas_u64(&w->rslots[i].rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_FREE))
-		stat_add(&w->st->readers_dead, 1);
-	return true;
-}
-
-void kv_rcu_reclaim(struct kvidx *w, uint64_t now)
-{
-	uint64_t e = ld_relaxed(&w->ctl->ch_epoch) + 1;
-	uint64_t min = e;
-
-	/* Rule 2: new epoch, full fence (pairs with rd_enter()), then read the announcements. */
-	st_seqcst(&w->ctl->ch_epoch, e);
-	fence_seqcst();
-	stat_add(&w->st->epochs, 1);
-	for (uint32_t i = 0; i < w->max_readers; i++) {
-		struct kvidx_reader_slot *s = &w->rslots[i];
-		uint64_t state = ld_seqcst(&s->rs_state);
-		if (KV_RS_STATE(state) != KV_RS_ACTIVE) {
-			if (KV_RS_STATE(state) == KV_RS_EXPELLED)
-				reader_reap_if_dead(w, i, state);
-			w->blocked_since[i] = 0;
-			continue;
-		}
-		uint64_t c = ld_seqcst(&s->rs_ctr);
-		if (c == 0 || c >= e) {
-			w->blocked_since[i] = 0;
-			continue;
-		}
-		/* This reader holds back reclamation. Same announcement for stall_ns: it is dead
-		 * or stalled (SIGSTOP, debugger, descheduled for a very long time). */
-		if (w->blocked_since[i] == 0 || w->blocked_ctr[i] != c) {
-			w->blocked_ctr[i] = c;
-			w->blocked_since[i] = now;
-		} else if (now - w->blocked_since[i] >= w->stall_ns) {
-			if (!reader_reap_if_dead(w, i, state) &&
-			    cas_u64(&s->rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_EXPELLED)) {
-				add_relaxed(&s->rs_expelled, 1);
-				stat_add(&w->st->readers_expelled, 1);
-			}
-			w->blocked_since[i] = 0;
-			continue;
-		}
-		if (c < min)
-			min = c;
-	}
-	/* Rule 4: any expulsion above is ordered before the reuse of entries below. Pairs with
-	 * the acquire fence in rd_exit(). */
-	fence_release();
-	while (w->limbo_len) {
-		struct kv_limbo_item *it = &w->limbo[w->limbo_head];
-		if (it->epoch >= min)
-			break;
-		if (kv_arena_free(w, it->idx, it->cls) < 0)
-			break;
-		w->limbo_head = (w->limbo_head + 1) % w->limbo_cap;
-		w->limbo_len--;
-		stat_add(&w->st->reclaimed, 1);
-	}
-	st_relaxed(&w->st->limbo, w->limbo_len);
-}
-
-/* Frees the slots of readers that died outside a read-side section (those inside one are
- * found by kv_rcu_reclaim() when they hold up a grace period). */
-static void readers_reap_dead(struct kvidx *w)
-{
-	for (uint32_t i = 0; i < w->max_readers; i++) {
-		uint64_t state = ld_seqcst(&w->rslots[i].rs_state);
-		if (KV_RS_STATE(state) != KV_RS_FREE)
-			reader_reap_if_dead(w, i, state);
-	}
-}
+/* ---- tick ---- */
 
 void kvidx_writer_tick(struct kvidx *w, uint64_t now)
 {
 	st_relaxed(&w->hdr->dh_heartbeat_ns, now);
 	if (now - w->last_reap_ns >= 100000000ull) {
-		readers_reap_dead(w);
+		kv_rcu_reap_dead(&w->rcu);
 		w->last_reap_ns = now;
 	}
-	kv_rcu_reclaim(w, now);
+	kv_rcu_reclaim(&w->rcu, now);
 	kv_sweep_step(w, 4096);
 	st_relaxed(&w->st->tombstones, w->tombs);
 	w->last_tick_ns = now;

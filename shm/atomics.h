@@ -1,5 +1,6 @@
 /*
- * atomics.h — internal: the one thin atomics layer kvidx uses on shared memory.
+ * atomics.h — internal, never installed: the one thin atomics layer kvidx uses on shared
+ * memory.
  *
  * Every access to a word that another process may touch concurrently goes through these, with
  * its memory order spelled out, so that ThreadSanitizer and the reader of the code see the same

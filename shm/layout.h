@@ -1,5 +1,5 @@
 /*
- * layout.h — internal: the byte layout of kvidx's two shared-memory segments. Never installed.
+ * layout.h — internal, never installed: the byte layout of kvidx's two shared-memory segments.
  *
  * An index NAME lives in two kinds of POSIX shm objects (/dev/shm/...):
  *
@@ -33,9 +33,12 @@
  *         ttl_ms (48-63);  w1 = t_ns (confirmed: stored-at; speculative: created-at).
  *
  * Who writes what: every field of the data segment is written by the writer only. In the
- * registry, ch_* fields are written by the writer; a reader slot's rs_ctr, rs_pid,
- * rs_lookups are written by its reader, rs_state by both with CAS (reader: claim and
- * re-register; writer: free a dead slot, expel a stalled reader).
+ * registry, ch_* fields and rh_tail are written by the writer; a reader slot's rs_ctr, rs_pid,
+ * rs_claimed_ns, rs_lookups, rs_commits, rs_dropped and its ring's rh_head and messages are
+ * written by its reader, rs_expelled by the writer, rs_state by both with CAS (reader: claim,
+ * re-register, leave; writer: free a dead slot, expel a stalled reader). Any process that can
+ * map the registry can write all of it: the writer keeps its own copies of what it wrote
+ * and treats every registry word it reads as untrusted.
  */
 #ifndef KVIDX_LAYOUT_H
 #define KVIDX_LAYOUT_H
@@ -82,7 +85,7 @@ struct kvidx_ctl_hdr {
 	uint8_t ch_pad0[KVIDX_CACHELINE - 56];
 	/* Writer-written. */
 	uint64_t ch_generation; /* current data generation; release-stored after it is built */
-	uint64_t ch_epoch;      /* RCU epoch, starts at 1; seq_cst-stored by kv_rcu_advance() */
+	uint64_t ch_epoch;      /* RCU epoch, starts at 1; seq_cst-stored by kv_rcu_reclaim() */
 	int32_t ch_writer_pid;
 	uint32_t ch_writer_idle; /* 1 while the writer may sleep: committers ring its doorbell */
 	uint8_t ch_pad2[KVIDX_CACHELINE - 24];

@@ -1,6 +1,6 @@
 /*
- * segment.h — internal: naming, creating, mapping and validating kvidx's shm segments, and the
- * OFD locks that carry writer and reader liveness. Used by lib/; never installed.
+ * segment.h — internal, never installed: naming, creating, mapping and validating kvidx's shm
+ * segments, and the OFD locks that carry writer and reader liveness. Used by lib/.
  */
 #ifndef KVIDX_SEGMENT_H
 #define KVIDX_SEGMENT_H

@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "segment.h"
 #include "torture_util.h"
@@ -176,8 +176,8 @@ static struct kvidx *fill_index(const char *name, uint64_t capacity, size_t n, u
 			int pod = (int)tt_rnd_below(rng, NPODS);
 			int rc = tt_rnd_below(rng, 3) ?
 					 kvidx_store(w, pod, &keys[i], 1, 1u << tt_rnd_below(rng, 3),
-						     now, NULL, NULL) :
-					 kvidx_speculate(w, pod, &keys[i], 1, now, KVIDX_MAX_TTL_MS, NULL, NULL);
+						     now) :
+					 kvidx_speculate(w, pod, &keys[i], 1, now, KVIDX_MAX_TTL_MS);
 			if (rc < 0 && rc != -KVIDX_EFULL)
 				fail("filling %s: %s", name, kvidx_strerror(rc));
 		}

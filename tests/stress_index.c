@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "segment.h"
 #include "torture_util.h"
@@ -365,7 +365,7 @@ static void w_store(struct wctx *c, uint64_t key, unsigned pod)
 {
 	unsigned tier = pick_bit(allowed_tiers(key, pod), tt_rnd(&c->rng));
 	int rc = kvidx_store(c->w, (int)pod, &key, 1, (enum kvidx_tier)tier,
-			     tagged_ns(now_ns(), key, pod), NULL, NULL);
+			     tagged_ns(now_ns(), key, pod));
 
 	if (rc == -KVIDX_EFULL)
 		c->efull++;
@@ -394,12 +394,12 @@ static void w_remove(struct wctx *c, uint64_t key, unsigned pod)
 static void w_spec(struct wctx *c, uint64_t key, unsigned pod)
 {
 	uint32_t ttl = ttls[tt_rnd_below(&c->rng, sizeof(ttls) / sizeof(ttls[0]))];
-	int rc = kvidx_speculate(c->w, (int)pod, &key, 1, tagged_ns(now_ns(), key, pod), ttl, NULL, NULL);
+	int rc = kvidx_speculate(c->w, (int)pod, &key, 1, tagged_ns(now_ns(), key, pod), ttl);
 
 	if (rc == -KVIDX_EFULL)
 		c->efull++;
 	else if (rc < 0 || rc > 1)
-		fail("kvidx_speculate(pod %u, key %016llx, NULL, NULL) = %d (%s)", pod,
+		fail("kvidx_speculate(pod %u, key %016llx) = %d (%s)", pod,
 		     (unsigned long long)key, rc, kvidx_strerror(rc));
 }
 
@@ -517,9 +517,9 @@ static void w_op(struct wctx *c)
 	} else {
 		/* Speculate pod 0 on an ALWAYS key: it is confirmed there, so nothing changes. */
 		uint64_t k = al[pick_idx(&c->rng, CLS_ALWAYS)];
-		int rc = kvidx_speculate(c->w, 0, &k, 1, tagged_ns(now_ns(), k, 0), TTL_MIN, NULL, NULL);
+		int rc = kvidx_speculate(c->w, 0, &k, 1, tagged_ns(now_ns(), k, 0), TTL_MIN);
 		if (rc != 0)
-			fail("kvidx_speculate(pod 0, ALWAYS key %016llx, NULL, NULL) = %d, expected 0 (confirmed)",
+			fail("kvidx_speculate(pod 0, ALWAYS key %016llx) = %d, expected 0 (confirmed)",
 			     (unsigned long long)k, rc);
 	}
 }
@@ -601,7 +601,7 @@ static void writer_final(struct wctx *c)
 	/* 300 ms of ticks: more than the 100 ms dead-reader scan period. */
 	for (uint64_t end = now + 300 * NS_MS; (now = now_ns()) < end; tt_sleep_us(1000)) {
 		kvidx_writer_tick(c->w, now);
-		kvidx_expire(c->w, now, 4096, NULL, NULL);
+		kvidx_expire(c->w, now, 4096);
 	}
 	/* Every message a producer got 0 for is delivered, the last clean ones exactly. */
 	for (int i = 0; i < 1000; i++)
@@ -696,7 +696,7 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 	for (uint32_t i = 0; i < nkeys[CLS_ALWAYS]; i++) {
 		uint64_t k = keys_of[CLS_ALWAYS][i];
 		int rc = kvidx_store(c.w, 0, &k, 1, (enum kvidx_tier)pick_bit(allowed_tiers(k, 0), i),
-				     tagged_ns(sh->always_base[gen], k, 0), NULL, NULL);
+				     tagged_ns(sh->always_base[gen], k, 0));
 		if (rc != 1)
 			fail("storing ALWAYS key #%u: %d (%s)", i, rc, kvidx_strerror(rc));
 	}
@@ -715,7 +715,7 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 			if (now - last_tick > sh->w_max_gap_ns)
 				sh->w_max_gap_ns = now - last_tick;
 			kvidx_writer_tick(c.w, now);
-			kvidx_expire(c.w, now, 256, NULL, NULL);
+			kvidx_expire(c.w, now, 256);
 			w_events(&c, now, &next_clear, &next_readd, &next_pause);
 			last_tick = now;
 			sh->w_ticks++;

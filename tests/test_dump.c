@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "util_index.h"
 #include "util_run.h"
@@ -104,9 +104,9 @@ static void populate(int *pa, int *pb)
 	b = kvidx_pod_add(w, "10.0.0.2:8000", NULL);
 	cr_assert_eq(a, 0);
 	cr_assert_eq(b, 1);
-	cr_assert_eq(kvidx_store(w, a, abc, 3, KVIDX_TIER_GPU, now, NULL, NULL), 3);
-	cr_assert_eq(kvidx_store(w, a, abc, 1, KVIDX_TIER_CPU, now, NULL, NULL), 1);
-	cr_assert_eq(kvidx_speculate(w, b, bd, 2, now, 60000, NULL, NULL), 2);
+	cr_assert_eq(kvidx_store(w, a, abc, 3, KVIDX_TIER_GPU, now), 3);
+	cr_assert_eq(kvidx_store(w, a, abc, 1, KVIDX_TIER_CPU, now), 1);
+	cr_assert_eq(kvidx_speculate(w, b, bd, 2, now, 60000), 2);
 	if (pa)
 		*pa = a;
 	if (pb)
@@ -202,7 +202,7 @@ Test(dump, entries_across_walk_steps)
 	int a = kvidx_pod_add(w, "10.1.1.1:9000", NULL);
 	for (int i = 0; i < 3000; i++)
 		keys[i] = 0x1000000ull + (uint64_t)i * 7919;
-	cr_assert_eq(kvidx_store(w, a, keys, 3000, KVIDX_TIER_DISK, kvidx_now_ns(), NULL, NULL),
+	cr_assert_eq(kvidx_store(w, a, keys, 3000, KVIDX_TIER_DISK, kvidx_now_ns()),
 		     3000);
 
 	struct tu_run r = dump("--json --entries=0");
@@ -255,9 +255,9 @@ Test(dump, slow_consumer_never_holds_up_writer)
 		keys[i] = 0x5000000ull + (uint64_t)i * 104729;
 	for (int i = 0; i < 100; i++)
 		churn[i] = 0x9000000000ull + (uint64_t)i;
-	cr_assert_eq(kvidx_store(w, a, keys, 15000, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL),
+	cr_assert_eq(kvidx_store(w, a, keys, 15000, KVIDX_TIER_GPU, kvidx_now_ns()),
 		     15000);
-	cr_assert_eq(kvidx_store(w, a, churn, 100, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL),
+	cr_assert_eq(kvidx_store(w, a, churn, 100, KVIDX_TIER_GPU, kvidx_now_ns()),
 		     100);
 	struct kvidx_reader *rd = kvidx_reader_open(name);
 	cr_assert_not_null(rd);
@@ -287,7 +287,7 @@ Test(dump, slow_consumer_never_holds_up_writer)
 		if (round % 2)
 			kvidx_remove(w, a, churn, 100, KVIDX_TIER_CPU);
 		else
-			kvidx_store(w, a, churn, 100, KVIDX_TIER_CPU, kvidx_now_ns(), NULL, NULL);
+			kvidx_store(w, a, churn, 100, KVIDX_TIER_CPU, kvidx_now_ns());
 		kvidx_writer_tick(w, kvidx_now_ns());
 		/* The dump has refilled the pipe and blocked: not inside a section (one caught
 		 * in a short section is given time to leave it). */
@@ -326,10 +326,10 @@ Test(dump, hidden_records_not_listed)
 	w = open_small();
 	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
 	int c = kvidx_pod_add(w, "c:1", NULL);
-	cr_assert_eq(kvidx_speculate(w, a, &k1, 1, old, 1000, NULL, NULL), 1);
-	cr_assert_eq(kvidx_speculate(w, b, &k2, 1, kvidx_now_ns(), 60000, NULL, NULL), 1);
+	cr_assert_eq(kvidx_speculate(w, a, &k1, 1, old, 1000), 1);
+	cr_assert_eq(kvidx_speculate(w, b, &k2, 1, kvidx_now_ns(), 60000), 1);
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, b, true), 0);
-	cr_assert_eq(kvidx_store(w, c, &k3, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
+	cr_assert_eq(kvidx_store(w, c, &k3, 1, KVIDX_TIER_GPU, kvidx_now_ns()), 1);
 	cr_assert_eq(kvidx_clear_pod(w, c), 0);
 
 	struct tu_run r = dump("--json --entries=0 --pods");
@@ -524,7 +524,7 @@ Test(dump, untrusted_strings_escaped)
 	w = open_small();
 	int a = kvidx_pod_add(w, "evil\x1b[2J\"\\\n\x7f\xff\xc3\xa9:1", "m\x01\xe2\x80");
 	cr_assert_geq(a, 0);
-	cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
+	cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, kvidx_now_ns()), 1);
 
 	struct tu_run r = dump("--json --pods --entries=0");
 	cr_assert_eq(r.status, 0);

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "util_index.h"
 
@@ -107,7 +107,7 @@ Test(index, second_writer_refused_then_takeover)
 
 	int pod = kvidx_pod_add(w, "10.0.0.1:8000", "m");
 	uint64_t k = 42;
-	cr_assert_eq(kvidx_store(w, pod, &k, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
+	cr_assert_eq(kvidx_store(w, pod, &k, 1, KVIDX_TIER_GPU, kvidx_now_ns()), 1);
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	struct kvidx_rec rec[4];
 	cr_assert_eq(kvidx_lookup(r, k, rec, 4), 1);
@@ -194,9 +194,9 @@ Test(index, store_lookup_tiers_remove)
 	cr_assert(a >= 0 && b >= 0 && a != b);
 	cr_assert_eq(kvidx_pod_add(w, "10.0.0.1:8000", "m"), a, "same name, same index");
 	uint64_t keys[3] = { 1, 2, 3 }, t0 = kvidx_now_ns();
-	cr_assert_eq(kvidx_store(w, a, keys, 3, KVIDX_TIER_GPU, t0, NULL, NULL), 3);
-	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_CPU, t0, NULL, NULL), 1);
-	cr_assert_eq(kvidx_store(w, b, keys, 2, KVIDX_TIER_CPU, t0, NULL, NULL), 2);
+	cr_assert_eq(kvidx_store(w, a, keys, 3, KVIDX_TIER_GPU, t0), 3);
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_CPU, t0), 1);
+	cr_assert_eq(kvidx_store(w, b, keys, 2, KVIDX_TIER_CPU, t0), 2);
 
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	struct kvidx_rec rec[4];
@@ -225,7 +225,7 @@ Test(index, store_lookup_tiers_remove)
 	cr_assert_eq(stats(r)->keys, 2);
 	cr_assert_eq(stats(r)->records, 3);
 	cr_assert_eq(kvidx_remove(w, a, &keys[2], 1, 0), 0, "removing an absent key is a no-op");
-	cr_assert_eq(kvidx_store(w, 77, keys, 1, KVIDX_TIER_GPU, t0, NULL, NULL), -KVIDX_ENOPOD);
+	cr_assert_eq(kvidx_store(w, 77, keys, 1, KVIDX_TIER_GPU, t0), -KVIDX_ENOPOD);
 	kvidx_reader_close(r);
 }
 
@@ -237,8 +237,8 @@ Test(index, clear_pod_is_immediate_and_swept)
 	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
 	for (int i = 0; i < 500; i++)
 		keys[i] = 1000 + (uint64_t)i;
-	kvidx_store(w, a, keys, 500, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL);
-	kvidx_store(w, b, keys, 10, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL);
+	kvidx_store(w, a, keys, 500, KVIDX_TIER_GPU, kvidx_now_ns());
+	kvidx_store(w, b, keys, 10, KVIDX_TIER_GPU, kvidx_now_ns());
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	cr_assert_eq(kvidx_clear_pod(w, a), 0);
 	struct kvidx_rec rec[4];
@@ -251,11 +251,11 @@ Test(index, clear_pod_is_immediate_and_swept)
 	cr_assert_eq(stats(r)->keys, 10);
 	cr_assert_eq(stats(r)->records, 10);
 	/* The pod stays usable after a clear. */
-	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, kvidx_now_ns()), 1);
 	cr_assert_eq(kvidx_lookup(r, keys[0], rec, 4), 2);
 	/* Removing a pod frees its index; a new pod there does not inherit records. */
 	cr_assert_eq(kvidx_pod_remove(w, a), 0);
-	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, 0, NULL, NULL), -KVIDX_ENOPOD);
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, 0), -KVIDX_ENOPOD);
 	int c = kvidx_pod_add(w, "c:1", NULL);
 	cr_assert_eq(c, a);
 	cr_assert_eq(kvidx_lookup(r, keys[0], rec, 4), 1);
@@ -267,17 +267,64 @@ Test(index, clear_pod_is_immediate_and_swept)
 	kvidx_reader_close(r);
 }
 
-struct confirms {
-	int n;
-	uint64_t created, expires;
+/* What the writer's observer reported, and the last report of each kind. */
+struct seen {
+	int stores, confirms, expires, drops[3], clears, pods_removed;
+	size_t stored_keys;
+	uint64_t created, expires_ns, confirm_now; /* last confirmation */
+	uint64_t expired_at;                       /* last expiry's expires-at */
+	bool drop_spec;                            /* last drop: of a speculative record */
 };
 
-static void on_confirm(void *arg, uint64_t key, int pod, uint64_t created, uint64_t expires)
+static void seen_store(void *ctx, int pod, const uint64_t *keys, size_t n, uint64_t now)
 {
-	struct confirms *c = arg;
-	c->n++;
-	c->created = created;
-	c->expires = expires;
+	struct seen *s = ctx;
+	s->stores++;
+	s->stored_keys += n;
+}
+
+static void seen_confirm(void *ctx, uint64_t key, int pod, uint64_t created, uint64_t expires,
+			 uint64_t now)
+{
+	struct seen *s = ctx;
+	s->confirms++;
+	s->created = created;
+	s->expires_ns = expires;
+	s->confirm_now = now;
+}
+
+static void seen_expire(void *ctx, uint64_t key, int pod, uint64_t created, uint64_t expires)
+{
+	struct seen *s = ctx;
+	s->expires++;
+	s->expired_at = expires;
+}
+
+static void seen_drop(void *ctx, enum kvidx_drop cause, uint64_t key, int pod, bool spec)
+{
+	struct seen *s = ctx;
+	cr_assert(cause == KVIDX_DROP_REMOVED || cause == KVIDX_DROP_EVICTED);
+	s->drops[cause]++;
+	s->drop_spec = spec;
+}
+
+static void seen_clear(void *ctx, int pod, bool removed)
+{
+	struct seen *s = ctx;
+	if (removed)
+		s->pods_removed++;
+	else
+		s->clears++;
+}
+
+/* Makes s the writer's observer (s must outlive the writer calls that follow). */
+static void observe(struct kvidx *wr, struct seen *s)
+{
+	struct kvidx_observer o = { .ctx = s, .on_store = seen_store, .on_confirm = seen_confirm,
+				    .on_expire = seen_expire, .on_drop = seen_drop,
+				    .on_clear = seen_clear };
+	memset(s, 0, sizeof(*s));
+	kvidx_writer_set_observer(wr, &o);
 }
 
 Test(index, speculate_confirm_expire)
@@ -288,42 +335,47 @@ Test(index, speculate_confirm_expire)
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	struct kvidx_rec rec[4];
 
-	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 0, NULL, NULL), -EINVAL);
-	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 5000, NULL, NULL), 4);
+	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 0), -EINVAL);
+	cr_assert_eq(kvidx_speculate(w, a, keys, 4, t0, 5000), 4);
 	cr_assert_eq(kvidx_lookup(r, 11, rec, 4), 1);
 	cr_assert(rec[0].speculative);
 	cr_assert_eq(rec[0].t_ns, t0);
 	cr_assert_eq(rec[0].expires_ns, t0 + 5000 * 1000000ull);
 
-	/* Confirmation: the record turns confirmed; the callback gets created/expires. */
-	struct confirms c = { 0 };
-	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, t0 + 10, on_confirm, &c), 1);
-	cr_assert_eq(c.n, 1);
+	/* Confirmation: the record turns confirmed; the observer gets created/expires. */
+	struct seen c;
+	observe(w, &c);
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, t0 + 10), 1);
+	cr_assert_eq(c.confirms, 1);
 	cr_assert_eq(c.created, t0);
-	cr_assert_eq(c.expires, t0 + 5000 * 1000000ull);
+	cr_assert_eq(c.expires_ns, t0 + 5000 * 1000000ull);
+	cr_assert_eq(c.confirm_now, t0 + 10);
+	cr_assert_eq(c.stores, 1);
+	cr_assert_eq(c.stored_keys, 1);
 	cr_assert_eq(kvidx_lookup(r, 11, rec, 4), 1);
 	cr_assert_not(rec[0].speculative);
 	/* A prediction on a confirmed block changes nothing. */
-	cr_assert_eq(kvidx_speculate(w, a, keys, 1, t0, 5000, NULL, NULL), 0);
+	cr_assert_eq(kvidx_speculate(w, a, keys, 1, t0, 5000), 0);
 
 	/* Readers ignore expired predictions themselves, before any reaper runs. */
 	uint64_t old = kvidx_now_ns() - 10 * 1000000000ull;
 	uint64_t k5 = 15;
-	cr_assert_eq(kvidx_speculate(w, a, &k5, 1, old, 1000, NULL, NULL), 1);
+	cr_assert_eq(kvidx_speculate(w, a, &k5, 1, old, 1000), 1);
 	cr_assert_eq(kvidx_lookup(r, 15, rec, 4), 0);
 	/* The reaper removes expired ones and reports them. */
-	int got = kvidx_expire(w, kvidx_now_ns(), 100000, NULL, NULL);
+	int got = kvidx_expire(w, kvidx_now_ns(), 100000);
 	cr_assert_eq(got, 1);
 	cr_assert_eq(stats(r)->expirations, 1);
-	cr_assert_eq(kvidx_expire(w, t0 + 6000 * 1000000ull, 100000, NULL, NULL), 3);
+	cr_assert_eq(c.expires, 1);
+	cr_assert_eq(kvidx_expire(w, t0 + 6000 * 1000000ull, 100000), 3);
 	cr_assert_eq(stats(r)->spec_records, 0);
 	cr_assert_eq(stats(r)->keys, 1);
 
 	/* Paused speculation: no new predictions and existing ones stop counting. */
-	cr_assert_eq(kvidx_speculate(w, a, &keys[1], 1, kvidx_now_ns(), 5000, NULL, NULL), 1);
+	cr_assert_eq(kvidx_speculate(w, a, &keys[1], 1, kvidx_now_ns(), 5000), 1);
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, a, true), 0);
 	cr_assert_eq(kvidx_lookup(r, 12, rec, 4), 0);
-	cr_assert_eq(kvidx_speculate(w, a, &keys[2], 1, kvidx_now_ns(), 5000, NULL, NULL), 0);
+	cr_assert_eq(kvidx_speculate(w, a, &keys[2], 1, kvidx_now_ns(), 5000), 0);
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, a, false), 0);
 	cr_assert_eq(kvidx_lookup(r, 12, rec, 4), 1);
 	kvidx_reader_close(r);
@@ -335,10 +387,10 @@ Test(index, score_prefixes_candidates_weights)
 	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
 	int c = kvidx_pod_add(w, "c:1", NULL);
 	uint64_t k[8] = { 101, 102, 103, 104, 105, 106, 107, 108 }, now = kvidx_now_ns();
-	kvidx_store(w, a, k, 8, KVIDX_TIER_GPU, now, NULL, NULL);
-	kvidx_store(w, b, k, 3, KVIDX_TIER_CPU, now, NULL, NULL);
-	kvidx_store(w, b, &k[4], 4, KVIDX_TIER_GPU, now, NULL, NULL); /* gap at block 3 */
-	kvidx_speculate(w, c, k, 2, now, 5000, NULL, NULL);
+	kvidx_store(w, a, k, 8, KVIDX_TIER_GPU, now);
+	kvidx_store(w, b, k, 3, KVIDX_TIER_CPU, now);
+	kvidx_store(w, b, &k[4], 4, KVIDX_TIER_GPU, now); /* gap at block 3 */
+	kvidx_speculate(w, c, k, 2, now, 5000);
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	struct kvidx_score s[8];
 
@@ -378,8 +430,8 @@ Test(index, score_prefixes_candidates_weights)
 	uint64_t longk[300];
 	for (int i = 0; i < 300; i++)
 		longk[i] = 5000 + (uint64_t)i;
-	kvidx_store(w, b, longk, 300, KVIDX_TIER_GPU, now, NULL, NULL);
-	kvidx_store(w, a, longk, 150, KVIDX_TIER_GPU, now, NULL, NULL);
+	kvidx_store(w, b, longk, 300, KVIDX_TIER_GPU, now);
+	kvidx_store(w, a, longk, 150, KVIDX_TIER_GPU, now);
 	n = kvidx_score(r, longk, 300, NULL, 0, NULL, s, 8);
 	cr_assert_eq(n, 2);
 	cr_assert_eq(s[0].blocks, 150);
@@ -396,13 +448,13 @@ Test(index, full_table_evicts_speculative_first)
 	uint64_t now = kvidx_now_ns();
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	for (uint64_t k = 1; k <= 8; k++)
-		cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + k, NULL, NULL), 1);
+		cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + k), 1);
 	for (uint64_t k = 101; k <= 108; k++)
-		cr_assert_eq(kvidx_speculate(w, b, &k, 1, now, 5000, NULL, NULL), 1);
+		cr_assert_eq(kvidx_speculate(w, b, &k, 1, now, 5000), 1);
 	cr_assert_eq(stats(r)->keys, 16);
 	/* 8 more confirmed keys: every eviction takes a speculative-only key. */
 	for (uint64_t k = 201; k <= 208; k++)
-		cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + k, NULL, NULL), 1);
+		cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + k), 1);
 	cr_assert_eq(stats(r)->evict_spec, 8);
 	cr_assert_eq(stats(r)->evict_confirmed, 0);
 	struct kvidx_rec rec[2];
@@ -411,15 +463,15 @@ Test(index, full_table_evicts_speculative_first)
 			     (unsigned long long)k);
 	/* Now only confirmed keys: the oldest-stored goes, and it is counted. */
 	uint64_t k = 301;
-	cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + 1000, NULL, NULL), 1);
+	cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, now + 1000), 1);
 	cr_assert_eq(stats(r)->evict_confirmed, 1);
 	cr_assert_eq(stats(r)->keys, 16);
 	cr_assert_eq(kvidx_lookup(r, 1, rec, 2), 0, "key 1 was the oldest");
 	/* Pods per key is bounded: a third pod displaces a record, counted. */
 	int c = kvidx_pod_add(w, "c:1", NULL);
 	k = 2;
-	kvidx_speculate(w, b, &k, 1, now, 5000, NULL, NULL);
-	kvidx_store(w, c, &k, 1, KVIDX_TIER_GPU, now, NULL, NULL);
+	kvidx_speculate(w, b, &k, 1, now, 5000);
+	kvidx_store(w, c, &k, 1, KVIDX_TIER_GPU, now);
 	cr_assert_eq(kvidx_lookup(r, 2, rec, 2), 2);
 	cr_assert_eq(stats(r)->rec_evictions, 1);
 	cr_assert(rec[0].pod != b && rec[1].pod != b, "the speculative record went first");
@@ -436,7 +488,7 @@ Test(index, churn_reuses_memory)
 	for (uint64_t round = 0; round < 200; round++) {
 		for (uint64_t k = 1; k <= 200; k++) {
 			uint64_t key = round * 1000 + k;
-			cr_assert_eq(kvidx_store(w, a, &key, 1, KVIDX_TIER_GPU, 1, NULL, NULL), 1);
+			cr_assert_eq(kvidx_store(w, a, &key, 1, KVIDX_TIER_GPU, 1), 1);
 			cr_assert_eq(kvidx_remove(w, a, &key, 1, 0), 1);
 		}
 		kvidx_writer_tick(w, kvidx_now_ns());
@@ -491,7 +543,7 @@ Test(index, stalled_reader_expelled_and_recovers)
 	cr_assert_not_null(w);
 	int a = kvidx_pod_add(w, "a:1", NULL);
 	uint64_t k = 5;
-	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1, NULL, NULL);
+	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1);
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	/* Pretend the reader stopped inside a read-side section: it announced an old epoch. */
 	struct kvidx_ctl_hdr *ctl = (struct kvidx_ctl_hdr *)kv_reader_ctl(r);
@@ -534,14 +586,6 @@ Test(index, registry_full)
 	kvidx_reader_close(r3);
 }
 
-static int expired_seen;
-static uint64_t expired_at;
-
-static void on_expired(void *arg, uint64_t key, int pod, uint64_t created, uint64_t expires)
-{
-	expired_seen++;
-	expired_at = expires;
-}
 
 Test(index, predictions_are_not_stretched)
 {
@@ -550,19 +594,127 @@ Test(index, predictions_are_not_stretched)
 	uint64_t k = 7, t0 = kvidx_now_ns();
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	struct kvidx_rec rec[2];
+	struct seen s;
 
-	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t0, 1000, on_expired, NULL), 1);
+	observe(w, &s);
+	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t0, 1000), 1);
 	/* A second route within the TTL adds nothing and does not move the expiry. */
-	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t0 + 500000000ull, 1000, on_expired, NULL), 0);
+	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t0 + 500000000ull, 1000), 0);
 	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1);
 	cr_assert_eq(rec[0].expires_ns, t0 + 1000000000ull);
 	/* After the TTL (reaper not run): the expiry is reported, a new prediction starts. */
 	uint64_t t1 = t0 + 1500000000ull;
-	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t1, 1000, on_expired, NULL), 1);
-	cr_assert_eq(expired_seen, 1);
-	cr_assert_eq(expired_at, t0 + 1000000000ull);
+	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t1, 1000), 1);
+	cr_assert_eq(s.expires, 1);
+	cr_assert_eq(s.expired_at, t0 + 1000000000ull);
 	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1);
 	cr_assert_eq(rec[0].t_ns, t1);
+	kvidx_reader_close(r);
+}
+
+/*
+ * A confirmation whose entry cannot be published (no arena memory: a reader stuck in a
+ * read-side section holds every retired entry) changes nothing and is not reported; the
+ * store that later succeeds reports it, once. Reporting before publishing counted it twice.
+ */
+Test(index, confirm_reported_once_when_publish_fails)
+{
+	struct kvidx_writer_opts o = { .geo = { .capacity = 8, .records = 16, .pods_per_key = 2 },
+				       .stall_ms = 600000 };
+	w = tu_writer_open(name, &o);
+	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
+	int c = kvidx_pod_add(w, "c:1", NULL);
+	uint64_t k = 42, x = 43, t0 = kvidx_now_ns();
+	const struct kvidx_stats *st = kv_writer_stats(w);
+	struct seen s;
+
+	observe(w, &s);
+	/* k holds a confirmed record too, so that making room never evicts it. */
+	cr_assert_eq(kvidx_store(w, b, &k, 1, KVIDX_TIER_GPU, t0), 1);
+	cr_assert_eq(kvidx_speculate(w, a, &k, 1, t0, 60000), 1);
+	/* x's entry has two records, as k's will: churning it spends entries of k's size class. */
+	cr_assert_eq(kvidx_store(w, b, &x, 1, KVIDX_TIER_GPU, t0), 1);
+	cr_assert_eq(kvidx_store(w, c, &x, 1, KVIDX_TIER_GPU, t0), 1);
+
+	/* A reader stops inside a section: nothing retired from now on can be reused. */
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	cr_assert_not_null(r);
+	struct kvidx_ctl_hdr *ctl = (struct kvidx_ctl_hdr *)kv_reader_ctl(r);
+	struct kvidx_reader_slot *rs =
+		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
+		kv_reader_slot_index(r);
+	__atomic_store_n(&rs->rs_ctr, __atomic_load_n(&ctl->ch_epoch, __ATOMIC_SEQ_CST),
+			 __ATOMIC_SEQ_CST);
+	/* Churn x (each change retires its entry) until the arena is spent. */
+	int rc = 0, rounds = 0;
+	for (; rounds < 100000 && rc != -KVIDX_EFULL; rounds++)
+		rc = rounds % 2 ? kvidx_remove(w, b, &x, 1, KVIDX_TIER_CPU) :
+				  kvidx_store(w, b, &x, 1, KVIDX_TIER_CPU, t0);
+	cr_assert_eq(rc, -KVIDX_EFULL, "the arena never filled (%d rounds)", rounds);
+
+	uint64_t failed = st->store_failed;
+	cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, t0 + 5), -KVIDX_EFULL);
+	cr_assert_eq(st->store_failed, failed + 1);
+	cr_assert_eq(s.confirms, 0, "a confirmation that was not published was reported");
+	cr_assert_eq(st->confirms, 0);
+
+	/* The reader leaves its section; a grace period gives the memory back. */
+	__atomic_store_n(&rs->rs_ctr, 0, __ATOMIC_SEQ_CST);
+	kvidx_writer_tick(w, kvidx_now_ns());
+	cr_assert_eq(kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, t0 + 10), 1);
+	cr_assert_eq(s.confirms, 1, "the confirmation was reported %d times", s.confirms);
+	cr_assert_eq(st->confirms, 1);
+	cr_assert_eq(s.confirm_now, t0 + 10);
+	cr_assert_eq(s.created, t0);
+	struct kvidx_rec rec[2];
+	cr_assert_eq(tu_rec_state(r, k, a, rec), TU_CONF);
+	kvidx_reader_close(r);
+}
+
+/* Every kind of change reaches the observer, once, after it is visible to readers. */
+Test(index, observer_sees_each_change)
+{
+	w = open_w(4, 2);
+	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
+	uint64_t keys[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, now = kvidx_now_ns();
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct seen s;
+
+	observe(w, &s);
+	cr_assert_eq(kvidx_store(w, a, keys, 2, KVIDX_TIER_GPU, now), 2);
+	cr_assert_eq(s.stores, 1);
+	cr_assert_eq(s.stored_keys, 2);
+	/* Removing one tier of two leaves the record: not a drop. */
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_CPU, now), 1);
+	cr_assert_eq(kvidx_remove(w, a, keys, 1, KVIDX_TIER_CPU), 1);
+	cr_assert_eq(s.drops[KVIDX_DROP_REMOVED], 0);
+	cr_assert_eq(kvidx_remove(w, a, keys, 1, 0), 1);
+	cr_assert_eq(s.drops[KVIDX_DROP_REMOVED], 1);
+	cr_assert_not(s.drop_spec);
+	cr_assert_eq(tu_rec_state(r, keys[0], a, NULL), TU_ABSENT);
+	/* A removed prediction is a drop of a speculative record. */
+	cr_assert_eq(kvidx_speculate(w, b, &keys[1], 1, now, 60000), 1);
+	cr_assert_eq(kvidx_remove(w, b, &keys[1], 1, 0), 1);
+	cr_assert_eq(s.drops[KVIDX_DROP_REMOVED], 2);
+	cr_assert(s.drop_spec);
+	/* Past capacity (4 keys) the table evicts: each evicted record is reported. */
+	cr_assert_eq(kvidx_store(w, a, keys + 2, 6, KVIDX_TIER_GPU, now), 6);
+	cr_assert_geq(s.drops[KVIDX_DROP_EVICTED], 3);
+	cr_assert_eq((uint64_t)s.drops[KVIDX_DROP_EVICTED],
+		     kv_writer_stats(w)->evict_spec + kv_writer_stats(w)->evict_confirmed);
+	/* Clearing and removing pods. */
+	cr_assert_eq(kvidx_clear_pod(w, a), 0);
+	cr_assert_eq(s.clears, 1);
+	cr_assert_eq(s.pods_removed, 0);
+	cr_assert_eq(kvidx_pod_remove(w, b), 0);
+	cr_assert_eq(s.pods_removed, 1);
+	cr_assert_eq(kvidx_clear_pod(w, b), -KVIDX_ENOPOD);
+	cr_assert_eq(s.clears, 1, "a refused clear was reported");
+	/* No observer: nothing is called. */
+	int stores = s.stores;
+	kvidx_writer_set_observer(w, NULL);
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, now), 1);
+	cr_assert_eq(s.stores, stores);
 	kvidx_reader_close(r);
 }
 
@@ -571,7 +723,7 @@ Test(index, deferred_publish_keeps_readers_on_the_old_generation)
 	w = open_w(100, 4);
 	int a = kvidx_pod_add(w, "a:1", NULL);
 	uint64_t k = 9;
-	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1, NULL, NULL);
+	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1);
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	struct kvidx_rec rec[2];
 	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1);
@@ -583,7 +735,7 @@ Test(index, deferred_publish_keeps_readers_on_the_old_generation)
 	cr_assert_not_null(w);
 	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1, "still serving generation 1");
 	a = kvidx_pod_add(w, "a:1", NULL);
-	kvidx_store(w, a, &k, 1, KVIDX_TIER_CPU, 2, NULL, NULL);
+	kvidx_store(w, a, &k, 1, KVIDX_TIER_CPU, 2);
 	cr_assert_eq(kvidx_lookup(r, k, rec, 2), 1);
 	cr_assert_eq(rec[0].tiers, KVIDX_TIER_GPU, "the rebuild is not visible yet");
 	cr_assert_eq(kvidx_writer_publish(w), 0);

@@ -27,7 +27,7 @@
 
 #include "hist.h"
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "metrics.h"
 #include "prom.h"
@@ -435,8 +435,8 @@ Test(metrics, no_keys_in_output)
 	w = open_index();
 	int a = kvidx_pod_add(w, "10.0.0.1:8000", "m");
 	cr_assert_geq(a, 0);
-	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, kvidx_now_ns(), NULL, NULL), 1);
-	cr_assert_eq(kvidx_speculate(w, a, keys + 1, 1, kvidx_now_ns(), 60000, NULL, NULL), 1);
+	cr_assert_eq(kvidx_store(w, a, keys, 1, KVIDX_TIER_GPU, kvidx_now_ns()), 1);
+	cr_assert_eq(kvidx_speculate(w, a, keys + 1, 1, kvidx_now_ns(), 60000), 1);
 
 	char *t = render();
 	assert_exposition(t);

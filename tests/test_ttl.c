@@ -20,7 +20,7 @@
 
 #include "hist.h"
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "ttl.h"
 #include "util_index.h"

@@ -41,7 +41,7 @@
 
 #include "hist.h"
 #include "inspect.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "util_index.h"
 #include "util_run.h"

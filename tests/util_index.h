@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvidx.h"
+#include "kvidx_writer.h"
 
 /* Writes "t-TAG-<pid>-<n>" into name, n counting the calls of this process. */
 void tu_index_name(char *name, size_t len, const char *tag);

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec.h"
-
 void ing_apply_init(struct ing_apply *a, struct kvidx *w, struct emap *emap,
 		    enum kvidx_key_algo algo, const char *seed, uint32_t block_size)
 {
@@ -105,11 +103,10 @@ static int validate(struct ing_apply *a, const struct kvw_batch *b, char *err, s
 static void store(struct ing_apply *a, struct ing_target *t, const uint64_t *keys, size_t n,
 		  enum kvidx_tier tier, uint64_t now)
 {
-	struct spec_confirm_ctx cx = { .s = a->spec, .now = now };
-	int rc = kvidx_store(a->w, t->pod, keys, n, tier, now, a->spec ? spec_confirm : NULL, &cx);
+	/* Confirmations, and late confirmations of keys the event names whether or not the table
+	 * had room for all of them, reach spec.c through the writer's observer. */
+	int rc = kvidx_store(a->w, t->pod, keys, n, tier, now);
 
-	/* The event arrived whether or not the table had room for all of it. */
-	spec_after_store(a->spec, t->pod, keys, n, now);
 	if (rc >= 0) {
 		ing_ctr_add(t, KV_PC_blocks_stored, (uint64_t)rc);
 		return;

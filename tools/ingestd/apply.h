@@ -36,9 +36,10 @@
  *     child's parent lookup still resolves; FIFO eviction bounds it.
  *  7. AllBlocksCleared clears the pod (O(1) in the index) and starts a new engine-map stream
  *     token, which forgets the pod's mappings at once.
- *  8. Every kvidx_store passes spec_confirm() (spec.h): a speculative record it confirms
- *     records the route-to-confirmation latency and counts as confirmed in time or late; then
- *     spec_after_store() finds late confirmations of predictions the reaper already removed.
+ *  8. Every kvidx_store reaches spec.c through the writer's observer (spec_init() sets it):
+ *     a speculative record it confirms records the route-to-confirmation latency and counts
+ *     as confirmed in time or late; then the event's keys are matched against predictions
+ *     the reaper already removed (late confirmations).
  */
 #ifndef KVIDX_INGEST_APPLY_H
 #define KVIDX_INGEST_APPLY_H
@@ -48,12 +49,10 @@
 #include <stdint.h>
 
 #include "emap.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 #include "layout.h"
 #include "log.h"
 #include "wire.h"
-
-struct ing_spec;
 
 /* Process-wide: the writer, the key scheme and scratch space. */
 struct ing_apply {
@@ -64,7 +63,6 @@ struct ing_apply {
 	uint32_t block_size; /* index block size */
 	uint64_t *keys;      /* scratch: request keys of one event */
 	size_t keys_cap;
-	struct ing_spec *spec; /* speculation bookkeeping (spec.h); NULL: none */
 };
 
 /* One pod's event stream as the apply step sees it. */

@@ -19,17 +19,17 @@ enum { ITEM_SUB, ITEM_MON, ITEM_REPLAY, ITEM_BIND, ITEM_DOORBELL };
 static void resolve_defaults(struct ing_config *c)
 {
 	if (!c->geo.capacity)
-		c->geo.capacity = 1u << 20;
+		c->geo.capacity = KVIDX_DEFAULT_CAPACITY;
 	if (!c->geo.records)
-		c->geo.records = 2 * c->geo.capacity;
+		c->geo.records = KVIDX_DEFAULT_RECORDS_PER_KEY * c->geo.capacity;
 	if (!c->geo.pods_per_key)
-		c->geo.pods_per_key = 10;
+		c->geo.pods_per_key = KVIDX_DEFAULT_PODS_PER_KEY;
 	if (!c->geo.max_pods)
-		c->geo.max_pods = 256;
+		c->geo.max_pods = KVIDX_DEFAULT_MAX_PODS;
 	if (!c->geo.max_readers)
-		c->geo.max_readers = 64;
+		c->geo.max_readers = KVIDX_DEFAULT_MAX_READERS;
 	if (!c->stall_ms)
-		c->stall_ms = 1000;
+		c->stall_ms = KVIDX_DEFAULT_STALL_MS;
 	if (!c->engine_map)
 		c->engine_map = 4 * c->geo.capacity;
 }
@@ -100,7 +100,6 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 		goto fail;
 	}
 	ing_apply_init(&d->sh.ap, d->sh.w, &d->sh.emap, cfg->algo, cfg->seed, cfg->block_size);
-	d->sh.ap.spec = &d->spec;
 	kvw_batch_init(&d->sh.batch);
 	d->sh.zctx = zmq_ctx_new();
 	if (!d->sh.zctx) {

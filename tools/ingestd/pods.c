@@ -315,8 +315,7 @@ void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove)
 	sock_close(&p->sub);
 	sock_close(&p->dealer);
 	if (remove && p->tgt.pod >= 0) {
-		spec_pod_detach(sh->spec, p->tgt.pod);
-		kvidx_pod_remove(sh->w, p->tgt.pod);
+		kvidx_pod_remove(sh->w, p->tgt.pod); /* spec.c hears of it through the observer */
 		ilog(ILOG_INFO, "pod %s: removed from the index", label(p));
 	}
 	pod_unlink(sh, p);

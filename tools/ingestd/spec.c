@@ -31,6 +31,11 @@
  *
  * The late window of an expired prediction runs from its own expires-at, whether the reaper
  * removed it or kvidx_speculate() replaced it with a new prediction (both report it here).
+ *
+ * What the writer did to records reaches this file through one observer (struct
+ * kvidx_observer, set in spec_init()), called after each change is published: confirmations
+ * (spec_confirm), expiries (on_expire), the keys of each BlockStored (spec_after_store) and
+ * the removal of a pod (spec_pod_detach).
  */
 #include "spec.h"
 
@@ -277,6 +282,14 @@ static void apply_pause(struct ing_spec *s, struct spec_pod *sp, int pod, uint64
 
 /* ---- setup ----------------------------------------------------------------------------- */
 
+/* The writer's observer (struct kvidx_observer), defined with their subjects below. */
+static void spec_after_store(void *arg, int pod, const uint64_t *keys, size_t n, uint64_t now);
+static void spec_confirm(void *arg, uint64_t key, int pod, uint64_t created_ns,
+			 uint64_t expires_ns, uint64_t now);
+static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
+		      uint64_t expires_ns);
+static void spec_pod_detach(void *arg, int pod, bool removed);
+
 int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config *cfg,
 	      uint32_t block_size, uint32_t max_pods, uint64_t capacity, pthread_mutex_t *lock,
 	      uint64_t now)
@@ -345,6 +358,10 @@ int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config 
 		     "stale-limit %ums is below the largest TTL %llums: a slow but healthy event "
 		     "path may pause speculation",
 		     cfg->stale_limit_ms, (unsigned long long)largest);
+	struct kvidx_observer obs = { .ctx = s, .on_store = spec_after_store,
+				      .on_confirm = spec_confirm, .on_expire = on_expire,
+				      .on_clear = spec_pod_detach };
+	kvidx_writer_set_observer(w, &obs);
 	return 0;
 }
 
@@ -354,6 +371,8 @@ void spec_free(struct ing_spec *s)
 		ilog(ILOG_INFO, "late map: %llu expired predictions were counted stale before "
 		     "their window ended (--late-map too small)",
 		     (unsigned long long)s->late_evicted);
+	if (s->w)
+		kvidx_writer_set_observer(s->w, NULL);
 	spec_fifo_free(&s->corr);
 	spec_fifo_free(&s->late);
 	free(s->pods);
@@ -391,9 +410,13 @@ void spec_pod_attach(struct ing_spec *s, int pod, const char *name, uint64_t now
 	ctr_set(sp, KV_PC_spec_paused, SPEC_FRESH);
 }
 
-void spec_pod_detach(struct ing_spec *s, int pod)
+/* Observer: the pod left the index (kvidx_pod_remove): its pending outcomes and late-window
+ * entries are forgotten uncounted. A clear keeps them: the pod stays. */
+static void spec_pod_detach(void *arg, int pod, bool removed)
 {
-	if (!pod_of(s, pod))
+	struct ing_spec *s = arg;
+
+	if (!removed || !pod_of(s, pod))
 		return;
 	spec_fifo_purge(&s->corr, pod, true);
 	spec_fifo_purge(&s->late, pod, false);
@@ -401,9 +424,6 @@ void spec_pod_detach(struct ing_spec *s, int pod)
 }
 
 /* ---- route commits and outcomes ---------------------------------------------------------- */
-
-static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
-		      uint64_t expires_ns);
 
 /* Predicts keys on pod for its TTL from created_ns. expects: the route leaves blocks for the
  * pod to store, so an event should follow (pipeline-broken gating). */
@@ -415,7 +435,7 @@ static void predict(struct ing_spec *s, struct spec_pod *sp, int pod, const uint
 	ctr_set(sp, KV_PC_last_route_ns, created_ns);
 	if (!n)
 		return;
-	int rc = kvidx_speculate(s->w, pod, keys, n, created_ns, sp->ttl_ms, on_expire, s);
+	int rc = kvidx_speculate(s->w, pod, keys, n, created_ns, sp->ttl_ms);
 	if (rc > 0)
 		ctr_add(sp, KV_PC_speculations, (uint64_t)rc);
 	else if (rc < 0)
@@ -497,28 +517,32 @@ int spec_drain(struct ing_spec *s, size_t budget, uint64_t now)
 
 /* ---- confirmations ----------------------------------------------------------------------- */
 
-void spec_confirm(void *arg, uint64_t key, int pod, uint64_t created_ns, uint64_t expires_ns)
+/* Observer: a speculative record of pod was confirmed by a BlockStored applied at now. */
+static void spec_confirm(void *arg, uint64_t key, int pod, uint64_t created_ns,
+			 uint64_t expires_ns, uint64_t now)
 {
-	struct spec_confirm_ctx *cx = arg;
-	struct spec_pod *sp = pod_of(cx->s, pod);
+	struct spec_pod *sp = pod_of(arg, pod);
 
 	(void)key;
 	if (!sp)
 		return;
 	/* Readers trust a prediction while now < expires (reader.c); the reaper removes it at
 	 * expires <= now. In time means the readers were still trusting it. */
-	if (cx->now < expires_ns) {
+	if (now < expires_ns) {
 		ctr_add(sp, KV_PC_confirmed_in_time, 1);
 	} else {
 		ctr_add(sp, KV_PC_late_confirmations, 1);
 		ctr_add(sp, KV_PC_early_expiries, 1);
 	}
-	record_latency(sp, created_ns, cx->now);
+	record_latency(sp, created_ns, now);
 }
 
-void spec_after_store(struct ing_spec *s, int pod, const uint64_t *keys, size_t n,
-		      uint64_t now)
+/* Observer, after each kvidx_store of keys[0..n) on pod (every key of the event, stored or
+ * not): late confirmations of records the reaper already removed. One hash lookup per key,
+ * only while the late map is not empty. */
+static void spec_after_store(void *arg, int pod, const uint64_t *keys, size_t n, uint64_t now)
 {
+	struct ing_spec *s = arg;
 	struct spec_pod *sp;
 
 	if (!s || !s->late.live || !(sp = pod_of(s, pod)))
@@ -544,7 +568,7 @@ static void count_stale(struct ing_spec *s, int pod)
 		ctr_add(sp, KV_PC_stale_expiries, 1);
 }
 
-/* kvidx_expire / kvidx_speculate callback: the expired record goes into the late window. */
+/* Observer (kvidx_expire, kvidx_speculate): the expired record goes into the late window. */
 static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
 		      uint64_t expires_ns)
 {
@@ -610,7 +634,7 @@ static void reap_once(struct ing_spec *s)
 		uint64_t chunk = left < SPEC_REAP_CHUNK ? left : SPEC_REAP_CHUNK;
 		writer_lock(s);
 		s->reap_now = kvidx_now_ns();
-		kvidx_expire(s->w, s->reap_now, chunk, on_expire, s);
+		kvidx_expire(s->w, s->reap_now, chunk);
 		if (first)
 			age_late(s, s->reap_now);
 		pthread_mutex_unlock(s->lock);

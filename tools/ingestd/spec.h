@@ -7,10 +7,11 @@
  *                   records on the chosen decode pod and, under P/D, the prefill pod, trusted
  *                   for the pod's TTL. Outcome reports are matched to their route through a
  *                   bounded corr_id map and priced: false warm routes, wasted prefill tokens.
- *   confirmation    apply.c passes spec_confirm() to kvidx_store(): route-to-confirmation
- *                   latency (commit -> event applied) goes into the pod's cumulative and recent
- *                   histograms, and the record counts as confirmed in time or, if it had
- *                   expired, as a late confirmation and an early expiry.
+ *   confirmation    the writer's observer (spec_init() sets it) reports each speculative
+ *                   record kvidx_store() confirms: route-to-confirmation latency (commit ->
+ *                   event applied) goes into the pod's cumulative and recent histograms, and
+ *                   the record counts as confirmed in time or, if it had expired, as a late
+ *                   confirmation and an early expiry.
  *   reaper          a thread that removes expired speculative records (kvidx_expire) and keeps
  *                   what it removed in a bounded late-window map: a BlockStored for the same
  *                   (key, pod) within --late-window is a late confirmation and an early expiry
@@ -51,7 +52,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "kvidx.h"
+#include "kvidx_writer.h"
 
 #define SPEC_REAP_CHUNK 4096 /* slots examined per mutex hold of the reaper */
 
@@ -146,7 +147,8 @@ struct ing_spec {
 };
 
 /*
- * Prepares s for writer w. capacity: the index's key capacity (sizes the reaper's budget so
+ * Prepares s for writer w and makes it w's observer (kvidx_writer_set_observer(); spec_free()
+ * unsets it). capacity: the index's key capacity (sizes the reaper's budget so
  * a full pass over the table takes about cfg->reap_pass_ms). lock: the writer mutex, held by
  * the caller of every other function (rule 1 above). Logs the effective settings (clamped
  * TTLs, late window). 0 or -ENOMEM.
@@ -164,10 +166,9 @@ void spec_reaper_stop(struct ing_spec *s);
 void spec_yield(struct ing_spec *s);
 
 /* Pod index pod was registered (name for log lines): TTL set to the static one, counter
- * ttl_ms and spec_paused written. detach: the pod left the index; its pending outcomes and
- * late-window entries are forgotten uncounted. */
+ * ttl_ms and spec_paused written. (When the pod leaves the index, kvidx_pod_remove() tells
+ * the observer: its pending outcomes and late-window entries are forgotten uncounted.) */
 void spec_pod_attach(struct ing_spec *s, int pod, const char *name, uint64_t now);
-void spec_pod_detach(struct ing_spec *s, int pod);
 
 /* Consumes up to budget messages of the route rings (kvidx_drain) and applies them. */
 int spec_drain(struct ing_spec *s, size_t budget, uint64_t now);
@@ -181,17 +182,6 @@ void spec_set_stream(struct ing_spec *s, int pod, enum spec_pause stream, uint64
 /* Periodic work (each loop round): pipeline-broken gating, adaptive TTL, histogram decay. */
 void spec_tick(struct ing_spec *s, uint64_t now);
 
-/* The kvidx_confirm_fn apply.c passes to kvidx_store, with a struct spec_confirm_ctx as arg:
- * the time the batch is applied at. */
-struct spec_confirm_ctx {
-	struct ing_spec *s;
-	uint64_t now;
-};
-void spec_confirm(void *arg, uint64_t key, int pod, uint64_t created_ns, uint64_t expires_ns);
-/* After kvidx_store of keys[0..n) on pod: late confirmations of records the reaper already
- * removed. One hash lookup per key, only while the late map is not empty. */
-void spec_after_store(struct ing_spec *s, int pod, const uint64_t *keys, size_t n,
-		      uint64_t now);
 
 /*
  * The adaptive policy's next TTL, a pure function: target = ceil((lq_us + J) / 1 ms) with

@@ -1,0 +1,174 @@
+/*
+ * rcu.c — reclamation across processes: the limbo of retired entries, grace periods over the
+ * readers' announcements in the registry, and reader liveness (dead readers freed, stalled
+ * readers expelled). The read side is in reader.c (rd_enter(), rd_exit()).
+ *
+ * Concurrency model:
+ *
+ *  1. One thread of the one writer process calls everything here (the caller serialises).
+ *  2. Grace periods (kv_rcu_reclaim()): retired entries are tagged with the epoch E current at
+ *     retirement. The writer stores E+1 (seq_cst), issues a full fence, then reads every
+ *     active reader's announced epoch rs_ctr. The fence pairs with the full fence in
+ *     rd_enter() (reader.c): either the writer sees the reader's announcement, or the reader
+ *     sees every slot change published before the fence (store-load ordering on both sides).
+ *     An entry retired at e is reusable once every active reader announced 0 or an epoch > e.
+ *  3. Dead readers are found with F_OFD_GETLK on their slot byte (the kernel released the lock
+ *     at death, whatever the pid is now, so pid reuse cannot fool it) and freed by CAS on
+ *     rs_state, which a new owner claiming the slot (rd_claim(), reader.c) would have changed.
+ *  4. A reader whose announced epoch has not moved for stall_ns is expelled: CAS rs_state from
+ *     ACTIVE to EXPELLED, then a release fence before any entry is reused. The fence pairs
+ *     with the acquire fence in rd_exit() (reader.c): a reader that read reused memory sees
+ *     EXPELLED and discards its answer.
+ *  5. The epoch is the writer's own (struct kv_rcu): it is stored into ch_epoch, never read
+ *     back. Reader slots are untrusted input: a state that is neither ACTIVE nor EXPELLED
+ *     holds nothing back, an announcement only delays reclamation until the stall limit, and
+ *     every index is below the writer's own max_readers.
+ *
+ * Progress: nothing here waits for a reader; every loop is bounded by max_readers or the limbo.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rcu.h"
+#include "segment.h"
+
+int kv_rcu_init(struct kv_rcu *r, struct kvidx_ctl_hdr *ctl, struct kvidx_reader_slot *rslots,
+		int ctl_fd, uint32_t max_readers, uint64_t epoch, uint64_t stall_ns,
+		struct kv_arena *arena, struct kvidx_stats *st)
+{
+	memset(r, 0, sizeof(*r));
+	r->ctl = ctl;
+	r->rslots = rslots;
+	r->ctl_fd = ctl_fd;
+	r->max_readers = max_readers;
+	r->epoch = epoch;
+	r->stall_ns = stall_ns;
+	r->arena = arena;
+	r->st = st;
+	r->blocked_ctr = calloc(max_readers, sizeof(uint64_t));
+	r->blocked_since = calloc(max_readers, sizeof(uint64_t));
+	if (!r->blocked_ctr || !r->blocked_since) {
+		kv_rcu_fini(r);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void kv_rcu_fini(struct kv_rcu *r)
+{
+	free(r->limbo);
+	free(r->blocked_ctr);
+	free(r->blocked_since);
+	r->limbo = NULL;
+	r->blocked_ctr = r->blocked_since = NULL;
+	r->len = r->cap = r->head = 0;
+}
+
+void kv_rcu_retire(struct kv_rcu *r, uint32_t idx, unsigned cls)
+{
+	if (r->len == r->cap) {
+		size_t ncap = r->cap ? r->cap * 2 : 4096;
+		struct kv_limbo_item *nl = malloc(ncap * sizeof(*nl));
+		if (!nl)
+			return; /* the entry leaks (never reused): safe, and rare enough */
+		for (size_t i = 0; i < r->len; i++)
+			nl[i] = r->limbo[(r->head + i) % r->cap];
+		free(r->limbo);
+		r->limbo = nl;
+		r->cap = ncap;
+		r->head = 0;
+	}
+	struct kv_limbo_item *it = &r->limbo[(r->head + r->len) % r->cap];
+	it->idx = idx;
+	it->cls = (uint8_t)cls;
+	it->epoch = r->epoch;
+	r->len++;
+	stat_add(&r->st->retired, 1);
+	st_relaxed(&r->st->limbo, r->len);
+}
+
+/* Frees a dead reader's slot. The CAS fails harmlessly if a new owner claimed it meanwhile. */
+static bool reader_reap_if_dead(struct kv_rcu *r, uint32_t i, uint64_t state)
+{
+	if (kv_lock_held(r->ctl_fd, KV_LOCK_READER(i)) != 0)
+		return false;
+	/* seq_cst CAS against the reader's on the same word (rd_claim(), rd_reregister(),
+	 * kvidx_reader_close() in reader.c, rule 6 there). */
+	if (cas_u64(&r->rslots[i].rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_FREE))
+		stat_add(&r->st->readers_dead, 1);
+	return true;
+}
+
+void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
+{
+	uint64_t e = ++r->epoch;
+	uint64_t min = e;
+
+	/* Rule 2: new epoch, full fence (pairs with the full fence in rd_enter()), then read
+	 * the announcements. */
+	st_seqcst(&r->ctl->ch_epoch, e);
+	fence_seqcst();
+	stat_add(&r->st->epochs, 1);
+	for (uint32_t i = 0; i < r->max_readers; i++) {
+		struct kvidx_reader_slot *s = &r->rslots[i];
+		/* After the fence; pairs with the reader's CAS of rs_state in rd_claim() and
+		 * rd_reregister() (reader.c): a state read here is the one any CAS below expects. */
+		uint64_t state = ld_seqcst(&s->rs_state);
+		if (KV_RS_STATE(state) != KV_RS_ACTIVE) {
+			if (KV_RS_STATE(state) == KV_RS_EXPELLED)
+				reader_reap_if_dead(r, i, state);
+			r->blocked_since[i] = 0;
+			continue;
+		}
+		/* Pairs with the store of rs_ctr in rd_enter() (announce) and the release store
+		 * in rd_exit() (quiescent): seq_cst, so that it is ordered after the fence. */
+		uint64_t c = ld_seqcst(&s->rs_ctr);
+		if (c == 0 || c >= e) {
+			r->blocked_since[i] = 0;
+			continue;
+		}
+		/* This reader holds back reclamation. Same announcement for stall_ns: it is dead
+		 * or stalled (SIGSTOP, debugger, descheduled for a very long time). */
+		if (r->blocked_since[i] == 0 || r->blocked_ctr[i] != c) {
+			r->blocked_ctr[i] = c;
+			r->blocked_since[i] = now;
+		} else if (now - r->blocked_since[i] >= r->stall_ns) {
+			/* Rule 4. The CAS fails if the reader left or re-registered meanwhile (its
+			 * CAS in kvidx_reader_close() / rd_reregister()). */
+			if (!reader_reap_if_dead(r, i, state) &&
+			    cas_u64(&s->rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_EXPELLED)) {
+				add_relaxed(&s->rs_expelled, 1);
+				stat_add(&r->st->readers_expelled, 1);
+			}
+			r->blocked_since[i] = 0;
+			continue;
+		}
+		if (c < min)
+			min = c;
+	}
+	/* Rule 4: any expulsion above is ordered before the reuse of entries below. Pairs with
+	 * the acquire fence in rd_exit(). */
+	fence_release();
+	while (r->len) {
+		struct kv_limbo_item *it = &r->limbo[r->head];
+		if (it->epoch >= min)
+			break;
+		if (kv_arena_free(r->arena, it->idx, it->cls) < 0)
+			break;
+		r->head = (r->head + 1) % r->cap;
+		r->len--;
+		stat_add(&r->st->reclaimed, 1);
+	}
+	st_relaxed(&r->st->limbo, r->len);
+}
+
+void kv_rcu_reap_dead(struct kv_rcu *r)
+{
+	for (uint32_t i = 0; i < r->max_readers; i++) {
+		/* Pairs with the reader's CAS of rs_state in rd_claim() and kvidx_reader_close(). */
+		uint64_t state = ld_seqcst(&r->rslots[i].rs_state);
+		if (KV_RS_STATE(state) != KV_RS_FREE)
+			reader_reap_if_dead(r, i, state);
+	}
+}
