@@ -54,5 +54,8 @@ uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod);
 uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which);
 const uint64_t *kv_view_pod_hist(const struct kv_view *v, int pod, int which);
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w);
+/* Slot words of the table, probe overflow included: what one full pass of kvidx_expire()
+ * (and of the clear sweep) visits. */
+uint64_t kv_writer_slots(const struct kvidx *w);
 
 #endif /* KVIDX_INSPECT_H */

@@ -407,6 +407,11 @@ const struct kvidx_stats *kv_writer_stats(struct kvidx *w)
 	return w->st;
 }
 
+uint64_t kv_writer_slots(const struct kvidx *w)
+{
+	return w->nslots + w->max_probe;
+}
+
 int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)
 {
 	if (pod < 0 || (unsigned)pod >= w->max_pods ||

@@ -86,8 +86,8 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 		     strerror(-d->bell_fd));
 	pthread_mutex_init(&d->lock, NULL);
 	d->lock_ok = true;
-	rc = spec_init(&d->spec, d->sh.w, &cfg->spec, cfg->block_size, cfg->geo.max_pods,
-		       cfg->geo.capacity, &d->lock, now);
+	rc = spec_init(&d->spec, d->sh.w, &cfg->spec, cfg->block_size, cfg->geo.max_pods, &d->lock,
+		       now);
 	if (rc < 0) {
 		ilog(ILOG_ERROR, "speculation state: %s", strerror(-rc));
 		goto fail;

@@ -291,7 +291,7 @@ static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
 static void spec_pod_detach(void *arg, int pod, bool removed);
 
 int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config *cfg,
-	      uint32_t block_size, uint32_t max_pods, uint64_t capacity, pthread_mutex_t *lock,
+	      uint32_t block_size, uint32_t max_pods, pthread_mutex_t *lock,
 	      uint64_t now)
 {
 	pthread_condattr_t ca;
@@ -323,9 +323,7 @@ int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config 
 	s->late_window_ns = cfg->late_window_ms ?
 				    (uint64_t)cfg->late_window_ms * NS_PER_MS :
 				    (5 * largest > 10000 ? 5 * largest : 10000) * NS_PER_MS;
-	/* Slots kvidx_expire walks: home positions plus the probe overflow (shm/segment.c plans
-	 * capacity + capacity / 3 + 1 home slots). */
-	uint64_t slots = capacity + capacity / 3 + 1 + KV_MAX_PROBE;
+	uint64_t slots = kv_writer_slots(w); /* what a full pass of kvidx_expire() visits */
 	uint64_t wakeups = cfg->reap_pass_ms / (cfg->reap_interval_ms ? cfg->reap_interval_ms : 1);
 	if (wakeups < 1)
 		wakeups = 1;

@@ -148,14 +148,13 @@ struct ing_spec {
 
 /*
  * Prepares s for writer w and makes it w's observer (kvidx_writer_set_observer(); spec_free()
- * unsets it). capacity: the index's key capacity (sizes the reaper's budget so
- * a full pass over the table takes about cfg->reap_pass_ms). lock: the writer mutex, held by
+ * unsets it). The reaper's budget is sized from w's table (kv_writer_slots()) so that a
+ * full pass takes about cfg->reap_pass_ms. lock: the writer mutex, held by
  * the caller of every other function (rule 1 above). Logs the effective settings (clamped
  * TTLs, late window). 0 or -ENOMEM.
  */
 int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config *cfg,
-	      uint32_t block_size, uint32_t max_pods, uint64_t capacity, pthread_mutex_t *lock,
-	      uint64_t now);
+	      uint32_t block_size, uint32_t max_pods, pthread_mutex_t *lock, uint64_t now);
 /* Frees s; the reaper must be stopped. Pending late-window entries are dropped uncounted. */
 void spec_free(struct ing_spec *s);
 
