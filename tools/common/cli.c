@@ -55,6 +55,18 @@ void *tc_xrealloc(void *p, size_t n)
 	return p;
 }
 
+void tc_grow(void *pv, size_t *cap, size_t need, size_t size)
+{
+	size_t c = *cap ? *cap : 16;
+
+	if (need <= *cap)
+		return;
+	while (c < need)
+		c *= 2;
+	*(void **)pv = tc_xrealloc(*(void **)pv, c * size);
+	*cap = c;
+}
+
 int tc_flush_stdout(void)
 {
 	if (fflush(stdout) || ferror(stdout)) {

@@ -31,6 +31,12 @@ void tc_die_nomem(void) __attribute__((noreturn));
 void *tc_xrealloc(void *p, size_t n);
 
 /*
+ * Grows the array *pv of *cap elements of size bytes to hold at least need, doubling from 16:
+ * pv is the address of the array pointer (of any type). No memory ends the tool.
+ */
+void tc_grow(void *pv, size_t *cap, size_t need, size_t size);
+
+/*
  * Flushes standard output. Returns 0, or 1 after "PROG: writing standard output: <why>",
  * as a tool's exit status.
  */

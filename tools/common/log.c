@@ -80,23 +80,31 @@ void ilog(enum ilog_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
+bool ilog_limit_pass(struct ilog_limit *lim, uint64_t *suppressed)
+{
+	uint64_t now = kvidx_now_ns();
+
+	if (now < lim->next_ns) {
+		lim->suppressed++;
+		return false;
+	}
+	*suppressed = lim->suppressed;
+	lim->suppressed = 0;
+	lim->next_ns = now + 1000000000ull;
+	return true;
+}
+
 void ilog_limited(struct ilog_limit *lim, enum ilog_level level, const char *fmt, ...)
 {
 	char suffix[64] = "";
-	uint64_t now = kvidx_now_ns();
+	uint64_t suppressed;
 	va_list ap;
 
-	if (level > cur_level)
+	if (level > cur_level || !ilog_limit_pass(lim, &suppressed))
 		return;
-	if (now < lim->next_ns) {
-		lim->suppressed++;
-		return;
-	}
-	if (lim->suppressed)
+	if (suppressed)
 		snprintf(suffix, sizeof(suffix), " (%llu similar suppressed)",
-			 (unsigned long long)lim->suppressed);
-	lim->suppressed = 0;
-	lim->next_ns = now + 1000000000ull;
+			 (unsigned long long)suppressed);
 	va_start(ap, fmt);
 	vlog(level, suffix, fmt, ap);
 	va_end(ap);

@@ -7,6 +7,7 @@
 #ifndef KVIDX_INGEST_LOG_H
 #define KVIDX_INGEST_LOG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum ilog_level {
@@ -40,5 +41,12 @@ struct ilog_limit {
 
 void ilog_limited(struct ilog_limit *lim, enum ilog_level level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * The limiter of ilog_limited() alone, for a tool that prints its messages in its own format
+ * (kvidx-fakepod): true when a message may go out now, *suppressed then being the number held
+ * back since the last one let through; false when this one is to be counted and dropped.
+ */
+bool ilog_limit_pass(struct ilog_limit *lim, uint64_t *suppressed);
 
 #endif /* KVIDX_INGEST_LOG_H */

@@ -1,9 +1,13 @@
 /*
- * parse.c — whole-string decimal and hexadecimal parsing for the tools (see parse.h).
+ * parse.c — whole-string decimal, hexadecimal and real number parsing for the tools (see
+ * parse.h).
  */
 #include "parse.h"
 
+#include <errno.h>
+#include <math.h> /* isfinite() only: the tools do not link libm */
 #include <stddef.h>
+#include <stdlib.h>
 
 bool tc_parse_dec(const char *s, uint64_t max, uint64_t *out)
 {
@@ -51,6 +55,21 @@ bool tc_parse_hex64(const char *s, uint64_t *out)
 		v = v << 4 | (unsigned)d;
 	}
 	if (!n)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool tc_parse_num(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v;
+
+	if (!*s || *s == ' ' || *s == '\t')
+		return false;
+	errno = 0;
+	v = strtod(s, &end);
+	if (*end || errno || !isfinite(v) || v < lo || v > hi)
 		return false;
 	*out = v;
 	return true;

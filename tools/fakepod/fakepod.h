@@ -1,0 +1,327 @@
+/*
+ * fakepod.h — internal to kvidx-fakepod: the state of the one fake pod, shared by its parts,
+ * and what each part offers the others. Every function runs on the one thread of the
+ * zmq_poll() loop in main.c; nothing here is thread-safe or blocks.
+ *
+ * The parts, one job a file:
+ *   main.c      setup, the poll loop, signals, teardown, the summary line
+ *   opts.c      the command line: flags, --help, their checks, the topic
+ *   sched.c     the action queue: publications, sequence changes and replies in due order;
+ *               the simulated pod restart
+ *   events.c    events waiting for their batch, and their encoding into a payload
+ *   pub.c       the PUB socket, the replay buffer and its ROUTER, the XPUB subscriber count
+ *   zframes.c   ZMQ plumbing: binding sockets, multi-frame messages, ROUTER envelopes
+ *   hash.c      engine block hashes
+ *   cache.c     the simulated prefix cache (LRU) and admission of a prompt's blocks to it
+ *   workload.c  the synthetic workload
+ *   script.c    the script language
+ *   serve.c     --serve: prompts from a router, prefill, replies and their events
+ */
+#ifndef KVIDX_FAKEPOD_H
+#define KVIDX_FAKEPOD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "log.h"
+#include "serve.h"
+#include "wire.h"
+
+#define PROG "kvidx-fakepod"
+
+#define NAME_MAX_LEN    255          /* pod and model names, in bytes */
+#define MAX_MS          86400000ull  /* one day: bound of every *-ms value */
+#define NS_PER_MS       1000000ull
+#define NS_PER_S        1000000000ull
+
+/* ---- options (opts.c) --------------------------------------------------------------------- */
+
+struct opts {
+	const char *pub_ep, *replay_ep, *serve_ep, *script;
+	const char *pod, *model, *medium;
+	enum kvw_form form;
+	enum kvw_hash_form hash_form;
+	uint32_t block_size;
+	bool has_rank;
+	int64_t rank;
+	uint64_t keep;
+	bool old_framing;
+	uint64_t wait_subs, linger_ms;
+	double duration;
+	bool workload;
+	uint64_t prefixes, prefix_blocks, suffix_blocks, seed, batch, cache_blocks, count;
+	double rate;
+	uint64_t prefill_ms, jitter_ms, event_delay_ms;
+	double fail_rate, cancel_rate, drop_rate;
+};
+
+/* Fills o from the command line, or exits: status 0 after --help, 2 on bad usage. */
+void opts_parse(int argc, char **argv, struct opts *o);
+
+/*
+ * Writes the topic kv@<pod>@<model> to topic (2 * NAME_MAX_LEN + 8 bytes), the pod being
+ * --pod or derived from an endpoint; returns its length. Exits with status 2 if a derived
+ * name is not a valid pod name.
+ */
+size_t opts_topic(const struct opts *o, char *topic, size_t cap);
+
+/* ---- events waiting for their batch (events.c) -------------------------------------------- */
+
+/*
+ * Pending events are wire events (wire.h) whose arrays are malloc'd copies owned by their
+ * list. A new kind of event, or a field the pod did not set before, is built by filling more
+ * of the struct kvw_event: encode_batch() writes whatever kvw_enc_event() supports.
+ */
+struct evlist {
+	struct kvw_event *v;
+	size_t n, cap;
+};
+
+struct fp;
+struct action;
+
+/* Appends an event of this type carrying the pod's medium and block size; arrays empty. */
+struct kvw_event *ev_add(struct fp *fp, struct evlist *l, enum kvw_type type);
+
+/* Gives e an owned array of n hashes (uninitialised; NULL when n is 0) and returns it. */
+uint64_t *ev_hashes(struct kvw_event *e, size_t n);
+
+/* BlockStored of copies of hashes and tokens; BlockRemoved of a copy of hashes. */
+void ev_add_stored(struct fp *fp, struct evlist *l, const uint64_t *hashes, size_t nhashes,
+		   bool has_parent, uint64_t parent, const uint32_t *tokens, size_t ntokens);
+void ev_add_removed(struct fp *fp, struct evlist *l, const uint64_t *hashes, size_t nhashes);
+
+/* Frees the first k events and moves the rest to the front. */
+void evlist_drop(struct evlist *l, size_t k);
+
+/* Encodes events v[0, n) into a publish action (payload malloc'd). Exits if memory runs out. */
+void encode_batch(struct fp *fp, const struct kvw_event *v, size_t n, struct action *a);
+
+/* Puts the first n pending events into a batch published after the script's delay. */
+void flush_pending(struct fp *fp, size_t n, uint64_t now);
+
+/* ---- the action queue (sched.c) ----------------------------------------------------------- */
+
+enum act_kind {
+	ACT_PUBLISH,    /* send payload as the next batch (raw when nevents is 0 and raw) */
+	ACT_GAP,        /* skip n sequence numbers */
+	ACT_LOSE,       /* keep the next n batches for replay but do not send them */
+	ACT_RESTART,    /* sequence back to 0, nothing kept, cache emptied */
+	ACT_SERVE_DONE, /* a served request's prefill is over: reply, maybe store blocks */
+};
+
+struct action {
+	uint64_t due, order;
+	enum act_kind kind;
+	uint64_t n;
+	void *data; /* ACT_PUBLISH: the payload (malloc); ACT_SERVE_DONE: struct inflight */
+	size_t len;
+	bool raw;
+	size_t nevents, nstored, nremoved, ncleared;
+};
+
+/*
+ * Runs a now, if nothing queued must go first, or queues it for a->due. Actions run in
+ * (due time, creation order) order.
+ */
+void schedule(struct fp *fp, struct action *a, uint64_t now);
+
+/* Runs every queued action due by now. */
+void run_due(struct fp *fp, uint64_t now);
+
+/* Removes and returns the first queued action (fp->nheap > 0). */
+struct action heap_pop(struct fp *fp);
+
+/*
+ * Empties the pod as a restart does: sequence back to 0, nothing kept for replay, cache
+ * empty. Actions created before order_limit that are still queued belonged to the old
+ * process: their publications are discarded and their requests answered "failed".
+ */
+void pod_restart(struct fp *fp, uint64_t order_limit);
+
+/* ---- publishing (pub.c) ------------------------------------------------------------------- */
+
+/* A published batch kept for replay. */
+struct kept {
+	uint64_t seq;
+	void *data;
+	size_t len;
+};
+
+/* Publishes a batch now: the next sequence number, the PUB socket (unless lost), the ring. */
+void publish(struct fp *fp, struct action *a);
+
+/* Forgets every batch kept for replay. */
+void ring_clear(struct fp *fp);
+
+/* Answers the replay requests waiting on the ROUTER. */
+void handle_replay(struct fp *fp);
+
+/* XPUB (--wait-subscribers): counts subscriptions, so that the run can wait for them. */
+void handle_xpub(struct fp *fp);
+
+/* ---- ZMQ plumbing (zframes.c) ------------------------------------------------------------- */
+
+#define MAXFRAMES 4
+
+/* One received message: its first MAXFRAMES frames, and whether it had more. */
+struct frames {
+	zmq_msg_t m[MAXFRAMES];
+	int n;
+	bool too_many;
+};
+
+#define FDATA(f, i) ((const void *)zmq_msg_data(&(f)->m[i]))
+#define FSIZE(f, i) zmq_msg_size(&(f)->m[i])
+
+/* Creates and binds a socket; maxmsg bounds what a peer may send to it. Exits on failure. */
+void *bind_socket(struct fp *fp, int type, const char *flag, const char *ep, int64_t maxmsg);
+
+/* Sends n frames as one message; ROUTER and PUB sockets here never block. */
+void send_frames(void *sock, int n, const void *const *data, const size_t *len);
+
+/* Receives one whole message without blocking; false when none is waiting. */
+bool recv_frames(void *sock, struct frames *f);
+void frames_close(struct frames *f);
+
+/*
+ * Splits a ROUTER message [identity, "", body] or [identity, body] into its parts; false if
+ * it has another shape.
+ */
+bool router_envelope(struct frames *f, bool *delim);
+
+/* ---- engine block hashes (hash.c) --------------------------------------------------------- */
+
+/* Engine hashes of the nblocks full blocks of tokens, chained from parent (0: none). */
+void engine_chain(uint64_t parent, const uint32_t *tokens, size_t nblocks, uint32_t bs,
+		  uint64_t *out);
+
+/* ---- the simulated prefix cache (cache.c) ------------------------------------------------- */
+
+struct cache_node;
+
+/* At most cap engine hashes, least recently used evicted first. */
+struct cache {
+	uint32_t cap, size;
+	struct cache_node *nodes;
+	uint32_t head, tail, free_list;
+	uint32_t *slots; /* node index + 1; 0 = empty */
+	size_t mask;
+};
+
+void cache_init(struct cache *c, uint32_t cap);
+void cache_clear(struct cache *c);
+void cache_free(struct cache *c);
+
+/*
+ * The scheduler's lookup: the number of leading blocks of h[0, n) that are cached, touched
+ * (last to first) so that they stay.
+ */
+size_t cache_match(struct cache *c, const uint64_t *h, size_t n);
+
+/*
+ * Admits a prompt's full blocks to the pod's cache, as an engine does after prefill, and
+ * appends the events that tells (BlockRemoved of evictions, BlockStored of new blocks) to out.
+ */
+void cache_admit(struct fp *fp, const uint64_t *h, const uint32_t *tokens, size_t nblocks,
+		 struct evlist *out);
+
+/* ---- sources ------------------------------------------------------------------------------ */
+
+/* Publishes the workload's batches that are due; sets fp->wl_next to the next due time. */
+void workload_step(struct fp *fp, uint64_t now);
+
+/* Opens the script (exits on failure). */
+void script_open(struct fp *fp);
+/* Runs the buffered script lines until a sleep, an error or the end of the buffer. */
+void script_step(struct fp *fp, uint64_t now);
+/* Reads what the script input has (poll said it is readable). */
+void script_read(struct fp *fp);
+/* Whether the script wants more input: no complete line is buffered. */
+bool script_wants_input(const struct fp *fp);
+
+/* A served request being "prefilled" (serve.c). */
+struct inflight;
+
+/* Answers the serve requests waiting on the ROUTER. */
+void handle_serve(struct fp *fp, uint64_t now);
+/* Prefill is over (ACT_SERVE_DONE): store the blocks of a success, reply, free q. */
+void serve_complete(struct fp *fp, struct inflight *q, uint64_t now);
+/* Replies "failed" to q and frees it: its pod restarted. */
+void serve_fail(struct fp *fp, struct inflight *q);
+/* Frees q without a reply. */
+void free_inflight(struct fp *fp, struct inflight *q);
+
+/* ---- the pod ------------------------------------------------------------------------------ */
+
+struct stats {
+	uint64_t events, batches, stored, removed, cleared, raw, lost, discarded;
+	uint64_t requests, ok, failed, cancelled, dropped, bad_requests, replays, restarts;
+};
+
+struct fp {
+	struct opts o;
+
+	/* publishing (pub.c) */
+	char topic[2 * NAME_MAX_LEN + 8];
+	size_t topiclen;
+	void *zctx, *pub, *replay, *serve;
+	bool xpub;
+	int sigfd;
+	struct kvw_enc enc;
+	struct kvw_enc_opts encopts;
+	uint64_t seq, lose_left;
+	struct kept *ring; /* o.keep slots */
+	size_t ring_head, ring_n;
+
+	/* the action queue (sched.c): a min-heap */
+	struct action *heap;
+	size_t nheap, heap_cap;
+	uint64_t order;
+
+	struct cache cache;
+	struct evlist pending; /* script or workload events not yet in a batch */
+	struct evlist tmp;     /* one served request's events */
+
+	/* the run (main.c) */
+	bool started;
+	uint64_t subs, start_ns, end_ns;
+	bool stopping, lingering;
+	uint64_t linger_until;
+	int exit_code;
+
+	/* script (script.c) */
+	bool script_on, script_eof, script_done;
+	int script_fd;
+	char *sbuf;
+	size_t slen, scap, sdone; /* sdone: bytes of sbuf already consumed */
+	uint64_t sline, sleep_until, delay_ns;
+	bool stdout_failed;
+
+	/* token and hash scratch of the script and the workload */
+	uint32_t *toks;
+	size_t toks_cap;
+	uint64_t *hbuf;
+	size_t hbuf_cap;
+
+	/* workload (workload.c) */
+	bool wl_on, wl_done;
+	uint64_t wl_rng, wl_events, wl_next;
+
+	/* serve (serve.c) */
+	uint64_t srv_rng;
+	size_t ninflight;
+	struct kvs_request rq;
+	msgpack_sbuffer reply;
+
+	struct ilog_limit rl_replay, rl_serve;
+	struct stats st;
+};
+
+/* "PROG: message" on stderr, at most one a second per limiter (peers can cause them at will). */
+void fp_warn(struct ilog_limit *lim, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif /* KVIDX_FAKEPOD_H */

@@ -1,0 +1,320 @@
+/*
+ * opts.c — kvidx-fakepod's command line: the flags with their defaults and checks, the --help
+ * text (quoted by the README), and the topic kv@<pod>@<model> they give.
+ */
+#include "fakepod.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "parse.h"
+
+static void usage(FILE *f)
+{
+	fputs(
+"Usage: " PROG " [OPTION]...\n"
+"Plays one vLLM pod on the KV-cache event wire: publishes BlockStored, BlockRemoved and\n"
+"AllBlocksCleared batches on a ZMQ PUB socket as [topic, seq8, payload], topic\n"
+"kv@<pod>@<model>, from a synthetic workload, a script, and/or prompts served to a router.\n"
+"The workload runs when --workload is given or neither --script nor --serve is. The run\n"
+"ends once every source is done: the workload after --count events, the script at its\n"
+"end; with --serve, or a workload without --count, only --duration or a signal ends it.\n"
+"Block hashes are engine hashes (XXH64 with a fakepod seed over the parent engine hash\n"
+"and the block's tokens; nil parent for a prompt's first block), never kvidx request keys.\n"
+"\n"
+"Wire:\n"
+"  --pub ENDPOINT         bind the PUB socket here (default tcp://127.0.0.1:5557)\n"
+"  --replay ENDPOINT      bind a replay ROUTER here (default none): a request [\"\", seq8]\n"
+"                         or [seq8] gets every kept batch with seq >= start as\n"
+"                         [\"\", topic, seq8, payload], then [\"\", topic, ff*8, \"\"]\n"
+"  --old-replay-framing   replay without the topic frame: [\"\", seq8, payload]\n"
+"  --keep N               batches kept for replay (default 10000; 0 keeps none)\n"
+"  --pod NAME             pod in the topic (default: host:port of --serve, else of --pub;\n"
+"                         a * or 0.0.0.0 host becomes 127.0.0.1)\n"
+"  --model M              model in the topic (default fake-model)\n"
+"  --encoding array|map   positional arrays (default) or type-tagged maps\n"
+"  --hashes int|bytes     hashes as msgpack uint (default) or 8-byte big-endian bin\n"
+"  --medium GPU|CPU       medium of the events (default GPU)\n"
+"  --block-size N         tokens per block, 1..65536 (default 16)\n"
+"  --rank N               data_parallel_rank of every batch (default: omitted, i.e. nil)\n"
+"  --wait-subscribers N   start nothing (workload, script, serve) before N subscriptions\n"
+"                         have arrived; uses an XPUB socket (default 0: start at once)\n"
+"  --duration S           stop the sources after S seconds (default: no limit)\n"
+"  --linger-ms MS         after a normal end, keep answering replay for MS before\n"
+"                         exiting (default 200); also the sockets' ZMQ_LINGER\n"
+"\n"
+"Workload:\n"
+"  --workload             run the workload (with --serve too; not with --script)\n"
+"  --prefixes K           distinct shared prefixes, i.e. system prompts (default 8)\n"
+"  --prefix-blocks N      blocks per prefix (default 8)\n"
+"  --suffix-blocks N      fresh blocks after the prefix in each prompt (default 2)\n"
+"  --seed N               seed of the workload and of serve's random draws (default 1)\n"
+"  --rate R               events per second, 0 = as fast as possible (default 1000)\n"
+"  --batch N              events per batch, also in script mode (default 1)\n"
+"  --cache-blocks C       LRU block cache size; evictions give BlockRemoved (default 1024)\n"
+"  --count N              stop the workload after N events (default 0: no limit)\n"
+"\n"
+"Script:\n"
+"  --script FILE          run the commands in FILE, - for standard input\n"
+"\n"
+"Serve:\n"
+"  --serve ENDPOINT       bind a ROUTER for prompts from a router worker (see below)\n"
+"  --prefill-ms MS        time from request to reply (default 50)\n"
+"  --jitter-ms MS         add a uniform 0..MS to both delays, per request (default 0)\n"
+"  --event-delay-ms MS    time from request to its BlockStored batch, at least the\n"
+"                         prefill time (default 100)\n"
+"  --fail-rate P          probability that prefill fails: reply failed, nothing stored\n"
+"  --cancel-rate P        probability of a cancellation: reply cancelled, nothing stored\n"
+"  --drop-events P        probability that an ok request's event batch is never published\n"
+"                         (no sequence number used: replay cannot recover it)\n"
+"\n"
+"  -h, --help             print this help and exit\n"
+"\n"
+"Script commands, one per line (# starts a comment):\n"
+"  store PARENT TOKENS    BlockStored for the full blocks of TOKENS (decimal, separated by\n"
+"                         commas or spaces), chained from PARENT (hex engine hash, or -\n"
+"                         for a first block); prints each block's hash as 0x%016x\n"
+"  remove HASH...         BlockRemoved of these hex hashes\n"
+"  clear                  AllBlocksCleared (also empties the serve/workload cache)\n"
+"  flush                  publish the pending batch now\n"
+"  gap N                  skip N sequence numbers (a gap replay cannot fill)\n"
+"  lose N                 do not send the next N batches, but keep them for replay\n"
+"  restart                a pod restart, as SIGUSR1 below, in script order\n"
+"  delay MS               run the publications, gap, lose and restart of the commands\n"
+"                         that follow MS later (0 restores); hashes still print at once\n"
+"  sleep MS               pause the script for MS\n"
+"  raw HEX                publish these bytes as a batch payload, as they are\n"
+"store, remove and clear add an event to the pending batch, published once it holds\n"
+"--batch events (so each is its own batch by default), on flush, before any other command,\n"
+"and at the end of the script. store and remove do not touch the cache.\n"
+"\n"
+"Serve protocol (msgpack, one frame): the client's DEALER sends [\"\", request] with\n"
+"request [corr_id uint64, model str, tokens [uint32...]]; after the prefill time the reply\n"
+"[corr_id, cached_tokens, status] comes back as [\"\", reply], status \"ok\", \"failed\" or\n"
+"\"cancelled\". cached_tokens counts the leading full blocks cached when the request\n"
+"arrived (a fully cached prompt reports one block less, as vLLM recomputes the last\n"
+"token). A request for a model other than --model (or \"\") fails at once. The new blocks\n"
+"of an ok request form one batch: BlockRemoved for its evictions, then BlockStored.\n"
+"\n"
+"Signals: SIGTERM and SIGINT exit at once (status 0). SIGUSR1 simulates a pod restart:\n"
+"sequence back to 0, cache and replay buffer emptied, queued batches dropped, requests in\n"
+"flight answered failed; nothing special is published.\n"
+"A summary line is printed on standard error at exit.\n"
+"Exit status: 0 on success, 1 on a setup or runtime error, 2 on bad usage or script line.\n",
+	      f);
+}
+
+static uint64_t opt_int(const char *name, const char *arg, uint64_t min, uint64_t max)
+{
+	uint64_t v;
+
+	if (!tc_parse_dec(arg, max, &v) || v < min)
+		tc_usage_error("bad --%s '%s': expected a decimal integer %" PRIu64 "..%" PRIu64,
+			       name, arg, min, max);
+	return v;
+}
+
+static double opt_num(const char *name, const char *arg, double lo, double hi)
+{
+	double v;
+
+	if (!tc_parse_num(arg, lo, hi, &v))
+		tc_usage_error("bad --%s '%s': expected a number in [%g, %g]", name, arg, lo, hi);
+	return v;
+}
+/* Which of the two words a and b arg is: 0 or 1. */
+static int opt_pick(const char *name, const char *arg, const char *a, const char *b)
+{
+	if (!strcmp(arg, a))
+		return 0;
+	if (!strcmp(arg, b))
+		return 1;
+	tc_usage_error("bad --%s '%s': expected %s or %s", name, arg, a, b);
+}
+
+static void check_name(const char *what, const char *s)
+{
+	if (!*s)
+		tc_usage_error("bad %s '': must not be empty", what);
+	if (strlen(s) > NAME_MAX_LEN)
+		tc_usage_error("bad %s: %zu bytes, limit %d", what, strlen(s), NAME_MAX_LEN);
+	if (strchr(s, '@'))
+		tc_usage_error("bad %s '%s': must not contain '@' (the topic is kv@<pod>@<model>)",
+			       what, s);
+}
+
+/*
+ * The pod name an endpoint stands for: what follows "://", with a wildcard host localised.
+ * False if it does not fit.
+ */
+static bool derive_pod(const char *ep, char *out, size_t outlen)
+{
+	const char *p = strstr(ep, "://");
+	int n;
+
+	p = p ? p + 3 : ep;
+	if (!strncmp(p, "*:", 2))
+		n = snprintf(out, outlen, "127.0.0.1%s", p + 1);
+	else if (!strncmp(p, "0.0.0.0:", 8))
+		n = snprintf(out, outlen, "127.0.0.1%s", p + 7);
+	else
+		n = snprintf(out, outlen, "%s", p);
+	return n >= 0 && (size_t)n < outlen;
+}
+
+void opts_parse(int argc, char **argv, struct opts *o)
+{
+	enum {
+		O_PUB = 256, O_REPLAY, O_OLD, O_KEEP, O_POD, O_MODEL, O_ENCODING, O_HASHES,
+		O_MEDIUM, O_BS, O_RANK, O_WAIT, O_DURATION, O_LINGER, O_WORKLOAD, O_PREFIXES,
+		O_PBLOCKS, O_SBLOCKS, O_SEED, O_RATE, O_BATCH, O_CACHE, O_COUNT, O_SCRIPT,
+		O_SERVE, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP,
+	};
+	static const struct option longopts[] = {
+		{ "pub", required_argument, NULL, O_PUB },
+		{ "replay", required_argument, NULL, O_REPLAY },
+		{ "old-replay-framing", no_argument, NULL, O_OLD },
+		{ "keep", required_argument, NULL, O_KEEP },
+		{ "pod", required_argument, NULL, O_POD },
+		{ "model", required_argument, NULL, O_MODEL },
+		{ "encoding", required_argument, NULL, O_ENCODING },
+		{ "hashes", required_argument, NULL, O_HASHES },
+		{ "medium", required_argument, NULL, O_MEDIUM },
+		{ "block-size", required_argument, NULL, O_BS },
+		{ "rank", required_argument, NULL, O_RANK },
+		{ "wait-subscribers", required_argument, NULL, O_WAIT },
+		{ "duration", required_argument, NULL, O_DURATION },
+		{ "linger-ms", required_argument, NULL, O_LINGER },
+		{ "workload", no_argument, NULL, O_WORKLOAD },
+		{ "prefixes", required_argument, NULL, O_PREFIXES },
+		{ "prefix-blocks", required_argument, NULL, O_PBLOCKS },
+		{ "suffix-blocks", required_argument, NULL, O_SBLOCKS },
+		{ "seed", required_argument, NULL, O_SEED },
+		{ "rate", required_argument, NULL, O_RATE },
+		{ "batch", required_argument, NULL, O_BATCH },
+		{ "cache-blocks", required_argument, NULL, O_CACHE },
+		{ "count", required_argument, NULL, O_COUNT },
+		{ "script", required_argument, NULL, O_SCRIPT },
+		{ "serve", required_argument, NULL, O_SERVE },
+		{ "prefill-ms", required_argument, NULL, O_PREFILL },
+		{ "jitter-ms", required_argument, NULL, O_JITTER },
+		{ "event-delay-ms", required_argument, NULL, O_EVDELAY },
+		{ "fail-rate", required_argument, NULL, O_FAIL },
+		{ "cancel-rate", required_argument, NULL, O_CANCEL },
+		{ "drop-events", required_argument, NULL, O_DROP },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*o = (struct opts){
+		.pub_ep = "tcp://127.0.0.1:5557", .model = "fake-model", .medium = "GPU",
+		.block_size = 16, .keep = 10000, .linger_ms = 200, .prefixes = 8,
+		.prefix_blocks = 8, .suffix_blocks = 2, .seed = 1, .rate = 1000, .batch = 1,
+		.cache_blocks = 1024, .prefill_ms = 50, .event_delay_ms = 100,
+	};
+	tc_prog = PROG;
+	opterr = 0; /* This program prints its own messages, naming itself PROG. */
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case O_PUB: o->pub_ep = optarg; break;
+		case O_REPLAY: o->replay_ep = optarg; break;
+		case O_OLD: o->old_framing = true; break;
+		case O_KEEP: o->keep = opt_int("keep", optarg, 0, 100000000); break;
+		case O_POD: o->pod = optarg; break;
+		case O_MODEL: o->model = optarg; break;
+		case O_ENCODING:
+			o->form = opt_pick("encoding", optarg, "array", "map") ?
+				  KVW_FORM_MAP : KVW_FORM_ARRAY;
+			break;
+		case O_HASHES:
+			o->hash_form = opt_pick("hashes", optarg, "int", "bytes") ?
+				       KVW_HASH_BIN : KVW_HASH_INT;
+			break;
+		case O_MEDIUM:
+			opt_pick("medium", optarg, "GPU", "CPU");
+			o->medium = optarg;
+			break;
+		case O_BS: o->block_size = (uint32_t)opt_int("block-size", optarg, 1, 65536); break;
+		case O_RANK:
+			o->rank = (int64_t)opt_int("rank", optarg, 0, INT32_MAX);
+			o->has_rank = true;
+			break;
+		case O_WAIT: o->wait_subs = opt_int("wait-subscribers", optarg, 0, 1000000); break;
+		case O_DURATION:
+			o->duration = opt_num("duration", optarg, 0, 1e9);
+			if (o->duration <= 0)
+				tc_usage_error("bad --duration '%s': expected a number of "
+					       "seconds > 0", optarg);
+			break;
+		case O_LINGER: o->linger_ms = opt_int("linger-ms", optarg, 0, MAX_MS); break;
+		case O_WORKLOAD: o->workload = true; break;
+		case O_PREFIXES: o->prefixes = opt_int("prefixes", optarg, 1, 1u << 30); break;
+		case O_PBLOCKS: o->prefix_blocks = opt_int("prefix-blocks", optarg, 0, 1u << 16); break;
+		case O_SBLOCKS: o->suffix_blocks = opt_int("suffix-blocks", optarg, 0, 1u << 16); break;
+		case O_SEED: o->seed = opt_int("seed", optarg, 0, UINT64_MAX); break;
+		case O_RATE: o->rate = opt_num("rate", optarg, 0, 1e9); break;
+		case O_BATCH: o->batch = opt_int("batch", optarg, 1, 65536); break;
+		case O_CACHE: o->cache_blocks = opt_int("cache-blocks", optarg, 1, 1u << 26); break;
+		case O_COUNT: o->count = opt_int("count", optarg, 0, UINT64_MAX); break;
+		case O_SCRIPT: o->script = optarg; break;
+		case O_SERVE: o->serve_ep = optarg; break;
+		case O_PREFILL: o->prefill_ms = opt_int("prefill-ms", optarg, 0, MAX_MS); break;
+		case O_JITTER: o->jitter_ms = opt_int("jitter-ms", optarg, 0, MAX_MS); break;
+		case O_EVDELAY: o->event_delay_ms = opt_int("event-delay-ms", optarg, 0, MAX_MS); break;
+		case O_FAIL: o->fail_rate = opt_num("fail-rate", optarg, 0, 1); break;
+		case O_CANCEL: o->cancel_rate = opt_num("cancel-rate", optarg, 0, 1); break;
+		case O_DROP: o->drop_rate = opt_num("drop-events", optarg, 0, 1); break;
+		case 'h':
+			usage(stdout);
+			exit(fflush(stdout) || ferror(stdout) ? 1 : 0);
+		default: /* ':' or '?' */
+			tc_getopt_error(c, argv);
+		}
+	}
+	if (optind < argc)
+		tc_usage_error("unexpected argument '%s'", argv[optind]);
+	if (o->workload && o->script)
+		tc_usage_error("--workload and --script cannot be combined");
+	if (!o->script && !o->serve_ep)
+		o->workload = true;
+	if (o->fail_rate + o->cancel_rate > 1)
+		tc_usage_error("--fail-rate %g plus --cancel-rate %g exceed 1", o->fail_rate,
+			       o->cancel_rate);
+	if (o->workload && o->prefix_blocks + o->suffix_blocks == 0)
+		tc_usage_error("--prefix-blocks and --suffix-blocks are both 0: prompts would be "
+			       "empty");
+	if (o->workload && o->suffix_blocks == 0 &&
+	    o->prefixes * o->prefix_blocks <= o->cache_blocks)
+		tc_usage_error("--suffix-blocks 0 with --prefixes x --prefix-blocks (%" PRIu64 ") "
+			       "fitting in --cache-blocks %" PRIu64 ": once all is cached the "
+			       "workload publishes nothing", o->prefixes * o->prefix_blocks,
+			       o->cache_blocks);
+	if ((o->prefix_blocks + o->suffix_blocks) * o->block_size > KVW_MAX_TOKENS)
+		tc_usage_error("a workload prompt of (%" PRIu64 " + %" PRIu64 ") blocks of %" PRIu32
+			       " tokens exceeds %u tokens", o->prefix_blocks, o->suffix_blocks,
+			       o->block_size, KVW_MAX_TOKENS);
+	check_name("--model", o->model);
+	if (o->pod)
+		check_name("--pod", o->pod);
+}
+
+
+size_t opts_topic(const struct opts *o, char *topic, size_t cap)
+{
+	char pod[NAME_MAX_LEN + 1];
+
+	if (o->pod) {
+		snprintf(pod, sizeof pod, "%s", o->pod);
+	} else {
+		if (!derive_pod(o->serve_ep ? o->serve_ep : o->pub_ep, pod, sizeof pod))
+			tc_usage_error("the pod name derived from the endpoint is longer than %d "
+				       "bytes: use --pod", NAME_MAX_LEN);
+		check_name("pod name derived from the endpoint (use --pod)", pod);
+	}
+	return (size_t)snprintf(topic, cap, "kv@%s@%s", pod, o->model);
+}
