@@ -1,10 +1,14 @@
 # kvidx — one plain GNU Makefile.
 # Targets: all (default) test stress bench bench-quick run install clean setup.
-# Variables: CC CFLAGS PREFIX DESTDIR SAN=address|undefined|thread V=1 BUILD=dir.
+# Variables: CC CFLAGS PREFIX DESTDIR LIBDIR SAN=address|undefined|thread V=1 BUILD=dir.
 
 CC      ?= cc
 PREFIX  ?= /usr/local
 DESTDIR ?=
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 SAN     ?=
 OPT     ?= -O2
 BUILD   ?= build$(if $(SAN),-$(SAN))
@@ -44,6 +48,14 @@ LIBS_TEST   := -lcriterion
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev
 DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev
+
+# The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
+# with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
+KVIDX_MAJOR   := 1
+KVIDX_VERSION := 1.0.0
+SONAME        := libkvidx.so.$(KVIDX_MAJOR)
+# Headers installed for other projects: kvidx.h, and the writer's header if the tree has one.
+PUBLIC_HDRS   := lib/kvidx.h $(wildcard lib/kvidx_writer.h)
 
 ifeq ($(V),1)
 Q :=
@@ -99,11 +111,19 @@ $(BUILD)/%.o: %.c | deps
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(KV_CFLAGS) -c $< -o $@
 
-# libkvidx: lib/ and shm/. The tools link the archive, so each takes only the objects it calls.
+# libkvidx: lib/ and shm/. The tools link the archive, so each takes only the objects it calls
+# (and may use the kv_* internals); the shared library exports only kvidx_* (lib/kvidx.map),
+# as libkvidx.so.MAJOR.MINOR.PATCH with soname libkvidx.so.MAJOR and the two usual symlinks.
 $(LIBKVIDX): $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
-$(BUILD)/libkvidx.so: $(LIB_OBJS)
-	$(Q)$(CC) -shared -o $@ $^ $(KV_LDFLAGS) $(LIBS_CORE)
+$(BUILD)/libkvidx.so.$(KVIDX_VERSION): $(LIB_OBJS) lib/kvidx.map
+	$(Q)$(if $(Q),echo "  LD      $@" &&) $(CC) -shared -Wl,-soname,$(SONAME) \
+	  -Wl,--version-script=lib/kvidx.map $(if $(SAN),,-Wl,--no-undefined) \
+	  -o $@ $(LIB_OBJS) $(KV_LDFLAGS) $(LIBS_CORE)
+$(BUILD)/$(SONAME): $(BUILD)/libkvidx.so.$(KVIDX_VERSION)
+	$(Q)ln -sf $(notdir $<) $@
+$(BUILD)/libkvidx.so: $(BUILD)/$(SONAME)
+	$(Q)ln -sf $(notdir $<) $@
 $(COMMON_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
@@ -135,11 +155,19 @@ $(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE)
 $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 
-# Quick, deterministic checks: one Criterion binary. Tests find the tools through KVIDX_BIN.
+# testidx: a scripted writer and a score printer for the tests outside Criterion.
+$(BUILD)/bin/testidx: LIBS = $(LIBS_CORE)
+$(BUILD)/bin/testidx: $(BUILD)/tests/testidx.o $(LIBKVIDX)
+	$(LINK)
+
+# Quick, deterministic checks: one Criterion binary (tests find the tools through KVIDX_BIN),
+# then the install test (make install into a temporary DESTDIR, a router built with
+# pkg-config against it).
 test: setup
-	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/test_kvidx
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/test_kvidx $(BUILD)/bin/testidx
 	KVIDX_BIN=$(abspath $(BUILD)/bin) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 	  $(BUILD)/bin/test_kvidx --jobs 2 $(TEST_ARGS)
+	MAKE="$(MAKE)" BUILD="$(BUILD)" SAN="$(SAN)" CC="$(CC)" tests/install_test.sh
 
 # Long randomized multi-process torture runs (minutes). STRESS_SECS sets each program's length.
 STRESS_SECS ?= 60
@@ -169,11 +197,19 @@ run: setup
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)./tools/run.sh $(BUILD)/bin
 
+# Installs the public header(s), both libraries (the shared one with its soname and
+# development symlinks), kvidx.pc (for this PREFIX/LIBDIR) and the tools, under DESTDIR.
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(BUILD)/libkvidx.a $(BUILD)/libkvidx.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 lib/kvidx.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
+	  $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(BUILD)/libkvidx.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libkvidx.so.$(KVIDX_VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libkvidx.so.$(KVIDX_VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libkvidx.so
+	install -m 644 $(PUBLIC_HDRS) $(DESTDIR)$(INCLUDEDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(KVIDX_VERSION)|' lib/kvidx.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/kvidx.pc
+	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
 
 clean:
 	rm -rf build build-*
