@@ -1,5 +1,5 @@
 # kvidx — one plain GNU Makefile.
-# Targets: all (default) test stress bench bench-quick run install clean setup.
+# Targets: all (default) test python stress bench bench-quick run install clean setup.
 # Variables: CC CFLAGS PREFIX DESTDIR LIBDIR SAN=address|undefined|thread V=1 BUILD=dir.
 
 CC      ?= cc
@@ -47,7 +47,8 @@ LIBS_TEST   := -lcriterion
 # stress, bench and run call first.
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev
-DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev
+DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev \
+              python3-dev python3-pytest python3-setuptools
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
@@ -80,7 +81,7 @@ STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS    := $(wildcard bench/bench_*.c)
 BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all deps setup test stress fuzz bench bench-quick run install clean
+.PHONY: all deps setup test python stress fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
 all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
@@ -160,14 +161,36 @@ $(BUILD)/bin/testidx: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/testidx: $(BUILD)/tests/testidx.o $(LIBKVIDX)
 	$(LINK)
 
+# The Python binding (lib/python), built in place into $(BUILD)/python with Debian's
+# interpreter (the one the tests run: the extension is built for one interpreter), against
+# this tree's header and shared library (an rpath to $(BUILD)).
+PYTHON ?= /usr/bin/python3
+PY_STAMP := $(BUILD)/python/.built
+python: $(PY_STAMP)
+$(PY_STAMP): lib/python/kvidx.c lib/python/setup.py lib/kvidx.h $(BUILD)/libkvidx.so
+	@mkdir -p $(BUILD)/python
+	$(Q)$(if $(Q),echo "  PY      lib/python/kvidx.c" &&) cd lib/python && \
+	  KVIDX_INCLUDE_DIR=$(abspath lib) KVIDX_LIBRARY_DIR=$(abspath $(BUILD)) \
+	  KVIDX_RPATH=$(abspath $(BUILD)) $(PYTHON) setup.py -q build_ext \
+	  --build-lib $(abspath $(BUILD)/python) --build-temp $(abspath $(BUILD)/python/tmp) \
+	  $(if $(Q),>/dev/null)
+	$(Q)touch $@
+
 # Quick, deterministic checks: one Criterion binary (tests find the tools through KVIDX_BIN),
 # then the install test (make install into a temporary DESTDIR, a router built with
-# pkg-config against it).
+# pkg-config against it), then the Python binding's pytest suite.
 test: setup
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/test_kvidx $(BUILD)/bin/testidx
 	KVIDX_BIN=$(abspath $(BUILD)/bin) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 	  $(BUILD)/bin/test_kvidx --jobs 2 $(TEST_ARGS)
 	MAKE="$(MAKE)" BUILD="$(BUILD)" SAN="$(SAN)" CC="$(CC)" tests/install_test.sh
+ifeq ($(SAN),)
+	$(Q)$(MAKE) --no-print-directory python
+	KVIDX_BIN=$(abspath $(BUILD)/bin) PYTHONPATH=$(abspath $(BUILD)/python) PYTHONDONTWRITEBYTECODE=1 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+else
+	@echo "test: the Python tests (tests/python) run in the build without SAN"
+endif
 
 # Long randomized multi-process torture runs (minutes). STRESS_SECS sets each program's length.
 STRESS_SECS ?= 60

@@ -87,4 +87,26 @@ expected:
 $expect"
 # Another model's prompt shares no key: no pod holds its block 0.
 [ "$("$tmp/minrouter" "$name" other $(seq 1 48))" = "best -" ] || fail "other model matched"
+
+# The Python binding, as `pip install .` builds it on a machine with the library installed:
+# from a copy of lib/python, finding the library through pkg-config only (no network, no
+# build isolation: Debian's setuptools). Without SAN (an ASan library cannot be loaded into
+# an uninstrumented interpreter) and where Debian's pip exists.
+py=/usr/bin/python3
+if [ -z "$SAN" ] && "$py" -m pip --version >/dev/null 2>&1; then
+	cp -r lib/python "$tmp/pysrc"
+	(cd "$tmp/pysrc" && PKG_CONFIG_SYSROOT_DIR="$tmp" "$py" -m pip install -q --no-cache-dir --no-index \
+		--no-build-isolation --no-deps --target "$tmp/site" . >"$tmp/pip.log" 2>&1) ||
+		{ cat "$tmp/pip.log" >&2; fail "pip install . against the installed library"; }
+	got=$(cd "$tmp" && PYTHONPATH="$tmp/site" "$py" -c '
+import sys, kvidx
+assert kvidx.__file__.startswith(sys.argv[2]), kvidx.__file__
+r = kvidx.Reader(sys.argv[1])
+best = max(r.score(r.keys(list(range(1, 51)), "m")), key=lambda s: (s.score, -s.index))
+print(best.pod, best.blocks, best.gpu_run)' "$name" "$tmp/site") || fail "the pip-installed module failed"
+	[ "$got" = "10.0.0.1:8000 3 3" ] || fail "pip-installed module printed: $got"
+	ldd "$tmp/site"/kvidx*.so | grep "libkvidx.so.1 => $root/lib/" >/dev/null ||
+		fail "the pip-installed module does not load the installed library"
+	echo "install_test: pip install . ok"
+fi
 echo "install_test: ok (installed in a DESTDIR, minrouter built with pkg-config, routed)"
