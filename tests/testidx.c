@@ -19,6 +19,11 @@
  *   testidx score NAME [CAND,...|-] KEY...
  *     One line per row: "pod=I name=N blocks=B spec=S gpu=G cpu=C disk=D other=O
  *     spec_run=R score=X" (X with %.17g).
+ *   testidx time NAME ROUNDS KEY...
+ *     For bench/py_score.py: the median and minimum over ROUNDS rounds of the ns per kvidx_score()
+ *     call on KEY... (every pod holding block 0, default weights), "score_ns=N min_ns=M rows=R".
+ *   testidx time-keys ALGO BLOCK_SIZE NTOKENS ROUNDS
+ *     The same for kvidx_key_chain() over NTOKENS tokens, "keys_ns=N min_ns=M keys=K".
  *
  * Exit status: 0, 1 on a failed call, 2 on bad usage.
  */
@@ -221,13 +226,92 @@ static int run_score(int argc, char **argv)
 	return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median and minimum over rounds of the ns per call, each round timing calls for ~1 ms. */
+#define TIME_MEDIAN(rounds, out_ns, min_ns, call)                                                \
+	do {                                                                             \
+		uint64_t *t_ = calloc((size_t)(rounds), sizeof(uint64_t)), reps_ = 1;    \
+		for (;;) { /* calibrate */                                               \
+			uint64_t s_ = kvidx_now_ns();                                    \
+			for (uint64_t i_ = 0; i_ < reps_; i_++)                          \
+				call;                                                    \
+			if (kvidx_now_ns() - s_ > 1000000 || reps_ > (1u << 24))         \
+				break;                                                   \
+			reps_ *= 2;                                                      \
+		}                                                                        \
+		for (int r_ = 0; r_ < (rounds); r_++) {                                  \
+			uint64_t s_ = kvidx_now_ns();                                    \
+			for (uint64_t i_ = 0; i_ < reps_; i_++)                          \
+				call;                                                    \
+			t_[r_] = (kvidx_now_ns() - s_) / reps_;                          \
+		}                                                                        \
+		qsort(t_, (size_t)(rounds), sizeof(uint64_t), cmp_u64);                  \
+		(out_ns) = t_[(rounds) / 2];                                             \
+		(min_ns) = t_[0];                                                        \
+		free(t_);                                                                \
+	} while (0)
+
+static int run_time(int argc, char **argv)
+{
+	static uint64_t keys[MAX_KEYS];
+	struct kvidx_score rows[64];
+	long n = 0;
+	int rounds = argc > 3 ? atoi(argv[3]) : 0, nr = 0;
+	uint64_t ns, mn;
+
+	if (rounds < 1)
+		return 2;
+	for (int i = 4; i < argc && n < MAX_KEYS; i++)
+		keys[n++] = strtoull(argv[i], NULL, 16);
+	struct kvidx_reader *r = kvidx_reader_open(argv[2]);
+	if (!r)
+		return 1;
+	TIME_MEDIAN(rounds, ns, mn, nr = kvidx_score(r, keys, (size_t)n, NULL, 0, NULL, rows, 64));
+	printf("score_ns=%" PRIu64 " min_ns=%" PRIu64 " rows=%d\n", ns, mn, nr);
+	kvidx_reader_close(r);
+	return nr < 0;
+}
+
+static int run_time_keys(int argc, char **argv)
+{
+	enum kvidx_key_algo algo;
+	size_t nt = argc > 4 ? strtoul(argv[4], NULL, 10) : 0, nk = 0;
+	uint32_t bs = argc > 3 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0;
+	int rounds = argc > 5 ? atoi(argv[5]) : 0;
+	uint64_t ns, mn;
+
+	if (argc < 6 || kvidx_key_algo_parse(argv[2], &algo) < 0 || !bs || rounds < 1 || !nt)
+		return 2;
+	uint32_t *tok = malloc(nt * sizeof(*tok));
+	uint64_t *out = malloc((nt / bs + 1) * sizeof(*out));
+	for (size_t i = 0; i < nt; i++)
+		tok[i] = (uint32_t)(i + 1); /* the tokens py_score.py hashes: 1..NTOKENS */
+	uint64_t root = kvidx_key_root(algo, "", "m");
+	TIME_MEDIAN(rounds, ns, mn, nk = kvidx_key_chain(algo, root, tok, nt, bs, out, nt / bs + 1));
+	printf("keys_ns=%" PRIu64 " min_ns=%" PRIu64 " keys=%zu\n", ns, mn, nk);
+	free(tok);
+	free(out);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "write"))
 		return run_writer(argc, argv);
 	if (argc >= 3 && !strcmp(argv[1], "score"))
 		return run_score(argc, argv);
-	fputs("usage: testidx write NAME [ALGO [SEED [BLOCK_SIZE]]] | testidx score NAME CANDS|- KEY...\n",
+	if (argc >= 3 && !strcmp(argv[1], "time"))
+		return run_time(argc, argv);
+	if (argc >= 3 && !strcmp(argv[1], "time-keys"))
+		return run_time_keys(argc, argv);
+	fputs("usage: testidx write NAME [ALGO [SEED [BLOCK_SIZE]]] | testidx score NAME CANDS|- KEY...\n"
+	      "       testidx time NAME ROUNDS KEY... | testidx time-keys ALGO BLOCK_SIZE NTOKENS ROUNDS\n",
 	      stderr);
 	return 2;
 }
