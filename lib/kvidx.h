@@ -93,7 +93,8 @@ size_t kvidx_key_chain(enum kvidx_key_algo algo, uint64_t parent, const uint32_t
  * Source of truth (llm-d-router, pkg/kvcache/kvblock): token_processor.go hash() and
  * hashXXH64() key a block's []MMHash (struct {Hash string}; a nil slice is CBOR null);
  * extra_keys.go ComputeBlockExtraFeatures() gives a block [b*bs, (b+1)*bs) the items with
- * start < (b+1)*bs and start + len > b*bs, sorted by start, matching vLLM's
+ * start < (b+1)*bs and start + len > b*bs, sorted by start (with Go's unstable sort.Slice:
+ * llm-d leaves the order of equal starts open, kvidx keeps the order given), matching vLLM's
  * _gen_mm_extra_hash_keys() in vllm/v1/core/kv_cache_utils.py (end > offset and
  * start < offset + length); preciseprefixcache/blockkeys.go foldCacheSalt() appends the
  * salt after block 0's multimodal items and does nothing for an empty salt or a prompt with

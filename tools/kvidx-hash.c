@@ -56,7 +56,7 @@ static void usage(FILE *f)
 	      "\n"
 	      "Exit status: 0 on success, 1 on an I/O or memory error, 2 on bad usage or a bad token.\n"
 	      "Example: " PROG " --model test-model $(seq 1 16)   prints 0x8464eee8f2cf3412\n"
-	      "         " PROG " --lora sql-adapter --salt s3cret --mm 20:12:img0 $(seq 1 48)\n",
+	      "         " PROG " --lora sql-adapter --salt s3cret --mm 20:20:img0 $(seq 1 48)\n",
 	      f);
 }
 
