@@ -1,10 +1,14 @@
 # kvidx — one plain GNU Makefile.
-# Targets: all (default) test stress bench bench-quick run install clean setup.
-# Variables: CC CFLAGS PREFIX DESTDIR SAN=address|undefined|thread V=1 BUILD=dir.
+# Targets: all (default) test python stress bench bench-quick run install clean setup.
+# Variables: CC CFLAGS PREFIX DESTDIR LIBDIR SAN=address|undefined|thread V=1 BUILD=dir.
 
 CC      ?= cc
 PREFIX  ?= /usr/local
 DESTDIR ?=
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 SAN     ?=
 OPT     ?= -O2
 BUILD   ?= build$(if $(SAN),-$(SAN))
@@ -44,7 +48,15 @@ LIBS_TEST   := -lcriterion
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev libmicrohttpd-dev
 DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev \
-              python3-cbor2
+              python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip
+
+# The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
+# with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
+KVIDX_MAJOR   := 1
+KVIDX_VERSION := 1.0.0
+SONAME        := libkvidx.so.$(KVIDX_MAJOR)
+# Headers installed for other projects: kvidx.h, and the writer's header if the tree has one.
+PUBLIC_HDRS   := lib/kvidx.h $(wildcard lib/kvidx_writer.h)
 
 ifeq ($(V),1)
 Q :=
@@ -69,7 +81,7 @@ STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS    := $(wildcard bench/bench_*.c)
 BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all deps setup test stress fuzz bench bench-quick run install clean
+.PHONY: all deps setup test python stress fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
 all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
@@ -100,11 +112,19 @@ $(BUILD)/%.o: %.c | deps
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(KV_CFLAGS) -c $< -o $@
 
-# libkvidx: lib/ and shm/. The tools link the archive, so each takes only the objects it calls.
+# libkvidx: lib/ and shm/. The tools link the archive, so each takes only the objects it calls
+# (and may use the kv_* internals); the shared library exports only kvidx_* (lib/kvidx.map),
+# as libkvidx.so.MAJOR.MINOR.PATCH with soname libkvidx.so.MAJOR and the two usual symlinks.
 $(LIBKVIDX): $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
-$(BUILD)/libkvidx.so: $(LIB_OBJS)
-	$(Q)$(CC) -shared -o $@ $^ $(KV_LDFLAGS) $(LIBS_CORE)
+$(BUILD)/libkvidx.so.$(KVIDX_VERSION): $(LIB_OBJS) lib/kvidx.map
+	$(Q)$(if $(Q),echo "  LD      $@" &&) $(CC) -shared -Wl,-soname,$(SONAME) \
+	  -Wl,--version-script=lib/kvidx.map $(if $(SAN),,-Wl,--no-undefined) \
+	  -o $@ $(LIB_OBJS) $(KV_LDFLAGS) $(LIBS_CORE)
+$(BUILD)/$(SONAME): $(BUILD)/libkvidx.so.$(KVIDX_VERSION)
+	$(Q)ln -sf $(notdir $<) $@
+$(BUILD)/libkvidx.so: $(BUILD)/$(SONAME)
+	$(Q)ln -sf $(notdir $<) $@
 $(COMMON_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/common/*.c))
 	$(Q)rm -f $@ && ar rcs $@ $^
 $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
@@ -137,11 +157,41 @@ $(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE)
 $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 
-# Quick, deterministic checks: one Criterion binary. Tests find the tools through KVIDX_BIN.
+# testidx: a scripted writer and a score printer for the tests outside Criterion.
+$(BUILD)/bin/testidx: LIBS = $(LIBS_CORE)
+$(BUILD)/bin/testidx: $(BUILD)/tests/testidx.o $(LIBKVIDX)
+	$(LINK)
+
+# The Python binding (lib/python), built in place into $(BUILD)/python with Debian's
+# interpreter (the one the tests run: the extension is built for one interpreter), against
+# this tree's header and shared library (an rpath to $(BUILD)).
+PYTHON ?= /usr/bin/python3
+PY_STAMP := $(BUILD)/python/.built
+python: $(PY_STAMP)
+$(PY_STAMP): lib/python/kvidx.c lib/python/setup.py lib/kvidx.h $(BUILD)/libkvidx.so
+	@mkdir -p $(BUILD)/python
+	$(Q)$(if $(Q),echo "  PY      lib/python/kvidx.c" &&) cd lib/python && \
+	  KVIDX_INCLUDE_DIR=$(abspath lib) KVIDX_LIBRARY_DIR=$(abspath $(BUILD)) \
+	  KVIDX_RPATH=$(abspath $(BUILD)) $(PYTHON) setup.py -q build_ext \
+	  --build-lib $(abspath $(BUILD)/python) --build-temp $(abspath $(BUILD)/python/tmp) \
+	  $(if $(Q),>/dev/null)
+	$(Q)touch $@
+
+# Quick, deterministic checks: one Criterion binary (tests find the tools through KVIDX_BIN),
+# then the install test (make install into a temporary DESTDIR, a router built with
+# pkg-config against it), then the Python binding's pytest suite.
 test: setup
-	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/test_kvidx
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/test_kvidx $(BUILD)/bin/testidx
 	KVIDX_BIN=$(abspath $(BUILD)/bin) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 	  $(BUILD)/bin/test_kvidx --jobs 2 $(TEST_ARGS)
+	MAKE="$(MAKE)" BUILD="$(BUILD)" SAN="$(SAN)" CC="$(CC)" tests/install_test.sh
+ifeq ($(SAN),)
+	$(Q)$(MAKE) --no-print-directory python
+	KVIDX_BIN=$(abspath $(BUILD)/bin) PYTHONPATH=$(abspath $(BUILD)/python) PYTHONDONTWRITEBYTECODE=1 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+else
+	@echo "test: the Python tests (tests/python) run in the build without SAN"
+endif
 
 # Long randomized multi-process torture runs (minutes). STRESS_SECS sets each program's length.
 STRESS_SECS ?= 60
@@ -171,11 +221,19 @@ run: setup
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)./tools/run.sh $(BUILD)/bin
 
+# Installs the public header(s), both libraries (the shared one with its soname and
+# development symlinks), kvidx.pc (for this PREFIX/LIBDIR) and the tools, under DESTDIR.
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(BUILD)/libkvidx.a $(BUILD)/libkvidx.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 lib/kvidx.h lib/kvidx_writer.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
+	  $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(BUILD)/libkvidx.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libkvidx.so.$(KVIDX_VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libkvidx.so.$(KVIDX_VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libkvidx.so
+	install -m 644 $(PUBLIC_HDRS) $(DESTDIR)$(INCLUDEDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(KVIDX_VERSION)|' lib/kvidx.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/kvidx.pc
+	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
 
 clean:
 	rm -rf build build-*

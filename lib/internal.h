@@ -77,6 +77,7 @@ struct kv_row {
 	int pod;
 	uint32_t blocks, spec;
 	double score;
+	uint32_t run[KVIDX_NTIERS], spec_run; /* struct kvidx_score's runs */
 };
 
 struct kvidx_reader {

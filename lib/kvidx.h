@@ -226,25 +226,54 @@ struct kvidx_weights {
 };
 void kvidx_weights_default(struct kvidx_weights *w);
 
-/* One pod's result of prefix scoring. */
+/*
+ * One pod's result of prefix scoring. The row can grow: a minor release may append fields at
+ * the end (never reorder, resize or remove one), and the library learns the caller's row size
+ * from the size argument of kvidx_score_sized(), which kvidx_score() passes as
+ * sizeof(struct kvidx_score) at the caller's compile time. A library newer than the caller's
+ * header fills only the fields the caller knows; one older fills the fields it knows and
+ * zeroes the rest of each row (so a field that reads 0 may mean "not computed").
+ *
+ * Runs: run[t] counts the consecutive blocks from block 0 the pod holds confirmed on tier
+ * bit (1u << t) (a block held on several tiers counts in each), spec_run the consecutive
+ * blocks from block 0 it holds only speculatively. Every run is at most blocks, and a run
+ * equal to blocks means the whole prefix is on that tier (llm-d's per-tier prefix match).
+ */
 struct kvidx_score {
-	int pod;               /* pod index */
-	uint32_t blocks;       /* consecutive blocks from block 0 held by pod */
-	uint32_t spec_blocks;  /* how many of those were held only speculatively */
-	double score;          /* sum of per-block weights (best tier; speculative weight) */
+	int pod;                      /* pod index */
+	uint32_t blocks;              /* consecutive blocks from block 0 held by pod */
+	uint32_t spec_blocks;         /* how many of those were held only speculatively */
+	double score;                 /* sum of per-block weights (best tier; speculative weight) */
+	uint32_t run[KVIDX_NTIERS];   /* per tier (gpu, cpu, disk, other): run from block 0, confirmed */
+	uint32_t spec_run;            /* run from block 0 held speculatively */
+	/* Fields added by later minor releases go here. */
 };
+
+/* sizeof(struct kvidx_score) in 1.0, the smallest row_size kvidx_score_sized() accepts. */
+#define KVIDX_SCORE_SIZE_1_0 48
 
 /*
  * Bulk prefix scoring: for keys[0..n) of one prompt, per pod the number of consecutive blocks
- * from block 0 it holds. cand (ncand pod indices) restricts scoring to those pods and gives
- * each a row even at 0 blocks; cand NULL scores every pod that holds block 0. Lookups are
- * batched with prefetching and stop once no pod can extend its run. weights NULL: defaults.
- * Returns the number of rows written to out (at most max, sorted by pod index), or
+ * from block 0 it holds, and the runs per tier. cand (ncand pod indices) restricts scoring to
+ * those pods and gives each a row even at 0 blocks; cand NULL scores every pod that holds
+ * block 0. Lookups are batched with prefetching and stop once no pod can extend its run.
+ * weights NULL: defaults. Rows are written to out at a stride of row_size bytes (at least
+ * KVIDX_SCORE_SIZE_1_0); see struct kvidx_score for what a size other than this library's
+ * sizeof gets. Returns the number of rows written (at most max, sorted by pod index), or
  * -KVIDX_ERETRY (as kvidx_lookup), -EINVAL. Wait-free.
  */
-int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const int *cand,
-		size_t ncand, const struct kvidx_weights *weights, struct kvidx_score *out,
-		size_t max);
+int kvidx_score_sized(struct kvidx_reader *r, const uint64_t *keys, size_t n, const int *cand,
+		      size_t ncand, const struct kvidx_weights *weights, void *out, size_t max,
+		      size_t row_size);
+
+/* kvidx_score_sized() with this header's row size; compiled into the caller (not a symbol). */
+static inline int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n,
+			      const int *cand, size_t ncand, const struct kvidx_weights *weights,
+			      struct kvidx_score *out, size_t max)
+{
+	return kvidx_score_sized(r, keys, n, cand, ncand, weights, out, max,
+				 sizeof(struct kvidx_score));
+}
 
 /* ---- route commits (router -> writer) ----------------------------------------------------- */
 

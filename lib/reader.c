@@ -510,18 +510,41 @@ static inline bool score_block(struct score_ctx *c, const uint64_t *e, unsigned 
 		row->blocks = i + 1;
 		if (KV_REC_FLAGS(w0) & KV_REC_SPEC) {
 			row->spec++;
+			row->spec_run += row->spec_run == i;
 			row->score += c->w->speculative;
 		} else {
-			row->score += c->tw[KV_REC_TIERS(w0) & 15];
+			unsigned tiers = KV_REC_TIERS(w0);
+			for (unsigned t = 0; t < KVIDX_NTIERS; t++)
+				row->run[t] += ((tiers >> t) & 1) & (row->run[t] == i);
+			row->score += c->tw[tiers & 15];
 		}
 		alive++;
 	}
 	return alive != 0;
 }
 
-int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const int *cand,
-		size_t ncand, const struct kvidx_weights *weights, struct kvidx_score *out,
-		size_t max)
+_Static_assert(sizeof(struct kvidx_score) >= KVIDX_SCORE_SIZE_1_0 &&
+	       offsetof(struct kvidx_score, spec_run) + sizeof(uint32_t) <= KVIDX_SCORE_SIZE_1_0,
+	       "struct kvidx_score: 1.0 fields moved (an ABI break)");
+
+/* Writes row as one out row of row_size bytes: the fields both sides know, zeros after. */
+static void score_row_out(char *dst, const struct kv_row *row, size_t row_size)
+{
+	struct kvidx_score s = { .pod = row->pod, .blocks = row->blocks,
+				 .spec_blocks = row->spec, .score = row->score,
+				 .spec_run = row->spec_run };
+	size_t n = row_size < sizeof(s) ? row_size : sizeof(s);
+
+	for (unsigned t = 0; t < KVIDX_NTIERS; t++)
+		s.run[t] = row->run[t];
+	memcpy(dst, &s, n);
+	if (row_size > n)
+		memset(dst + n, 0, row_size - n);
+}
+
+int kvidx_score_sized(struct kvidx_reader *r, const uint64_t *keys, size_t n, const int *cand,
+		      size_t ncand, const struct kvidx_weights *weights, void *out, size_t max,
+		      size_t row_size)
 {
 	struct kvidx_weights defw;
 	struct score_ctx c = { .r = r, .open = cand == NULL, .now = kvidx_now_ns() };
@@ -529,7 +552,7 @@ int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, const in
 	uint32_t idx[2][CHUNK];
 	int rc;
 
-	if ((!keys && n) || (!cand && ncand) || (!out && max))
+	if ((!keys && n) || (!cand && ncand) || (!out && max) || row_size < KVIDX_SCORE_SIZE_1_0)
 		return -EINVAL;
 	if (!weights) {
 		kvidx_weights_default(&defw);
@@ -607,12 +630,8 @@ done:
 		if (ri < 0)
 			continue;
 		r->row_of_pod[p] = -1;
-		if ((size_t)nout < max) {
-			const struct kv_row *row = &r->rows[ri];
-			out[nout] = (struct kvidx_score){ .pod = row->pod, .blocks = row->blocks,
-							  .spec_blocks = row->spec,
-							  .score = row->score };
-		}
+		if ((size_t)nout < max)
+			score_row_out((char *)out + (size_t)nout * row_size, &r->rows[ri], row_size);
 		nout++;
 	}
 	if (rc < 0)

@@ -439,6 +439,91 @@ Test(index, score_prefixes_candidates_weights)
 	kvidx_reader_close(r);
 }
 
+Test(index, score_runs_per_tier)
+{
+	w = open_w(1000, 4);
+	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
+	int c = kvidx_pod_add(w, "c:1", NULL), d = kvidx_pod_add(w, "d:1", NULL);
+	uint64_t k[6] = { 201, 202, 203, 204, 205, 206 }, now = kvidx_now_ns();
+	/* a: gpu on 0-3, cpu on 0-1 and 3-5 (so cpu's run stops at the gap at block 2). */
+	kvidx_store(w, a, k, 4, KVIDX_TIER_GPU, now);
+	kvidx_store(w, a, k, 2, KVIDX_TIER_CPU, now);
+	kvidx_store(w, a, &k[3], 3, KVIDX_TIER_CPU, now);
+	/* b: disk on 0-1, predicted 2-3, disk on 5 (past the gap at block 4, where b stops). */
+	kvidx_store(w, b, k, 2, KVIDX_TIER_DISK, now);
+	kvidx_speculate(w, b, &k[2], 2, now, 5000);
+	kvidx_store(w, b, &k[5], 1, KVIDX_TIER_DISK, now);
+	/* c: predicted 0-2, then gpu on 3: its speculative run is 3, gpu's 0. */
+	kvidx_speculate(w, c, k, 3, now, 5000);
+	kvidx_store(w, c, &k[3], 1, KVIDX_TIER_GPU, now);
+	/* d: an unknown medium on 0. */
+	kvidx_store(w, d, k, 1, KVIDX_TIER_OTHER, now);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_score s[8];
+
+	int n = kvidx_score(r, k, 6, NULL, 0, NULL, s, 8);
+	cr_assert_eq(n, 4);
+	cr_assert_eq(s[0].pod, a);
+	cr_assert_eq(s[0].blocks, 6);
+	cr_assert_eq(s[0].run[0], 4, "gpu run");
+	cr_assert_eq(s[0].run[1], 2, "cpu run ends at its first gap");
+	cr_assert_eq(s[0].run[2], 0);
+	cr_assert_eq(s[0].spec_run, 0);
+	cr_assert_float_eq(s[0].score, 4 * 1.0 + 2 * 0.8, 1e-9);
+	cr_assert_eq(s[1].pod, b);
+	cr_assert_eq(s[1].blocks, 4);
+	cr_assert_eq(s[1].spec_blocks, 2);
+	cr_assert_eq(s[1].run[2], 2, "disk run");
+	cr_assert_eq(s[1].run[0] + s[1].run[1] + s[1].run[3], 0);
+	cr_assert_eq(s[1].spec_run, 0, "predictions after block 0 are no run from block 0");
+	cr_assert_eq(s[2].pod, c);
+	cr_assert_eq(s[2].blocks, 4);
+	cr_assert_eq(s[2].spec_run, 3);
+	cr_assert_eq(s[2].run[0], 0, "a prediction is not a gpu block");
+	cr_assert_eq(s[3].pod, d);
+	cr_assert_eq(s[3].blocks, 1);
+	cr_assert_eq(s[3].run[3], 1, "other run");
+	cr_assert_eq(s[3].run[0], 0);
+
+	/* Paused speculation: c's predictions stop counting, so c no longer holds block 0. */
+	cr_assert_eq(kvidx_pod_set_spec_paused(w, c, true), 0);
+	int cand[1] = { c };
+	cr_assert_eq(kvidx_score(r, k, 6, cand, 1, NULL, s, 8), 1);
+	cr_assert_eq(s[0].blocks, 0);
+	cr_assert_eq(s[0].spec_run, 0);
+	cr_assert_eq(s[0].run[0], 0);
+	kvidx_reader_close(r);
+}
+
+Test(index, score_row_size)
+{
+	w = open_w(1000, 4);
+	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
+	uint64_t k[3] = { 301, 302, 303 }, now = kvidx_now_ns();
+	kvidx_store(w, a, k, 3, KVIDX_TIER_GPU, now);
+	kvidx_store(w, b, k, 2, KVIDX_TIER_CPU, now);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+
+	/* A caller built against a later header (a bigger row): rows at its stride, the part
+	 * this library does not know zeroed. */
+	struct big { struct kvidx_score s; uint64_t later[3]; } big[2];
+	memset(big, 0xa5, sizeof(big));
+	cr_assert_eq(kvidx_score_sized(r, k, 3, NULL, 0, NULL, big, 2, sizeof(big[0])), 2);
+	cr_assert_eq(big[0].s.pod, a);
+	cr_assert_eq(big[0].s.run[0], 3);
+	cr_assert_eq(big[1].s.pod, b);
+	cr_assert_eq(big[1].s.run[1], 2);
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 3; j++)
+			cr_assert_eq(big[i].later[j], 0, "row %d: unknown tail zeroed", i);
+	/* The 1.0 size, and smaller ones refused. */
+	cr_assert_eq(kvidx_score_sized(r, k, 3, NULL, 0, NULL, big, 2, KVIDX_SCORE_SIZE_1_0), 2);
+	cr_assert_eq(kvidx_score_sized(r, k, 3, NULL, 0, NULL, big, 2, KVIDX_SCORE_SIZE_1_0 - 8),
+		     -EINVAL);
+	cr_assert_eq(kvidx_score_sized(r, k, 3, NULL, 0, NULL, big, 2, 0), -EINVAL);
+	kvidx_reader_close(r);
+}
+
 Test(index, full_table_evicts_speculative_first)
 {
 	/* 16 keys: the eviction sample (32 live entries) covers the whole table, so the policy
