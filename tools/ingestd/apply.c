@@ -57,7 +57,7 @@ static bool has_set_extra(const struct kvw_event *ev)
 	if (!ev->has_extra_keys)
 		return false;
 	for (size_t i = 0; i < ev->nextra; i++)
-		if (ev->extra_set[i])
+		if (ev->extra[i].set)
 			return true;
 	return false;
 }
@@ -264,8 +264,8 @@ int ing_apply_batch(struct ing_apply *a, struct ing_target *t, const struct kvw_
 			break;
 		}
 	}
-	ing_ctr_add(t, KV_PC_events, b->nevents + b->nskipped);
-	if (b->nskipped)
-		ing_ctr_add(t, KV_PC_skipped_events, b->nskipped);
+	ing_ctr_add(t, KV_PC_events, b->nevents + b->nskipped + b->nbad);
+	if (b->nskipped + b->nbad)
+		ing_ctr_add(t, KV_PC_skipped_events, b->nskipped + b->nbad);
 	return 0;
 }
