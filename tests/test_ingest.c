@@ -531,7 +531,7 @@ Test(ingest, malformed_counted_and_skipped)
 	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, NULL, 0);
 	/* A 7-byte seq frame. */
 	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 7, "x", 1);
-	/* seq 1: a valid event, then one whose token count is wrong: the whole batch goes. */
+	/* seq 1: a valid event, then one whose token count is wrong: only that one goes. */
 	struct kvw_event ev[2] = { tu_stored(ha, 1, false, 0, a, BS, BS),
 				   tu_stored(ha + 1, 1, true, 61, a + BS, BS - 1, BS) };
 	tu_pub_events(p, ev, 2);
@@ -540,9 +540,12 @@ Test(ingest, malformed_counted_and_skipped)
 	int pod = wait_pod(POD);
 	TU_EVENTUALLY(holds(kb[0], pod), "valid batch after malformed ones not applied; log: %s",
 		      tu_ing.log);
-	cr_assert(!holds(ka[0], pod), "part of a rejected batch was applied");
-	tu_wait_batches(pod, 1);
-	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 4);
+	tu_wait_batches(pod, 2);
+	cr_assert(holds(ka[0], pod), "a bad event cost the valid one of its batch");
+	cr_assert(!holds(ka[1], pod), "the bad event was applied");
+	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_shape), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_events), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 3);
 	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 0,
 		     "a malformed batch must still consume its seq");
 	/* A duplicate of seq 2 is ignored. */
@@ -948,6 +951,20 @@ Test(ingest, example_config_parses)
 
 /* ---- unit tests: engine-key map ----------------------------------------------------------------- */
 
+/* Puts (token, ehash) -> keys[0..n) as a whole-block entry (chain's last key = the last). */
+static struct emap_ent *put(struct emap *m, uint64_t tok, uint64_t eh, const uint64_t *k,
+			    uint32_t n)
+{
+	return emap_put(m, tok, eh, k, n, k[n - 1], NULL, 0, 0);
+}
+
+static const uint64_t *get(struct emap *m, uint64_t tok, uint64_t eh, uint32_t *n)
+{
+	struct emap_ent *e = emap_find(m, tok, eh);
+
+	return e ? emap_keys(e, n) : NULL;
+}
+
 Test(ingest, emap_fifo_replace_and_tokens)
 {
 	struct emap m;
@@ -956,49 +973,123 @@ Test(ingest, emap_fifo_replace_and_tokens)
 	const uint64_t *k;
 
 	cr_assert_eq(emap_init(&m, 4), 0);
-	uint64_t t1 = emap_new_token(&m), t2 = emap_new_token(&m);
+	uint64_t t1 = emap_stream_open(&m, NULL), t2 = emap_stream_open(&m, NULL);
+	cr_assert(t1 && t2);
 	cr_assert_neq(t1, t2);
 	for (uint64_t i = 0; i < 4; i++)
-		cr_assert_eq(emap_put(&m, t1, 100 + i, &i, 1), 0);
+		cr_assert_not_null(put(&m, t1, 100 + i, &i, 1));
 	cr_assert_eq(m.live, 4);
+	cr_assert_eq(emap_stream_entries(&m, t1), 4);
 	/* Same engine hash, another stream: a separate entry, evicting the oldest (100). */
-	cr_assert_eq(emap_put(&m, t2, 101, two, 2), 0);
-	cr_assert_null(emap_get(&m, t1, 100, &n));
-	k = emap_get(&m, t2, 101, &n);
+	cr_assert_not_null(put(&m, t2, 101, two, 2));
+	cr_assert_null(get(&m, t1, 100, &n));
+	k = get(&m, t2, 101, &n);
 	cr_assert(k && n == 2 && k[0] == 7 && k[1] == 8);
-	k = emap_get(&m, t1, 101, &n);
+	k = get(&m, t1, 101, &n);
 	cr_assert(k && n == 1 && k[0] == 1);
 	cr_assert_eq(m.evictions, 1);
+	cr_assert_eq(emap_stream_entries(&m, t1), 3);
 	/* Replacing re-inserts: 101 of t1 becomes the newest. */
 	uint64_t v = 42;
-	cr_assert_eq(emap_put(&m, t1, 101, &v, 1), 0);
+	cr_assert_not_null(put(&m, t1, 101, &v, 1));
 	cr_assert_eq(m.live, 4);
-	k = emap_get(&m, t1, 101, &n);
+	k = get(&m, t1, 101, &n);
 	cr_assert(k && *k == 42);
 	/* Next insertions evict 102, then 103 (oldest first); 101 survives. */
-	cr_assert_eq(emap_put(&m, t1, 200, &v, 1), 0);
-	cr_assert_eq(emap_put(&m, t1, 201, &v, 1), 0);
-	cr_assert_null(emap_get(&m, t1, 102, &n));
-	cr_assert_not_null(emap_get(&m, t1, 101, &n));
+	cr_assert_not_null(put(&m, t1, 200, &v, 1));
+	cr_assert_not_null(put(&m, t1, 201, &v, 1));
+	cr_assert_null(get(&m, t1, 102, &n));
+	cr_assert_not_null(get(&m, t1, 101, &n));
 	cr_assert_eq(emap_del(&m, t1, 101), 1);
 	cr_assert_eq(emap_del(&m, t1, 101), 0);
-	cr_assert_null(emap_get(&m, t1, 101, &n));
+	cr_assert_null(get(&m, t1, 101, &n));
+	/* A closed stream's entries are never found again. */
+	emap_stream_close(&m, t2);
+	cr_assert_null(get(&m, t2, 101, &n));
+	cr_assert_null(put(&m, t2, 5, &v, 1), "a closed stream takes no entries");
 	emap_free(&m);
 
 	/* Many entries through a small map: bounded, and the newest are all there. */
 	cr_assert_eq(emap_init(&m, 1000), 0);
-	uint64_t t = emap_new_token(&m);
+	uint64_t t = emap_stream_open(&m, NULL);
 	for (uint64_t i = 0; i < 100000; i++) {
 		uint64_t kk[3] = { i, i + 1, i + 2 };
-		cr_assert_eq(emap_put(&m, t, i * 0x9e3779b97f4a7c15ull, kk, 1 + (uint32_t)(i % 3)),
-			     0);
+		cr_assert_not_null(put(&m, t, i * 0x9e3779b97f4a7c15ull, kk, 1 + (uint32_t)(i % 3)));
 	}
 	cr_assert_eq(m.live, 1000);
+	cr_assert_eq(emap_stream_entries(&m, t), 1000);
 	for (uint64_t i = 99000; i < 100000; i++) {
-		k = emap_get(&m, t, i * 0x9e3779b97f4a7c15ull, &n);
+		k = get(&m, t, i * 0x9e3779b97f4a7c15ull, &n);
 		cr_assert(k && k[0] == i && n == 1 + i % 3);
 	}
-	cr_assert_null(emap_get(&m, t, 98999 * 0x9e3779b97f4a7c15ull, &n));
+	cr_assert_null(get(&m, t, 98999 * 0x9e3779b97f4a7c15ull, &n));
+	emap_free(&m);
+}
+
+static void count_drained(void *arg, const struct emap_ent *e)
+{
+	(void)e;
+	(*(int *)arg)++;
+}
+
+Test(ingest, emap_chain_state_held_counts_and_drain)
+{
+	struct emap m;
+	struct emap_held h;
+	const uint32_t tail[3] = { 9, 8, 7 }, *pt;
+	uint32_t nt, n;
+	uint64_t keys[2] = { 11, 12 };
+	int drained = 0;
+
+	cr_assert_eq(emap_init(&m, 64), 0);
+	emap_held_init(&h);
+	uint64_t a = emap_stream_open(&m, &h), b = emap_stream_open(&m, &h);
+	/* Chain state: a block that completes no index block keeps the tail tokens. */
+	struct emap_ent *e = emap_put(&m, a, 1, NULL, 0, 77, tail, 3, EMAP_TAIL_ITEMS);
+	cr_assert_not_null(e);
+	cr_assert_eq(emap_chain(e, &pt, &nt), 77);
+	cr_assert_eq(nt, 3);
+	cr_assert_arr_eq(pt, tail, sizeof(tail));
+	cr_assert(e->flags & EMAP_TAIL_ITEMS);
+	emap_keys(e, &n);
+	cr_assert_eq(n, 0);
+	e = emap_put(&m, a, 2, keys, 2, 12, NULL, 0, 0);
+	cr_assert_eq(emap_chain(e, &pt, &nt), 12);
+	cr_assert_eq(nt, 0);
+	/* Held counts: two references (two ranks) to key 11 on tier 0, one on tier 1. */
+	cr_assert_eq(emap_held_inc(&h, 11, 0), 1);
+	cr_assert_eq(emap_held_inc(&h, 11, 0), 2);
+	cr_assert_eq(emap_held_inc(&h, 11, 1), 1);
+	for (uint64_t k = 100; k < 5000; k++) /* growth and probe runs */
+		cr_assert_eq(emap_held_inc(&h, k, 2), 1);
+	cr_assert_eq(emap_held_dec(&h, 11, 0), 1);
+	cr_assert_eq(emap_held_get(&h, 11, 0), 1);
+	cr_assert_eq(emap_held_dec(&h, 11, 0), 0);
+	cr_assert_eq(emap_held_dec(&h, 11, 0), 0, "no count below 0");
+	cr_assert_eq(emap_held_get(&h, 11, 1), 1);
+	for (uint64_t k = 100; k < 5000; k += 2)
+		cr_assert_eq(emap_held_dec(&h, k, 2), 0);
+	for (uint64_t k = 101; k < 5000; k += 2)
+		cr_assert_eq(emap_held_get(&h, k, 2), 1, "key %llu lost by a deletion",
+			     (unsigned long long)k);
+	cr_assert_eq(h.used, 1 + (5000 - 100) / 2);
+	/* An entry with copies holds references; deleting it releases them. */
+	e = emap_put(&m, b, 3, keys, 1, 11, NULL, 0, 0);
+	e->copies[1] = 1;
+	cr_assert_eq(emap_held_inc(&h, 11, 1), 2);
+	cr_assert_eq(emap_del(&m, b, 3), 1);
+	cr_assert_eq(emap_held_get(&h, 11, 1), 1);
+	/* Draining stream a visits its two entries and leaves b alone. */
+	cr_assert_not_null(emap_put(&m, b, 4, keys, 1, 11, NULL, 0, 0));
+	emap_stream_drain(&m, a, count_drained, &drained);
+	cr_assert_eq(drained, 2);
+	cr_assert_null(emap_find(&m, a, 1));
+	cr_assert_null(emap_find(&m, a, 2));
+	cr_assert_not_null(emap_find(&m, b, 4));
+	cr_assert_eq(emap_stream_entries(&m, b), 1);
+	emap_held_reset(&h);
+	cr_assert_eq(emap_held_get(&h, 101, 2), 0);
+	emap_held_free(&h);
 	emap_free(&m);
 }
 

@@ -4,6 +4,8 @@
  */
 #include "config.h"
 
+#include "layout.h"
+
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -29,7 +31,8 @@ enum opt_id {
 	O_POD, O_BIND, O_CONFIG, O_LOG_LEVEL, O_HELP,
 	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
-	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS,
+	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
+	O_REMOTE_TIER,
 };
 
 struct opt {
@@ -75,6 +78,8 @@ static const struct opt opts[] = {
 	{ O_REAP_INTERVAL, "reap-interval", OPT_DURATION },
 	{ O_REAP_PASS, "reap-pass", OPT_DURATION },
 	{ O_METRICS, "metrics", OPT_STR },
+	{ O_TOPIC_FILTER, "topic-filter", OPT_STR },
+	{ O_REMOTE_TIER, "remote-tier", OPT_SPECIAL },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -385,21 +390,51 @@ int ing_pod_spec_parse(const char *s, struct ing_pod_spec *out, char *err, size_
 			rc = copy_str("pod name", v, out->name, sizeof(out->name), err, errlen);
 		} else if (!strcmp(k, "model")) {
 			rc = copy_str("pod model", v, out->model, sizeof(out->model), err, errlen);
+		} else if (!strcmp(k, "topic")) {
+			rc = copy_str("pod topic", v, out->topic, sizeof(out->topic), err, errlen);
+			out->topic_set = true;
+		} else if (!strcmp(k, "dp-ranks")) {
+			uint64_t nr;
+			if (parse_u64("pod dp-ranks", v, KV_POD_RANKS, &nr, err, errlen) < 0)
+				return -EINVAL;
+			if (nr == 0)
+				return fail(err, errlen, "pod: dp-ranks must be 1..%d", KV_POD_RANKS);
+			out->dp_ranks = (unsigned)nr;
+			rc = 0;
 		} else {
-			return fail(err, errlen, "pod: unknown attribute '%s' (replay, name, model)", k);
+			return fail(err, errlen, "pod: unknown attribute '%s' (replay, name, model, "
+				    "topic, dp-ranks)", k);
 		}
 		if (rc < 0)
 			return rc;
 	}
 	if (first)
 		return fail(err, errlen, "pod: empty spec");
+	if (out->dp_ranks > 1) {
+		/* Rank r is at port + r: the endpoints need a numeric port with room. */
+		const char *eps[2] = { out->endpoint, out->replay };
+		for (int i = 0; i < 2; i++) {
+			const char *c = eps[i][0] ? strrchr(eps[i], ':') : NULL;
+			char *end;
+			unsigned long port;
+			if (!eps[i][0])
+				continue;
+			port = c ? strtoul(c + 1, &end, 10) : 0;
+			if (!c || !c[1] || *end || port + out->dp_ranks - 1 > 65535)
+				return fail(err, errlen, "pod: dp-ranks=%u needs '%s' to end in a port "
+					    "with room for %u more", out->dp_ranks, eps[i],
+					    out->dp_ranks - 1);
+		}
+	}
 	return 0;
 }
 
 bool ing_pod_spec_equal(const struct ing_pod_spec *a, const struct ing_pod_spec *b)
 {
 	return !strcmp(a->endpoint, b->endpoint) && !strcmp(a->replay, b->replay) &&
-	       !strcmp(a->name, b->name) && !strcmp(a->model, b->model);
+	       !strcmp(a->name, b->name) && !strcmp(a->model, b->model) &&
+	       a->topic_set == b->topic_set && !strcmp(a->topic, b->topic) &&
+	       (a->dp_ranks ? a->dp_ranks : 1) == (b->dp_ranks ? b->dp_ranks : 1);
 }
 
 static int add_pod(struct ing_config *c, const char *v, bool from_file, char *err, size_t errlen)
@@ -599,6 +634,24 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 		if (*value && (rc = ing_metrics_addr_check(value, err, errlen)) < 0)
 			return rc;
 		return copy_str(key, value, c->metrics, sizeof(c->metrics), err, errlen);
+	case O_TOPIC_FILTER:
+		return copy_str(key, value, c->topic_filter, sizeof(c->topic_filter), err, errlen);
+	case O_REMOTE_TIER:
+		if (!strcmp(value, "none"))
+			c->remote_tier = 0;
+		else if (!strcmp(value, "gpu"))
+			c->remote_tier = KVIDX_TIER_GPU;
+		else if (!strcmp(value, "cpu"))
+			c->remote_tier = KVIDX_TIER_CPU;
+		else if (!strcmp(value, "disk"))
+			c->remote_tier = KVIDX_TIER_DISK;
+		else if (!strcmp(value, "other"))
+			c->remote_tier = KVIDX_TIER_OTHER;
+		else
+			return fail(err, errlen,
+				    "remote-tier: expected none, gpu, cpu, disk or other, got '%s'",
+				    value);
+		return 0;
 	}
 	return fail(err, errlen, "%s: unhandled option", key);
 }
