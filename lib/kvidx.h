@@ -221,7 +221,7 @@ int kvidx_lookup(struct kvidx_reader *r, uint64_t key, struct kvidx_rec *out, si
 
 /* Tier weights for scoring; index i weighs tier bit (1u << i). */
 struct kvidx_weights {
-	double tier[KVIDX_NTIERS]; /* defaults: gpu 1.0, cpu 0.8, disk 0.5, other 1.0 */
+	double tier[KVIDX_NTIERS]; /* defaults: gpu 1.0, cpu 0.8, disk 0.5, other 0.0 */
 	double speculative;        /* default 1.0 (llm-d) */
 };
 void kvidx_weights_default(struct kvidx_weights *w);

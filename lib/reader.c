@@ -419,7 +419,7 @@ void kvidx_weights_default(struct kvidx_weights *w)
 	w->tier[0] = 1.0; /* gpu */
 	w->tier[1] = 0.8; /* cpu */
 	w->tier[2] = 0.5; /* disk */
-	w->tier[3] = 1.0; /* other: unknown media count as llm-d counts them */
+	w->tier[3] = 0.0; /* other: a medium kvidx-ingestd does not know counts for nothing */
 	w->speculative = 1.0;
 }
 

@@ -50,7 +50,7 @@
 
 #define KV_CTL_MAGIC 0x4c54435844494b56ull  /* "VKIDXCTL" little-endian */
 #define KV_DATA_MAGIC 0x4154414458444b56ull /* "VKDXDATA" little-endian */
-#define KV_LAYOUT_VERSION 2u
+#define KV_LAYOUT_VERSION 3u
 
 /* Format stamp: layout version and the ABI facts a reader relies on, folded into one word. */
 #define KV_STAMP                                                                             \
@@ -223,6 +223,11 @@ enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
 	X(clears) X(events_per_s) X(seq_gaps) X(seq_dups) X(restarts) X(replays_ok)          \
 	X(replays_truncated) X(replays_failed) X(decode_errors) X(skipped_events)            \
 	X(unknown_parent) X(queue_depth) X(connected)                                        \
+	/* ingest: per-event skips by reason (each also counts in skipped_events) */         \
+	X(bad_events) X(unknown_type) X(skipped_group) X(skipped_shape) X(skipped_remote)    \
+	X(unknown_removed) X(offload_unknown) X(unkeyable_extras)                            \
+	/* ingest: what was applied */                                                       \
+	X(offload_applied) X(dup_copies) X(copies_kept) X(other_medium) X(ranks)             \
 	/* speculation (route commits, reaper, TTL) */                                       \
 	X(ttl_ms) X(speculations) X(confirmed_in_time) X(early_expiries) X(stale_expiries)   \
 	X(late_confirmations) X(routes_predicted) X(routes_confirmed) X(routes_nomatch)      \
@@ -234,17 +239,42 @@ enum kv_pod_ctr {
 #undef KV_POD_CTR_ENUM
 	KV_PC_COUNT
 };
-#define KV_POD_COUNTERS 40
-_Static_assert(KV_PC_COUNT <= KV_POD_COUNTERS, "per-pod counters fit the pod struct");
+#define KV_POD_NAMED 64 /* room for named counters; the rank area follows them */
+
+/*
+ * Per-rank health of a data-parallel pod (kvidx-ingestd's dp-ranks=N: one event stream per
+ * rank), in pd_ctr[] after the named counters: KV_POD_RANKS ranks of KV_RANK_WORDS words,
+ * rank r's word w at pd_ctr[KV_PC_RANK(r, w)]. A rank in use has KV_RANK_IN_USE in its flags;
+ * counters as the pod-level ones of the same name, for that rank's stream only.
+ */
+#define KV_RANK_CTRS(X)                                                                      \
+	X(flags) X(last_seq) X(last_event_ns) X(batches) X(events) X(seq_gaps) X(restarts)   \
+	X(clears)
+enum kv_rank_ctr {
+#define KV_RANK_CTR_ENUM(n) KV_RC_##n,
+	KV_RANK_CTRS(KV_RANK_CTR_ENUM)
+#undef KV_RANK_CTR_ENUM
+	KV_RC_COUNT
+};
+#define KV_RANK_IN_USE 0x1u    /* flags: the rank is subscribed */
+#define KV_RANK_CONNECTED 0x2u /* flags: its SUB is connected */
+#define KV_RANK_REPLAYING 0x4u /* flags: it is replaying a gap */
+#define KV_POD_RANKS 32
+#define KV_RANK_WORDS 8
+#define KV_PC_RANK(r, w) (KV_POD_NAMED + (r) * KV_RANK_WORDS + (w))
+#define KV_POD_COUNTERS (KV_POD_NAMED + KV_POD_RANKS * KV_RANK_WORDS)
+_Static_assert(KV_PC_COUNT <= KV_POD_NAMED, "per-pod counters fit the pod struct");
+_Static_assert(KV_RC_COUNT <= KV_RANK_WORDS, "per-rank counters fit their area");
 struct kvidx_pod {
 	uint64_t pd_word;
 	uint64_t pd_seq; /* bumped around name changes, for torn-name detection */
 	uint8_t pd_pad0[KVIDX_CACHELINE - 16];
 	char pd_name[64];
 	char pd_model[64];
-	uint64_t pd_ctr[KV_POD_COUNTERS];
+	uint64_t pd_ctr[KV_POD_COUNTERS]; /* named counters, then the rank area */
 };
-_Static_assert(sizeof(struct kvidx_pod) == 512, "pod size");
+_Static_assert(sizeof(struct kvidx_pod) == 2752, "pod size");
+_Static_assert(sizeof(struct kvidx_pod) % KVIDX_CACHELINE == 0, "pods are cache-line sized");
 
 /*
  * Route-to-confirmation latency histograms, two per pod: [0] cumulative since the pod was

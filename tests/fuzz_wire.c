@@ -30,6 +30,29 @@ static void check(bool ok)
 		abort();
 }
 
+static bool same_extras(const struct kvw_event *a, const struct kvw_event *b)
+{
+	for (size_t i = 0; i < a->nextra && i < b->nextra; i++) {
+		const struct kvw_extra *x = &a->extra[i], *y = &b->extra[i];
+
+		if (x->set != y->set || x->nitems != y->nitems)
+			return false;
+		for (uint32_t j = 0; j < x->nitems; j++) {
+			const struct kvw_xitem *u = &x->items[j], *v = &y->items[j];
+
+			if (u->kind != v->kind)
+				return false;
+			if (u->kind == KVW_X_OTHER)
+				continue;
+			if (u->len != v->len || memcmp(u->str, v->str, u->len) ||
+			    u->has_offset != v->has_offset ||
+			    (u->has_offset && u->offset != v->offset))
+				return false;
+		}
+	}
+	return true;
+}
+
 static bool same_event(const struct kvw_event *a, const struct kvw_event *b)
 {
 	return a->type == b->type && a->nhashes == b->nhashes &&
@@ -41,7 +64,12 @@ static bool same_event(const struct kvw_event *a, const struct kvw_event *b)
 	       (!a->has_lora_id || a->lora_id == b->lora_id) &&
 	       strcmp(a->medium, b->medium) == 0 && strcmp(a->lora_name, b->lora_name) == 0 &&
 	       a->has_extra_keys == b->has_extra_keys && a->nextra == b->nextra &&
-	       (a->nextra == 0 || memcmp(a->extra_set, b->extra_set, a->nextra) == 0) &&
+	       same_extras(a, b) && strcmp(a->locality, b->locality) == 0 &&
+	       strcmp(a->ownership, b->ownership) == 0 &&
+	       strcmp(a->session_id, b->session_id) == 0 &&
+	       a->has_remaining == b->has_remaining && a->nremaining == b->nremaining &&
+	       (a->nremaining == 0 ||
+		memcmp(a->remaining, b->remaining, a->nremaining * 4) == 0) &&
 	       a->has_group_idx == b->has_group_idx &&
 	       (!a->has_group_idx || a->group_idx == b->group_idx) &&
 	       strcmp(a->spec_kind, b->spec_kind) == 0 &&
@@ -78,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check(kvw_decode_batch(buf, len, &again, err, sizeof err) == 0);
 	check(memcmp(&again.ts, &batch.ts, sizeof batch.ts) == 0);
 	check(again.has_dp_rank == batch.has_dp_rank && again.dp_rank == batch.dp_rank);
-	check(again.nevents == batch.nevents && again.nskipped == 0);
+	check(again.nevents == batch.nevents && again.nskipped == 0 && again.nbad == 0);
 	for (size_t i = 0; i < batch.nevents; i++)
 		check(same_event(&batch.events[i], &again.events[i]));
 	return 0;

@@ -531,7 +531,7 @@ Test(ingest, malformed_counted_and_skipped)
 	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, NULL, 0);
 	/* A 7-byte seq frame. */
 	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 7, "x", 1);
-	/* seq 1: a valid event, then one whose token count is wrong: the whole batch goes. */
+	/* seq 1: a valid event, then one whose token count is wrong: only that one goes. */
 	struct kvw_event ev[2] = { tu_stored(ha, 1, false, 0, a, BS, BS),
 				   tu_stored(ha + 1, 1, true, 61, a + BS, BS - 1, BS) };
 	tu_pub_events(p, ev, 2);
@@ -540,9 +540,12 @@ Test(ingest, malformed_counted_and_skipped)
 	int pod = wait_pod(POD);
 	TU_EVENTUALLY(holds(kb[0], pod), "valid batch after malformed ones not applied; log: %s",
 		      tu_ing.log);
-	cr_assert(!holds(ka[0], pod), "part of a rejected batch was applied");
-	tu_wait_batches(pod, 1);
-	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 4);
+	tu_wait_batches(pod, 2);
+	cr_assert(holds(ka[0], pod), "a bad event cost the valid one of its batch");
+	cr_assert(!holds(ka[1], pod), "the bad event was applied");
+	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_shape), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_events), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 3);
 	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 0,
 		     "a malformed batch must still consume its seq");
 	/* A duplicate of seq 2 is ignored. */
@@ -795,6 +798,195 @@ Test(ingest, help_and_bad_usage)
 
 /* ---- ingest rate ------------------------------------------------------------------------------ */
 
+/* ---- what vLLM 0.26+ really sends, end to end --------------------------------------------- */
+
+#define NAMED ",name=" POD ",model=" MODEL
+
+Test(ingest, default_empty_topic)
+{
+	struct tu_pub *p = tu_pub_open(""); /* vLLM's default topic */
+	const uint32_t *t = tu_toks(60000, 2 * BS);
+	uint64_t h[2] = { 1, 2 }, k[2];
+
+	start_on(p, NAMED);
+	tu_keys_of(MODEL, 0, t, 2 * BS, k);
+	pub_one(p, tu_stored(h, 2, false, 0, t, 2 * BS, BS));
+	int pod = wait_pod(POD);
+	TU_EVENTUALLY(holds(k[1], pod), "nothing indexed from topic \"\"; log: %s", tu_ing.log);
+	cr_assert(holds(k[0], pod));
+}
+
+Test(ingest, kv_events_topic_and_filters)
+{
+	/* vLLM's example topic, with a pod filter that matches it, and a pod whose filter
+	 * matches nothing it publishes. */
+	struct tu_pub *p = tu_pub_open("kv-events"), *q = tu_pub_open("kv-events");
+	const uint32_t *t = tu_toks(61000, BS), *u = tu_toks(62000, BS);
+	uint64_t h = 3, g = 4, k, kq;
+	char a[512], b[512];
+
+	snprintf(a, sizeof(a), "%s,replay=%s,topic=kv-events" NAMED, p->ep, p->rep);
+	snprintf(b, sizeof(b), "%s,topic=other,name=10.0.0.2:8000,model=" MODEL, q->ep);
+	START("--capacity", "16k", "--pod", a, "--pod", b);
+	tu_pub_wait_subscribed(p);
+	tu_pub_wait_subscribed(q);
+	tu_keys_of(MODEL, 0, t, BS, &k);
+	tu_keys_of(MODEL, 0, u, BS, &kq);
+	pub_one(q, tu_stored(&g, 1, false, 0, u, BS, BS));
+	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
+	int pod = wait_pod(POD), podq = wait_pod("10.0.0.2:8000");
+	TU_EVENTUALLY(holds(k, pod), "nothing indexed from topic kv-events; log: %s", tu_ing.log);
+	/* q's message was sent first on its own connection; give it the same time again. */
+	tu_pump(100);
+	cr_assert(!holds(kq, podq), "a topic outside the filter was indexed");
+	cr_assert_eq(tu_ctr(podq, KV_PC_batches), 0);
+}
+
+Test(ingest, two_dp_ranks_one_pod)
+{
+	struct tu_pub *r0 = tu_pub_open_ranks(TOPIC, 2), *r1 = r0 + 1;
+	const uint32_t *t = tu_toks(63000, 2 * BS), *u = tu_toks(64000, BS);
+	uint64_t h[2] = { 5, 6 }, hu = 7, k[2], ku;
+	char spec[512];
+
+	snprintf(spec, sizeof(spec), "%s,replay=%s,dp-ranks=2", r0->ep, r0->rep);
+	START("--capacity", "16k", "--pod", spec);
+	tu_pub_wait_subscribed(r0);
+	tu_pub_wait_subscribed(r1);
+	tu_keys_of(MODEL, 0, t, 2 * BS, k);
+	tu_keys_of(MODEL, 0, u, BS, &ku);
+	pub_one(r0, tu_stored(h, 2, false, 0, t, 2 * BS, BS));
+	pub_one(r1, tu_stored(h, 1, false, 0, t, BS, BS)); /* same first block on rank 1 */
+	pub_one(r1, tu_stored(&hu, 1, false, 0, u, BS, BS));
+	int pod = wait_pod(POD);
+	tu_wait_batches(pod, 3);
+	cr_assert(holds(k[0], pod) && holds(k[1], pod) && holds(ku, pod));
+	cr_assert_eq(tu_ctr(pod, KV_PC_ranks), 2);
+	cr_assert_eq(tu_ctr(pod, KV_PC_RANK(0, KV_RC_batches)), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_RANK(1, KV_RC_batches)), 2);
+	cr_assert(tu_ctr(pod, KV_PC_RANK(1, KV_RC_flags)) & KV_RANK_IN_USE);
+	/* Rank 0 clears: its blocks go, rank 1's stay, the shared one too. */
+	pub_one(r0, cleared());
+	tu_wait_batches(pod, 4);
+	cr_assert(!holds(k[1], pod), "rank 0's block survived its clear");
+	cr_assert(holds(k[0], pod), "a block rank 1 holds went with rank 0's clear");
+	cr_assert(holds(ku, pod), "rank 1's block went with rank 0's clear");
+	cr_assert_eq(tu_ctr(pod, KV_PC_RANK(0, KV_RC_clears)), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_RANK(1, KV_RC_clears)), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 0, "each rank has its own sequence");
+	/* Per-rank health in kvidx-dump --pods. */
+	struct tu_run run = tu_run_tool("kvidx-dump", "--name %s --pods", tu_ing.name);
+	cr_assert_eq(run.status, 0, "%s", run.out);
+	cr_assert(strstr(run.out, "rank 0: connected") && strstr(run.out, "rank 1: connected"),
+		  "%s", run.out);
+	cr_assert(strstr(run.out, "clears 1"), "%s", run.out);
+	free(run.out);
+}
+
+Test(ingest, duplicate_copies_stay_until_the_last_removal)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(65000, BS), *s = tu_toks(66000, BS);
+	uint64_t h = 8, hs = 9, k, ks;
+
+	start_on(p, NULL);
+	tu_keys_of(MODEL, 0, t, BS, &k);
+	tu_keys_of(MODEL, 0, s, BS, &ks);
+	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
+	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
+	pub_one(p, removed(&h, 1, NULL));
+	pub_one(p, tu_stored(&hs, 1, false, 0, s, BS, BS)); /* sentinel */
+	int pod = wait_pod(POD);
+	TU_EVENTUALLY(holds(ks, pod), "sentinel not applied; log: %s", tu_ing.log);
+	cr_assert(holds(k, pod), "stored twice, removed once: must still be held");
+	cr_assert_eq(tu_ctr(pod, KV_PC_copies_kept), 1);
+	pub_one(p, removed(&h, 1, NULL));
+	TU_EVENTUALLY(!holds(k, pod), "the last copy's removal did not remove it");
+}
+
+Test(ingest, hybrid_batch)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(67000, 2 * BS);
+	uint64_t fa[2] = { 10, 11 }, sw[1] = { 12 }, k[2];
+	struct kvw_event ev[3] = { tu_stored(fa, 2, false, 0, t, 2 * BS, BS),
+				   tu_stored(sw, 1, false, 0, t, 2 * BS, BS),
+				   tu_stored(fa, 2, false, 0, NULL, 0, 0) };
+
+	snprintf(ev[0].spec_kind, sizeof(ev[0].spec_kind), "full_attention");
+	snprintf(ev[1].spec_kind, sizeof(ev[1].spec_kind), "sliding_window");
+	ev[1].has_group_idx = true;
+	ev[1].group_idx = 1;
+	snprintf(ev[2].medium, sizeof(ev[2].medium), "CPU");
+	start_on(p, NULL);
+	tu_keys_of(MODEL, 0, t, 2 * BS, k);
+	tu_pub_events_ex(p, ev, 3, true, KVW_FORM_MAP);
+	int pod = wait_pod(POD);
+	tu_wait_batches(pod, 1);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(tiers_of(k[i], pod), KVIDX_TIER_GPU | KVIDX_TIER_CPU, "block %d", i);
+	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_group), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_offload_applied), 2);
+	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 0);
+}
+
+Test(ingest, salted_two_turn_conversation)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(68000, 3 * BS);
+	uint64_t h[3] = { 13, 14, 15 }, k[3];
+	struct kvw_xitem salt[1] = { { .kind = KVW_X_STR, .str = "user-42", .len = 7 } };
+	struct kvw_extra x[2] = { { .set = true, .items = salt, .nitems = 1 }, { .set = false } };
+	struct kvw_event t1 = tu_stored(h, 2, false, 0, t, 2 * BS, BS);
+	struct kvidx_key_extras ex = { .salt = "user-42" };
+
+	t1.has_extra_keys = true;
+	t1.extra = x;
+	t1.nextra = 2;
+	start_on(p, NULL);
+	kvidx_key_chain_ex(KVIDX_KEY_CBOR_FNV, kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", MODEL), t,
+			   3 * BS, BS, &ex, k, 3);
+	pub_one(p, t1);
+	pub_one(p, tu_stored(h + 2, 1, true, h[1], t + 2 * BS, BS, BS)); /* turn 2 */
+	int pod = wait_pod(POD);
+	tu_wait_batches(pod, 2);
+	for (int i = 0; i < 3; i++)
+		cr_assert(holds(k[i], pod), "salted block %d not indexed; log: %s", i, tu_ing.log);
+	cr_assert_eq(tu_ctr(pod, KV_PC_unknown_parent), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_events), 0);
+}
+
+Test(ingest, multimodal_prompt_then_text_turn)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(69000, 3 * BS);
+	uint64_t h[3] = { 16, 17, 18 }, k[3];
+	/* An image on tokens [8, 24): blocks 0 (offset 8) and 1 (offset -8), tuple form. */
+	struct kvw_xitem i0[1] = { { .kind = KVW_X_MM, .str = "img-9", .len = 5,
+				     .has_offset = true, .offset = 8 } };
+	struct kvw_xitem i1[1] = { { .kind = KVW_X_MM, .str = "img-9", .len = 5,
+				     .has_offset = true, .offset = -8 } };
+	struct kvw_extra x[2] = { { .set = true, .items = i0, .nitems = 1 },
+				  { .set = true, .items = i1, .nitems = 1 } };
+	struct kvw_event m = tu_stored(h, 2, false, 0, t, 2 * BS, BS);
+	struct kvidx_mm_item item = { .start = 8, .len = 16, .id = "img-9" };
+	struct kvidx_key_extras ex = { .mm = &item, .nmm = 1 };
+
+	m.has_extra_keys = true;
+	m.extra = x;
+	m.nextra = 2;
+	start_on(p, NULL);
+	kvidx_key_chain_ex(KVIDX_KEY_CBOR_FNV, kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", MODEL), t,
+			   3 * BS, BS, &ex, k, 3);
+	pub_one(p, m);
+	pub_one(p, tu_stored(h + 2, 1, true, h[1], t + 2 * BS, BS, BS)); /* a text turn */
+	int pod = wait_pod(POD);
+	tu_wait_batches(pod, 2);
+	for (int i = 0; i < 3; i++)
+		cr_assert(holds(k[i], pod), "block %d not indexed; log: %s", i, tu_ing.log);
+	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_events), 0);
+}
+
 Test(ingest, rate, .timeout = 120)
 {
 	const char *env = getenv("KVIDX_INGEST_RATE");
@@ -948,6 +1140,20 @@ Test(ingest, example_config_parses)
 
 /* ---- unit tests: engine-key map ----------------------------------------------------------------- */
 
+/* Puts (token, ehash) -> keys[0..n) as a whole-block entry (chain's last key = the last). */
+static struct emap_ent *put(struct emap *m, uint64_t tok, uint64_t eh, const uint64_t *k,
+			    uint32_t n)
+{
+	return emap_put(m, tok, eh, k, n, k[n - 1], NULL, 0, 0);
+}
+
+static const uint64_t *get(struct emap *m, uint64_t tok, uint64_t eh, uint32_t *n)
+{
+	struct emap_ent *e = emap_find(m, tok, eh);
+
+	return e ? emap_keys(e, n) : NULL;
+}
+
 Test(ingest, emap_fifo_replace_and_tokens)
 {
 	struct emap m;
@@ -956,49 +1162,123 @@ Test(ingest, emap_fifo_replace_and_tokens)
 	const uint64_t *k;
 
 	cr_assert_eq(emap_init(&m, 4), 0);
-	uint64_t t1 = emap_new_token(&m), t2 = emap_new_token(&m);
+	uint64_t t1 = emap_stream_open(&m, NULL), t2 = emap_stream_open(&m, NULL);
+	cr_assert(t1 && t2);
 	cr_assert_neq(t1, t2);
 	for (uint64_t i = 0; i < 4; i++)
-		cr_assert_eq(emap_put(&m, t1, 100 + i, &i, 1), 0);
+		cr_assert_not_null(put(&m, t1, 100 + i, &i, 1));
 	cr_assert_eq(m.live, 4);
+	cr_assert_eq(emap_stream_entries(&m, t1), 4);
 	/* Same engine hash, another stream: a separate entry, evicting the oldest (100). */
-	cr_assert_eq(emap_put(&m, t2, 101, two, 2), 0);
-	cr_assert_null(emap_get(&m, t1, 100, &n));
-	k = emap_get(&m, t2, 101, &n);
+	cr_assert_not_null(put(&m, t2, 101, two, 2));
+	cr_assert_null(get(&m, t1, 100, &n));
+	k = get(&m, t2, 101, &n);
 	cr_assert(k && n == 2 && k[0] == 7 && k[1] == 8);
-	k = emap_get(&m, t1, 101, &n);
+	k = get(&m, t1, 101, &n);
 	cr_assert(k && n == 1 && k[0] == 1);
 	cr_assert_eq(m.evictions, 1);
+	cr_assert_eq(emap_stream_entries(&m, t1), 3);
 	/* Replacing re-inserts: 101 of t1 becomes the newest. */
 	uint64_t v = 42;
-	cr_assert_eq(emap_put(&m, t1, 101, &v, 1), 0);
+	cr_assert_not_null(put(&m, t1, 101, &v, 1));
 	cr_assert_eq(m.live, 4);
-	k = emap_get(&m, t1, 101, &n);
+	k = get(&m, t1, 101, &n);
 	cr_assert(k && *k == 42);
 	/* Next insertions evict 102, then 103 (oldest first); 101 survives. */
-	cr_assert_eq(emap_put(&m, t1, 200, &v, 1), 0);
-	cr_assert_eq(emap_put(&m, t1, 201, &v, 1), 0);
-	cr_assert_null(emap_get(&m, t1, 102, &n));
-	cr_assert_not_null(emap_get(&m, t1, 101, &n));
+	cr_assert_not_null(put(&m, t1, 200, &v, 1));
+	cr_assert_not_null(put(&m, t1, 201, &v, 1));
+	cr_assert_null(get(&m, t1, 102, &n));
+	cr_assert_not_null(get(&m, t1, 101, &n));
 	cr_assert_eq(emap_del(&m, t1, 101), 1);
 	cr_assert_eq(emap_del(&m, t1, 101), 0);
-	cr_assert_null(emap_get(&m, t1, 101, &n));
+	cr_assert_null(get(&m, t1, 101, &n));
+	/* A closed stream's entries are never found again. */
+	emap_stream_close(&m, t2);
+	cr_assert_null(get(&m, t2, 101, &n));
+	cr_assert_null(put(&m, t2, 5, &v, 1), "a closed stream takes no entries");
 	emap_free(&m);
 
 	/* Many entries through a small map: bounded, and the newest are all there. */
 	cr_assert_eq(emap_init(&m, 1000), 0);
-	uint64_t t = emap_new_token(&m);
+	uint64_t t = emap_stream_open(&m, NULL);
 	for (uint64_t i = 0; i < 100000; i++) {
 		uint64_t kk[3] = { i, i + 1, i + 2 };
-		cr_assert_eq(emap_put(&m, t, i * 0x9e3779b97f4a7c15ull, kk, 1 + (uint32_t)(i % 3)),
-			     0);
+		cr_assert_not_null(put(&m, t, i * 0x9e3779b97f4a7c15ull, kk, 1 + (uint32_t)(i % 3)));
 	}
 	cr_assert_eq(m.live, 1000);
+	cr_assert_eq(emap_stream_entries(&m, t), 1000);
 	for (uint64_t i = 99000; i < 100000; i++) {
-		k = emap_get(&m, t, i * 0x9e3779b97f4a7c15ull, &n);
+		k = get(&m, t, i * 0x9e3779b97f4a7c15ull, &n);
 		cr_assert(k && k[0] == i && n == 1 + i % 3);
 	}
-	cr_assert_null(emap_get(&m, t, 98999 * 0x9e3779b97f4a7c15ull, &n));
+	cr_assert_null(get(&m, t, 98999 * 0x9e3779b97f4a7c15ull, &n));
+	emap_free(&m);
+}
+
+static void count_drained(void *arg, const struct emap_ent *e)
+{
+	(void)e;
+	(*(int *)arg)++;
+}
+
+Test(ingest, emap_chain_state_held_counts_and_drain)
+{
+	struct emap m;
+	struct emap_held h;
+	const uint32_t tail[3] = { 9, 8, 7 }, *pt;
+	uint32_t nt, n;
+	uint64_t keys[2] = { 11, 12 };
+	int drained = 0;
+
+	cr_assert_eq(emap_init(&m, 64), 0);
+	emap_held_init(&h);
+	uint64_t a = emap_stream_open(&m, &h), b = emap_stream_open(&m, &h);
+	/* Chain state: a block that completes no index block keeps the tail tokens. */
+	struct emap_ent *e = emap_put(&m, a, 1, NULL, 0, 77, tail, 3, EMAP_TAIL_ITEMS);
+	cr_assert_not_null(e);
+	cr_assert_eq(emap_chain(e, &pt, &nt), 77);
+	cr_assert_eq(nt, 3);
+	cr_assert_arr_eq(pt, tail, sizeof(tail));
+	cr_assert(e->flags & EMAP_TAIL_ITEMS);
+	emap_keys(e, &n);
+	cr_assert_eq(n, 0);
+	e = emap_put(&m, a, 2, keys, 2, 12, NULL, 0, 0);
+	cr_assert_eq(emap_chain(e, &pt, &nt), 12);
+	cr_assert_eq(nt, 0);
+	/* Held counts: two references (two ranks) to key 11 on tier 0, one on tier 1. */
+	cr_assert_eq(emap_held_inc(&h, 11, 0), 1);
+	cr_assert_eq(emap_held_inc(&h, 11, 0), 2);
+	cr_assert_eq(emap_held_inc(&h, 11, 1), 1);
+	for (uint64_t k = 100; k < 5000; k++) /* growth and probe runs */
+		cr_assert_eq(emap_held_inc(&h, k, 2), 1);
+	cr_assert_eq(emap_held_dec(&h, 11, 0), 1);
+	cr_assert_eq(emap_held_get(&h, 11, 0), 1);
+	cr_assert_eq(emap_held_dec(&h, 11, 0), 0);
+	cr_assert_eq(emap_held_dec(&h, 11, 0), 0, "no count below 0");
+	cr_assert_eq(emap_held_get(&h, 11, 1), 1);
+	for (uint64_t k = 100; k < 5000; k += 2)
+		cr_assert_eq(emap_held_dec(&h, k, 2), 0);
+	for (uint64_t k = 101; k < 5000; k += 2)
+		cr_assert_eq(emap_held_get(&h, k, 2), 1, "key %llu lost by a deletion",
+			     (unsigned long long)k);
+	cr_assert_eq(h.used, 1 + (5000 - 100) / 2);
+	/* An entry with copies holds references; deleting it releases them. */
+	e = emap_put(&m, b, 3, keys, 1, 11, NULL, 0, 0);
+	e->copies[1] = 1;
+	cr_assert_eq(emap_held_inc(&h, 11, 1), 2);
+	cr_assert_eq(emap_del(&m, b, 3), 1);
+	cr_assert_eq(emap_held_get(&h, 11, 1), 1);
+	/* Draining stream a visits its two entries and leaves b alone. */
+	cr_assert_not_null(emap_put(&m, b, 4, keys, 1, 11, NULL, 0, 0));
+	emap_stream_drain(&m, a, count_drained, &drained);
+	cr_assert_eq(drained, 2);
+	cr_assert_null(emap_find(&m, a, 1));
+	cr_assert_null(emap_find(&m, a, 2));
+	cr_assert_not_null(emap_find(&m, b, 4));
+	cr_assert_eq(emap_stream_entries(&m, b), 1);
+	emap_held_reset(&h);
+	cr_assert_eq(emap_held_get(&h, 101, 2), 0);
+	emap_held_free(&h);
 	emap_free(&m);
 }
 

@@ -84,6 +84,63 @@ struct tu_pub *tu_pub_open(const char *topic)
 	return p;
 }
 
+/* Binds p's sockets at ports xp and rp (0: any). 0, or -1 if a port was taken. */
+static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
+{
+	char ep[64];
+	size_t len;
+	int zero = 0, one = 1;
+
+	memset(p, 0, sizeof(*p));
+	snprintf(p->topic, sizeof(p->topic), "%s", topic);
+	kvw_enc_init(&p->enc);
+	p->xpub = zmq_socket(tu_ing.zctx, ZMQ_XPUB);
+	p->router = zmq_socket(tu_ing.zctx, ZMQ_ROUTER);
+	cr_assert(p->xpub && p->router);
+	zmq_setsockopt(p->xpub, ZMQ_SNDHWM, &zero, sizeof(zero));
+	zmq_setsockopt(p->router, ZMQ_SNDHWM, &zero, sizeof(zero));
+	zmq_setsockopt(p->xpub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
+	snprintf(ep, sizeof(ep), xp ? "tcp://127.0.0.1:%d" : "tcp://127.0.0.1:*", xp);
+	if (zmq_bind(p->xpub, ep) < 0)
+		return -1;
+	snprintf(ep, sizeof(ep), rp ? "tcp://127.0.0.1:%d" : "tcp://127.0.0.1:*", rp);
+	if (zmq_bind(p->router, ep) < 0)
+		return -1;
+	len = sizeof(p->ep);
+	zmq_getsockopt(p->xpub, ZMQ_LAST_ENDPOINT, p->ep, &len);
+	len = sizeof(p->rep);
+	zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->rep, &len);
+	return 0;
+}
+
+static int port_of(const char *ep)
+{
+	const char *c = strrchr(ep, ':');
+
+	return c ? atoi(c + 1) : 0;
+}
+
+struct tu_pub *tu_pub_open_ranks(const char *topic, int n)
+{
+	cr_assert(n >= 1 && tu_ing.npubs + n <= (int)(sizeof(tu_ing.pubs) / sizeof(tu_ing.pubs[0])));
+	for (int attempt = 0; attempt < 50; attempt++) {
+		struct tu_pub *p = &tu_ing.pubs[tu_ing.npubs];
+		int ok = pub_bind(p, topic, 0, 0) == 0;
+		int xp = port_of(p->ep), rp = port_of(p->rep);
+
+		for (int r = 1; ok && r < n; r++)
+			ok = pub_bind(&tu_ing.pubs[tu_ing.npubs + r], topic, xp + r, rp + r) == 0;
+		if (ok) {
+			tu_ing.npubs += n;
+			return p;
+		}
+		for (int r = 0; r < n; r++)
+			pub_close(&tu_ing.pubs[tu_ing.npubs + r]);
+	}
+	cr_assert_fail("no free consecutive ports for %d ranks", n);
+	return NULL;
+}
+
 static void keep_batch(struct tu_pub *p, uint64_t seq, const void *buf, size_t len)
 {
 	if (p->nh == p->cap) {

@@ -63,6 +63,12 @@ void tu_ingestd_teardown(void);
 /* A new fake pod publishing under topic ("kv@POD@MODEL"). */
 struct tu_pub *tu_pub_open(const char *topic);
 
+/*
+ * n fake pods (n <= 2) for the ranks of one data-parallel pod: rank r's PUB at the first one's
+ * port + r and its replay ROUTER at the first one's replay port + r. Returns rank 0's.
+ */
+struct tu_pub *tu_pub_open_ranks(const char *topic, int n);
+
 /* Sends a message of two frames (c NULL) or three on socket s, asserting it went. */
 void tu_send_frames(void *s, const void *a, size_t alen, const void *b, size_t blen,
 		    const void *c, size_t clen);

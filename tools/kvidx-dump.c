@@ -49,10 +49,17 @@
  * speculation code assigns the indices; until an index has a name here it prints as ctr[i].
  */
 /* Names of the per-pod counters, from the layout's X-macro; unnamed slots print as ctr[i]. */
-static const char *pod_ctr_names[KV_POD_COUNTERS] = {
+static const char *pod_ctr_names[KV_POD_NAMED] = {
 #define POD_CTR_NAME(n) [KV_PC_##n] = #n,
 	KV_POD_CTRS(POD_CTR_NAME)
 #undef POD_CTR_NAME
+};
+
+/* Names of the per-rank words (layout.h KV_RANK_CTRS). */
+static const char *const rank_ctr_names[KV_RANK_WORDS] = {
+#define RANK_CTR_NAME(n) [KV_RC_##n] = #n,
+	KV_RANK_CTRS(RANK_CTR_NAME)
+#undef RANK_CTR_NAME
 };
 
 enum {
@@ -281,6 +288,8 @@ static void dump_header(struct dump *d)
 
 /* ---- pods ---- */
 
+static void dump_ranks(struct dump *d, const struct kv_view *v, uint32_t i);
+
 static void dump_pods(struct dump *d)
 {
 	const struct kv_view *v = kv_reader_view(d->r);
@@ -325,7 +334,7 @@ static void dump_pods(struct dump *d)
 			printf("\n");
 		}
 		unsigned shown = 0;
-		for (unsigned c = 0; c < KV_POD_COUNTERS; c++) {
+		for (unsigned c = 0; c < KV_POD_NAMED; c++) {
 			uint64_t val = ld_relaxed(&v->pods[i].pd_ctr[c]);
 			char label[32];
 			if (!val)
@@ -343,17 +352,69 @@ static void dump_pods(struct dump *d)
 			}
 			shown++;
 		}
-		if (d->json) {
+		if (d->json)
 			tc_jw_close(&d->j, '}');
-			tc_jw_close(&d->j, '}');
-		} else if (shown % 6) {
+		else if (shown % 6)
 			printf("\n");
-		}
+		dump_ranks(d, v, i);
+		if (d->json)
+			tc_jw_close(&d->j, '}');
 	}
 	if (d->json)
 		tc_jw_close(&d->j, ']');
 	else
 		printf("  %" PRIu32 " active of %" PRIu32 "\n", active, v->max_pods);
+}
+
+/*
+ * Per-rank health of pod i (data-parallel pods, layout.h KV_RANK_CTRS): JSON always lists the
+ * ranks in use; the text form only when there is more than one.
+ */
+static void dump_ranks(struct dump *d, const struct kv_view *v, uint32_t i)
+{
+	const uint64_t *ctr = v->pods[i].pd_ctr;
+	uint64_t now = kvidx_now_ns();
+	unsigned inuse = 0;
+
+	for (unsigned r = 0; r < KV_POD_RANKS; r++)
+		inuse += (ld_relaxed(&ctr[KV_PC_RANK(r, KV_RC_flags)]) & KV_RANK_IN_USE) != 0;
+	if (d->json)
+		tc_jw_open(&d->j, "ranks", '[');
+	else if (inuse < 2)
+		return;
+	for (unsigned r = 0; r < KV_POD_RANKS; r++) {
+		uint64_t fl = ld_relaxed(&ctr[KV_PC_RANK(r, KV_RC_flags)]);
+		uint64_t last = ld_relaxed(&ctr[KV_PC_RANK(r, KV_RC_last_event_ns)]);
+
+		if (!(fl & KV_RANK_IN_USE))
+			continue;
+		if (d->json) {
+			tc_jw_open(&d->j, NULL, '{');
+			tc_jw_u64(&d->j, "rank", r);
+			tc_jw_bool(&d->j, "connected", fl & KV_RANK_CONNECTED);
+			tc_jw_bool(&d->j, "replaying", fl & KV_RANK_REPLAYING);
+		} else {
+			printf("      rank %u: %s%s", r, fl & KV_RANK_CONNECTED ? "connected" : "down",
+			       fl & KV_RANK_REPLAYING ? " replaying" : "");
+		}
+		for (unsigned w = KV_RC_flags + 1; w < KV_RC_COUNT; w++) {
+			uint64_t val = ld_relaxed(&ctr[KV_PC_RANK(r, w)]);
+
+			if (d->json)
+				tc_jw_u64(&d->j, rank_ctr_names[w], val);
+			else if (w != KV_RC_last_event_ns)
+				printf("  %s %" PRIu64, rank_ctr_names[w], val);
+		}
+		if (d->json) {
+			tc_jw_close(&d->j, '}');
+		} else if (last && now >= last) {
+			printf("  last event %" PRIu64 " ms ago\n", (uint64_t)((now - last) / NS_PER_MS));
+		} else {
+			printf("  no event yet\n");
+		}
+	}
+	if (d->json)
+		tc_jw_close(&d->j, ']');
 }
 
 /* ---- readers ---- */

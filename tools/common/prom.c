@@ -90,7 +90,28 @@ static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
 	[KV_PC_unknown_parent] = { K_COUNTER, "Stored blocks whose parent block was unknown." },
 	[KV_PC_queue_depth] = { K_GAUGE, "Messages read from the pod's sockets in the last "
 					 "housekeeping round (subscriber backlog)." },
-	[KV_PC_connected] = { K_GAUGE, "1 if the pod's event subscription is connected." },
+	[KV_PC_connected] = { K_GAUGE, "1 if the pod's event subscriptions (every rank's) are "
+				       "connected." },
+	[KV_PC_bad_events] = { K_COUNTER, "Malformed events skipped (their batch was kept)." },
+	[KV_PC_unknown_type] = { K_COUNTER, "Events of an unknown type, skipped." },
+	[KV_PC_skipped_group] = { K_COUNTER, "Events of KV-cache groups that are not "
+					     "prefix-reusable (sliding window, Mamba), skipped." },
+	[KV_PC_skipped_shape] = { K_COUNTER, "Events whose token count, extra keys or block "
+					     "size cannot be indexed, skipped." },
+	[KV_PC_skipped_remote] = { K_COUNTER, "Events for blocks of locality REMOTE, skipped." },
+	[KV_PC_unknown_removed] = { K_COUNTER, "Removed blocks the engine-key map did not know "
+					       "on that tier." },
+	[KV_PC_offload_unknown] = { K_COUNTER, "Offload placeholders for blocks the engine-key "
+					       "map did not know." },
+	[KV_PC_unkeyable_extras] = { K_COUNTER, "Events cut short at a block whose extra keys "
+						"no router can reproduce." },
+	[KV_PC_offload_applied] = { K_COUNTER, "Offload placeholder blocks applied to known "
+					       "blocks." },
+	[KV_PC_dup_copies] = { K_COUNTER, "Stored blocks that were another copy of a block "
+					  "already held on that tier." },
+	[KV_PC_copies_kept] = { K_COUNTER, "Removed blocks of which other copies remain held." },
+	[KV_PC_other_medium] = { K_COUNTER, "Stored blocks on a medium of tier other." },
+	[KV_PC_ranks] = { K_GAUGE, "Data-parallel ranks subscribed for the pod." },
 	[KV_PC_ttl_ms] = { K_GAUGE, "Speculative TTL in force for the pod, milliseconds." },
 	[KV_PC_speculations] = { K_COUNTER, "Speculative entries created for the pod by route "
 					    "commits." },

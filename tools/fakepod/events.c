@@ -75,7 +75,7 @@ void evlist_drop(struct evlist *l, size_t k)
 	for (size_t i = 0; i < k; i++) {
 		free((void *)l->v[i].hashes);
 		free((void *)l->v[i].tokens);
-		free((void *)l->v[i].extra_set);
+		free((void *)l->v[i].extra);
 	}
 	memmove(l->v, l->v + k, (l->n - k) * sizeof(*l->v));
 	l->n -= k;

@@ -1,42 +1,53 @@
 /*
  * apply.h — internal to kvidx-ingestd: its one job is turning one decoded event batch of one
- * pod into index operations: request keys from token ids (dual keys, DESIGN.md section 3),
- * the engine-key map, and kvidx_store / kvidx_remove / kvidx_clear_pod. No sockets, no
- * sequence numbers (pods.c does those), so it runs against a bare writer in tests.
+ * pod's rank into index operations: request keys from token ids and extra keys (dual keys,
+ * DESIGN.md section 3), the engine-key map and reference counts (emap.h), and kvidx_store /
+ * kvidx_remove / kvidx_clear_pod. No sockets, no sequence numbers (pods.c does those), so it
+ * runs against a bare writer in tests.
  *
- * Rules (each one counted in the pod's counters, shm/layout.h KV_POD_CTRS):
+ * A pod (struct ing_target) has one event stream per data-parallel rank (struct ing_stream);
+ * blocks of any rank count for the pod. Rules, each skip counted by its reason in the pod's
+ * counters (shm/layout.h KV_POD_CTRS; every reason also counts in skipped_events):
  *
- *  1. Validate first, apply second: a batch in which any BlockStored has token_ids other than
- *     block_hashes x block_size (or no tokens at all, see 5), or extra_keys of another length,
- *     is rejected whole (-EBADMSG; the caller counts decode_errors) and nothing of it is
- *     applied. Events that are valid but cannot be indexed are skipped one by one (2-4).
- *  2. Only prefix-reusable KV-cache groups (kvw_is_prefix_group) are indexed; events of
- *     other groups, events with an unknown tag, BlockStored events whose engine block size is
- *     not a multiple of the index block size, and BlockStored events carrying extra_keys
- *     (multimodal / salted blocks, whose keys kvidx_key_chain cannot compute) count as
- *     skipped_events. The two latter are logged once per pod.
- *  3. Request keys: the first block chains from the parent's request key (the last one the
- *     parent's engine block yielded) or, for a nil parent, from the root of the model —
- *     lora_name when set, else the pod's model. An engine block of E tokens yields E/I request
- *     keys (I the index block size); the map remembers them all, so that BlockRemoved removes
- *     them all.
- *  4. A non-nil parent the map does not know: the event is skipped and counted in
- *     unknown_parent. This follows llm-d (pkg/kvevents/pool.go, processEventBatch): when
- *     GetRequestKey fails for the parent engine key it logs and `continue`s, dropping every
- *     block of that event, and goes on with the next event of the batch.
- *  5. A BlockStored with block hashes but no token ids at all is a tier update (vLLM's
- *     offloading connector announces a CPU copy that way): each engine key is resolved through
- *     the map and the known ones are stored on the event's tier, as llm-d's
- *     handleDeviceTierUpdate does. Unknown ones count as skipped_events.
- *  6. BlockRemoved resolves each engine key through the map and removes the request keys on
- *     the event's tier only; unknown engine keys count as skipped_events. A BlockRemoved of a
- *     group_idx that BlockStored events showed to be a non-prefix group (hybrid models:
- *     sliding-window or Mamba groups may reuse the same block hashes) is skipped. The mapping is kept
- *     (the content hash still names the same tokens), so a later removal on another tier or a
- *     child's parent lookup still resolves; FIFO eviction bounds it.
- *  7. AllBlocksCleared clears the pod (O(1) in the index) and starts a new engine-map stream
- *     token, which forgets the pod's mappings at once.
- *  8. Every kvidx_store reaches spec.c through the writer's observer (spec_init() sets it):
+ *  1. Each event is judged on its own: one event that cannot be used never costs the others
+ *     of its batch. Malformed events (the decoder left them out) count as bad_events, unknown
+ *     event types as unknown_type.
+ *  2. Only prefix-reusable KV-cache groups (kvw_is_prefix_group) are indexed; other groups
+ *     are skipped before any shape check (skipped_group). A BlockRemoved of a group_idx that
+ *     BlockStored events showed to be a non-prefix group is skipped the same way.
+ *  3. Media -> tiers: GPU or nil -> gpu; CPU, CPU_PINNED, CPU_TIER1 -> cpu; STORAGE, FS, OBJ,
+ *     SHARED_STORAGE, OBJECT_STORE, CPU_TIER2, DISK -> disk; anything else -> other (counted
+ *     in other_medium, per block). locality "REMOTE" events are skipped (skipped_remote)
+ *     unless --remote-tier names a tier to store them on.
+ *  4. BlockStored shape: token_ids must be block_hashes x block_size, extra_keys (when
+ *     present) one entry per hash, and the engine block size a multiple or a divisor of the
+ *     index block size; otherwise skipped_shape.
+ *  5. Request keys: the first block chains from the parent's chain state (the parent's last
+ *     request key, plus the tokens of an index block it left unfinished) or, for a nil
+ *     parent, from the model's root — lora_name when set, else the pod's model. An engine
+ *     block of E tokens yields E/I request keys (I the index block size); with I a multiple
+ *     of E, the engine block that completes an index block yields its key. A non-nil parent
+ *     the map does not know skips the event (unknown_parent), as llm-d does.
+ *  6. Extra keys (reference/kv-events.md "extra_keys"): the LoRA name (a first string equal to
+ *     lora_name) is dropped; multimodal identifiers (tuple or bare string) and the salt become
+ *     items of the block's key (kvidx_key_block), in the order given, an item repeated by
+ *     consecutive engine blocks of one index block keyed once. A block carrying extras no
+ *     router can reproduce (prompt-embeds bytes, anything not a string) ends the event's
+ *     chain there (unkeyable_extras, once per event); the blocks before it are indexed.
+ *     With E > I, multimodal items are not placeable within the engine block and end the
+ *     chain too; a string on the request's first block is the salt, keyed on index block 0.
+ *  7. Copies: every BlockStored of an engine hash is one physical copy on its tier (vLLM does
+ *     not de-duplicate; dup_copies counts the extra ones); BlockRemoved drops one (or sets the
+ *     count from remaining_copy_counts when present); the request keys leave the index only
+ *     when the last copy is gone and no other engine block or rank still references them
+ *     (copies_kept counts removals that left copies). Unknown hashes count unknown_removed.
+ *  8. Offload placeholders (no token ids; vLLM's OffloadingConnector, block_size 0) add their
+ *     tier to engine blocks the map knows (offload_applied, per block) and count
+ *     offload_unknown for the others.
+ *  9. AllBlocksCleared, and pods.c's restart and unrecoverable-gap clears, drop the rank's
+ *     blocks only: with one rank, kvidx_clear_pod (O(1)); with several, the rank's engine-map
+ *     entries are walked and each key whose last reference goes is removed.
+ * 10. Every kvidx_store reaches spec.c through the writer's observer (spec_init() sets it):
  *     a speculative record it confirms records the route-to-confirmation latency and counts
  *     as confirmed in time or late; then the event's keys are matched against predictions
  *     the reaper already removed (late confirmations).
@@ -60,53 +71,91 @@ struct ing_apply {
 	struct emap *emap;
 	enum kvidx_key_algo algo;
 	const char *seed;
-	uint32_t block_size; /* index block size */
-	uint64_t *keys;      /* scratch: request keys of one event */
+	uint32_t block_size;  /* index block size */
+	unsigned remote_tier; /* locality REMOTE: 0 skipped, else stored on this tier */
+	uint64_t *keys;       /* scratch: request keys of one event */
 	size_t keys_cap;
+	uint64_t *rm;         /* scratch: keys to remove */
+	size_t rm_cap;
+	uint32_t *tail;       /* scratch: tokens of an unfinished index block */
+	const char **items;   /* scratch: items of the index block being keyed */
+	int64_t *item_start;  /* their first token in the index block, INT64_MIN: unknown */
+	uint32_t *item_blk;   /* the engine block that listed them */
+	size_t items_cap, nitems;
 };
 
-/* One pod's event stream as the apply step sees it. */
+/* One pod in the index, shared by its ranks' streams. */
 struct ing_target {
-	int pod;        /* kvidx pod index */
-	uint64_t token; /* engine-map stream token (emap_new_token) */
+	int pod;        /* kvidx pod index, -1 until registered */
 	uint64_t *ctr;  /* the pod's counters (kv_writer_pod_ctrs), indexed by enum kv_pod_ctr */
 	const char *label; /* for log lines */
+	struct emap_held held; /* references per (request key, tier), all ranks together */
+	unsigned nstreams;     /* ranks subscribed */
 	/* Root-key cache: the last model's root. */
 	bool root_ok;
 	char root_model[KVW_LORA_NAME_MAX];
 	uint64_t root;
-	bool warned_ratio, warned_extra;
+	bool warned_ratio, warned_extra, warned_other;
 	/* KV-cache groups (group_idx < 64) seen in BlockStored events: prefix-reusable or not.
 	 * BlockRemoved carries no spec kind, only group_idx: these tell its group apart. */
 	uint64_t prefix_groups, other_groups;
 	struct ilog_limit lim;
 };
 
+/* One rank's event stream of a pod. */
+struct ing_stream {
+	struct ing_target *t;
+	unsigned rank;  /* < KV_POD_RANKS */
+	uint64_t token; /* engine-map stream (emap_stream_open) */
+};
+
 /* Adds v to counter i of t (writer-only, relaxed: readers may see it lag). */
-static inline void ing_ctr_add(struct ing_target *t, enum kv_pod_ctr i, uint64_t v)
+static inline void ing_ctr_add(struct ing_target *t, unsigned i, uint64_t v)
 {
 	stat_add(&t->ctr[i], v);
 }
-static inline void ing_ctr_set(struct ing_target *t, enum kv_pod_ctr i, uint64_t v)
+static inline void ing_ctr_set(struct ing_target *t, unsigned i, uint64_t v)
 {
 	if (ld_relaxed(&t->ctr[i]) != v)
 		st_relaxed(&t->ctr[i], v);
+}
+/* Rank counter w (enum kv_rank_ctr) of stream s. */
+static inline void ing_rank_add(struct ing_stream *s, enum kv_rank_ctr w, uint64_t v)
+{
+	ing_ctr_add(s->t, KV_PC_RANK(s->rank, w), v);
+}
+static inline void ing_rank_set(struct ing_stream *s, enum kv_rank_ctr w, uint64_t v)
+{
+	ing_ctr_set(s->t, KV_PC_RANK(s->rank, w), v);
 }
 
 void ing_apply_init(struct ing_apply *a, struct kvidx *w, struct emap *emap,
 		    enum kvidx_key_algo algo, const char *seed, uint32_t block_size);
 void ing_apply_free(struct ing_apply *a);
 
-/*
- * Applies batch b of target t. model: the pod's model for keys (lora_name overrides it per
- * event). now: CLOCK_MONOTONIC ns for the records. Returns 0 when the batch passed validation
- * (it was applied, events skipped per the rules above counted), -EBADMSG when it did not
- * (nothing applied; a message in err), or -ENOMEM (nothing applied).
- */
-int ing_apply_batch(struct ing_apply *a, struct ing_target *t, const struct kvw_batch *b,
-		    const char *model, uint64_t now, char *err, size_t errlen);
+/* Prepares t (not registered, counters in ctr) and frees it. */
+void ing_target_init(struct ing_target *t, uint64_t *ctr);
+void ing_target_free(struct ing_target *t);
 
-/* Drops everything pod t holds: kvidx_clear_pod, a new stream token, clears + 1. */
-void ing_target_clear(struct ing_apply *a, struct ing_target *t);
+/* Opens stream s of t for rank (t->nstreams + 1). 0, or -ENOMEM. */
+int ing_stream_open(struct ing_apply *a, struct ing_stream *s, struct ing_target *t,
+		    unsigned rank);
+/* Closes s (its entries age out; the caller removes or clears the pod). */
+void ing_stream_close(struct ing_apply *a, struct ing_stream *s);
+
+/*
+ * Applies batch b of stream s. model: the pod's model for keys (lora_name overrides it per
+ * event). now: CLOCK_MONOTONIC ns for the records. Every event is applied or counted under
+ * its skip reason (rules above). Returns 0, or -ENOMEM when scratch space ran out (the events
+ * from that one on were not applied; logged).
+ */
+int ing_apply_batch(struct ing_apply *a, struct ing_stream *s, const struct kvw_batch *b,
+		    const char *model, uint64_t now);
+
+/* Drops every block rank s holds (rule 9); clears + 1 for the pod and the rank. */
+void ing_stream_clear(struct ing_apply *a, struct ing_stream *s);
+
+/* The tier of a vLLM medium string ("" = nil = GPU), rule 3; case-insensitive. */
+enum kvidx_tier ing_tier_of_medium(const char *medium);
 
 #endif /* KVIDX_INGEST_APPLY_H */

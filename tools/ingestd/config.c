@@ -4,6 +4,8 @@
  */
 #include "config.h"
 
+#include "layout.h"
+
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -31,7 +33,8 @@ enum opt_id {
 	O_POD, O_BIND, O_CONFIG, O_LOG_LEVEL, O_HELP,
 	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
-	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS,
+	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
+	O_REMOTE_TIER,
 };
 
 struct opt {
@@ -77,6 +80,8 @@ static const struct opt opts[] = {
 	{ O_REAP_INTERVAL, "reap-interval", OPT_DURATION },
 	{ O_REAP_PASS, "reap-pass", OPT_DURATION },
 	{ O_METRICS, "metrics", OPT_STR },
+	{ O_TOPIC_FILTER, "topic-filter", OPT_STR },
+	{ O_REMOTE_TIER, "remote-tier", OPT_SPECIAL },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -371,21 +376,51 @@ int ing_pod_spec_parse(const char *s, struct ing_pod_spec *out, char *err, size_
 			rc = copy_str("pod name", v, out->name, sizeof(out->name), err, errlen);
 		} else if (!strcmp(k, "model")) {
 			rc = copy_str("pod model", v, out->model, sizeof(out->model), err, errlen);
+		} else if (!strcmp(k, "topic")) {
+			rc = copy_str("pod topic", v, out->topic, sizeof(out->topic), err, errlen);
+			out->topic_set = true;
+		} else if (!strcmp(k, "dp-ranks")) {
+			uint64_t nr;
+			if (parse_u64("pod dp-ranks", v, KV_POD_RANKS, &nr, err, errlen) < 0)
+				return -EINVAL;
+			if (nr == 0)
+				return fail(err, errlen, "pod: dp-ranks must be 1..%d", KV_POD_RANKS);
+			out->dp_ranks = (unsigned)nr;
+			rc = 0;
 		} else {
-			return fail(err, errlen, "pod: unknown attribute '%s' (replay, name, model)", k);
+			return fail(err, errlen, "pod: unknown attribute '%s' (replay, name, model, "
+				    "topic, dp-ranks)", k);
 		}
 		if (rc < 0)
 			return rc;
 	}
 	if (first)
 		return fail(err, errlen, "pod: empty spec");
+	if (out->dp_ranks > 1) {
+		/* Rank r is at port + r: the endpoints need a numeric port with room. */
+		const char *eps[2] = { out->endpoint, out->replay };
+		for (int i = 0; i < 2; i++) {
+			const char *c = eps[i][0] ? strrchr(eps[i], ':') : NULL;
+			char *end;
+			unsigned long port;
+			if (!eps[i][0])
+				continue;
+			port = c ? strtoul(c + 1, &end, 10) : 0;
+			if (!c || !c[1] || *end || port + out->dp_ranks - 1 > 65535)
+				return fail(err, errlen, "pod: dp-ranks=%u needs '%s' to end in a port "
+					    "with room for %u more", out->dp_ranks, eps[i],
+					    out->dp_ranks - 1);
+		}
+	}
 	return 0;
 }
 
 bool ing_pod_spec_equal(const struct ing_pod_spec *a, const struct ing_pod_spec *b)
 {
 	return !strcmp(a->endpoint, b->endpoint) && !strcmp(a->replay, b->replay) &&
-	       !strcmp(a->name, b->name) && !strcmp(a->model, b->model);
+	       !strcmp(a->name, b->name) && !strcmp(a->model, b->model) &&
+	       a->topic_set == b->topic_set && !strcmp(a->topic, b->topic) &&
+	       (a->dp_ranks ? a->dp_ranks : 1) == (b->dp_ranks ? b->dp_ranks : 1);
 }
 
 static int add_pod(struct ing_config *c, const char *v, bool from_file, char *err, size_t errlen)
@@ -585,6 +620,24 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 		if (*value && (rc = ing_metrics_addr_check(value, err, errlen)) < 0)
 			return rc;
 		return copy_str(key, value, c->metrics, sizeof(c->metrics), err, errlen);
+	case O_TOPIC_FILTER:
+		return copy_str(key, value, c->topic_filter, sizeof(c->topic_filter), err, errlen);
+	case O_REMOTE_TIER:
+		if (!strcmp(value, "none"))
+			c->remote_tier = 0;
+		else if (!strcmp(value, "gpu"))
+			c->remote_tier = KVIDX_TIER_GPU;
+		else if (!strcmp(value, "cpu"))
+			c->remote_tier = KVIDX_TIER_CPU;
+		else if (!strcmp(value, "disk"))
+			c->remote_tier = KVIDX_TIER_DISK;
+		else if (!strcmp(value, "other"))
+			c->remote_tier = KVIDX_TIER_OTHER;
+		else
+			return fail(err, errlen,
+				    "remote-tier: expected none, gpu, cpu, disk or other, got '%s'",
+				    value);
+		return 0;
 	}
 	return fail(err, errlen, "%s: unhandled option", key);
 }
@@ -789,8 +842,8 @@ void ing_config_usage(FILE *f)
 "Usage: kvidx-ingestd [FLAGS]\n"
 "\n"
 "The one writer of a kvidx index: subscribes to vLLM pods' KV-cache events over ZeroMQ\n"
-"(3-frame messages: topic kv@<pod>@<model>, 8-byte big-endian seq, msgpack batch) and keeps\n"
-"the shared-memory index \"request block key -> pods\" true.\n"
+"(3-frame messages: topic, 8-byte big-endian seq, msgpack batch) and keeps the\n"
+"shared-memory index \"request block key -> pods\" true.\n"
 "\n"
 "Index (fixed when the index is created; a restart publishes a fresh generation):\n"
 "  --name NAME            index name, /dev/shm/NAME and NAME.data.G (default kvidx)\n"
@@ -809,10 +862,19 @@ void ing_config_usage(FILE *f)
 "Ingest:\n"
 "  --pod SPEC             connect mode, repeatable: SPEC is\n"
 "                           ENDPOINT[,replay=ENDPOINT][,name=IP:PORT][,model=MODEL]\n"
-"                         ingestd connects a SUB (topic prefix \"kv@\") to the pod's PUB\n"
-"                         ENDPOINT and, on a sequence gap, asks its replay ROUTER. The pod is\n"
-"                         named name=, else by its topic's pod, else ENDPOINT's host:port;\n"
-"                         its model is model=, else the topic's model.\n"
+"                           [,topic=PREFIX][,dp-ranks=N]\n"
+"                         ingestd connects a SUB (topic prefix topic=, else --topic-filter)\n"
+"                         to the pod's PUB ENDPOINT and, on a sequence gap, asks its replay\n"
+"                         ROUTER. The pod is named name=, else by a kv@POD@MODEL topic, else\n"
+"                         ENDPOINT's host:port (warned: routers use the serving address);\n"
+"                         its model is model=, else the topic's (warned when neither).\n"
+"                         dp-ranks=N (1-32): data parallelism, rank r publishes at ENDPOINT's\n"
+"                         port + r and replays at the replay port + r, all one pod; each rank\n"
+"                         has its own sequence, replay and clears (kvidx-dump --pods)\n"
+"  --topic-filter PREFIX  topic prefix of pods without topic= and of --bind (default \"\":\n"
+"                         everything, vLLM's default topic included)\n"
+"  --remote-tier TIER     blocks with locality REMOTE: none (default, not indexed), or gpu,\n"
+"                         cpu, disk, other: indexed on that tier (weighted as that tier)\n"
 "  --bind ENDPOINT        bind mode: one SUB bound at ENDPOINT, pods connect in and are\n"
 "                         told apart by topic (no replay: a gap clears the pod)\n"
 "  --engine-map N         entries of the engine-key -> request-key map, oldest evicted\n"
@@ -891,10 +953,14 @@ void ing_config_usage(FILE *f)
 "\n"
 "Health per pod is in the index's pod counters (kvidx-dump --pods): batches, events,\n"
 "blocks_stored/removed, clears, seq_gaps/dups, restarts, replays_ok/truncated/failed,\n"
-"decode_errors, skipped_events, unknown_parent, last_seq, last_event_ns, events_per_s (last\n"
-"full second), queue_depth (messages read for the pod in the last poll round, at most 256\n"
-"per round: 256 means a backlog) and connected (TCP connection up; bind mode: 1 after the\n"
-"first message).\n"
+"decode_errors (whole messages), skipped_events (events, the sum of the reasons:\n"
+"bad_events, unknown_type, skipped_group, skipped_shape, skipped_remote, unknown_parent,\n"
+"unknown_removed, offload_unknown, unkeyable_extras), offload_applied, dup_copies,\n"
+"copies_kept, other_medium, ranks, last_seq, last_event_ns, events_per_s (last full second),\n"
+"queue_depth (messages read for the pod in the last poll round, at most 256 per round: 256\n"
+"means a backlog) and connected (every rank's TCP connection up; bind mode: 1 after the\n"
+"first message). Per rank: connected, replaying, last_seq, batches, events, seq_gaps,\n"
+"restarts, clears.\n"
 "\n"
 "Speculation per pod, in the same counters: ttl_ms (the TTL in force), speculations\n"
 "(records predicted), confirmed_in_time, late_confirmations, early_expiries (expired, then\n"
@@ -908,8 +974,9 @@ void ing_config_usage(FILE *f)
 "Predicted tokens are matched blocks x --block-size, at most the prompt less one token\n"
 "rounded down to a block (vLLM recomputes a prompt's last token).\n"
 "\n"
-"Limits: engine block sizes that are not a multiple of --block-size, and BlockStored\n"
-"events with extra_keys (multimodal, salted), are skipped (skipped_events); a parent the\n"
+"Each event is judged on its own; a batch is never dropped for one bad event. Engine block\n"
+"sizes neither a multiple nor a divisor of --block-size are skipped (skipped_shape);\n"
+"blocks with prompt embeds end their event's chain (unkeyable_extras); a parent the\n"
 "engine-key map no longer knows skips its event (unknown_parent), as llm-d does.\n"
 "\n"
 "Exit status: 0 after a clean stop, 1 on a startup error, 2 on bad usage.\n",

@@ -23,12 +23,18 @@
 #define ING_ENDPOINT_MAX 256
 #define ING_MODEL_MAX KVIDX_POD_NAME_MAX /* the index stores pod models in 64 bytes */
 
-/* One --pod: 'ENDPOINT[,replay=ENDPOINT][,name=IP:PORT][,model=MODEL]'. */
+#define ING_TOPIC_MAX 256
+
+/* One --pod: 'ENDPOINT[,replay=ENDPOINT][,name=IP:PORT][,model=MODEL][,topic=PREFIX]
+ * [,dp-ranks=N]'. */
 struct ing_pod_spec {
 	char endpoint[ING_ENDPOINT_MAX]; /* the pod's PUB socket, ingestd connects a SUB to it */
 	char replay[ING_ENDPOINT_MAX];   /* its replay ROUTER socket, "" = none */
 	char name[KVIDX_POD_NAME_MAX];   /* identity override, "" = from the topic */
 	char model[ING_MODEL_MAX];       /* model override, "" = from the topic */
+	char topic[ING_TOPIC_MAX];       /* subscription prefix when topic_set, else the global */
+	bool topic_set;
+	unsigned dp_ranks;               /* data-parallel ranks, 1..KV_POD_RANKS (0 = 1) */
 	bool from_file;                  /* listed in the config file (SIGHUP reloads those) */
 };
 
@@ -69,6 +75,8 @@ struct ing_config {
 	uint32_t replay_timeout_ms;    /* silence on the replay socket that fails a replay */
 	bool replay_on_start;
 	char bind[ING_ENDPOINT_MAX];   /* "" = no bind-mode socket */
+	char topic_filter[ING_TOPIC_MAX]; /* SUB prefix of pods without topic= (default "") */
+	unsigned remote_tier;          /* locality REMOTE blocks: 0 skipped, else this tier */
 	char config_path[4096];        /* "" = no config file */
 	struct ing_spec_config spec;
 	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else loopback ADDR:PORT */

@@ -1,26 +1,89 @@
 /*
- * emap.h — internal to kvidx-ingestd: its one job is the writer-private map from engine block
- * keys (the opaque hashes in vLLM events) to the request keys the index is keyed by.
+ * emap.h — internal to kvidx-ingestd: its one job is the writer-private bookkeeping between
+ * engine block keys (the opaque hashes in vLLM events) and the request keys the index is
+ * keyed by: the engine-key map (with copy counts per tier) and, per pod, the reference counts
+ * that say when the pod stops holding a request key.
  *
- * Keyed by (stream token, engine hash): a stream token names one pod's event stream and is
- * replaced whenever that pod is cleared (AllBlocksCleared, restart, failed replay), so
- * clearing a pod's mappings is O(1): the old entries are never found again and age out.
- * Each entry holds the list of request keys one engine block yields (one when engine and index
- * block sizes are equal, engine/index when the engine's blocks are a multiple).
- *
+ * Engine-key map. Keyed by (stream token, engine hash). A stream is one rank's event stream
+ * of one pod (data parallelism gives a pod several); its token is replaced whenever that rank
+ * is cleared (AllBlocksCleared, restart, failed replay). Each entry holds:
+ *   - the request keys the engine block completes (one when engine and index block sizes are
+ *     equal, engine/index when the engine's blocks are a multiple, zero or one when the index
+ *     block is a multiple of the engine block: the block that completes an index block owns
+ *     its key);
+ *   - the chain state after the block, for a child's BlockStored: the last request key and
+ *     the tokens of an index block still being filled (the many:1 case);
+ *   - copies[t]: how many physical copies of the block the stream holds on tier t (vLLM does
+ *     not de-duplicate: each copy has its own BlockStored and BlockRemoved).
+ * Entries of one stream are linked, so a rank can be cleared alone (emap_stream_drain).
  * Bounded: at most cap entries; inserting into a full map evicts the oldest insertion (FIFO).
- * Single-threaded: only the ingest thread uses it. Memory: 32 bytes per entry slot (allocated
- * in chunks as the map fills) plus the hash set's pointer array, plus a heap array per entry
- * with more than one request key.
+ *
+ * Held counts (struct emap_held, one per pod): for each request key and tier, how many
+ * (stream, engine block) pairs with copies > 0 reference it. The pod holds the key on that
+ * tier while its count is > 0: a key two ranks hold, or a partial-block entry and the full
+ * block that replaced it, stays until the last reference goes. An entry evicted from the
+ * engine-key map drops its references without removing anything from the index (the key
+ * then stays until the pod is cleared, as before reference counting).
+ *
+ * Single-threaded: only the ingest thread uses these. Memory: 48 bytes per entry slot
+ * (allocated in chunks as the map fills) plus the hash set's pointer array, plus a heap array
+ * per entry with more than one key or a chain tail; 24 bytes per held slot (load <= 1/2).
  */
 #ifndef KVIDX_INGEST_EMAP_H
 #define KVIDX_INGEST_EMAP_H
 
 #include <ck_hs.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-struct emap_ent;
+#include "kvidx.h"
+
+#define EMAP_NONE UINT32_MAX /* no slot (list ends) */
+
+/* Per-pod held counts: open addressing, linear probing, backward-shift deletion. */
+struct emap_hslot {
+	uint64_t key;            /* request key; slot empty when all counts are 0 */
+	uint32_t n[KVIDX_NTIERS]; /* references per tier index (tier bit 1 << i) */
+};
+struct emap_held {
+	struct emap_hslot *s;
+	size_t cap; /* power of two, or 0 */
+	size_t used;
+};
+
+int emap_held_init(struct emap_held *h);
+void emap_held_free(struct emap_held *h);
+/* Forgets every count (the pod was cleared). */
+void emap_held_reset(struct emap_held *h);
+/* Adds one reference to (key, tier index ti). Returns the new count, or -ENOMEM. */
+int emap_held_inc(struct emap_held *h, uint64_t key, unsigned ti);
+/* Drops one reference; returns the new count (0 also when there was none). */
+uint32_t emap_held_dec(struct emap_held *h, uint64_t key, unsigned ti);
+/* The count of (key, ti). */
+uint32_t emap_held_get(const struct emap_held *h, uint64_t key, unsigned ti);
+
+#define EMAP_TAIL_ITEMS 0x1u /* flags: the tail's index block had extra items (not kept) */
+
+struct emap_ent {
+	uint64_t token; /* the lookup key: token and ehash; 0 = dead slot */
+	uint64_t ehash;
+	uint32_t prev, next;            /* the stream's list, slot numbers */
+	uint16_t copies[KVIDX_NTIERS];  /* physical copies per tier index */
+	uint16_t nkeys, ntail;          /* request keys completed; tail tokens */
+	uint32_t flags;
+	union {
+		uint64_t one;   /* nkeys == 1, ntail == 0: the key (and the chain's last key) */
+		uint64_t *many; /* else: keys[nkeys], last key, tail tokens (uint32, packed) */
+	} k;
+};
+
+struct emap_stream {
+	uint64_t token;          /* current token of the slot; 0 = free */
+	uint32_t head;           /* first entry, EMAP_NONE if none */
+	uint64_t n;              /* entries */
+	struct emap_held *held;  /* the pod's held counts, for evictions */
+};
 
 struct emap {
 	ck_hs_t hs;
@@ -31,29 +94,54 @@ struct emap {
 	uint64_t used;       /* slots ever written, capped at cap */
 	uint64_t live;       /* entries findable */
 	uint64_t evictions;  /* live entries dropped to make room */
-	uint64_t next_token;
 	uint64_t removes_since_gc;
+	struct emap_stream *streams; /* token = generation << 32 | index + 1 */
+	size_t nstreams, streams_cap;
+	uint32_t stream_gen;
 };
 
-/* Prepares an empty map of at most cap entries (cap >= 1). 0 or -ENOMEM / -EINVAL. */
+/* Prepares an empty map of at most cap entries (1 <= cap < 2^32 - 1). 0 or -ENOMEM/-EINVAL. */
 int emap_init(struct emap *m, uint64_t cap);
 void emap_free(struct emap *m);
 
-/* A fresh stream token (never 0, never handed out before by this map). */
-uint64_t emap_new_token(struct emap *m);
+/* A fresh stream whose references count in held (may be NULL: none). Returns its token
+ * (never 0, never handed out before), or 0 when out of memory. */
+uint64_t emap_stream_open(struct emap *m, struct emap_held *held);
+
+/* Forgets stream token in O(1): its entries are never found again and age out; their held
+ * references are not dropped (the caller resets held or drops the pod). */
+void emap_stream_close(struct emap *m, uint64_t token);
 
 /*
- * Maps (token, ehash) to keys[0..n) (n >= 1), replacing any previous mapping, which counts as
- * a new insertion for the FIFO order. Evicts the oldest entry when full. 0 or -ENOMEM (the map
- * is unchanged) / -EINVAL.
+ * Drops every entry of stream token, calling fn (if not NULL) on each before it goes (for
+ * the caller to release the entry's references), then closes the stream. O(its entries).
  */
-int emap_put(struct emap *m, uint64_t token, uint64_t ehash, const uint64_t *keys, uint32_t n);
+void emap_stream_drain(struct emap *m, uint64_t token,
+		       void (*fn)(void *arg, const struct emap_ent *e), void *arg);
 
-/* The request keys of (token, ehash) and their count in *n, or NULL. Valid until the next
- * emap_put or emap_del. */
-const uint64_t *emap_get(struct emap *m, uint64_t token, uint64_t ehash, uint32_t *n);
+/* Entries of stream token (0 if the token is closed). */
+uint64_t emap_stream_entries(const struct emap *m, uint64_t token);
 
-/* Forgets (token, ehash). Returns 1 if it was there, else 0. */
+/* The entry of (token, ehash), or NULL. Valid until the next emap_put or emap_del. */
+struct emap_ent *emap_find(struct emap *m, uint64_t token, uint64_t ehash);
+
+/*
+ * Maps (token, ehash) to keys[0..nkeys) with the chain state (last, tail[0..ntail)), copies
+ * all 0, replacing any previous mapping (its held references are dropped), which counts as a
+ * new insertion for the FIFO order. Evicts the oldest entry when full. Returns the entry, or
+ * NULL with errno ENOMEM (the map is unchanged) / EINVAL (token closed or 0, nkeys or ntail
+ * above 65535).
+ */
+struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const uint64_t *keys,
+			  uint32_t nkeys, uint64_t last, const uint32_t *tail, uint32_t ntail,
+			  uint32_t flags);
+
+/* Forgets (token, ehash), dropping its held references. Returns 1 if it was there, else 0. */
 int emap_del(struct emap *m, uint64_t token, uint64_t ehash);
+
+/* The entry's request keys (count in *n). */
+const uint64_t *emap_keys(const struct emap_ent *e, uint32_t *n);
+/* The chain state after the entry's block: last request key, tail tokens (count in *ntail). */
+uint64_t emap_chain(const struct emap_ent *e, const uint32_t **tail, uint32_t *ntail);
 
 #endif /* KVIDX_INGEST_EMAP_H */

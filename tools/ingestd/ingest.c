@@ -43,7 +43,8 @@ static int bind_open(struct ingestd *d)
 		return -errno;
 	zmq_setsockopt(d->bind_sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
 	zmq_setsockopt(d->bind_sub, ZMQ_LINGER, &zero, sizeof(zero));
-	if (zmq_setsockopt(d->bind_sub, ZMQ_SUBSCRIBE, "kv@", 3) < 0 ||
+	if (zmq_setsockopt(d->bind_sub, ZMQ_SUBSCRIBE, d->cfg->topic_filter,
+			   strlen(d->cfg->topic_filter)) < 0 ||
 	    zmq_bind(d->bind_sub, d->cfg->bind) < 0) {
 		int e = errno;
 		ilog(ILOG_ERROR, "bind %s: %s", d->cfg->bind, zmq_strerror(e));
@@ -100,6 +101,7 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 		goto fail;
 	}
 	ing_apply_init(&d->sh.ap, d->sh.w, &d->sh.emap, cfg->algo, cfg->seed, cfg->block_size);
+	d->sh.ap.remote_tier = cfg->remote_tier;
 	kvw_batch_init(&d->sh.batch);
 	d->sh.zctx = zmq_ctx_new();
 	if (!d->sh.zctx) {
@@ -134,21 +136,27 @@ void ingestd_summary(const struct ingestd *d)
 	n = (size_t)snprintf(line, sizeof(line),
 			     "kvidx-ingestd: index '%s' capacity=%s records=%s pods-per-key=%u "
 			     "max-pods=%u max-readers=%u algo=%s seed='%s' block-size=%u "
-			     "engine-map=%s group=%u stall-ms=%u replay-timeout-ms=%u%s; bind=%s; "
-			     "pods=%zu:",
+			     "engine-map=%s group=%u stall-ms=%u replay-timeout-ms=%u%s "
+			     "topic-filter='%s' remote-tier=%s; bind=%s; streams=%zu:",
 			     c->name, ing_fmt_count(c->geo.capacity, a, sizeof(a)),
 			     ing_fmt_count(c->geo.records, b, sizeof(b)), c->geo.pods_per_key,
 			     c->geo.max_pods, c->geo.max_readers, kvidx_key_algo_name(c->algo),
 			     c->seed, c->block_size, ing_fmt_count(c->engine_map, e, sizeof(e)),
 			     (unsigned)c->group, c->stall_ms, c->replay_timeout_ms,
-			     c->replay_on_start ? " replay-on-start" : "",
+			     c->replay_on_start ? " replay-on-start" : "", c->topic_filter,
+			     c->remote_tier ? kvidx_tier_name(c->remote_tier) : "none",
 			     c->bind[0] ? c->bind : "-", d->sh.npods);
 	for (size_t i = 0; i < d->sh.npods && n < sizeof(line); i++) {
-		const struct ing_pod_spec *s = &d->sh.pods[i]->spec;
-		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s%s%s%s%s%s%s", s->endpoint,
+		const struct ing_pod *p = d->sh.pods[i];
+		const struct ing_pod_spec *s = &p->spec;
+		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s%s%s%s%s%s%s%s%s%s", p->ep,
 				      s->name[0] ? ",name=" : "", s->name,
-				      s->replay[0] ? ",replay=" : "", s->replay,
-				      s->model[0] ? ",model=" : "", s->model);
+				      p->rep[0] ? ",replay=" : "", p->rep,
+				      s->model[0] ? ",model=" : "", s->model,
+				      s->topic_set ? ",topic=" : "", s->topic,
+				      s->dp_ranks > 1 ? ",rank" : "");
+		if (s->dp_ranks > 1 && n < sizeof(line))
+			n += (size_t)snprintf(line + n, sizeof(line) - n, "=%u", p->st.rank);
 	}
 	ilog(ILOG_INFO, "%s", line);
 }
@@ -158,7 +166,7 @@ void ingestd_summary(const struct ingestd *d)
 static struct ing_pod *bound_pod(struct ingestd *d, const char *name)
 {
 	for (size_t i = 0; i < d->sh.npods; i++)
-		if (d->sh.pods[i]->bind_mode && !strcmp(d->sh.pods[i]->name, name))
+		if (d->sh.pods[i]->bind_mode && !strcmp(d->sh.pods[i]->g->name, name))
 			return d->sh.pods[i];
 	return NULL;
 }
@@ -170,9 +178,17 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 	struct ing_pod *p;
 	uint64_t seq;
 
+	/* Pods are told apart by topic: kv@POD@MODEL, or the whole topic as the pod's name. */
 	if (kvw_parse_topic(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), tpod, sizeof(tpod), tmodel,
-			    sizeof(tmodel)) < 0 ||
-	    !tpod[0]) {
+			    sizeof(tmodel)) == 0 &&
+	    !tpod[0] && zmq_msg_size(&f[0]) < sizeof(tpod) &&
+	    !memchr(zmq_msg_data(&f[0]), '@', zmq_msg_size(&f[0]))) {
+		memcpy(tpod, zmq_msg_data(&f[0]), zmq_msg_size(&f[0]));
+		tpod[zmq_msg_size(&f[0])] = '\0';
+		if (memchr(tpod, '\0', zmq_msg_size(&f[0])))
+			tpod[0] = '\0';
+	}
+	if (!tpod[0]) {
 		/* No pod to count it against: the log is all there is. */
 		ilog_limited(&d->bind_lim, ILOG_WARN,
 			     "bind %s: message without a usable topic skipped", d->cfg->bind);
@@ -184,13 +200,13 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 	p->round_reads++;
 	if (total != 3 || !kvw_seq_get(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &seq)) {
 		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
-		ilog_limited(&p->tgt.lim, ILOG_WARN,
+		ilog_limited(&p->g->tgt.lim, ILOG_WARN,
 			     "pod %s: message of %d frames skipped: expected topic, 8-byte seq, "
-			     "payload", p->name, total);
+			     "payload", p->g->name, total);
 		return;
 	}
-	if (tmodel[0] && strcmp(p->model, tmodel))
-		snprintf(p->model, sizeof(p->model), "%s", tmodel);
+	if (tmodel[0] && strcmp(p->g->model, tmodel))
+		snprintf(p->g->model, sizeof(p->g->model), "%s", tmodel);
 	ing_pod_live(&d->sh, p, tmodel, seq, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
 }
 

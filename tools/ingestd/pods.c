@@ -28,17 +28,17 @@ void ing_maybe_tick(struct ing_shared *sh, uint64_t now)
 
 static void set_ctr(struct ing_pod *p, enum kv_pod_ctr i, uint64_t v)
 {
-	ing_ctr_set(&p->tgt, i, v);
+	ing_ctr_set(&p->g->tgt, i, v);
 }
 
 static const char *label(const struct ing_pod *p)
 {
-	return p->tgt.label;
+	return p->g->tgt.label;
 }
 
 static void relabel(struct ing_pod *p)
 {
-	p->tgt.label = p->name[0] ? p->name : p->spec.endpoint;
+	p->g->tgt.label = p->g->name[0] ? p->g->name : p->ep;
 }
 
 int ing_recv_multipart(void *sock, zmq_msg_t *msgs, int max, int *nframes)
@@ -106,10 +106,24 @@ static void sock_close(void **s)
  */
 static void gate(struct ing_shared *sh, struct ing_pod *p)
 {
-	bool pause = p->replaying || (!p->bind_mode && !p->connected);
+	struct ing_group *g = p->g;
+	bool pause = false, all_up = true;
 
-	if (p->tgt.pod >= 0)
-		spec_set_stream(sh->spec, p->tgt.pod, pause ? SPEC_STREAM : SPEC_FRESH,
+	/* This rank's health word. */
+	ing_rank_set(&p->st, KV_RC_flags,
+		     KV_RANK_IN_USE | (p->connected ? KV_RANK_CONNECTED : 0) |
+			     (p->replaying ? KV_RANK_REPLAYING : 0));
+	/* A pod is as fresh as its stalest rank. */
+	for (unsigned r = 0; r < KV_POD_RANKS; r++) {
+		struct ing_pod *q = g->rank[r];
+		if (!q)
+			continue;
+		pause |= q->replaying || (!q->bind_mode && !q->connected);
+		all_up &= q->connected;
+	}
+	set_ctr(p, KV_PC_connected, all_up);
+	if (g->tgt.pod >= 0)
+		spec_set_stream(sh->spec, g->tgt.pod, pause ? SPEC_STREAM : SPEC_FRESH,
 				kvidx_now_ns());
 }
 
@@ -119,48 +133,53 @@ static struct ing_pod *find_by_name(struct ing_shared *sh, const char *name,
 				    const struct ing_pod *except)
 {
 	for (size_t i = 0; i < sh->npods; i++)
-		if (sh->pods[i] != except && sh->pods[i]->tgt.pod >= 0 &&
-		    !strcmp(sh->pods[i]->name, name))
+		if ((!except || sh->pods[i]->g != except->g) && sh->pods[i]->g->tgt.pod >= 0 &&
+		    !strcmp(sh->pods[i]->g->name, name))
 			return sh->pods[i];
 	return NULL;
 }
 
-/* Registers p in the index as name. 0, or -errno / -KVIDX_E* (logged). */
-static int pod_register(struct ing_shared *sh, struct ing_pod *p, const char *name)
+/* Registers p's pod in the index as name (how: where the name came from, for the log). 0, or
+ * -errno / -KVIDX_E* (logged). */
+static int pod_register(struct ing_shared *sh, struct ing_pod *p, const char *name,
+			const char *how)
 {
+	struct ing_group *g = p->g;
 	int idx;
 
-	if (strlen(name) >= sizeof(p->name))
+	if (strlen(name) >= sizeof(g->name))
 		return -ENAMETOOLONG;
 	if (find_by_name(sh, name, p)) {
 		/* kvidx_pod_add would hand out the same index: two streams would clear each
 		 * other's records. */
-		ilog_limited(&p->tgt.lim, ILOG_ERROR,
+		ilog_limited(&g->tgt.lim, ILOG_ERROR,
 			     "pod %s (%s): another subscription already uses that name; ignored",
-			     name, p->spec.endpoint[0] ? p->spec.endpoint : "bind");
+			     name, p->ep[0] ? p->ep : "bind");
 		return -EEXIST;
 	}
-	idx = kvidx_pod_add(sh->w, name, p->model);
+	idx = kvidx_pod_add(sh->w, name, g->model);
 	if (idx < 0) {
-		ilog_limited(&p->tgt.lim, ILOG_ERROR, "pod %s: cannot add to the index: %s", name,
+		ilog_limited(&g->tgt.lim, ILOG_ERROR, "pod %s: cannot add to the index: %s", name,
 			     kvidx_strerror(idx));
 		return idx;
 	}
-	strcpy(p->name, name);
-	relabel(p);
+	strcpy(g->name, name);
+	for (unsigned r = 0; r < KV_POD_RANKS; r++)
+		if (g->rank[r])
+			relabel(g->rank[r]);
 	uint64_t *shm = kv_writer_pod_ctrs(sh->w, idx);
 	/* kvidx_pod_add zeroed the slot's counters; carry over what was counted before. */
 	for (int c = 0; c < KV_POD_COUNTERS; c++)
-		if (p->local_ctr[c])
-			st_relaxed(&shm[c], p->local_ctr[c]);
-	p->tgt.ctr = shm;
-	p->tgt.pod = idx;
-	p->tgt.token = emap_new_token(&sh->emap);
+		if (g->local_ctr[c])
+			st_relaxed(&shm[c], g->local_ctr[c]);
+	g->tgt.ctr = shm;
+	g->tgt.pod = idx;
 	spec_pod_attach(sh->spec, idx, name, kvidx_now_ns());
 	gate(sh, p);
-	ilog(ILOG_INFO, "pod %s: index pod %d%s%s%s%s", name, idx,
-	     p->bind_mode ? " (bind mode)" : ", endpoint ", p->bind_mode ? "" : p->spec.endpoint,
-	     p->model[0] ? ", model " : "", p->model);
+	ilog(ILOG_INFO, "pod %s (name from %s): index pod %d%s%s, %u rank(s), model %s%s%s", name,
+	     how, idx, p->bind_mode ? " (bind mode)" : ", endpoint ",
+	     p->bind_mode ? "" : p->ep, g->nmembers, g->model[0] ? g->model : "(none yet)",
+	     g->model[0] ? (p->spec.model[0] ? " from model=" : " from the topic") : "", "");
 	return 0;
 }
 
@@ -172,46 +191,73 @@ static int identify(struct ing_shared *sh, struct ing_pod *p, const char *topic_
 	endpoint_host(p->spec.endpoint, host, sizeof(host));
 	if (topic_pod[0]) {
 		if (!find_by_name(sh, topic_pod, p))
-			return pod_register(sh, p, topic_pod);
+			return pod_register(sh, p, topic_pod, "the topic");
 		ilog(ILOG_WARN,
 		     "pod %s: topic names pod %s, which another subscription already uses; "
 		     "naming this one %s (give name= to choose)",
-		     p->spec.endpoint, topic_pod, host);
+		     p->ep, topic_pod, host);
+	} else {
+		ilog(ILOG_WARN,
+		     "pod %s: neither name= nor a kv@POD@MODEL topic names the pod; naming it by "
+		     "its event endpoint %s, which routers do not send requests to (give name= "
+		     "the serving IP:PORT)",
+		     p->ep, host);
 	}
-	return pod_register(sh, p, host);
+	return pod_register(sh, p, host, "the endpoint");
 }
 
-/* Registers p if it is not yet: by name=, else by identify(). 0 or negative (logged). */
+/* Registers p's pod if it is not yet: by name=, else by identify(). 0 or negative (logged). */
 static int ensure_registered(struct ing_shared *sh, struct ing_pod *p, const char *topic_pod)
 {
-	if (p->tgt.pod >= 0)
+	if (p->g->tgt.pod >= 0)
 		return 0;
-	return p->spec.name[0] ? pod_register(sh, p, p->spec.name) : identify(sh, p, topic_pod);
+	return p->spec.name[0] ? pod_register(sh, p, p->spec.name, "name=")
+			       : identify(sh, p, topic_pod);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
-static struct ing_pod *pod_alloc(struct ing_shared *sh)
+static struct ing_group *group_new(void)
+{
+	struct ing_group *g = calloc(1, sizeof(*g));
+
+	if (g)
+		ing_target_init(&g->tgt, g->local_ctr);
+	return g;
+}
+
+/* A stream of group g for rank (g NULL: a new group). NULL when out of memory. */
+static struct ing_pod *pod_alloc(struct ing_shared *sh, struct ing_group *g, unsigned rank)
 {
 	struct ing_pod *p = calloc(1, sizeof(*p));
+	bool own = !g;
 
 	if (!p)
 		return NULL;
+	if (own && !(g = group_new()))
+		goto fail;
 	if (sh->npods == sh->pods_cap) {
 		size_t ncap = sh->pods_cap ? 2 * sh->pods_cap : 16;
 		struct ing_pod **np = realloc(sh->pods, ncap * sizeof(*np));
-		if (!np) {
-			free(p);
-			return NULL;
-		}
+		if (!np)
+			goto fail;
 		sh->pods = np;
 		sh->pods_cap = ncap;
 	}
+	p->g = g;
+	if (ing_stream_open(&sh->ap, &p->st, &g->tgt, rank) < 0)
+		goto fail;
+	g->rank[rank] = p;
+	g->nmembers++;
 	sh->pods[sh->npods++] = p;
-	p->tgt.pod = -1;
-	p->tgt.ctr = p->local_ctr;
-	p->tgt.token = emap_new_token(&sh->emap);
 	return p;
+fail:
+	if (own && g) {
+		ing_target_free(&g->tgt);
+		free(g);
+	}
+	free(p);
+	return NULL;
 }
 
 static void pod_unlink(struct ing_shared *sh, struct ing_pod *p)
@@ -227,27 +273,40 @@ static void pod_unlink(struct ing_shared *sh, struct ing_pod *p)
 
 static int replay_start(struct ing_shared *sh, struct ing_pod *p, uint64_t from, uint64_t now);
 
-struct ing_pod *ing_pod_open(struct ing_shared *sh, const struct ing_pod_spec *spec,
-			     uint64_t now)
+/* Endpoint ep with r added to its port ("tcp://h:5557" + 2 -> "tcp://h:5559"). */
+static int endpoint_plus(const char *ep, unsigned r, char *out, size_t len)
 {
-	struct ing_pod *p = pod_alloc(sh);
+	const char *colon = strrchr(ep, ':');
+	char *end;
+	unsigned long port;
+
+	if (r == 0 || !ep[0]) {
+		snprintf(out, len, "%s", ep);
+		return 0;
+	}
+	if (!colon || !colon[1])
+		return -EINVAL;
+	port = strtoul(colon + 1, &end, 10);
+	if (*end || port + r > 65535)
+		return -EINVAL;
+	snprintf(out, len, "%.*s:%lu", (int)(colon - ep), ep, port + r);
+	return 0;
+}
+
+/* Opens the sockets of rank stream p. 0, or -1 (logged). */
+static int pod_connect(struct ing_shared *sh, struct ing_pod *p, uint64_t now)
+{
+	const char *topic = p->spec.topic_set ? p->spec.topic : sh->cfg->topic_filter;
 	char mon_ep[64];
 	int hwm = ING_SUB_HWM, zero = 0;
 
-	if (!p) {
-		ilog(ILOG_ERROR, "pod %s: out of memory", spec->endpoint);
-		return NULL;
-	}
-	p->spec = *spec;
-	snprintf(p->model, sizeof(p->model), "%s", spec->model);
-	relabel(p);
 	p->win_start_ns = now;
 	p->sub = zmq_socket(sh->zctx, ZMQ_SUB);
 	if (!p->sub)
 		goto fail;
 	zmq_setsockopt(p->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
 	zmq_setsockopt(p->sub, ZMQ_LINGER, &zero, sizeof(zero));
-	if (zmq_setsockopt(p->sub, ZMQ_SUBSCRIBE, "kv@", 3) < 0)
+	if (zmq_setsockopt(p->sub, ZMQ_SUBSCRIBE, topic, strlen(topic)) < 0)
 		goto fail;
 	/* The monitor reports the SUB's TCP connection coming and going: the connected gauge,
 	 * and a reconnect makes any step back in the sequence a publisher restart. */
@@ -258,18 +317,64 @@ struct ing_pod *ing_pod_open(struct ing_shared *sh, const struct ing_pod_spec *s
 	p->mon = zmq_socket(sh->zctx, ZMQ_PAIR);
 	if (!p->mon || zmq_connect(p->mon, mon_ep) < 0)
 		goto fail;
-	if (zmq_connect(p->sub, spec->endpoint) < 0)
+	if (zmq_connect(p->sub, p->ep) < 0)
 		goto fail;
-	if (spec->name[0] && pod_register(sh, p, spec->name) < 0) {
+	ilog(ILOG_INFO, "pod %s rank %u: subscribed to %s, topic prefix \"%s\"%s%s",
+	     p->spec.name[0] ? p->spec.name : p->spec.endpoint, p->st.rank, p->ep, topic,
+	     p->rep[0] ? ", replay " : "", p->rep);
+	return 0;
+fail:
+	ilog(ILOG_ERROR, "pod %s: cannot subscribe: %s", p->ep, zmq_strerror(errno));
+	return -1;
+}
+
+struct ing_pod *ing_pod_open(struct ing_shared *sh, const struct ing_pod_spec *spec,
+			     uint64_t now)
+{
+	unsigned nranks = spec->dp_ranks ? spec->dp_ranks : 1;
+	struct ing_pod *first = NULL;
+	struct ing_group *g = NULL;
+
+	for (unsigned r = 0; r < nranks; r++) {
+		struct ing_pod *p = pod_alloc(sh, g, r);
+
+		if (!p) {
+			ilog(ILOG_ERROR, "pod %s: out of memory", spec->endpoint);
+			goto fail;
+		}
+		g = p->g;
+		if (!first)
+			first = p;
+		p->spec = *spec;
+		if (endpoint_plus(spec->endpoint, r, p->ep, sizeof(p->ep)) < 0 ||
+		    endpoint_plus(spec->replay, r, p->rep, sizeof(p->rep)) < 0) {
+			ilog(ILOG_ERROR, "pod %s: rank %u: no port to add %u to", spec->endpoint, r, r);
+			goto fail;
+		}
+		relabel(p);
+		if (pod_connect(sh, p, now) < 0)
+			goto fail;
+	}
+	snprintf(g->model, sizeof(g->model), "%s", spec->model);
+	if (spec->name[0] && pod_register(sh, first, spec->name, "name=") < 0) {
 		/* Retried at the first message; the subscription stays. */
 		ilog(ILOG_WARN, "pod %s: not registered yet, will retry", spec->name);
 	}
 	if (sh->cfg->replay_on_start && spec->replay[0])
-		replay_start(sh, p, 0, now);
-	return p;
+		for (unsigned r = 0; r < KV_POD_RANKS; r++)
+			if (g->rank[r])
+				replay_start(sh, g->rank[r], 0, now);
+	return first;
 fail:
-	ilog(ILOG_ERROR, "pod %s: cannot subscribe: %s", spec->endpoint, zmq_strerror(errno));
-	ing_pod_close(sh, p, false);
+	/* Closing the last stream frees the group. */
+	for (unsigned r = nranks; g && r-- > 0;) {
+		if (!g->rank[r])
+			continue;
+		bool last = g->nmembers == 1;
+		ing_pod_close(sh, g->rank[r], false);
+		if (last)
+			g = NULL;
+	}
 	return NULL;
 }
 
@@ -280,43 +385,51 @@ struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, cons
 
 	if (other) {
 		/* Two streams writing one pod would clear each other on every sequence step. */
-		ilog_limited(&other->tgt.lim, ILOG_WARN,
+		ilog_limited(&other->g->tgt.lim, ILOG_WARN,
 			     "pod %s: also publishing to the bound socket while subscribed as %s; "
 			     "bound messages ignored",
-			     name, other->spec.endpoint);
+			     name, other->ep);
 		return NULL;
 	}
-	p = pod_alloc(sh);
+	p = pod_alloc(sh, NULL, 0);
 	if (!p) {
 		ilog(ILOG_ERROR, "pod %s: out of memory", name);
 		return NULL;
 	}
 	p->bind_mode = true;
-	snprintf(p->model, sizeof(p->model), "%s", model);
-	snprintf(p->name, sizeof(p->name), "%s", name);
+	snprintf(p->g->model, sizeof(p->g->model), "%s", model);
 	relabel(p);
 	p->win_start_ns = now;
-	if (pod_register(sh, p, name) < 0) {
+	if (pod_register(sh, p, name, "the topic") < 0) {
 		ing_pod_close(sh, p, false);
 		return NULL;
 	}
 	p->connected = true;
-	set_ctr(p, KV_PC_connected, 1);
+	gate(sh, p);
 	return p;
 }
 
 void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove)
 {
+	struct ing_group *g;
+
 	if (!p)
 		return;
+	g = p->g;
 	if (p->sub)
 		zmq_socket_monitor(p->sub, NULL, 0);
 	sock_close(&p->mon);
 	sock_close(&p->sub);
 	sock_close(&p->dealer);
-	if (remove && p->tgt.pod >= 0) {
-		kvidx_pod_remove(sh->w, p->tgt.pod); /* spec.c hears of it through the observer */
-		ilog(ILOG_INFO, "pod %s: removed from the index", label(p));
+	ing_stream_close(&sh->ap, &p->st);
+	g->rank[p->st.rank] = NULL;
+	if (--g->nmembers == 0) {
+		if (remove && g->tgt.pod >= 0) {
+			kvidx_pod_remove(sh->w, g->tgt.pod); /* spec.c hears of it: observer */
+			ilog(ILOG_INFO, "pod %s: removed from the index", label(p));
+		}
+		ing_target_free(&g->tgt);
+		free(g);
 	}
 	pod_unlink(sh, p);
 	free(p->held_buf);
@@ -325,9 +438,10 @@ void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove)
 
 /* ---- applying one batch --------------------------------------------------------------- */
 
+/* Drops this rank's blocks (the pod's other ranks keep theirs). */
 static void clear_pod(struct ing_shared *sh, struct ing_pod *p)
 {
-	ing_target_clear(&sh->ap, &p->tgt);
+	ing_stream_clear(&sh->ap, &p->st);
 }
 
 /* Consumes batch seq: decode, validate, apply. Malformed: counted, logged, skipped. */
@@ -335,24 +449,34 @@ static void apply_batch(struct ing_shared *sh, struct ing_pod *p, const char *to
 			uint64_t seq, const void *payload, size_t len, uint64_t now)
 {
 	char err[256];
-	const char *model = p->spec.model[0] ? p->spec.model : topic_model;
+	const char *model = p->spec.model[0] ? p->spec.model
+			    : topic_model[0] ? topic_model : p->g->model;
 	int rc;
 
 	seq_accept(&p->seq, seq);
 	set_ctr(p, KV_PC_last_seq, seq);
+	ing_rank_set(&p->st, KV_RC_last_seq, seq);
 	rc = kvw_decode_batch(payload, len, &sh->batch, err, sizeof(err));
-	if (rc == 0)
-		rc = ing_apply_batch(&sh->ap, &p->tgt, &sh->batch, model, now, err, sizeof(err));
 	if (rc < 0) {
 		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
-		ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: batch %llu skipped: %s", label(p),
-			     (unsigned long long)seq, err);
+		ilog_limited(&p->g->tgt.lim, ILOG_WARN, "pod %s rank %u: batch %llu skipped: %s",
+			     label(p), p->st.rank, (unsigned long long)seq, err);
 		return;
 	}
+	if (!model[0] && !p->g->warned_model) {
+		p->g->warned_model = true;
+		ilog(ILOG_WARN,
+		     "pod %s: no model from model= or a kv@POD@MODEL topic: keys chain from the "
+		     "root of model \"\" and match only routers that key the same (give model=)",
+		     label(p));
+	}
+	ing_apply_batch(&sh->ap, &p->st, &sh->batch, model, now);
 	ing_pod_ctr_add(p, KV_PC_batches, 1);
+	ing_rank_add(&p->st, KV_RC_batches, 1);
 	set_ctr(p, KV_PC_last_event_ns, now);
-	spec_on_event(sh->spec, p->tgt.pod, now);
-	p->win_events += sh->batch.nevents + sh->batch.nskipped;
+	ing_rank_set(&p->st, KV_RC_last_event_ns, now);
+	spec_on_event(sh->spec, p->g->tgt.pod, now);
+	p->win_events += sh->batch.nevents + sh->batch.nskipped + sh->batch.nbad;
 }
 
 /* ---- replay ------------------------------------------------------------------------------ */
@@ -393,7 +517,7 @@ static int replay_start(struct ing_shared *sh, struct ing_pod *p, uint64_t from,
 	 * batches by default) at once, and a dropped reply would fail the replay. */
 	zmq_setsockopt(p->dealer, ZMQ_RCVHWM, &zero, sizeof(zero));
 	zmq_setsockopt(p->dealer, ZMQ_LINGER, &zero, sizeof(zero));
-	if (zmq_connect(p->dealer, p->spec.replay) < 0)
+	if (zmq_connect(p->dealer, p->rep) < 0)
 		goto fail;
 	kvw_seq_put(seq8, from);
 	if (zmq_send(p->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
@@ -406,10 +530,10 @@ static int replay_start(struct ing_shared *sh, struct ing_pod *p, uint64_t from,
 	p->rp_deadline = now + (uint64_t)sh->cfg->replay_timeout_ms * NS_PER_MS;
 	gate(sh, p);
 	ilog(ILOG_INFO, "pod %s: replaying from seq %llu (%s)", label(p),
-	     (unsigned long long)from, p->spec.replay);
+	     (unsigned long long)from, p->rep);
 	return 0;
 fail:
-	ilog(ILOG_WARN, "pod %s: cannot ask replay endpoint %s: %s", label(p), p->spec.replay,
+	ilog(ILOG_WARN, "pod %s: cannot ask replay endpoint %s: %s", label(p), p->rep,
 	     zmq_strerror(errno));
 	sock_close(&p->dealer);
 	return -1;
@@ -468,20 +592,20 @@ static void replay_message(struct ing_shared *sh, struct ing_pod *p, zmq_msg_t *
 			   int total, uint64_t now)
 {
 	char tpod[KVIDX_POD_NAME_MAX], tmodel[ING_MODEL_MAX];
-	const char *model = p->held ? p->held_model : p->model;
+	const char *model = p->held ? p->held_model : p->g->model;
 	uint64_t seq;
 	int s;
 
 	if (total != n || n < 3 || n > 4 || zmq_msg_size(&f[0]) != 0) {
 		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
-		ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: replay reply of %d frames skipped",
+		ilog_limited(&p->g->tgt.lim, ILOG_WARN, "pod %s: replay reply of %d frames skipped",
 			     label(p), total);
 		return;
 	}
 	s = n == 4 ? 2 : 1;
 	if (!kvw_seq_get(zmq_msg_data(&f[s]), zmq_msg_size(&f[s]), &seq)) {
 		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
-		ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: replay reply with a %zu-byte seq",
+		ilog_limited(&p->g->tgt.lim, ILOG_WARN, "pod %s: replay reply with a %zu-byte seq",
 			     label(p), zmq_msg_size(&f[s]));
 		return;
 	}
@@ -493,8 +617,8 @@ static void replay_message(struct ing_shared *sh, struct ing_pod *p, zmq_msg_t *
 	if (n == 4 && kvw_parse_topic(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), tpod, sizeof(tpod),
 				      tmodel, sizeof(tmodel)) == 0 && tmodel[0])
 		model = tmodel;
-	if (!p->spec.model[0] && model != p->model && strcmp(p->model, model))
-		snprintf(p->model, sizeof(p->model), "%s", model);
+	if (!p->spec.model[0] && model != p->g->model && strcmp(p->g->model, model))
+		snprintf(p->g->model, sizeof(p->g->model), "%s", model);
 	p->rp_deadline = now + (uint64_t)sh->cfg->replay_timeout_ms * NS_PER_MS;
 	if (!p->rp_got) {
 		p->rp_got = true;
@@ -541,7 +665,7 @@ void ing_pod_read_replay(struct ing_shared *sh, struct ing_pod *p)
 		int n, total = ing_recv_multipart(p->dealer, f, 4, &n);
 		if (total <= 0) {
 			if (total < 0)
-				ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: replay socket: %s",
+				ilog_limited(&p->g->tgt.lim, ILOG_WARN, "pod %s: replay socket: %s",
 					     label(p), zmq_strerror(-total));
 			return;
 		}
@@ -568,11 +692,12 @@ void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_mo
 		return;
 	case SEQ_DUP:
 		ing_pod_ctr_add(p, KV_PC_seq_dups, 1);
-		ilog_limited(&p->tgt.lim, ILOG_DEBUG, "pod %s: duplicate seq %llu (expected %llu)",
+		ilog_limited(&p->g->tgt.lim, ILOG_DEBUG, "pod %s: duplicate seq %llu (expected %llu)",
 			     label(p), (unsigned long long)seq, (unsigned long long)p->seq.next);
 		return;
 	case SEQ_RESTART:
 		ing_pod_ctr_add(p, KV_PC_restarts, 1);
+		ing_rank_add(&p->st, KV_RC_restarts, 1);
 		ilog(ILOG_WARN, "pod %s: seq went back from %llu to %llu: publisher restarted, pod "
 		     "cleared", label(p), (unsigned long long)p->seq.next - 1,
 		     (unsigned long long)seq);
@@ -581,9 +706,10 @@ void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_mo
 		break;
 	case SEQ_GAP:
 		ing_pod_ctr_add(p, KV_PC_seq_gaps, 1);
+		ing_rank_add(&p->st, KV_RC_seq_gaps, 1);
 		ilog(ILOG_WARN, "pod %s: seq gap, expected %llu, got %llu", label(p),
 		     (unsigned long long)p->seq.next, (unsigned long long)seq);
-		if (p->spec.replay[0]) {
+		if (p->rep[0]) {
 			hold(p, topic_model, seq, payload, len);
 			if (replay_start(sh, p, p->seq.next, now) == 0)
 				return;
@@ -591,7 +717,7 @@ void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_mo
 		}
 		ing_pod_ctr_add(p, KV_PC_replays_failed, 1);
 		ilog(ILOG_WARN, "pod %s: %s; pod cleared, continuing live", label(p),
-		     p->spec.replay[0] ? "replay failed" : "no replay endpoint");
+		     p->rep[0] ? "replay failed" : "no replay endpoint");
 		clear_pod(sh, p);
 		seq_reset(&p->seq);
 		break;
@@ -611,7 +737,7 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 
 		if (total <= 0) {
 			if (total < 0)
-				ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: SUB socket: %s",
+				ilog_limited(&p->g->tgt.lim, ILOG_WARN, "pod %s: SUB socket: %s",
 					     label(p), zmq_strerror(-total));
 			break;
 		}
@@ -619,7 +745,7 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 		now = kvidx_now_ns();
 		if (total != 3 || !kvw_seq_get(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &seq)) {
 			ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
-			ilog_limited(&p->tgt.lim, ILOG_WARN,
+			ilog_limited(&p->g->tgt.lim, ILOG_WARN,
 				     "pod %s: message of %d frames (seq frame %zu bytes) skipped: "
 				     "expected topic, 8-byte seq, payload",
 				     label(p), total, n > 1 ? zmq_msg_size(&f[1]) : (size_t)0);
@@ -630,16 +756,16 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 					 sizeof(tpod), tmodel, sizeof(tmodel));
 		if (rc < 0) {
 			ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
-			ilog_limited(&p->tgt.lim, ILOG_WARN, "pod %s: bad topic (%s), message skipped",
+			ilog_limited(&p->g->tgt.lim, ILOG_WARN, "pod %s: bad topic (%s), message skipped",
 				     label(p), rc == -ENAMETOOLONG ? "too long" : "NUL byte");
 			close_frames(f, n);
 			continue;
 		}
-		if (!p->spec.model[0] && tmodel[0] && strcmp(p->model, tmodel)) {
-			snprintf(p->model, sizeof(p->model), "%s", tmodel);
+		if (!p->spec.model[0] && tmodel[0] && strcmp(p->g->model, tmodel)) {
+			snprintf(p->g->model, sizeof(p->g->model), "%s", tmodel);
 			/* A pod named by name= registered before its topic named the model. */
-			if (p->tgt.pod >= 0)
-				kvidx_pod_add(sh->w, p->name, p->model);
+			if (p->g->tgt.pod >= 0)
+				kvidx_pod_add(sh->w, p->g->name, p->g->model);
 		}
 		if (ensure_registered(sh, p, tpod) < 0) {
 			close_frames(f, n);
@@ -649,7 +775,6 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 			/* A message proves the connection even if its monitor event is still
 			 * queued. */
 			p->connected = true;
-			set_ctr(p, KV_PC_connected, 1);
 			gate(sh, p);
 		}
 		ing_pod_live(sh, p, tmodel, seq, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
@@ -675,15 +800,14 @@ void ing_pod_read_monitor(struct ing_shared *sh, struct ing_pod *p)
 				if (p->was_disconnected)
 					p->seq.reconnected = true;
 				p->connected = true;
-				ilog(ILOG_INFO, "pod %s: connected to %s", label(p), p->spec.endpoint);
+				ilog(ILOG_INFO, "pod %s: connected to %s", label(p), p->ep);
 			} else if (ev == ZMQ_EVENT_DISCONNECTED) {
 				if (p->connected)
 					ilog(ILOG_WARN, "pod %s: disconnected from %s", label(p),
-					     p->spec.endpoint);
+					     p->ep);
 				p->connected = false;
 				p->was_disconnected = true;
 			}
-			set_ctr(p, KV_PC_connected, p->connected);
 			gate(sh, p);
 		}
 		close_frames(f, n);

@@ -4,6 +4,13 @@
  * numbers and the replay state machine, and its health counters. The poll loop that drives
  * every pod is in ingest.c.
  *
+ * Data parallelism: a pod spec with dp-ranks=N is N streams (struct ing_pod, one per rank r,
+ * at the endpoint's port + r and the replay port + r, vLLM's convention) of one index pod
+ * (struct ing_group: name, model, counters, reference counts). Each rank has its own
+ * sockets, sequence, gap handling, replay and restart detection; clearing one rank drops its
+ * blocks only (apply.h rule 9). Per-rank health is in the pod's rank area (layout.h
+ * KV_RANK_CTRS).
+ *
  * A pod is in one of two modes:
  *   connect  (--pod): ingestd owns a SUB connected to the pod's PUB, a PAIR socket receiving
  *            that SUB's monitor events (connected / disconnected), and, while a replay runs, a
@@ -72,13 +79,26 @@ struct ing_shared {
 	struct ing_spec *spec;    /* speculation bookkeeping, NULL: none */
 };
 
-struct ing_pod {
-	struct ing_pod_spec spec; /* connect mode: as configured; bind mode: zero */
-	bool bind_mode;
+struct ing_pod;
+
+/* One index pod: what its ranks' streams share. */
+struct ing_group {
 	char name[KVIDX_POD_NAME_MAX];  /* identity in the index, "" until known */
 	char model[ING_MODEL_MAX];      /* model for keys: spec.model, else the topic's */
 	struct ing_target tgt;          /* tgt.pod == -1 until registered */
 	uint64_t local_ctr[KV_POD_COUNTERS]; /* counters before registration */
+	struct ing_pod *rank[KV_POD_RANKS]; /* its streams, NULL where closed */
+	unsigned nmembers;
+	bool warned_model;
+};
+
+/* One rank's event stream of a pod. */
+struct ing_pod {
+	struct ing_pod_spec spec; /* connect mode: as configured (all ranks); bind mode: zero */
+	bool bind_mode;
+	struct ing_group *g;
+	struct ing_stream st;     /* st.rank: this stream's rank */
+	char ep[ING_ENDPOINT_MAX], rep[ING_ENDPOINT_MAX]; /* this rank's endpoints */
 
 	void *sub, *mon, *dealer;
 	bool connected, was_disconnected;
@@ -99,9 +119,10 @@ struct ing_pod {
 	uint32_t round_reads;
 };
 
-/* Creates a connect-mode pod for spec: SUB (+ monitor) connected; registered in the index at
- * once if spec has name=, else at its first message; a replay from 0 started if
- * --replay-on-start and spec has replay=. NULL on error (logged). */
+/* Creates a connect-mode pod for spec, one stream per rank (dp-ranks): SUB (+ monitor)
+ * connected; registered in the index at once if spec has name=, else at its first message; a
+ * replay from 0 started if --replay-on-start and spec has replay=. Returns rank 0's stream,
+ * or NULL on error (logged; nothing left open). */
 struct ing_pod *ing_pod_open(struct ing_shared *sh, const struct ing_pod_spec *spec,
 			     uint64_t now);
 
@@ -109,7 +130,8 @@ struct ing_pod *ing_pod_open(struct ing_shared *sh, const struct ing_pod_spec *s
 struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, const char *model,
 				   uint64_t now);
 
-/* Closes the pod's sockets; remove: also kvidx_pod_remove() it from the index. Frees p. */
+/* Closes the stream's sockets and frees p; its group goes with its last stream, and then
+ * (remove) the pod leaves the index (kvidx_pod_remove). */
 void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove);
 
 /* Connect mode: reads up to ING_READ_BUDGET messages from the SUB (returns how many). */
@@ -132,10 +154,10 @@ void ing_pod_housekeeping(struct ing_shared *sh, struct ing_pod *p, uint64_t now
 /* Runs kvidx_writer_tick() if a millisecond passed since the last one. */
 void ing_maybe_tick(struct ing_shared *sh, uint64_t now);
 
-/* Counter i of p (shm once registered, local before). */
+/* Counter i of p's pod (shm once registered, local before). */
 static inline void ing_pod_ctr_add(struct ing_pod *p, enum kv_pod_ctr i, uint64_t v)
 {
-	ing_ctr_add(&p->tgt, i, v);
+	ing_ctr_add(&p->g->tgt, i, v);
 }
 
 /*

@@ -38,6 +38,10 @@ enum kvw_field {
 	F_GROUP_IDX,
 	F_SPEC_KIND,
 	F_SLIDING_WINDOW,
+	F_LOCALITY,
+	F_OWNERSHIP,
+	F_SESSION_ID,
+	F_REMAINING,
 	F_COUNT,
 };
 
@@ -53,6 +57,10 @@ static const char *const field_names[F_COUNT] = {
 	[F_GROUP_IDX] = "group_idx",
 	[F_SPEC_KIND] = "kv_cache_spec_kind",
 	[F_SLIDING_WINDOW] = "kv_cache_spec_sliding_window",
+	[F_LOCALITY] = "locality",
+	[F_OWNERSHIP] = "ownership",
+	[F_SESSION_ID] = "session_id",
+	[F_REMAINING] = "remaining_copy_counts",
 };
 
 /*
@@ -70,10 +78,14 @@ struct schema {
 };
 
 static const enum kvw_field stored_fields[] = {
-	F_HASHES,     F_PARENT,    F_TOKENS,  F_BLOCK_SIZE, F_LORA_ID,       F_MEDIUM,
-	F_LORA_NAME,  F_EXTRA_KEYS, F_GROUP_IDX, F_SPEC_KIND, F_SLIDING_WINDOW,
+	F_HASHES,     F_PARENT,     F_TOKENS,    F_BLOCK_SIZE, F_LORA_ID,        F_MEDIUM,
+	F_LORA_NAME,  F_EXTRA_KEYS, F_GROUP_IDX, F_SPEC_KIND,  F_SLIDING_WINDOW, F_LOCALITY,
+	F_OWNERSHIP,  F_SESSION_ID,
 };
-static const enum kvw_field removed_fields[] = { F_HASHES, F_MEDIUM, F_GROUP_IDX };
+/* remaining_copy_counts is only a proposal (vLLM #48933): positionally it is taken to follow
+ * ownership; map-form events name it. */
+static const enum kvw_field removed_fields[] = { F_HASHES,   F_MEDIUM,    F_GROUP_IDX,
+						 F_LOCALITY, F_OWNERSHIP, F_REMAINING };
 
 static const struct schema schemas[] = {
 	{ KVW_BLOCK_STORED, "BlockStored", stored_fields,
@@ -335,7 +347,10 @@ void kvw_batch_free(struct kvw_batch *b)
 	free(b->events);
 	free(b->kvw_hashes);
 	free(b->kvw_tokens);
-	free(b->kvw_extra);
+	free(b->kvw_xblocks);
+	free(b->kvw_xitems);
+	free(b->kvw_xbytes);
+	free(b->kvw_rem);
 	kvw_batch_init(b);
 }
 
@@ -404,6 +419,96 @@ static int get_array(struct dctx *c, const char *field, const msgpack_object *o,
 	return 0;
 }
 
+/* Copies len bytes into the batch's byte pool, NUL-terminated; *off is where. */
+static int pool_bytes(struct dctx *c, const char *p, size_t len, size_t *off)
+{
+	struct kvw_batch *b = c->b;
+
+	if (reserve(&b->kvw_xbytes, &b->kvw_xbyte_cap, b->kvw_nxbytes + len + 1, 1))
+		return fail(c, -ENOMEM, "out of memory");
+	*off = b->kvw_nxbytes;
+	if (len)
+		memcpy(b->kvw_xbytes + b->kvw_nxbytes, p, len);
+	b->kvw_xbytes[b->kvw_nxbytes + len] = '\0';
+	b->kvw_nxbytes += len + 1;
+	return 0;
+}
+
+/* A string usable as a key item: no NUL byte inside (keys hash C strings). */
+static bool item_str(const msgpack_object *o)
+{
+	return o->type == MSGPACK_OBJECT_STR &&
+	       (o->via.str.size == 0 || !memchr(o->via.str.ptr, '\0', o->via.str.size));
+}
+
+/* One element of an extra_keys tuple, appended to the item pool. Never a schema error: what
+ * is not a usable string, (string, offset) tuple or bin is kept as KVW_X_OTHER. */
+static int get_xitem(struct dctx *c, const msgpack_object *o)
+{
+	struct kvw_batch *b = c->b;
+	struct kvw_xitem *it;
+	const msgpack_object *s = NULL;
+	int rc;
+
+	if (reserve(&b->kvw_xitems, &b->kvw_xitem_cap, b->kvw_nxitems + 1, sizeof *b->kvw_xitems))
+		return fail(c, -ENOMEM, "out of memory");
+	it = &b->kvw_xitems[b->kvw_nxitems];
+	memset(it, 0, sizeof *it);
+	it->kind = KVW_X_OTHER;
+	if (item_str(o)) {
+		it->kind = KVW_X_STR;
+		s = o;
+	} else if (o->type == MSGPACK_OBJECT_BIN) {
+		it->kind = KVW_X_BYTES;
+		it->len = o->via.bin.size;
+		if ((rc = pool_bytes(c, o->via.bin.ptr, o->via.bin.size, &it->kvw_off)))
+			return rc;
+	} else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size >= 1 &&
+		   item_str(&o->via.array.ptr[0])) {
+		const msgpack_object *off = o->via.array.size > 1 ? &o->via.array.ptr[1] : NULL;
+
+		it->kind = KVW_X_MM;
+		s = &o->via.array.ptr[0];
+		if (off && off->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+			it->has_offset = true;
+			it->offset = off->via.i64;
+		} else if (off && off->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+			   off->via.u64 <= INT64_MAX) {
+			it->has_offset = true;
+			it->offset = (int64_t)off->via.u64;
+		}
+	}
+	if (s) {
+		it->len = s->via.str.size;
+		if ((rc = pool_bytes(c, s->via.str.ptr, s->via.str.size, &it->kvw_off)))
+			return rc;
+	}
+	b->kvw_nxitems++;
+	return 0;
+}
+
+/* One block's extra_keys entry: nil, a tuple of items, or (liberally) a single item. */
+static int get_extra(struct dctx *c, const msgpack_object *o, struct kvw_extra *x)
+{
+	struct kvw_batch *b = c->b;
+	int rc;
+
+	memset(x, 0, sizeof *x);
+	if (o->type == MSGPACK_OBJECT_NIL)
+		return 0;
+	x->set = true;
+	x->kvw_off = b->kvw_nxitems;
+	if (o->type != MSGPACK_OBJECT_ARRAY) {
+		x->nitems = 1;
+		return get_xitem(c, o);
+	}
+	for (uint32_t i = 0; i < o->via.array.size; i++)
+		if ((rc = get_xitem(c, &o->via.array.ptr[i])))
+			return rc;
+	x->nitems = o->via.array.size;
+	return 0;
+}
+
 static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 		     const msgpack_object *o)
 {
@@ -451,7 +556,7 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 		ev->ntokens = n;
 		return 0;
 	case F_BLOCK_SIZE:
-		if ((rc = get_uint(c, name, SIZE_MAX, o, 1, UINT32_MAX, "int in [1, 2^32)", &v)))
+		if ((rc = get_uint(c, name, SIZE_MAX, o, 0, UINT32_MAX, "int in [0, 2^32)", &v)))
 			return rc;
 		ev->block_size = (uint32_t)v;
 		return 0;
@@ -473,6 +578,31 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 		return get_str(c, name, o, ev->lora_name, sizeof ev->lora_name);
 	case F_SPEC_KIND:
 		return get_str(c, name, o, ev->spec_kind, sizeof ev->spec_kind);
+	case F_LOCALITY:
+		return get_str(c, name, o, ev->locality, sizeof ev->locality);
+	case F_OWNERSHIP:
+		return get_str(c, name, o, ev->ownership, sizeof ev->ownership);
+	case F_SESSION_ID:
+		return get_str(c, name, o, ev->session_id, sizeof ev->session_id);
+	case F_REMAINING:
+		if (o->type == MSGPACK_OBJECT_NIL)
+			return 0;
+		if ((rc = get_array(c, name, o, KVW_MAX_HASHES)) != 0)
+			return rc;
+		n = o->via.array.size;
+		a = o->via.array.ptr;
+		if (reserve(&b->kvw_rem, &b->kvw_rem_cap, b->kvw_nrem + n, sizeof *b->kvw_rem))
+			return fail(c, -ENOMEM, "out of memory");
+		ev->kvw_rem_off = b->kvw_nrem;
+		for (size_t i = 0; i < n; i++) {
+			if ((rc = get_uint(c, name, i, &a[i], 0, UINT32_MAX, "int in [0, 2^32)", &v)))
+				return rc;
+			b->kvw_rem[b->kvw_nrem + i] = (uint32_t)v;
+		}
+		b->kvw_nrem += n;
+		ev->nremaining = n;
+		ev->has_remaining = true;
+		return 0;
 	case F_EXTRA_KEYS:
 		if (o->type == MSGPACK_OBJECT_NIL)
 			return 0;
@@ -480,16 +610,14 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 			return rc;
 		n = o->via.array.size;
 		a = o->via.array.ptr;
-		if (reserve(&b->kvw_extra, &b->kvw_extra_cap, b->kvw_nextra + n,
-			    sizeof *b->kvw_extra))
+		if (reserve(&b->kvw_xblocks, &b->kvw_xblock_cap, b->kvw_nxblocks + n,
+			    sizeof *b->kvw_xblocks))
 			return fail(c, -ENOMEM, "out of memory");
-		ev->kvw_extra_off = b->kvw_nextra;
-		for (size_t i = 0; i < n; i++) {
-			if (a[i].type != MSGPACK_OBJECT_NIL && a[i].type != MSGPACK_OBJECT_ARRAY)
-				return bad(c, name, i, "array or nil", &a[i]);
-			b->kvw_extra[b->kvw_nextra + i] = a[i].type == MSGPACK_OBJECT_ARRAY;
-		}
-		b->kvw_nextra += n;
+		ev->kvw_extra_off = b->kvw_nxblocks;
+		for (size_t i = 0; i < n; i++)
+			if ((rc = get_extra(c, &a[i], &b->kvw_xblocks[b->kvw_nxblocks + i])))
+				return rc;
+		b->kvw_nxblocks += n;
 		ev->nextra = n;
 		ev->has_extra_keys = true;
 		return 0;
@@ -645,10 +773,36 @@ static int decode_events(struct dctx *c, const msgpack_object *o)
 	if (reserve(&b->events, &b->kvw_ev_cap, o->via.array.size, sizeof *b->events))
 		return fail(c, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		/* Pool marks: a malformed event gives back what it appended. */
+		size_t mh = b->kvw_nhashes, mt = b->kvw_ntokens, mx = b->kvw_nxblocks,
+		       mi = b->kvw_nxitems, mb = b->kvw_nxbytes, mr = b->kvw_nrem;
+		char *err = c->err;
+		size_t errlen = c->errlen;
+		char evmsg[KVW_ERR_MAX];
+
 		c->in_event = true;
 		c->evi = i;
-		if ((rc = decode_event(c, &o->via.array.ptr[i])))
+		/* Event messages go to evmsg: only ENOMEM fails the batch. */
+		c->err = evmsg;
+		c->errlen = sizeof evmsg;
+		rc = decode_event(c, &o->via.array.ptr[i]);
+		c->err = err;
+		c->errlen = errlen;
+		if (rc == -ENOMEM) {
+			if (errlen)
+				snprintf(err, errlen, "%s", evmsg);
 			return rc;
+		}
+		if (rc) {
+			b->kvw_nhashes = mh;
+			b->kvw_ntokens = mt;
+			b->kvw_nxblocks = mx;
+			b->kvw_nxitems = mi;
+			b->kvw_nxbytes = mb;
+			b->kvw_nrem = mr;
+			if (b->nbad++ == 0)
+				snprintf(b->bad_msg, sizeof b->bad_msg, "%s", evmsg);
+		}
 	}
 	c->in_event = false;
 	c->sname = "batch";
@@ -720,7 +874,10 @@ int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, cha
 	out->dp_rank = 0;
 	out->nevents = 0;
 	out->nskipped = 0;
-	out->kvw_nhashes = out->kvw_ntokens = out->kvw_nextra = 0;
+	out->nbad = 0;
+	out->bad_msg[0] = '\0';
+	out->kvw_nhashes = out->kvw_ntokens = 0;
+	out->kvw_nxblocks = out->kvw_nxitems = out->kvw_nxbytes = out->kvw_nrem = 0;
 
 	if (len > KVW_MAX_PAYLOAD)
 		return fail(&c, -E2BIG, "payload: %zu bytes, at most %u allowed", len,
@@ -745,6 +902,8 @@ int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, cha
 		out->dp_rank = 0;
 		out->nevents = 0;
 		out->nskipped = 0;
+		out->nbad = 0;
+		out->bad_msg[0] = '\0';
 		return rc;
 	}
 
@@ -754,7 +913,18 @@ int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, cha
 
 		ev->hashes = ev->nhashes ? out->kvw_hashes + ev->kvw_hash_off : NULL;
 		ev->tokens = ev->ntokens ? out->kvw_tokens + ev->kvw_token_off : NULL;
-		ev->extra_set = ev->nextra ? out->kvw_extra + ev->kvw_extra_off : NULL;
+		ev->remaining = ev->nremaining ? out->kvw_rem + ev->kvw_rem_off : NULL;
+		ev->extra = ev->nextra ? out->kvw_xblocks + ev->kvw_extra_off : NULL;
+	}
+	for (size_t i = 0; i < out->kvw_nxblocks; i++) {
+		struct kvw_extra *x = &out->kvw_xblocks[i];
+
+		x->items = x->nitems ? out->kvw_xitems + x->kvw_off : NULL;
+	}
+	for (size_t i = 0; i < out->kvw_nxitems; i++) {
+		struct kvw_xitem *it = &out->kvw_xitems[i];
+
+		it->str = it->kind == KVW_X_OTHER ? NULL : out->kvw_xbytes + it->kvw_off;
 	}
 	return 0;
 }
@@ -762,7 +932,8 @@ int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, cha
 bool kvw_is_prefix_group(const struct kvw_event *ev)
 {
 	return ev->spec_kind[0] == '\0' || strcmp(ev->spec_kind, "full_attention") == 0 ||
-	       strcmp(ev->spec_kind, "mla_attention") == 0;
+	       strcmp(ev->spec_kind, "mla_attention") == 0 ||
+	       strcmp(ev->spec_kind, "sink_full_attention") == 0;
 }
 
 /* ---- topic and sequence frames --------------------------------------------------------------- */
@@ -799,7 +970,7 @@ int kvw_parse_topic(const char *topic, size_t len, char *pod, size_t podlen, cha
 		ok = copy_part(pod, podlen, a1 + 1, (size_t)(a2 - a1 - 1)) &&
 		     copy_part(model, modellen, a2 + 1, len - (size_t)(a2 + 1 - topic));
 	else
-		ok = copy_part(pod, podlen, topic, len);
+		ok = true; /* "", "kv-events", ...: names neither */
 	if (!ok) {
 		pod[0] = model[0] = '\0';
 		return -ENAMETOOLONG;
@@ -879,7 +1050,43 @@ static bool field_set(const struct kvw_event *ev, enum kvw_field f)
 	case F_GROUP_IDX: return ev->has_group_idx;
 	case F_SPEC_KIND: return ev->spec_kind[0] != '\0';
 	case F_SLIDING_WINDOW: return ev->has_sliding_window;
+	case F_LOCALITY: return ev->locality[0] != '\0';
+	case F_OWNERSHIP: return ev->ownership[0] != '\0';
+	case F_SESSION_ID: return ev->session_id[0] != '\0';
+	case F_REMAINING: return ev->has_remaining;
 	default: return true;
+	}
+}
+
+static void put_extra(struct kvw_enc *e, const struct kvw_extra *x)
+{
+	msgpack_packer *pk = &e->pk;
+
+	if (!x->set) {
+		ck(e, msgpack_pack_nil(pk));
+		return;
+	}
+	ck(e, msgpack_pack_array(pk, x->nitems));
+	for (uint32_t i = 0; i < x->nitems; i++) {
+		const struct kvw_xitem *it = &x->items[i];
+
+		switch (it->kind) {
+		case KVW_X_STR:
+			ck(e, msgpack_pack_str_with_body(pk, it->str, it->len));
+			break;
+		case KVW_X_MM:
+			ck(e, msgpack_pack_array(pk, it->has_offset ? 2 : 1));
+			ck(e, msgpack_pack_str_with_body(pk, it->str, it->len));
+			if (it->has_offset)
+				ck(e, msgpack_pack_int64(pk, it->offset));
+			break;
+		case KVW_X_BYTES:
+			ck(e, msgpack_pack_bin_with_body(pk, it->str, it->len));
+			break;
+		default:
+			ck(e, msgpack_pack_nil(pk));
+			break;
+		}
 	}
 }
 
@@ -922,14 +1129,26 @@ static void put_field(struct kvw_enc *e, const struct kvw_event *ev, enum kvw_fi
 			break;
 		}
 		ck(e, msgpack_pack_array(pk, ev->nextra));
-		for (size_t i = 0; i < ev->nextra; i++) {
-			if (ev->extra_set[i]) {
-				ck(e, msgpack_pack_array(pk, 1));
-				put_str(e, "kvw-extra");
-			} else {
-				ck(e, msgpack_pack_nil(pk));
-			}
+		for (size_t i = 0; i < ev->nextra; i++)
+			put_extra(e, &ev->extra[i]);
+		break;
+	case F_LOCALITY:
+		put_str_or_nil(e, ev->locality);
+		break;
+	case F_OWNERSHIP:
+		put_str_or_nil(e, ev->ownership);
+		break;
+	case F_SESSION_ID:
+		put_str_or_nil(e, ev->session_id);
+		break;
+	case F_REMAINING:
+		if (!ev->has_remaining) {
+			ck(e, msgpack_pack_nil(pk));
+			break;
 		}
+		ck(e, msgpack_pack_array(pk, ev->nremaining));
+		for (size_t i = 0; i < ev->nremaining; i++)
+			ck(e, msgpack_pack_uint32(pk, ev->remaining[i]));
 		break;
 	case F_GROUP_IDX:
 		ck(e, ev->has_group_idx ? msgpack_pack_uint32(pk, ev->group_idx)
@@ -969,6 +1188,21 @@ void kvw_enc_begin(struct kvw_enc *e, const struct kvw_enc_opts *opts, double ts
 	ck(e, msgpack_pack_array(&e->pk, nevents));
 }
 
+/* Every item of a set extra_keys entry has its bytes. */
+static bool extras_ok(const struct kvw_event *ev)
+{
+	for (size_t i = 0; i < ev->nextra; i++) {
+		const struct kvw_extra *x = &ev->extra[i];
+
+		if (x->set && x->nitems && !x->items)
+			return false;
+		for (uint32_t j = 0; x->set && j < x->nitems; j++)
+			if (x->items[j].kind != KVW_X_OTHER && x->items[j].len && !x->items[j].str)
+				return false;
+	}
+	return true;
+}
+
 void kvw_enc_event(struct kvw_enc *e, const struct kvw_event *ev)
 {
 	const struct schema *s = schema_of(ev->type);
@@ -976,8 +1210,10 @@ void kvw_enc_event(struct kvw_enc *e, const struct kvw_event *ev)
 
 	e->written++;
 	if (s == NULL || ev->nhashes > KVW_MAX_HASHES || ev->ntokens > KVW_MAX_TOKENS ||
-	    ev->nextra > KVW_MAX_HASHES || (ev->nhashes && !ev->hashes) ||
-	    (ev->ntokens && !ev->tokens) || (ev->nextra && !ev->extra_set)) {
+	    ev->nextra > KVW_MAX_HASHES || ev->nremaining > KVW_MAX_HASHES ||
+	    (ev->nhashes && !ev->hashes) || (ev->ntokens && !ev->tokens) ||
+	    (ev->nextra && !ev->extra) || (ev->nremaining && !ev->remaining) ||
+	    !extras_ok(ev)) {
 		if (!e->err)
 			e->err = -EINVAL;
 		return;
@@ -1019,6 +1255,12 @@ void kvw_enc_unknown(struct kvw_enc *e, const char *tag)
 		put_str(e, "type");
 	}
 	put_str(e, tag);
+}
+
+void kvw_enc_raw(struct kvw_enc *e, const void *obj, size_t len)
+{
+	e->written++;
+	ck(e, msgpack_sbuffer_write(&e->sbuf, obj, len));
 }
 
 int kvw_enc_end(struct kvw_enc *e, const void **buf, size_t *len)

@@ -9,9 +9,11 @@
  * The decoder accepts both encodings vLLM has used: positional arrays (msgspec array_like)
  * and "type"-tagged maps, for the batch and for each event independently. Trailing
  * positional fields and map keys it does not know are ignored; events with an unknown tag
- * are skipped and counted. Everything else is validated strictly: a payload that breaks the
- * schema or a limit below fails as a whole with a message that names the offending element,
- * and the caller is expected to drop the whole batch.
+ * are skipped and counted. Each event is judged on its own (reference/kv-events.md): an
+ * event that breaks the schema or a per-event limit is left out of the batch and counted
+ * (nbad, with the first message kept), and the other events of its batch decode normally.
+ * Only a payload that is not one well-formed msgpack object, or whose batch envelope (ts,
+ * events array, data_parallel_rank) is wrong, fails as a whole.
  *
  * Nothing here is thread-safe on a shared object; distinct objects may be used concurrently.
  * No function blocks.
@@ -41,6 +43,10 @@
 #define KVW_MEDIUM_MAX    32
 #define KVW_LORA_NAME_MAX 256
 #define KVW_SPEC_KIND_MAX 64
+#define KVW_LOCALITY_MAX  16
+#define KVW_OWNERSHIP_MAX 128
+#define KVW_SESSION_MAX   128
+#define KVW_ERR_MAX       256 /* kvw_batch.bad_msg */
 
 /* Limits of kvw_parse_topic()'s outputs are the caller's buffer sizes. */
 
@@ -53,6 +59,36 @@ enum kvw_type {
 	KVW_BLOCK_STORED = 1,
 	KVW_BLOCK_REMOVED,
 	KVW_ALL_BLOCKS_CLEARED,
+};
+
+/*
+ * One entry of a block's extra_keys tuple (reference/kv-events.md "extra_keys"): in vLLM's
+ * order the LoRA name (a str), multimodal items ((identifier, offset) tuples, or bare
+ * identifier strings before vLLM 0.26), the cache salt (a str, block 0 only) and prompt-embeds
+ * digests (bytes).
+ */
+enum kvw_xkind {
+	KVW_X_STR = 1, /* a string: LoRA name, bare multimodal identifier or cache salt */
+	KVW_X_MM,      /* a tuple whose element 0 is a string: (identifier, offset) */
+	KVW_X_BYTES,   /* bin: a prompt-embeds digest, which no router can reproduce */
+	KVW_X_OTHER,   /* anything else (nil, ints, maps, strings with NUL bytes...) */
+};
+
+struct kvw_xitem {
+	enum kvw_xkind kind;
+	const char *str;  /* STR, MM: the string, NUL-terminated; BYTES: the bytes; else NULL */
+	uint32_t len;     /* bytes of str (NUL not counted) */
+	bool has_offset;  /* MM: element 1 was an int in int64 range */
+	int64_t offset;   /* MM: offset of the item's first token in the block (may be < 0) */
+	size_t kvw_off;   /* private to wire.c */
+};
+
+/* One block's extra_keys entry: nil (set false, no items) or a tuple of items. */
+struct kvw_extra {
+	bool set;
+	const struct kvw_xitem *items;
+	uint32_t nitems;
+	size_t kvw_off; /* private to wire.c */
 };
 
 /*
@@ -72,7 +108,7 @@ struct kvw_event {
 
 	const uint32_t *tokens; /* BlockStored: token_ids, all new full blocks back to back */
 	size_t ntokens;         /* not checked against nhashes * block_size: the caller decides */
-	uint32_t block_size;    /* BlockStored: > 0 */
+	uint32_t block_size;    /* BlockStored: 0 only for offload placeholders (no tokens) */
 
 	bool has_lora_id; /* BlockStored: lora_id not nil (deprecated by vLLM for lora_name) */
 	int64_t lora_id;
@@ -81,12 +117,12 @@ struct kvw_event {
 	char lora_name[KVW_LORA_NAME_MAX]; /* BlockStored: "" = nil */
 
 	/*
-	 * BlockStored.extra_keys: when not nil, one entry per block; extra_set[i] is 1 when
-	 * entry i is a tuple (the block's hash mixed in multimodal, LoRA or salt keys) and 0 when
-	 * it is nil. The tuples' contents are validated as msgpack only, not kept.
+	 * BlockStored.extra_keys: when not nil, one entry per block (the decoder does not check
+	 * the count against nhashes: the caller decides). A non-nil entry that is not an array
+	 * is kept as a tuple of that one item.
 	 */
 	bool has_extra_keys;
-	const uint8_t *extra_set;
+	const struct kvw_extra *extra;
 	size_t nextra;
 
 	bool has_group_idx; /* BlockStored, BlockRemoved: KV-cache group */
@@ -96,8 +132,20 @@ struct kvw_event {
 	bool has_sliding_window;           /* BlockStored.kv_cache_spec_sliding_window */
 	uint32_t sliding_window;
 
+	/* BlockStored, BlockRemoved (vLLM 0.26+): "" = nil. locality "LOCAL" / "REMOTE";
+	 * ownership names the offload tier that owns the copy; session_id (BlockStored). */
+	char locality[KVW_LOCALITY_MAX];
+	char ownership[KVW_OWNERSHIP_MAX];
+	char session_id[KVW_SESSION_MAX];
+
+	/* BlockRemoved.remaining_copy_counts (proposed, vLLM #48933): when present, copies of
+	 * each hash still held after this removal (the caller checks the count). */
+	bool has_remaining;
+	const uint32_t *remaining;
+	size_t nremaining;
+
 	/* Private to wire.c: offsets into the batch's pools while the arrays may still move. */
-	size_t kvw_hash_off, kvw_token_off, kvw_extra_off;
+	size_t kvw_hash_off, kvw_token_off, kvw_extra_off, kvw_rem_off;
 };
 
 /*
@@ -110,9 +158,11 @@ struct kvw_batch {
 	double ts;         /* publisher wall clock, seconds */
 	bool has_dp_rank;  /* data_parallel_rank not nil */
 	int64_t dp_rank;   /* >= 0 */
-	struct kvw_event *events; /* known events, in payload order */
+	struct kvw_event *events; /* known, well-formed events, in payload order */
 	size_t nevents;
 	size_t nskipped;   /* events with an unknown tag, skipped */
+	size_t nbad;       /* malformed events, left out */
+	char bad_msg[KVW_ERR_MAX]; /* the first malformed event's message, "" if none */
 
 	/* Private to wire.c. */
 	size_t kvw_ev_cap;
@@ -120,8 +170,14 @@ struct kvw_batch {
 	size_t kvw_nhashes, kvw_hash_cap;
 	uint32_t *kvw_tokens;
 	size_t kvw_ntokens, kvw_token_cap;
-	uint8_t *kvw_extra;
-	size_t kvw_nextra, kvw_extra_cap;
+	struct kvw_extra *kvw_xblocks;
+	size_t kvw_nxblocks, kvw_xblock_cap;
+	struct kvw_xitem *kvw_xitems;
+	size_t kvw_nxitems, kvw_xitem_cap;
+	char *kvw_xbytes;
+	size_t kvw_nxbytes, kvw_xbyte_cap;
+	uint32_t *kvw_rem;
+	size_t kvw_nrem, kvw_rem_cap;
 };
 
 /* ---- decoder ------------------------------------------------------------------------------- */
@@ -136,15 +192,18 @@ void kvw_batch_free(struct kvw_batch *b);
  * Decodes one KVEventBatch payload of len bytes into out, replacing its previous contents.
  * The payload must be exactly one msgpack object; payload is not retained after return.
  *
- * Returns 0 on success: out holds the batch, its known events in order, and the number of
- * skipped unknown-tag events. Otherwise out is empty (nevents 0: nothing partial is visible),
- * a one-line message naming the offending element, e.g.
+ * Returns 0 on success: out holds the batch, its known well-formed events in order, the
+ * number of skipped unknown-tag events (nskipped) and of malformed events left out (nbad),
+ * with the first one's message in bad_msg, e.g.
  * "event 3: BlockStored.token_ids[17]: expected int in [0, 2^32), got str" (events are
- * numbered from 0 in payload order, unknown ones included), is written to err (truncated to
- * errlen, NUL-terminated; err may be NULL when errlen is 0), and it returns
- *   -EBADMSG  not well-formed msgpack (truncated, trailing bytes, reserved byte) or a value
- *             of the wrong type, range or shape for the schema;
- *   -E2BIG    a KVW_MAX_* limit or a string capacity exceeded;
+ * numbered from 0 in payload order, unknown ones included). A malformed event is one whose
+ * fields have the wrong type, range or shape, or exceed a per-event limit (KVW_MAX_HASHES,
+ * KVW_MAX_TOKENS, a string capacity). Otherwise out is empty (nevents 0: nothing partial is
+ * visible), a one-line message is written to err (truncated to errlen, NUL-terminated; err
+ * may be NULL when errlen is 0), and it returns
+ *   -EBADMSG  not well-formed msgpack (truncated, trailing bytes, reserved byte), or a batch
+ *             envelope of the wrong type or shape;
+ *   -E2BIG    KVW_MAX_PAYLOAD or KVW_MAX_EVENTS exceeded;
  *   -ENOMEM   allocation failed (out keeps its previous storage and stays usable).
  * Never reads outside payload[0, len). Single-threaded per batch; does not block.
  */
@@ -153,8 +212,8 @@ int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, cha
 
 /*
  * True when events of this group belong in a prefix index: kv_cache_spec_kind is nil,
- * "full_attention" or "mla_attention". Sliding-window, Mamba and other kinds are not
- * prefix-reusable.
+ * "full_attention", "mla_attention" or "sink_full_attention". Sliding-window, Mamba and other
+ * kinds are not prefix-reusable.
  */
 bool kvw_is_prefix_group(const struct kvw_event *ev);
 
@@ -165,8 +224,9 @@ const char *kvw_type_name(enum kvw_type type);
 
 /*
  * Splits a topic frame (len bytes, not NUL-terminated) on '@'. Exactly three parts
- * ("kv@<pod>@<model>", the first part not checked) give pod and model; any other topic is the
- * pod as a whole and model is "". Both outputs are NUL-terminated and may be empty.
+ * ("kv@<pod>@<model>", the first part not checked) give pod and model; any other topic
+ * (vLLM's default "", "kv-events", ...) names neither: both outputs are "". Both outputs are
+ * NUL-terminated.
  * Returns 0, -EINVAL if the topic contains a NUL byte, or -ENAMETOOLONG if an output does not
  * fit its buffer (outputs are then "" ). podlen and modellen must be > 0.
  */
@@ -205,10 +265,11 @@ struct kvw_enc_opts {
 /*
  * Builds payloads the way vLLM's msgspec encoder does: fields without a default in vLLM
  * (up to lora_name for BlockStored, up to medium for BlockRemoved) are always written, and
- * the defaulted ones (extra_keys, group_idx, kv_cache_spec_*) only when set; in positional
- * form a defaulted field before a set one is written as nil. An empty medium or lora_name is
- * written as nil. A set extra_keys entry is written as the one-element tuple ["kvw-extra"],
- * since the decoder keeps only whether an entry is set.
+ * the defaulted ones (extra_keys, group_idx, kv_cache_spec_*, locality, ownership,
+ * session_id, remaining_copy_counts) only when set; in positional form a defaulted field
+ * before a set one is written as nil. An empty string field is written as nil. extra_keys
+ * entries: an unset one is nil, a set one the tuple of its items (STR a str, MM
+ * [identifier, offset] or [identifier] without an offset, BYTES a bin, OTHER nil).
  *
  * Use: kvw_enc_init once; per payload kvw_enc_begin, exactly nevents calls of kvw_enc_event or
  * kvw_enc_unknown, then kvw_enc_end; kvw_enc_free at the end. Errors are sticky and reported
@@ -239,6 +300,9 @@ void kvw_enc_event(struct kvw_enc *e, const struct kvw_event *ev);
 
 /* Appends an event with tag tag and no fields (for testing the skip path). */
 void kvw_enc_unknown(struct kvw_enc *e, const char *tag);
+
+/* Appends len raw bytes as one event (one msgpack object, for testing malformed events). */
+void kvw_enc_raw(struct kvw_enc *e, const void *obj, size_t len);
 
 /*
  * Finishes the batch. On success returns 0 and sets *buf and *len to the payload, owned by e and
