@@ -21,7 +21,7 @@ LIBS_TEST  := -lcriterion
 
 # Debian packages the build, the tests and the benchmarks need (installed by `make setup`).
 DEB_PKGS := build-essential pkg-config liburcu-dev libjemalloc-dev libck-dev libcriterion-dev \
-            libzmq3-dev libmsgpack-dev libxxhash-dev redis-server \
+            libzmq3-dev libmsgpack-dev libxxhash-dev libhiredis-dev redis-server \
             clang libclang-rt-14-dev
 
 ifeq ($(V),1)
@@ -79,13 +79,13 @@ $(BUILD)/bin/%: $(BUILD)/tools/%.o $(INGEST_OBJS) $(BUILD)/libkvidx.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_TOOLS) $(LIBS_CORE)
 STRESS_UTIL := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/torture_util.c))
-BENCH_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/benchlib.c))
+BENCH_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out bench/bench_%.c,$(wildcard bench/*.c)))
 $(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(BUILD)/libkvidx.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_CORE)
 $(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(BUILD)/libkvidx.a
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) -lurcu-cds -lurcu $(LIBS_TOOLS) $(LIBS_CORE)
+	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) -lhiredis -lurcu-cds -lurcu $(LIBS_TOOLS) $(LIBS_CORE)
 $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGEST_OBJS) $(BUILD)/libkvidx.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_TEST) $(LIBS_TOOLS) $(LIBS_CORE)
