@@ -85,7 +85,7 @@ $(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(BUILD)/libkvid
 	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_CORE)
 $(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(BUILD)/libkvidx.a
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) -lhiredis -lurcu-cds -lurcu $(LIBS_TOOLS) $(LIBS_CORE)
+	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) -lhiredis -lurcu-cds -lurcu $(LIBS_TOOLS) $(LIBS_CORE) -lm
 $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGEST_OBJS) $(BUILD)/libkvidx.a
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS_TEST) $(LIBS_TOOLS) $(LIBS_CORE)

@@ -559,8 +559,8 @@ static void bench_memory(const struct tset *t)
 		"rwlock shm table (naive)", "redis used_memory (llm-d)",
 	};
 	static const char *const notes[M_N] = {
-		"slots at load 0.75 + arena for 2 records/key + limbo; 16 B per record (pod, gen, "
-		"tiers, TTL, timestamp)",
+		("slots at load 0.75 + arena for 2 records/key + limbo; 16 B per record (pod, gen, "
+		 "tiers, TTL, timestamp)"),
 		"",
 		"32 B node (3 pods inline) + buckets; no timestamps",
 		"16 B object (3 pods inline) + pointer table; no timestamps",

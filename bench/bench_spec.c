@@ -283,6 +283,7 @@ static void run_b(const struct cfg *cf, struct kvidx_reader *r, redisContext *rc
 			} else if (cf->design == D_REDIS) {
 				struct seen_arg a = { .pod = pod };
 				redis_hkeys(rc, key);
+				redis_send(rc);
 				redis_read_hkeys(rc, seen_pod, &a);
 				hit = a.hit;
 			} else if (cf->design == D_FLOOR) {

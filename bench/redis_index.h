@@ -4,8 +4,10 @@
  * per request key, named "<model>@<key>" (the key in decimal), one field "<pod>@<tier>" per
  * pod holding it, valued with an RFC 3339 timestamp; Add is a pipeline of HSET, Evict of
  * HDEL, and Lookup one pipeline of HKEYS over all of a prompt's keys, cut client-side at the
- * first key no pod holds. redis_hset/hdel/hkeys() append a command (redisAppendCommand),
- * redis_send() sends what is appended, and the replies are read in order (redisGetReply).
+ * first key no pod holds. redis_hset/hdel/hkeys() append a command to the pipeline
+ * (redisAppendCommandArgv: the argv form formats at half the cost of a format string),
+ * redis_send() sends what is appended, and the replies are read in order (redisGetReply;
+ * HKEYS replies with reply-object functions that allocate nothing, see redis_index.c).
  */
 #ifndef KVIDX_BENCH_REDIS_INDEX_H
 #define KVIDX_BENCH_REDIS_INDEX_H
