@@ -677,5 +677,8 @@ int main(int argc, char **argv)
 	kvidx_writer_close(W->w, true);
 	guard_name(0, NULL);
 	naive_free(W->naive);
+	free(W->keys);
+	free(W->primary);
+	free(W);
 	return 0;
 }

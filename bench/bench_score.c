@@ -653,6 +653,7 @@ int main(int argc, char **argv)
 		free(t->cp);
 	}
 	rcu_unregister_thread();
+	rows_free(&rw);
 	if (g_have_redis) {
 		redisFree(g_rc);
 		redis_stop(&g_srv);

@@ -597,6 +597,7 @@ int main(int argc, char **argv)
 	if (have_redis)
 		redis_stop(&srv);
 	kvidx_writer_close(ws->w, true);
+	free(ws);
 	guard_name(0, NULL);
 	naive_free(g_naive);
 	for (uint32_t ci = 0; ci < NCFG; ci++)

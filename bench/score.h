@@ -20,8 +20,9 @@ struct rows {
 	unsigned ntouched;
 };
 
-/* Rows for pods 0..max_pods-1, all at 0 (dies when out of memory). */
+/* Rows for pods 0..max_pods-1, all at 0 (dies when out of memory); rows_free() frees them. */
 void rows_init(struct rows *rw, unsigned max_pods);
+void rows_free(struct rows *rw);
 
 /* Counts block i for pod p if p holds blocks 0..i-1; returns whether p's run goes on. */
 static inline bool rows_extend(struct rows *rw, unsigned p, uint32_t i)
