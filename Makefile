@@ -47,7 +47,7 @@ LIBS_TEST   := -lcriterion
 # stress, bench and run call first.
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev libmicrohttpd-dev
-DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev \
+DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
               python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
@@ -150,7 +150,7 @@ BENCH_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out bench/bench_%.c,$(wildca
 $(BUILD)/bin/stress_%: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(LIBKVIDX)
 	$(LINK)
-$(BUILD)/bin/bench_%: LIBS = -lurcu-cds -lurcu $(LIBS_INGEST) $(LIBS_CORE)
+$(BUILD)/bin/bench_%: LIBS = -lhiredis -lurcu-cds -lurcu $(LIBS_INGEST) $(LIBS_CORE) -lm
 $(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(LIBKVIDX)
 	$(LINK)
 $(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE)

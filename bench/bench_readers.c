@@ -24,11 +24,29 @@
  * R + 1 <= C.
  */
 #define PROG "bench_readers"
-#include <getopt.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include "bench.h"
+#include "benchlib.h"
+#include "fixture.h"
+#include "host.h"
+#include "inspect.h"
+#include "naive.h"
+#include "rand.h"
+#include "report.h"
+#include "score.h"
+#include "stats.h"
+
+const char bl_prog[] = PROG;
 
 #define BLOCKS 512u
 #define BATCH 64u
@@ -45,8 +63,8 @@ struct opts {
 	uint64_t keys;
 	double seconds, warm;
 	uint32_t pods, rounds;
-	bool quick, no_naive, no_pin;
-	const char *json;
+	bool no_naive, no_pin;
+	struct bl_args arg;
 };
 static struct opts o;
 
@@ -112,20 +130,17 @@ static void usage(FILE *f)
 static void parse_opts(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "quick", no_argument, NULL, 'q' },   { "keys", required_argument, NULL, 'n' },
-		{ "seconds", required_argument, NULL, 's' }, { "pods", required_argument, NULL, 'p' },
-		{ "no-naive", no_argument, NULL, 'N' }, { "json", required_argument, NULL, 'j' },
-		{ "no-pin", no_argument, NULL, 'P' },
-		{ "help", no_argument, NULL, 'h' },    { NULL, 0, NULL, 0 },
+		{ "keys", required_argument, NULL, 'n' },   { "seconds", required_argument, NULL, 's' },
+		{ "pods", required_argument, NULL, 'p' },   { "no-naive", no_argument, NULL, 'N' },
+		{ "no-pin", no_argument, NULL, 'P' },       BL_OPTIONS_TAIL,
 	};
 	uint64_t keys = 0;
 	double secs = 0;
 	int c;
 
 	o = (struct opts){ .pods = 64 };
-	while ((c = bl_getopt(argc, argv, lo, usage)) != -1) {
+	while ((c = bl_getopt(argc, argv, lo, usage, &o.arg)) != -1) {
 		switch (c) {
-		case 'q': o.quick = true; break;
 		case 'n': keys = parse_num("--keys", optarg, 64 * BLOCKS, 1ull << 30); break;
 		case 's':
 			secs = atof(optarg);
@@ -137,13 +152,12 @@ static void parse_opts(int argc, char **argv)
 		case 'p': o.pods = (uint32_t)parse_num("--pods", optarg, 2, 4096); break;
 		case 'N': o.no_naive = true; break;
 		case 'P': o.no_pin = true; break;
-		case 'j': o.json = optarg; break;
 		}
 	}
-	o.keys = fit_shm_keys(keys ? keys : o.quick ? 1ull << 20 : 8ull << 20, 80, 1);
-	o.seconds = secs ? secs : o.quick ? 0.3 : 3.0;
-	o.warm = o.quick ? 0.05 : 0.2;
-	o.rounds = o.quick ? 1 : 3;
+	o.keys = fit_shm_keys(keys ? keys : o.arg.quick ? 1ull << 20 : 8ull << 20, 80, 1);
+	o.seconds = secs ? secs : o.arg.quick ? 0.3 : 3.0;
+	o.warm = o.arg.quick ? 0.05 : 0.2;
+	o.rounds = o.arg.quick ? 1 : 3;
 }
 
 static uint32_t ald(const uint32_t *p)
@@ -196,9 +210,8 @@ static void fill(struct world *W)
 	if (!o.no_naive) {
 		W->naive = naive_new(nkeys + FIFO_D * BATCH, true);
 		for (uint64_t c = 0; c < W->nchains; c++)
-			for (uint32_t i = 0; i < BLOCKS; i++)
-				if (!naive_add(W->naive, W->keys[c * BLOCKS + i], W->primary[c]))
-					bdie("naive table full");
+			if (!naive_apply(W->naive, W->keys + c * BLOCKS, BLOCKS, W->primary[c], true))
+				bdie("naive table full");
 	}
 	printf("filled %" PRIu64 " keys (%" PRIu64 " chains of %u) in %.2f s (kvidx) + %.2f s "
 	       "(rwlock table)\n", nkeys, W->nchains, BLOCKS, kv_s,
@@ -256,10 +269,7 @@ static void reader_main(struct world *W, unsigned id)
 	rows_init(&rw, o.pods);
 	/* Touch the whole mapping once, as a long-running router has. */
 	const struct kv_view *v = kv_reader_view(r);
-	uint64_t sum = 0;
-	for (size_t off = 0; off < v->size; off += 4096)
-		sum += ((const volatile uint8_t *)v->base)[off];
-	bench_sink += sum;
+	touch_pages(v->base, v->size);
 	ast(&C->ready[id], 1);
 	for (;;) {
 		uint32_t seq;
@@ -325,16 +335,40 @@ static bool naive_wrlock(struct world *W)
 	return pthread_rwlock_clockwrlock(&W->naive->lock, CLOCK_MONOTONIC, &ts) == 0;
 }
 
+/* Applies the batch in FIFO slot `slot` to design d: stores it (store) or removes it. The
+ * rwlock writer waits for its lock as long as it takes if `wait`, else until the deadline:
+ * returns false if it was starved until then (nothing applied). */
+static bool apply_slot(struct world *W, int d, uint32_t slot, bool store, bool wait)
+{
+	const struct pend *p = &W->fifo[slot];
+	const uint64_t *k;
+
+	batch_keys(W, p, slot, &k);
+	if (d == D_KVIDX) {
+		int rc = store ? kvidx_store(W->w, p->pod, k, BATCH, KVIDX_TIER_GPU, kvidx_now_ns()) :
+				 kvidx_remove(W->w, p->pod, k, BATCH, 0);
+		if (rc < 0)
+			bdie("kvidx_%s: %s", store ? "store" : "remove", kvidx_strerror(rc));
+		return true;
+	}
+	if (wait)
+		pthread_rwlock_wrlock(&W->naive->lock);
+	else if (!naive_wrlock(W))
+		return false;
+	naive_apply(W->naive, k, BATCH, p->pod, store);
+	pthread_rwlock_unlock(&W->naive->lock);
+	return true;
+}
+
 /* Applies one batch of BATCH events to design d: a store if the FIFO has room, else the
  * removal of its oldest batch. Returns false if the rwlock writer was starved until the
  * deadline (nothing applied). */
 static bool apply_batch(struct world *W, int d)
 {
-	const uint64_t *k;
-	uint64_t now = kvidx_now_ns();
+	bool store = W->fcount < FIFO_D;
+	uint32_t slot = store ? (W->fhead + W->fcount) % FIFO_D : W->fhead;
 
-	if (W->fcount < FIFO_D) {
-		uint32_t slot = (W->fhead + W->fcount) % FIFO_D;
+	if (store) {
 		struct pend *p = &W->fifo[slot];
 		p->fresh = (uint8_t)(xorshift64(&W->rng) & 1);
 		p->chain = below(xorshift64(&W->rng), W->nchains);
@@ -345,34 +379,12 @@ static bool apply_batch(struct world *W, int d)
 		if (p->fresh)
 			for (uint32_t i = 0; i < BATCH; i++)
 				W->fresh_keys[slot][i] = rand_key(&W->rng);
-		batch_keys(W, p, slot, &k);
-		if (d == D_KVIDX) {
-			int rc = kvidx_store(W->w, p->pod, k, BATCH, KVIDX_TIER_GPU, now);
-			if (rc < 0)
-				bdie("kvidx_store: %s", kvidx_strerror(rc));
-		} else {
-			if (!naive_wrlock(W))
-				return false;
-			for (uint32_t i = 0; i < BATCH; i++)
-				naive_add(W->naive, k[i], p->pod);
-			pthread_rwlock_unlock(&W->naive->lock);
-		}
+	}
+	if (!apply_slot(W, d, slot, store, false))
+		return false;
+	if (store) {
 		W->fcount++;
 	} else {
-		uint32_t slot = W->fhead;
-		struct pend *p = &W->fifo[slot];
-		batch_keys(W, p, slot, &k);
-		if (d == D_KVIDX) {
-			int rc = kvidx_remove(W->w, p->pod, k, BATCH, 0);
-			if (rc < 0)
-				bdie("kvidx_remove: %s", kvidx_strerror(rc));
-		} else {
-			if (!naive_wrlock(W))
-				return false;
-			for (uint32_t i = 0; i < BATCH; i++)
-				naive_del(W->naive, k[i], p->pod);
-			pthread_rwlock_unlock(&W->naive->lock);
-		}
 		W->fhead = (W->fhead + 1) % FIFO_D;
 		W->fcount--;
 	}
@@ -385,18 +397,7 @@ static bool apply_batch(struct world *W, int d)
 static void drain_fifo(struct world *W, int d)
 {
 	while (W->fcount) {
-		const uint64_t *k;
-		uint32_t slot = W->fhead;
-		struct pend *p = &W->fifo[slot];
-		batch_keys(W, p, slot, &k);
-		if (d == D_KVIDX) {
-			kvidx_remove(W->w, p->pod, k, BATCH, 0);
-		} else {
-			pthread_rwlock_wrlock(&W->naive->lock);
-			for (uint32_t i = 0; i < BATCH; i++)
-				naive_del(W->naive, k[i], p->pod);
-			pthread_rwlock_unlock(&W->naive->lock);
-		}
+		apply_slot(W, d, W->fhead, false, true);
 		W->fhead = (W->fhead + 1) % FIFO_D;
 		W->fcount--;
 	}
@@ -522,19 +523,15 @@ int main(int argc, char **argv)
 	uint64_t t_start = now_ns();
 
 	parse_opts(argc, argv);
-	bench_start(o.json);
+	bench_start(o.arg.json);
 	prctl(PR_SET_TIMERSLACK, 1000ul); /* 1 us: the writer sleeps until each batch is due */
 	W = xcalloc(1, sizeof(*W));
 	printf("%s: %" PRIu64 " keys, prompts of %u blocks, readers 1/2/4, writer 0/100k/1M "
 	       "events/s in batches of %u, %.1f s per configuration, %ld cores, load %.2f\n", PROG,
 	       o.keys, BLOCKS, BATCH, o.seconds, cores, loadavg1());
 	fill(W);
-	if (!o.no_pin && cores >= 2) {
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET((int)cores - 1, &set);
-		sched_setaffinity(0, sizeof(set), &set); /* the writer; readers set their own */
-	}
+	if (!o.no_pin && cores >= 2)
+		pin_cpu((int)cores - 1); /* the writer; readers set their own */
 	W->ctl = shared_alloc(sizeof(struct ctl));
 	W->lat = shared_alloc((size_t)MAXR * LATCAP * sizeof(float));
 	fflush(stdout);
@@ -679,5 +676,8 @@ int main(int argc, char **argv)
 	kvidx_writer_close(W->w, true);
 	guard_name(0, NULL);
 	naive_free(W->naive);
+	free(W->keys);
+	free(W->primary);
+	free(W);
 	return 0;
 }

@@ -30,12 +30,28 @@
  *    index's slots plus arena, on 4 KiB pages (as /dev/shm has them) and on 2 MiB pages.
  */
 #define PROG "bench_score"
-#include <getopt.h>
-#include <urcu.h>
-#include <urcu/rculfhash.h>
-#include <ck_hs.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include "bench.h"
+#include "benchlib.h"
+#include "ckhs.h"
+#include "fixture.h"
+#include "host.h"
+#include "inspect.h"
+#include "lfht.h"
+#include "naive.h"
+#include "rand.h"
+#include "redis_index.h"
+#include "redis_server.h"
+#include "report.h"
+#include "score.h"
+#include "stats.h"
+
+const char bl_prog[] = PROG;
 
 #define CHAIN 2048u
 #define HUGE_2M (2ul << 20)
@@ -53,8 +69,8 @@ static const uint32_t prompt_blocks[] = { 64, 512, 2048 };
 struct opts {
 	uint64_t big, small;
 	uint32_t pods, reps, kpr;
-	bool quick, no_redis;
-	const char *json;
+	bool no_redis;
+	struct bl_args arg;
 };
 
 /* The pods of one chain: pod[i] holds its first len[i] blocks; pod[0] holds them all. */
@@ -63,16 +79,6 @@ struct chain_pods {
 	uint32_t len[3];
 	unsigned n;
 };
-
-struct lf_node {
-	struct cds_lfht_node node;
-	uint64_t key;
-	uint16_t pod[3];
-	uint16_t npods;
-};
-/* container_of through void *, which clang's -Wcast-align accepts (urcu's macro it does not). */
-#define LF_NODE(p) ((struct lf_node *)(void *)((char *)(p) - offsetof(struct lf_node, node)))
-
 
 /* One table and every structure holding its keys. */
 struct tset {
@@ -86,7 +92,7 @@ struct tset {
 	struct cds_lfht *lfht;
 	struct lf_node *lfn;
 	ck_hs_t hs;
-	struct bl_ck_obj *cko;
+	struct ck_obj *cko;
 	struct naive_tab *naive;
 	int redis_db;
 	/* Memory, bytes. */
@@ -99,7 +105,7 @@ struct tset {
 
 static struct opts o;
 static struct redis_srv g_srv;
-static struct rconn g_rc;
+static redisContext *g_rc;
 static bool g_have_redis;
 
 static void usage(FILE *f)
@@ -127,38 +133,33 @@ static void usage(FILE *f)
 static void parse_opts(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "quick", no_argument, NULL, 'q' },
 		{ "keys", required_argument, NULL, 'n' },
 		{ "small-keys", required_argument, NULL, 's' },
 		{ "pods", required_argument, NULL, 'p' },
 		{ "reps", required_argument, NULL, 'r' },
 		{ "keys-per-round", required_argument, NULL, 'k' },
 		{ "no-redis", no_argument, NULL, 'R' },
-		{ "json", required_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		BL_OPTIONS_TAIL,
 	};
 	uint64_t big = 0, small = 0, reps = 0, kpr = 0;
 	int c;
 
 	o = (struct opts){ .pods = 64 };
-	while ((c = bl_getopt(argc, argv, lo, usage)) != -1) {
+	while ((c = bl_getopt(argc, argv, lo, usage, &o.arg)) != -1) {
 		switch (c) {
-		case 'q': o.quick = true; break;
 		case 'n': big = parse_num("--keys", optarg, 4 * CHAIN, 1ull << 30); break;
 		case 's': small = parse_num("--small-keys", optarg, 4 * CHAIN, 1ull << 30); break;
 		case 'p': o.pods = (uint32_t)parse_num("--pods", optarg, 3, 4096); break;
 		case 'r': reps = parse_num("--reps", optarg, 1, MAX_REPS); break;
 		case 'k': kpr = parse_num("--keys-per-round", optarg, 2048, 1u << 24); break;
 		case 'R': o.no_redis = true; break;
-		case 'j': o.json = optarg; break;
 		}
 	}
-	o.big = big ? big : o.quick ? 1ull << 20 : 8ull << 20;
+	o.big = big ? big : o.arg.quick ? 1ull << 20 : 8ull << 20;
 	o.small = small ? small : 100000;
 	o.big = fit_shm_keys(o.big, 80, 1);
-	o.reps = (uint32_t)(reps ? reps : o.quick ? 2 : 5);
-	o.kpr = (uint32_t)(kpr ? kpr : o.quick ? 32768 : 131072);
+	o.reps = (uint32_t)(reps ? reps : o.arg.quick ? 2 : 5);
+	o.kpr = (uint32_t)(kpr ? kpr : o.arg.quick ? 32768 : 131072);
 }
 
 /* ---- filling ---- */
@@ -209,15 +210,6 @@ static unsigned pods_of(const struct tset *t, uint64_t i, uint16_t *pods)
 	return n;
 }
 
-static void prefault(const struct kv_view *v)
-{
-	uint64_t sum = 0;
-
-	for (size_t off = 0; off < v->size; off += 4096)
-		sum += ((const volatile uint8_t *)v->base)[off];
-	bench_sink += sum;
-}
-
 static void fill_kvidx(struct tset *t, int idx)
 {
 	snprintf(t->name, sizeof(t->name), "bench-score-%d-%d", (int)getpid(), idx);
@@ -248,7 +240,7 @@ static void fill_kvidx(struct tset *t, int idx)
 	if (!t->r)
 		bdie("kvidx_reader_open: %s", kvidx_strerror(-errno));
 	const struct kv_view *v = kv_reader_view(t->r);
-	prefault(v);
+	touch_pages(v->base, v->size);
 	uint64_t nk = ld_relaxed(&v->st->keys), nr = ld_relaxed(&v->st->records);
 	t->mem[M_SCORE] = t->mem[M_LOOKUP] = (double)v->size / (double)nk;
 	t->ws_bytes = (v->nslots + v->max_probe) * 8 + v->units * 16;
@@ -264,21 +256,12 @@ static void fill_kvidx(struct tset *t, int idx)
 			t->nkeys);
 }
 
-static int lf_match(struct cds_lfht_node *node, const void *key)
-{
-	return LF_NODE(node)->key == *(const uint64_t *)key;
-}
-
 static void fill_lfht(struct tset *t)
 {
 	uint64_t rss0 = rss_bytes(), t0 = now_ns();
-	unsigned long nb = 1;
+	unsigned long nb;
 
-	while (nb < t->nkeys)
-		nb <<= 1;
-	t->lfht = cds_lfht_new(nb, nb, nb, 0, NULL);
-	if (!t->lfht)
-		bdie("cds_lfht_new failed");
+	t->lfht = lf_new(t->nkeys, &nb);
 	t->lfn = xcalloc(t->nkeys, sizeof(*t->lfn));
 	rcu_read_lock();
 	for (uint64_t i = 0; i < t->nkeys; i++) {
@@ -303,16 +286,13 @@ static void fill_ckhs(struct tset *t)
 {
 	uint64_t rss0 = rss_bytes(), t0 = now_ns();
 
-	if (!ck_hs_init(&t->hs, CK_HS_MODE_SPMC | CK_HS_MODE_OBJECT, bl_ck_hash, bl_ck_cmp, &bl_ck_alloc,
-			t->nkeys, 0x5bd1e995))
-		bdie("ck_hs_init failed");
+	ck_set_init(&t->hs, t->nkeys, 0);
 	t->cko = xcalloc(t->nkeys, sizeof(*t->cko));
 	for (uint64_t i = 0; i < t->nkeys; i++) {
-		struct bl_ck_obj *ob = &t->cko[i];
+		struct ck_obj *ob = &t->cko[i];
 		ob->key = t->keys[i];
 		ob->npods = (uint16_t)pods_of(t, i, ob->pod);
-		if (!ck_hs_put(&t->hs, CK_HS_HASH(&t->hs, bl_ck_hash, ob), ob))
-			bdie("ck_hs_put failed");
+		ck_set_put(&t->hs, ob);
 	}
 	t->mem[M_CKHS] = (double)(rss_bytes() - rss0) / (double)t->nkeys;
 	printf("%s table: ck_hs (16-byte objects) filled in %.2f s, %.1f bytes/key resident\n",
@@ -340,41 +320,26 @@ static void fill_naive(struct tset *t)
 
 static void fill_redis(struct tset *t, int db)
 {
-	char dbs[8];
 	uint64_t t0 = now_ns();
 
 	t->redis_db = db;
-	snprintf(dbs, sizeof(dbs), "%d", db);
-	rc_cmdv(&g_rc, "SELECT", dbs, NULL);
-	rc_flush(&g_rc);
-	rc_skip(&g_rc);
-	uint64_t m0 = redis_used_memory(&g_rc);
+	redis_call(g_rc, "SELECT %d", db);
+	uint64_t m0 = redis_used_memory(g_rc);
 	const uint64_t chunk = 4096;
 	for (uint64_t i = 0; i < t->nkeys; i += chunk) {
 		uint64_t e = i + chunk < t->nkeys ? i + chunk : t->nkeys;
 		for (uint64_t j = i; j < e; j++) {
 			uint16_t pods[3];
 			unsigned n = pods_of(t, j, pods);
-			rc_hset(&g_rc, t->keys[j], pods, n);
+			redis_hset(g_rc, t->keys[j], pods, n);
 		}
-		rc_flush(&g_rc);
-		for (uint64_t j = i; j < e; j++)
-			rc_skip(&g_rc);
+		redis_send(g_rc);
+		redis_skip(g_rc, e - i);
 	}
-	uint64_t m1 = redis_used_memory(&g_rc);
+	uint64_t m1 = redis_used_memory(g_rc);
 	t->mem[M_REDIS] = (double)(m1 - m0) / (double)t->nkeys;
 	printf("%s table: redis db %d filled in %.2f s, used_memory +%.1f bytes/key\n", t->label, db,
 	       (double)(now_ns() - t0) / 1e9, t->mem[M_REDIS]);
-}
-
-static void redis_select(int db)
-{
-	char dbs[8];
-
-	snprintf(dbs, sizeof(dbs), "%d", db);
-	rc_cmdv(&g_rc, "SELECT", dbs, NULL);
-	rc_flush(&g_rc);
-	rc_skip(&g_rc);
 }
 
 /* ---- one scorer over a set of prompts ---- */
@@ -384,39 +349,10 @@ static uint32_t run_one(struct tset *t, int m, struct rows *rw, const uint64_t *
 	switch (m) {
 	case M_SCORE: return score_kvidx(t->r, k, b);
 	case M_LOOKUP: return score_lookup(t->r, rw, k, b);
-	case M_LFHT: {
-		struct cds_lfht_iter it;
-		rcu_read_lock();
-		for (uint32_t i = 0; i < b; i++) {
-			cds_lfht_lookup(t->lfht, kv_mix(k[i]), lf_match, &k[i], &it);
-			struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
-			unsigned alive = 0;
-			if (!node)
-				break;
-			const struct lf_node *ln = LF_NODE(node);
-			for (unsigned j = 0; j < ln->npods; j++)
-				alive += rows_extend(rw, ln->pod[j], i);
-			if (!alive)
-				break;
-		}
-		rcu_read_unlock();
-		return rows_best_reset(rw);
-	}
-	case M_CKHS:
-		for (uint32_t i = 0; i < b; i++) {
-			const struct bl_ck_obj *ob = ck_hs_get(&t->hs, CK_HS_HASH(&t->hs, bl_ck_hash, &k[i]),
-							    &k[i]);
-			unsigned alive = 0;
-			if (!ob)
-				break;
-			for (unsigned j = 0; j < ob->npods; j++)
-				alive += rows_extend(rw, ob->pod[j], i);
-			if (!alive)
-				break;
-		}
-		return rows_best_reset(rw);
+	case M_LFHT: return score_lfht(t->lfht, rw, k, b);
+	case M_CKHS: return score_ckhs(&t->hs, rw, k, b);
 	case M_NAIVE: return score_naive(t->naive, rw, k, b);
-	case M_REDIS: return score_redis(&g_rc, rw, k, b);
+	case M_REDIS: return score_redis(g_rc, rw, k, b);
 	}
 	return 0;
 }
@@ -452,7 +388,7 @@ static void bench_config(struct tset *t, int ti, int bi, int c, bool big, struct
 	memset(smp, 0, sizeof(smp));
 	memset(wrong, 0, sizeof(wrong));
 	if (g_have_redis)
-		redis_select(t->redis_db);
+		redis_call(g_rc, "SELECT %d", t->redis_db);
 	for (uint32_t round = 0; round <= o.reps; round++) {
 		for (int mi = 0; mi < nm; mi++) {
 			int m = (mi + (int)round) % nm;
@@ -618,44 +554,35 @@ static void bench_floor(struct tset *t, bool big)
 
 static void bench_memory(const struct tset *t)
 {
+	static const char *const names[M_N] = {
+		"kvidx segment", "", "rculfhash in-process (RSS)", "ck_hs in-process (RSS)",
+		"rwlock shm table (naive)", "redis used_memory (llm-d)",
+	};
+	static const char *const notes[M_N] = {
+		("slots at load 0.75 + arena for 2 records/key + limbo; 16 B per record (pod, gen, "
+		 "tiers, TTL, timestamp)"),
+		"",
+		"32 B node (3 pods inline) + buckets; no timestamps",
+		"16 B object (3 pods inline) + pointer table; no timestamps",
+		"32 B slots at load 0.75, 11 pods inline, no tiers/timestamps/TTL",
+		"hash per key, field pod@tier, RFC3339 timestamp value",
+	};
+
 	for (int m = 0; m < M_N; m++) {
 		if (m == M_LOOKUP || (m == M_REDIS && !g_have_redis))
 			continue;
 		struct row r = { .workload = "5 memory", .unit = "bytes/key", .target_state = T_NONE };
-		static const char *const names[M_N] = {
-			"kvidx segment", "", "rculfhash in-process (RSS)", "ck_hs in-process (RSS)",
-			"rwlock shm table (naive)", "redis used_memory (llm-d)",
-		};
 		snprintf(r.name, sizeof(r.name), "%s", names[m]);
 		par_u(&r.par, "keys", t->nkeys);
 		par_f(&r.par, "records_per_key", 1.0 + 1.0 / 8 + 1.0 / 32);
 		r.median = t->mem[m];
 		r.p99 = NAN;
 		r.ratio = t->mem[m] / t->mem[M_SCORE];
-		switch (m) {
-		case M_SCORE:
+		snprintf(r.note, sizeof(r.note), "%s", notes[m]);
+		if (m == M_SCORE) {
 			par_s(&r.par, "geometry", "capacity=keys,records=2x,ppk=10");
 			snprintf(r.target, sizeof(r.target), "<= 96 bytes/key");
 			r.target_state = r.median <= 96 ? T_MET : T_MISSED;
-			snprintf(r.note, sizeof(r.note), "slots at load 0.75 + arena for 2 records/key "
-				 "+ limbo; 16 B per record (pod, gen, tiers, TTL, timestamp)");
-			break;
-		case M_LFHT:
-			snprintf(r.note, sizeof(r.note), "32 B node (3 pods inline) + buckets; no "
-				 "timestamps");
-			break;
-		case M_CKHS:
-			snprintf(r.note, sizeof(r.note), "16 B object (3 pods inline) + pointer table;"
-				 " no timestamps");
-			break;
-		case M_NAIVE:
-			snprintf(r.note, sizeof(r.note), "32 B slots at load 0.75, 11 pods inline, no "
-				 "tiers/timestamps/TTL");
-			break;
-		case M_REDIS:
-			snprintf(r.note, sizeof(r.note), "hash per key, field pod@tier, RFC3339 "
-				 "timestamp value");
-			break;
 		}
 		row_emit(&r);
 	}
@@ -668,7 +595,7 @@ int main(int argc, char **argv)
 	uint64_t t_start = now_ns();
 
 	parse_opts(argc, argv);
-	bench_start(o.json);
+	bench_start(o.arg.json);
 	memset(ts, 0, sizeof(ts));
 	ts[0].label = "big";
 	ts[0].nkeys = o.big;
@@ -680,8 +607,7 @@ int main(int argc, char **argv)
 
 	g_have_redis = !o.no_redis && redis_available() && redis_start(&g_srv) == 0;
 	if (g_have_redis) {
-		if (rconn_open(&g_rc, g_srv.port) < 0)
-			bdie("cannot connect to redis-server on port %d", g_srv.port);
+		g_rc = redis_open(g_srv.port);
 		printf("redis-server %d on 127.0.0.1:%d\n", (int)g_srv.pid, g_srv.port);
 	} else if (!o.no_redis) {
 		printf("redis-server not available: Redis rows skipped\n");
@@ -715,16 +641,8 @@ int main(int argc, char **argv)
 	/* Clean up. */
 	for (int i = 0; i < 2; i++) {
 		struct tset *t = &ts[i];
-		struct cds_lfht_iter it;
-		struct cds_lfht_node *node;
-		rcu_read_lock();
-		cds_lfht_for_each(t->lfht, &it, node)
-			cds_lfht_del(t->lfht, node);
-		rcu_read_unlock();
-		synchronize_rcu();
-		if (cds_lfht_destroy(t->lfht, NULL) < 0)
-			fprintf(stderr, PROG ": warning: cds_lfht_destroy failed\n");
-		ck_hs_destroy(&t->hs);
+		lf_destroy(t->lfht, false);
+		ck_set_destroy(&t->hs, false);
 		free(t->lfn);
 		free(t->cko);
 		naive_free(t->naive);
@@ -735,8 +653,9 @@ int main(int argc, char **argv)
 		free(t->cp);
 	}
 	rcu_unregister_thread();
+	rows_free(&rw);
 	if (g_have_redis) {
-		rconn_close(&g_rc);
+		redisFree(g_rc);
 		redis_stop(&g_srv);
 	}
 	return 0;

@@ -23,10 +23,27 @@
  * table read-only).
  */
 #define PROG "bench_spec"
-#include <getopt.h>
-#include <sched.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include "bench.h"
+#include "benchlib.h"
+#include "fixture.h"
+#include "host.h"
+#include "naive.h"
+#include "rand.h"
+#include "redis_index.h"
+#include "redis_server.h"
+#include "report.h"
+#include "stats.h"
+
+const char bl_prog[] = PROG;
 
 #define MAXK 512u
 #define TTL_MS 10000u
@@ -56,8 +73,8 @@ static const struct cfg cfgs[] = {
 struct opts {
 	uint64_t keys;
 	uint32_t samples, pods;
-	bool quick, no_redis, no_pin;
-	const char *json;
+	bool no_redis, no_pin;
+	struct bl_args arg;
 };
 static struct opts o;
 
@@ -123,28 +140,24 @@ static void usage(FILE *f)
 static void parse_opts(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "quick", no_argument, NULL, 'q' },      { "keys", required_argument, NULL, 'n' },
-		{ "samples", required_argument, NULL, 's' }, { "no-redis", no_argument, NULL, 'R' },
-		{ "no-pin", no_argument, NULL, 'P' },
-		{ "json", required_argument, NULL, 'j' },  { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "keys", required_argument, NULL, 'n' }, { "samples", required_argument, NULL, 's' },
+		{ "no-redis", no_argument, NULL, 'R' },   { "no-pin", no_argument, NULL, 'P' },
+		BL_OPTIONS_TAIL,
 	};
 	uint64_t keys = 0, samples = 0;
 	int c;
 
 	o = (struct opts){ .pods = 64 };
-	while ((c = bl_getopt(argc, argv, lo, usage)) != -1) {
+	while ((c = bl_getopt(argc, argv, lo, usage, &o.arg)) != -1) {
 		switch (c) {
-		case 'q': o.quick = true; break;
 		case 'n': keys = parse_num("--keys", optarg, 1024, 1ull << 28); break;
 		case 's': samples = parse_num("--samples", optarg, 10, 1000000); break;
 		case 'R': o.no_redis = true; break;
 		case 'P': o.no_pin = true; break;
-		case 'j': o.json = optarg; break;
 		}
 	}
-	o.keys = keys ? keys : o.quick ? 128ull << 10 : 1ull << 20;
-	o.samples = (uint32_t)(samples ? samples : o.quick ? 300 : 5000);
+	o.keys = keys ? keys : o.arg.quick ? 128ull << 10 : 1ull << 20;
+	o.samples = (uint32_t)(samples ? samples : o.arg.quick ? 300 : 5000);
 }
 
 static uint64_t ld64(const uint64_t *p)
@@ -175,7 +188,7 @@ static inline void cpu_relax(void)
 /* ---- reader processes ---- */
 
 /* A: the committing router worker. */
-static void run_a(const struct cfg *cf, struct kvidx_reader *r, struct rconn *rc)
+static void run_a(const struct cfg *cf, struct kvidx_reader *r, redisContext *rc)
 {
 	uint64_t s = 0xa5a5a5a5deadbeefull ^ now_ns();
 
@@ -213,13 +226,12 @@ static void run_a(const struct cfg *cf, struct kvidx_reader *r, struct rconn *rc
 		}
 		case D_REDIS:
 			for (uint32_t k = 0; k < cf->nkeys; k++)
-				rc_hset(rc, C->keys[k], &C->pod, 1);
-			rc_flush(rc);
+				redis_hset(rc, C->keys[k], &C->pod, 1);
+			redis_send(rc);
 			break;
 		case D_NAIVE:
 			pthread_rwlock_wrlock(&g_naive->lock);
-			for (uint32_t k = 0; k < cf->nkeys; k++)
-				naive_add(g_naive, C->keys[k], C->pod);
+			naive_apply(g_naive, C->keys, cf->nkeys, C->pod, true);
 			pthread_rwlock_unlock(&g_naive->lock);
 			break;
 		case D_FLOOR:
@@ -229,8 +241,7 @@ static void run_a(const struct cfg *cf, struct kvidx_reader *r, struct rconn *rc
 		}
 		t_commit[i - 1] = t0;
 		if (cf->design == D_REDIS)
-			for (uint32_t k = 0; k < cf->nkeys; k++)
-				rc_skip(rc);
+			redis_skip(rc, cf->nkeys);
 		while (ld64(&C->ack) != i && now_ns() - t0 < 1100000000ull)
 			sleep_ns(20000);
 	}
@@ -250,7 +261,7 @@ static void seen_pod(void *arg, unsigned pod)
 
 /* B: the router worker waiting to see the commit. It follows A's sequence number rather than
  * counting on its own, so that a sample A gave up on cannot leave the two out of step. */
-static void run_b(const struct cfg *cf, struct kvidx_reader *r, struct rconn *rc)
+static void run_b(const struct cfg *cf, struct kvidx_reader *r, redisContext *rc)
 {
 	uint64_t last = 0;
 
@@ -271,9 +282,9 @@ static void run_b(const struct cfg *cf, struct kvidx_reader *r, struct rconn *rc
 					hit |= rec[j].pod == pod;
 			} else if (cf->design == D_REDIS) {
 				struct seen_arg a = { .pod = pod };
-				rc_hkeys(rc, key);
-				rc_flush(rc);
-				rc_read_hkeys(rc, seen_pod, &a);
+				redis_hkeys(rc, key);
+				redis_send(rc);
+				redis_read_hkeys(rc, seen_pod, &a);
 				hit = a.hit;
 			} else if (cf->design == D_FLOOR) {
 				hit = ld64(&C->flag) == i;
@@ -300,25 +311,16 @@ static void run_b(const struct cfg *cf, struct kvidx_reader *r, struct rconn *rc
 	}
 }
 
-static void pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
 static void child_main(int role)
 {
 	struct kvidx_reader *r = kvidx_reader_open(g_name);
-	struct rconn rc = { .fd = -1 };
+	redisContext *rc = NULL;
 	uint32_t seen = 0;
 
 	if (!r)
 		bdie("reader %c: kvidx_reader_open: %s", 'A' + role, kvidx_strerror(-errno));
-	if (C->redis_port && rconn_open(&rc, (int)C->redis_port) < 0)
-		bdie("reader %c: cannot connect to redis", 'A' + role);
+	if (C->redis_port)
+		rc = redis_open((int)C->redis_port);
 	st32(&C->ready[role], 1);
 	for (;;) {
 		uint32_t q;
@@ -329,13 +331,13 @@ static void child_main(int role)
 		seen = q;
 		const struct cfg *cf = &cfgs[ld32(&C->cfg)];
 		if (role == 0)
-			run_a(cf, r, &rc);
+			run_a(cf, r, rc);
 		else
-			run_b(cf, r, &rc);
+			run_b(cf, r, rc);
 		st32(&C->done[role], seen);
 	}
-	if (rc.fd >= 0)
-		rconn_close(&rc);
+	if (rc)
+		redisFree(rc);
 	kvidx_reader_close(r);
 	_exit(0);
 }
@@ -433,7 +435,7 @@ int main(int argc, char **argv)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
 	parse_opts(argc, argv);
-	bench_start(o.json);
+	bench_start(o.arg.json);
 	printf("%s: %" PRIu64 " prefilled keys, %u commits per configuration, %ld cores, load %.2f\n",
 	       PROG, o.keys, o.samples, ncpu, loadavg1());
 
@@ -481,13 +483,13 @@ int main(int argc, char **argv)
 			/* B, the spinning watcher, alone on CPU 0; A, the committer, which sleeps
 			 * between commits, with the writer: in production each has a core. */
 			if (!o.no_pin && ncpu >= 2)
-				pin(role == 1 ? 0 : (int)ncpu - 1);
+				pin_cpu(role == 1 ? 0 : (int)ncpu - 1);
 			child_main(role);
 		}
 		guard_pid(kids[role]);
 	}
 	if (!o.no_pin && ncpu >= 2)
-		pin((int)ncpu - 1);
+		pin_cpu((int)ncpu - 1);
 	for (int role = 0; role < 2; role++)
 		while (!ld32(&C->ready[role])) {
 			check_kids();
@@ -594,6 +596,7 @@ int main(int argc, char **argv)
 	if (have_redis)
 		redis_stop(&srv);
 	kvidx_writer_close(ws->w, true);
+	free(ws);
 	guard_name(0, NULL);
 	naive_free(g_naive);
 	for (uint32_t ci = 0; ci < NCFG; ci++)

@@ -25,13 +25,31 @@
  *    the overall rate.
  */
 #define PROG "bench_writer"
-#include <getopt.h>
-#include <sched.h>
-#include <urcu.h>
-#include <urcu/rculfhash.h>
-#include <ck_hs.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include "bench.h"
+#include "benchlib.h"
+#include "ckhs.h"
+#include "fixture.h"
+#include "host.h"
+#include "inspect.h"
+#include "lfht.h"
+#include "naive.h"
+#include "rand.h"
+#include "redis_index.h"
+#include "redis_server.h"
+#include "report.h"
+#include "stats.h"
+
+const char bl_prog[] = PROG;
 
 #define BATCH 64u
 #define FIFO_D 1024u
@@ -39,8 +57,9 @@
 struct opts {
 	uint64_t keys, ops, redis_ops, events;
 	uint32_t runs, pods;
-	bool quick, no_redis, no_ingest;
-	const char *json, *bin;
+	bool no_redis, no_ingest;
+	const char *bin;
+	struct bl_args arg;
 };
 static struct opts o;
 
@@ -70,20 +89,17 @@ static void usage(FILE *f)
 static void parse_opts(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "quick", no_argument, NULL, 'q' },     { "keys", required_argument, NULL, 'n' },
-		{ "ops", required_argument, NULL, 'o' }, { "events", required_argument, NULL, 'e' },
-		{ "runs", required_argument, NULL, 'r' }, { "bin", required_argument, NULL, 'b' },
-		{ "no-redis", no_argument, NULL, 'R' },  { "no-ingest", no_argument, NULL, 'I' },
-		{ "json", required_argument, NULL, 'j' }, { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "keys", required_argument, NULL, 'n' },   { "ops", required_argument, NULL, 'o' },
+		{ "events", required_argument, NULL, 'e' }, { "runs", required_argument, NULL, 'r' },
+		{ "bin", required_argument, NULL, 'b' },    { "no-redis", no_argument, NULL, 'R' },
+		{ "no-ingest", no_argument, NULL, 'I' },    BL_OPTIONS_TAIL,
 	};
 	uint64_t keys = 0, ops = 0, events = 0, runs = 0;
 	int c;
 
 	o = (struct opts){ .pods = 64 };
-	while ((c = bl_getopt(argc, argv, lo, usage)) != -1) {
+	while ((c = bl_getopt(argc, argv, lo, usage, &o.arg)) != -1) {
 		switch (c) {
-		case 'q': o.quick = true; break;
 		case 'n': keys = parse_num("--keys", optarg, 4096, 1ull << 30); break;
 		case 'o': ops = parse_num("--ops", optarg, 4 * BATCH, 1ull << 32); break;
 		case 'e': events = parse_num("--events", optarg, 64, 1ull << 32); break;
@@ -91,14 +107,13 @@ static void parse_opts(int argc, char **argv)
 		case 'b': o.bin = optarg; break;
 		case 'R': o.no_redis = true; break;
 		case 'I': o.no_ingest = true; break;
-		case 'j': o.json = optarg; break;
 		}
 	}
-	o.keys = keys ? keys : o.quick ? 256ull << 10 : 1ull << 20;
-	o.ops = ops ? ops : o.quick ? 256ull << 10 : 2ull << 20;
+	o.keys = keys ? keys : o.arg.quick ? 256ull << 10 : 1ull << 20;
+	o.ops = ops ? ops : o.arg.quick ? 256ull << 10 : 2ull << 20;
 	o.redis_ops = o.ops / 4;
-	o.events = events ? events : o.quick ? 25000 : 150000;
-	o.runs = (uint32_t)(runs ? runs : o.quick ? 1 : 3);
+	o.events = events ? events : o.arg.quick ? 25000 : 150000;
+	o.runs = (uint32_t)(runs ? runs : o.arg.quick ? 1 : 3);
 }
 
 /* ---- a) end to end ---- */
@@ -129,12 +144,8 @@ static pid_t spawn(char *const argv[], int cpu, const char *errfile)
 		bdie("fork: %s", strerror(errno));
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (cpu >= 0) {
-			cpu_set_t set;
-			CPU_ZERO(&set);
-			CPU_SET(cpu, &set);
-			sched_setaffinity(0, sizeof(set), &set);
-		}
+		if (cpu >= 0)
+			pin_cpu(cpu);
 		if (errfile) {
 			int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 			if (fd >= 0)
@@ -156,18 +167,6 @@ static void reap(pid_t pid, int sig)
 		kill(pid, sig);
 	waitpid(pid, NULL, 0);
 	guard_unpid(pid);
-}
-
-static void unlink_index(const char *name)
-{
-	char p[KVIDX_NAME_MAX + 32];
-
-	snprintf(p, sizeof(p), "/%s", name);
-	shm_unlink(p);
-	for (int g = 1; g <= 8; g++) {
-		snprintf(p, sizeof(p), "/%s.data.%d", name, g);
-		shm_unlink(p);
-	}
 }
 
 struct ingest_res {
@@ -262,7 +261,7 @@ static struct ingest_res ingest_run(int run, int ncpu)
 	kvidx_reader_close(r);
 	reap(fp, SIGTERM);
 	reap(ip, SIGTERM);
-	unlink_index(name);
+	bl_unlink_index(name);
 	guard_name(1, NULL);
 	if (!res.complete)
 		fprintf(stderr, PROG ": run %d: only %" PRIu64 " of %" PRIu64 " events applied "
@@ -334,27 +333,6 @@ static const char *const s_names[S_N] = {
 	"ck_hs put/remove", "rwlock shm table add/del", "redis HSET/HDEL pipeline",
 };
 
-struct lf_node {
-	struct cds_lfht_node node;
-	uint64_t key;
-	uint16_t pod[3];
-	uint16_t npods;
-	struct rcu_head rcu;
-};
-/* container_of through void *, which clang's -Wcast-align accepts (urcu's macro it does not). */
-#define LF_NODE(p) ((struct lf_node *)(void *)((char *)(p) - offsetof(struct lf_node, node)))
-
-
-static int lf_match(struct cds_lfht_node *node, const void *key)
-{
-	return LF_NODE(node)->key == *(const uint64_t *)key;
-}
-
-static void lf_free(struct rcu_head *h)
-{
-	free(((struct lf_node *)(void *)((char *)(h) - offsetof(struct lf_node, rcu))));
-}
-
 /* One structure under churn. */
 struct rawctx {
 	int s;
@@ -364,102 +342,45 @@ struct rawctx {
 	struct cds_lfht *lfht;
 	ck_hs_t hs;
 	struct naive_tab *naive;
-	struct rconn *rc;
+	redisContext *rc;
 	uint64_t last_tick;
 };
 
-static void raw_insert(struct rawctx *c, const uint64_t *k, uint16_t pod)
+/* Inserts (ins) or deletes the BATCH keys k with pod in c's structure. */
+static void raw_apply(struct rawctx *c, const uint64_t *k, uint16_t pod, bool ins)
 {
 	switch (c->s) {
 	case S_KVIDX:
 	case S_KVUPD: {
-		int rc = kvidx_store(c->w, pod, k, BATCH, KVIDX_TIER_GPU, kvidx_now_ns());
+		int rc = ins ? kvidx_store(c->w, pod, k, BATCH, KVIDX_TIER_GPU, kvidx_now_ns()) :
+			       kvidx_remove(c->w, pod, k, BATCH, 0);
 		if (rc < 0)
-			bdie("kvidx_store: %s", kvidx_strerror(rc));
+			bdie("kvidx_%s: %s", ins ? "store" : "remove", kvidx_strerror(rc));
 		break;
 	}
 	case S_LFHT:
-		rcu_read_lock();
-		for (uint32_t i = 0; i < BATCH; i++) {
-			struct lf_node *n = malloc(sizeof(*n));
-			if (!n)
-				bdie("out of memory");
-			cds_lfht_node_init(&n->node);
-			n->key = k[i];
-			n->pod[0] = pod;
-			n->npods = 1;
-			cds_lfht_add(c->lfht, kv_mix(k[i]), &n->node);
-		}
-		rcu_read_unlock();
+		lf_apply(c->lfht, k, BATCH, pod, ins);
 		break;
 	case S_CKHS:
-		for (uint32_t i = 0; i < BATCH; i++) {
-			struct bl_ck_obj *ob = malloc(sizeof(*ob));
-			if (!ob)
-				bdie("out of memory");
-			ob->key = k[i];
-			ob->pod[0] = pod;
-			ob->npods = 1;
-			if (!ck_hs_put(&c->hs, CK_HS_HASH(&c->hs, bl_ck_hash, ob), ob))
-				bdie("ck_hs_put failed");
-		}
+		ck_set_apply(&c->hs, k, BATCH, pod, ins);
 		break;
-	case S_NAIVE:
+	case S_NAIVE: {
 		pthread_rwlock_wrlock(&c->naive->lock);
-		for (uint32_t i = 0; i < BATCH; i++)
-			if (!naive_add(c->naive, k[i], pod))
-				bdie("naive table full");
+		bool ok = naive_apply(c->naive, k, BATCH, pod, ins);
 		pthread_rwlock_unlock(&c->naive->lock);
-		break;
-	case S_REDIS:
-		for (uint32_t i = 0; i < BATCH; i++)
-			rc_hset(c->rc, k[i], &pod, 1);
-		rc_flush(c->rc);
-		for (uint32_t i = 0; i < BATCH; i++)
-			rc_skip(c->rc);
+		if (!ok)
+			bdie("naive table full");
 		break;
 	}
-}
-
-static void raw_delete(struct rawctx *c, const uint64_t *k, uint16_t pod)
-{
-	switch (c->s) {
-	case S_KVIDX:
-	case S_KVUPD: {
-		int rc = kvidx_remove(c->w, pod, k, BATCH, 0);
-		if (rc < 0)
-			bdie("kvidx_remove: %s", kvidx_strerror(rc));
-		break;
-	}
-	case S_LFHT:
-		rcu_read_lock();
-		for (uint32_t i = 0; i < BATCH; i++) {
-			struct cds_lfht_iter it;
-			cds_lfht_lookup(c->lfht, kv_mix(k[i]), lf_match, &k[i], &it);
-			struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
-			if (node && cds_lfht_del(c->lfht, node) == 0)
-				call_rcu(&LF_NODE(node)->rcu, lf_free);
-		}
-		rcu_read_unlock();
-		break;
-	case S_CKHS:
-		for (uint32_t i = 0; i < BATCH; i++) {
-			void *ob = ck_hs_remove(&c->hs, CK_HS_HASH(&c->hs, bl_ck_hash, &k[i]), &k[i]);
-			free(ob);
-		}
-		break;
-	case S_NAIVE:
-		pthread_rwlock_wrlock(&c->naive->lock);
-		for (uint32_t i = 0; i < BATCH; i++)
-			naive_del(c->naive, k[i], pod);
-		pthread_rwlock_unlock(&c->naive->lock);
-		break;
 	case S_REDIS:
-		for (uint32_t i = 0; i < BATCH; i++)
-			rc_hdel(c->rc, k[i], pod);
-		rc_flush(c->rc);
-		for (uint32_t i = 0; i < BATCH; i++)
-			rc_skip(c->rc);
+		for (uint32_t i = 0; i < BATCH; i++) {
+			if (ins)
+				redis_hset(c->rc, k[i], &pod, 1);
+			else
+				redis_hdel(c->rc, k[i], pod);
+		}
+		redis_send(c->rc);
+		redis_skip(c->rc, BATCH);
 		break;
 	}
 }
@@ -470,7 +391,7 @@ struct raw_res {
 };
 
 static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
-				    const uint16_t *bpod, struct rconn *rc)
+				    const uint16_t *bpod, redisContext *rc)
 {
 	struct raw_res res = { .ran = true };
 	struct rawctx c = { .s = s, .nbase = nbase, .rc = rc };
@@ -497,31 +418,21 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 		c.w = writer_with_pods(&wo, o.pods, false);
 		break;
 	}
-	case S_LFHT: {
-		unsigned long nb = 1;
-		while (nb < nbase + FIFO_D * BATCH)
-			nb <<= 1;
-		c.lfht = cds_lfht_new(nb, nb, nb, 0, NULL);
-		if (!c.lfht)
-			bdie("cds_lfht_new failed");
+	case S_LFHT:
+		c.lfht = lf_new(nbase + FIFO_D * BATCH, NULL);
 		break;
-	}
 	case S_CKHS:
-		if (!ck_hs_init(&c.hs, CK_HS_MODE_SPMC | CK_HS_MODE_OBJECT | CK_HS_MODE_DELETE,
-				bl_ck_hash, bl_ck_cmp, &bl_ck_alloc, nbase + FIFO_D * BATCH, 0x5bd1e995))
-			bdie("ck_hs_init failed");
+		ck_set_init(&c.hs, nbase + FIFO_D * BATCH, CK_HS_MODE_DELETE);
 		break;
 	case S_NAIVE:
 		c.naive = naive_new(nbase + FIFO_D * BATCH, true);
 		break;
 	case S_REDIS:
-		rc_cmdv(rc, "FLUSHALL", NULL);
-		rc_flush(rc);
-		rc_skip(rc);
+		redis_call(rc, "FLUSHALL");
 		break;
 	}
 	for (uint64_t i = 0; i + BATCH <= nbase; i += BATCH) {
-		raw_insert(&c, base + i, bpod[i / BATCH]);
+		raw_apply(&c, base + i, bpod[i / BATCH], true);
 		if (c.w && i % (64 * BATCH) == 0)
 			kvidx_writer_tick(c.w, kvidx_now_ns());
 	}
@@ -547,10 +458,7 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 		}
 		const uint64_t *k = s == S_KVUPD ? base + foff[slot] : fresh[slot];
 		uint64_t t = now_ns();
-		if (ins)
-			raw_insert(&c, k, fpod[slot]);
-		else
-			raw_delete(&c, k, fpod[slot]);
+		raw_apply(&c, k, fpod[slot], ins);
 		uint64_t t2 = now_ns();
 		samples_add(&smp, (double)(t2 - t) / BATCH);
 		if (ins)
@@ -574,33 +482,17 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 		kvidx_writer_close(c.w, true);
 		guard_name(0, NULL);
 		break;
-	case S_LFHT: {
-		struct cds_lfht_iter it;
-		struct cds_lfht_node *node;
-		rcu_read_lock();
-		cds_lfht_for_each(c.lfht, &it, node)
-			if (cds_lfht_del(c.lfht, node) == 0)
-				call_rcu(&LF_NODE(node)->rcu, lf_free);
-		rcu_read_unlock();
-		rcu_barrier();
-		cds_lfht_destroy(c.lfht, NULL);
+	case S_LFHT:
+		lf_destroy(c.lfht, true);
 		break;
-	}
-	case S_CKHS: {
-		struct ck_hs_iterator it = CK_HS_ITERATOR_INITIALIZER;
-		void *ob;
-		while (ck_hs_next(&c.hs, &it, &ob))
-			free(ob);
-		ck_hs_destroy(&c.hs);
+	case S_CKHS:
+		ck_set_destroy(&c.hs, true);
 		break;
-	}
 	case S_NAIVE:
 		naive_free(c.naive);
 		break;
 	case S_REDIS:
-		rc_cmdv(rc, "FLUSHALL", NULL);
-		rc_flush(rc);
-		rc_skip(rc);
+		redis_call(rc, "FLUSHALL");
 		break;
 	}
 	free(fresh);
@@ -612,15 +504,15 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 static void bench_raw(void)
 {
 	struct redis_srv srv;
-	struct rconn rc;
+	redisContext *rc = NULL;
 	bool have_redis = !o.no_redis && redis_available() && redis_start(&srv) == 0;
 	uint64_t nbase = o.keys / BATCH * BATCH, s = 0x2545f4914f6cdd1dull;
 	uint64_t *base = xcalloc(nbase, sizeof(uint64_t));
 	uint16_t *bpod = xcalloc(nbase / BATCH, sizeof(uint16_t));
 	struct raw_res res[S_N];
 
-	if (have_redis && rconn_open(&rc, srv.port) < 0)
-		bdie("cannot connect to redis-server");
+	if (have_redis)
+		rc = redis_open(srv.port);
 	if (!have_redis && !o.no_redis)
 		printf("redis-server not available: Redis rows skipped\n");
 	for (uint64_t i = 0; i < nbase; i++)
@@ -632,7 +524,7 @@ static void bench_raw(void)
 	for (int st = 0; st < S_N; st++) {
 		if (st == S_REDIS && !have_redis)
 			continue;
-		res[st] = bench_raw_one(st, base, nbase, bpod, have_redis ? &rc : NULL);
+		res[st] = bench_raw_one(st, base, nbase, bpod, rc);
 		printf("  %-32s prefill %.2f s; %.3g ops/s, %.0f ns/op median, %.0f p99\n",
 		       s_names[st], res[st].fill_s, res[st].rate, res[st].med, res[st].p99);
 	}
@@ -661,7 +553,7 @@ static void bench_raw(void)
 		 "redis_mops=%.3f", nbase, o.ops, res[S_KVIDX].rate / 1e6, res[S_KVUPD].rate / 1e6, res[S_LFHT].rate / 1e6,
 	       res[S_CKHS].rate / 1e6, res[S_NAIVE].rate / 1e6, res[S_REDIS].rate / 1e6);
 	if (have_redis) {
-		rconn_close(&rc);
+		redisFree(rc);
 		redis_stop(&srv);
 	}
 	free(base);
@@ -673,7 +565,7 @@ int main(int argc, char **argv)
 	uint64_t t0 = now_ns();
 
 	parse_opts(argc, argv);
-	bench_start(o.json);
+	bench_start(o.arg.json);
 	find_bindir();
 	printf("%s: end to end %u run(s) of %" PRIu64 " events; raw ops on %" PRIu64 " keys, %"
 	       PRIu64 " ops; load %.2f\n", PROG, o.runs, o.events, o.keys, o.ops, loadavg1());

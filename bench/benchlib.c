@@ -1,56 +1,150 @@
 /*
- * benchlib.c — code every bench_* program links (see benchlib.h): the common part of parsing
- * a benchmark's command line, and the plain malloc-backed allocator the ck_hs baselines use.
+ * benchlib.c — the frame every bench_* program runs in (see benchlib.h): the common part of
+ * its command line, fatal errors, its start, and the cleanup of what it registered when a
+ * signal ends the run.
  */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "benchlib.h"
+#include "kvidx_writer.h"
+#include "report.h"
 
-/*
- * getopt_long() over lo with what every benchmark answers alike: -h/--help prints usage to
- * stdout and exits 0, an unknown option or a missing value prints it to stderr and exits 2,
- * and an operand left after the options is refused (exit 2). Returns the next option's value
- * for the caller to handle, or -1 once all are read.
- */
-int bl_getopt(int argc, char **argv, const struct option *lo, void (*usage)(FILE *f))
+int bl_getopt(int argc, char **argv, const struct option *lo, void (*usage)(FILE *f),
+	      struct bl_args *a)
 {
-	int c = getopt_long(argc, argv, "h", lo, NULL);
+	for (;;) {
+		int c = getopt_long(argc, argv, "h", lo, NULL);
 
-	switch (c) {
-	case 'h':
-		usage(stdout);
-		exit(0);
-	case '?':
-		usage(stderr);
-		exit(2);
-	case -1:
-		if (optind < argc) {
-			fprintf(stderr, "%s: unexpected argument '%s'\n", bl_prog, argv[optind]);
+		switch (c) {
+		case 'q':
+			a->quick = true;
+			continue;
+		case 'j':
+			a->json = optarg;
+			continue;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case '?':
+			usage(stderr);
 			exit(2);
+		case -1:
+			if (optind < argc) {
+				fprintf(stderr, "%s: unexpected argument '%s'\n", bl_prog,
+					argv[optind]);
+				exit(2);
+			}
+			break;
 		}
-		break;
+		return c;
 	}
-	return c;
 }
 
-static void *bl_ck_malloc(size_t n)
+uint64_t parse_num(const char *flag, const char *s, uint64_t lo, uint64_t hi)
 {
-	return malloc(n);
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (*end == 'k' || *end == 'K')
+		v <<= 10, end++;
+	else if (*end == 'm' || *end == 'M')
+		v <<= 20, end++;
+	if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
+		fprintf(stderr, "%s: %s: expected a number in %" PRIu64 "..%" PRIu64 ", got '%s'\n",
+			bl_prog, flag, lo, hi, s);
+		exit(2);
+	}
+	return v;
 }
 
-static void *bl_ck_realloc(void *p, size_t old, size_t n, bool defer)
+void bdie(const char *fmt, ...)
 {
-	(void)old;
-	(void)defer;
-	return realloc(p, n);
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "%s: ", bl_prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
 }
 
-static void bl_ck_free(void *p, size_t n, bool defer)
+void *xcalloc(size_t n, size_t size)
 {
-	(void)n;
-	(void)defer;
-	free(p);
+	void *p = calloc(n ? n : 1, size ? size : 1);
+
+	if (!p)
+		bdie("out of memory (%zu x %zu bytes)", n, size);
+	return p;
 }
 
-/* ck_hs's allocator for the baselines: malloc, realloc and free, with no deferred freeing. */
-struct ck_malloc bl_ck_alloc = { bl_ck_malloc, bl_ck_realloc, bl_ck_free };
+/* ---- cleanup on SIGINT/SIGTERM/SIGHUP: this run's shm segments and child processes ---- */
+
+#define GUARD_MAX 16
+static char g_guard_names[GUARD_MAX][KVIDX_NAME_MAX];
+static volatile pid_t g_guard_pids[GUARD_MAX];
+
+void bl_unlink_index(const char *name)
+{
+	char p[KVIDX_NAME_MAX + 32];
+
+	snprintf(p, sizeof(p), "/%.*s", KVIDX_NAME_MAX, name);
+	shm_unlink(p);
+	for (int g = 1; g <= 8; g++) {
+		snprintf(p, sizeof(p), "/%.*s.data.%d", KVIDX_NAME_MAX, name, g);
+		shm_unlink(p);
+	}
+}
+
+static void guard_signal(int sig)
+{
+	for (int i = 0; i < GUARD_MAX; i++) {
+		if (g_guard_pids[i] > 0)
+			kill(g_guard_pids[i], SIGKILL);
+		if (g_guard_names[i][0])
+			bl_unlink_index(g_guard_names[i]);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void guard_name(int i, const char *name)
+{
+	snprintf(g_guard_names[i], sizeof(g_guard_names[i]), "%s", name ? name : "");
+}
+
+int guard_pid(pid_t pid)
+{
+	for (int i = 0; i < GUARD_MAX; i++)
+		if (g_guard_pids[i] <= 0) {
+			g_guard_pids[i] = pid;
+			return i;
+		}
+	return -1;
+}
+
+void guard_unpid(pid_t pid)
+{
+	for (int i = 0; i < GUARD_MAX; i++)
+		if (g_guard_pids[i] == pid)
+			g_guard_pids[i] = 0;
+}
+
+void bench_start(const char *json_path)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (json_path)
+		json_open(json_path);
+	signal(SIGINT, guard_signal);
+	signal(SIGTERM, guard_signal);
+	signal(SIGHUP, guard_signal);
+}

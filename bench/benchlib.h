@@ -1,48 +1,71 @@
 /*
- * benchlib.h — the out-of-line half of what the benchmarks share (bench.h keeps the static,
- * inlined half): command-line handling common to every bench_* program and the Concurrency
- * Kit baselines' object, hash, comparison and allocator.
+ * benchlib.h — the frame every bench_* program runs in: its name, its command line (the
+ * options all of them take, numbers with k/m suffixes), fatal errors, the start (line-buffered
+ * stdout, the --json file, signal handlers) and, when a run is interrupted, the removal of the
+ * shm segments and child processes it registered.
  */
 #ifndef KVIDX_BENCHLIB_H
 #define KVIDX_BENCHLIB_H
 
 #include <getopt.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <ck_hs.h>
+#include <sys/types.h>
 
-#include "layout.h"
-
-/* The program's name (its PROG), defined by bench.h in each benchmark. */
+/* The program's name, defined by each benchmark: const char bl_prog[] = PROG; */
 extern const char bl_prog[];
+
+/* The options every benchmark takes besides its own. */
+struct bl_args {
+	bool quick;       /* --quick: a short run */
+	const char *json; /* --json FILE: append one JSON object per result row to FILE */
+};
+
+/* The last entries of a benchmark's option table: --quick, --json, --help, the terminator. */
+#define BL_OPTIONS_TAIL                                                                    \
+	{ "quick", no_argument, NULL, 'q' }, { "json", required_argument, NULL, 'j' },    \
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
 
 /* The last lines of the --help text of the benchmarks whose option column is 15 wide. */
 #define BL_HELP_TAIL \
 	"  --json FILE    append one JSON object per row to FILE\n" \
 	"  -h, --help     this text\n"
 
-int bl_getopt(int argc, char **argv, const struct option *lo, void (*usage)(FILE *f));
+/*
+ * getopt_long() over lo (which ends in BL_OPTIONS_TAIL) with what every benchmark answers
+ * alike: --quick and --json are stored in *a, -h/--help prints usage to stdout and exits 0, an
+ * unknown option or a missing value prints it to stderr and exits 2, and an operand left after
+ * the options is refused (exit 2). Returns the next option of the caller's own, or -1 once all
+ * are read.
+ */
+int bl_getopt(int argc, char **argv, const struct option *lo, void (*usage)(FILE *f),
+	      struct bl_args *a);
 
-/* An entry of a ck_hs baseline: the key and up to three pods holding it. */
-struct bl_ck_obj {
-	uint64_t key;
-	uint16_t pod[3];
-	uint16_t npods;
-};
+/* The number in s (k/m suffixes: x 1024, x 1048576), or exit 2 naming flag if it is not one
+ * or lies outside lo..hi. */
+uint64_t parse_num(const char *flag, const char *s, uint64_t lo, uint64_t hi);
 
-/* ck_hs's hash of an object (or a bare key: the key is its first member). */
-static inline unsigned long bl_ck_hash(const void *obj, unsigned long seed)
-{
-	return (unsigned long)(kv_mix(*(const uint64_t *)obj) ^ seed);
-}
+/* Prints "PROG: message" to stderr and exits 1. */
+void __attribute__((format(printf, 1, 2), noreturn)) bdie(const char *fmt, ...);
 
-/* ck_hs's comparison: two objects (or keys) are the same if their keys are. */
-static inline bool bl_ck_cmp(const void *a, const void *b)
-{
-	return *(const uint64_t *)a == *(const uint64_t *)b;
-}
+/* calloc that dies when out of memory (and never returns NULL for a zero size). */
+void *xcalloc(size_t n, size_t size);
 
-extern struct ck_malloc bl_ck_alloc;
+/* Line-buffered stdout, the --json file (NULL: none), and the cleanup handlers. */
+void bench_start(const char *json_path);
 
-#endif
+/* Unlinks index name's segments: the registry and its data generations. */
+void bl_unlink_index(const char *name);
+
+/* Slot i (0..15) of the indexes to unlink if the run is interrupted; name NULL forgets it. */
+void guard_name(int i, const char *name);
+
+/* A child to kill if the run is interrupted; returns its slot (or -1). */
+int guard_pid(pid_t pid);
+
+/* Forgets a child guard_pid() registered. */
+void guard_unpid(pid_t pid);
+
+#endif /* KVIDX_BENCHLIB_H */

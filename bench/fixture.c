@@ -1,0 +1,31 @@
+/*
+ * fixture.c — pod names and a kvidx writer with the pods added (see fixture.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "benchlib.h"
+#include "fixture.h"
+
+int pod_name(char *buf, size_t len, unsigned p)
+{
+	return snprintf(buf, len, "10.%u.%u.%u:8000", p >> 16, (p >> 8) & 255, p & 255);
+}
+
+struct kvidx *writer_with_pods(const struct kvidx_writer_opts *wo, uint32_t npods, bool strict)
+{
+	struct kvidx *w = kvidx_writer_open(wo);
+
+	if (!w)
+		bdie("kvidx_writer_open: %s", kvidx_strerror(-errno));
+	for (uint32_t p = 0; p < npods; p++) {
+		char pn[KVIDX_POD_NAME_MAX];
+		int rc;
+
+		pod_name(pn, sizeof(pn), p);
+		rc = kvidx_pod_add(w, pn, BENCH_MODEL);
+		if (strict && rc != (int)p)
+			bdie("kvidx_pod_add gave %d for pod %u", rc, p);
+	}
+	return w;
+}
