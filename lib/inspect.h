@@ -21,8 +21,9 @@ struct kv_view {
 	const uint64_t *slots;
 	const uint64_t *arena;
 	const uint64_t *hist;
+	const struct kvidx_router *routers;
 	uint64_t nslots, units;
-	uint32_t ppk, max_pods, max_probe;
+	uint32_t ppk, max_pods, max_probe, max_readers;
 };
 
 struct kvidx; /* the writer handle (kvidx_writer.h) */
@@ -50,9 +51,17 @@ int64_t kv_reader_walk(struct kvidx_reader *r, uint64_t from, uint64_t count, ui
  * pod index out of range. And the data segment's writer counters.
  */
 uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod);
-/* Pod's latency histogram, which = 0 (cumulative) or 1 (recent); NULL if out of range. */
+/* Pod's histogram which (0 .. KV_HIST_PER_POD-1, shm/layout.h: KV_HIST_CONFIRM, ...); NULL if
+ * out of range. */
 uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which);
 const uint64_t *kv_view_pod_hist(const struct kv_view *v, int pod, int which);
+/* Router worker statistics of registry slot slot (struct kvidx_router); NULL if out of range. */
+struct kvidx_router *kv_writer_router(struct kvidx *w, int slot);
+const struct kvidx_router *kv_view_router(const struct kv_view *v, int slot);
+/* During a kvidx_drain() callback: the registry slot whose ring the message came from, and
+ * (pid non-NULL) the pid the slot names, as read from the registry (untrusted: for display).
+ * -1 outside a drain. */
+int kv_writer_drain_slot(const struct kvidx *w, int32_t *pid);
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w);
 /* Slot words of the table, probe overflow included: what one full pass of kvidx_expire()
  * (and of the clear sweep) visits. */

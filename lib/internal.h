@@ -43,6 +43,7 @@ struct kvidx {
 	uint64_t prev_gen; /* generation current when opened (0: none), unlinked on publish */
 	uint64_t *ring_tail; /* consumer position per ring (writer-private copy of rh_tail) */
 	uint32_t drain_next; /* ring kvidx_drain() starts with */
+	int drain_slot;      /* ring kvidx_drain() is handing over from, -1 outside it */
 	int bell_fd;         /* doorbell socket, -1 until kvidx_writer_doorbell() */
 	/* Current data segment (read-write). */
 	uint64_t gen;   /* its generation */
@@ -55,6 +56,7 @@ struct kvidx {
 	struct kvidx_pod *pods;
 	uint64_t *slots;
 	uint64_t *hist; /* per-pod latency histograms */
+	struct kvidx_router *routers; /* per registry slot statistics */
 	uint64_t nslots, capacity;
 	uint32_t ppk, max_pods, max_probe;
 	/* The layers below the table (arena.h, rcu.h). */

@@ -143,7 +143,8 @@ enum kvidx_drop {
  *   on_expire   a speculative record expired unconfirmed: removed by kvidx_expire(), or
  *               replaced by a new prediction in kvidx_speculate()
  *   on_drop     a record of (key, pod) left the table for another reason (enum kvidx_drop);
- *               speculative says what it was
+ *               speculative says what it was, t_ns is its time word (speculative: created-at;
+ *               confirmed: stored-at), expires_ns its expiry (0 for a confirmed record)
  *   on_clear    every record of pod was dropped at once: kvidx_clear_pod() (removed false) or
  *               kvidx_pod_remove() (removed true: the index may be reused for another pod)
  */
@@ -154,7 +155,8 @@ struct kvidx_observer {
 			   uint64_t expires_ns, uint64_t now_ns);
 	void (*on_expire)(void *ctx, uint64_t key, int pod, uint64_t created_ns,
 			  uint64_t expires_ns);
-	void (*on_drop)(void *ctx, enum kvidx_drop cause, uint64_t key, int pod, bool speculative);
+	void (*on_drop)(void *ctx, enum kvidx_drop cause, uint64_t key, int pod, bool speculative,
+			uint64_t t_ns, uint64_t expires_ns);
 	void (*on_clear)(void *ctx, int pod, bool removed);
 };
 

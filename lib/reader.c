@@ -108,6 +108,8 @@ static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
 	v.slots = (const void *)((const char *)v.base + h.dh_slots_off);
 	v.arena = (const void *)((const char *)v.base + h.dh_arena_off);
 	v.hist = (const void *)((const char *)v.base + h.dh_hist_off);
+	v.routers = (const void *)((const char *)v.base + h.dh_routers_off);
+	v.max_readers = h.dh_max_readers;
 	if (v.max_pods > r->scratch_pods) {
 		int32_t *rop = malloc(v.max_pods * sizeof(*rop));
 		struct kv_row *rows = malloc(v.max_pods * sizeof(*rows));
@@ -715,9 +717,16 @@ const struct kv_view *kv_reader_view(struct kvidx_reader *r)
 
 const uint64_t *kv_view_pod_hist(const struct kv_view *v, int pod, int which)
 {
-	if (pod < 0 || (uint32_t)pod >= v->max_pods || which < 0 || which > 1)
+	if (pod < 0 || (uint32_t)pod >= v->max_pods || which < 0 || which >= KV_HIST_PER_POD)
 		return NULL;
-	return v->hist + ((uint64_t)pod * 2 + (unsigned)which) * KV_HIST_BUCKETS;
+	return v->hist + ((uint64_t)pod * KV_HIST_PER_POD + (unsigned)which) * KV_HIST_BUCKETS;
+}
+
+const struct kvidx_router *kv_view_router(const struct kv_view *v, int slot)
+{
+	if (slot < 0 || (uint32_t)slot >= v->max_readers)
+		return NULL;
+	return &v->routers[slot];
 }
 
 const struct kvidx_ctl_hdr *kv_reader_ctl(struct kvidx_reader *r)

@@ -293,7 +293,9 @@ int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *op
 	for (uint32_t n = 0; n < w->max_readers && used < budget; n++) {
 		uint32_t i = w->drain_next;
 		w->drain_next = (i + 1) % w->max_readers;
+		w->drain_slot = (int)i; /* kv_writer_drain_slot() */
 		used += drain_one(w, i, budget - used, ops, keybuf);
 	}
+	w->drain_slot = -1;
 	return (int)used;
 }

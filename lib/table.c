@@ -250,7 +250,8 @@ static void notify(struct kvidx *w, const struct kv_buf *b)
 		case KV_NOTE_DROP:
 			if (o->on_drop)
 				o->on_drop(o->ctx, (enum kvidx_drop)nt->cause, b->key, pod,
-					   rec_spec(nt->w0));
+					   rec_spec(nt->w0), nt->w1,
+					   rec_spec(nt->w0) ? expires : 0);
 			break;
 		}
 	}

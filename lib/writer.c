@@ -185,6 +185,7 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 	w->pods = (struct kvidx_pod *)((char *)w->data + plan.dh_pods_off);
 	w->slots = (uint64_t *)((char *)w->data + plan.dh_slots_off);
 	w->hist = (uint64_t *)((char *)w->data + plan.dh_hist_off);
+	w->routers = (struct kvidx_router *)((char *)w->data + plan.dh_routers_off);
 	w->nslots = plan.dh_nslots;
 	w->capacity = plan.dh_capacity;
 	w->ppk = plan.dh_pods_per_key;
@@ -242,6 +243,7 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 		return NULL;
 	}
 	w->ctl_fd = w->data_fd = w->bell_fd = -1;
+	w->drain_slot = -1;
 	strcpy(w->name, o.name);
 	w->stall_ns = (uint64_t)o.stall_ms * 1000000ull;
 	rc = ctl_open(w, &o);
@@ -343,7 +345,7 @@ int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 	pod_write_names(p, name, model);
 	for (int c = 0; c < KV_POD_COUNTERS; c++)
 		st_relaxed(&p->pd_ctr[c], 0);
-	for (int which = 0; which < 2; which++) {
+	for (int which = 0; which < KV_HIST_PER_POD; which++) {
 		uint64_t *h = kv_writer_pod_hist(w, free_idx, which);
 		for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
 			st_relaxed(&h[b], 0);
@@ -397,9 +399,25 @@ uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod)
 
 uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which)
 {
-	if (pod < 0 || (unsigned)pod >= w->max_pods || which < 0 || which > 1)
+	if (pod < 0 || (unsigned)pod >= w->max_pods || which < 0 || which >= KV_HIST_PER_POD)
 		return NULL;
-	return w->hist + ((uint64_t)pod * 2 + (unsigned)which) * KV_HIST_BUCKETS;
+	return w->hist + ((uint64_t)pod * KV_HIST_PER_POD + (unsigned)which) * KV_HIST_BUCKETS;
+}
+
+struct kvidx_router *kv_writer_router(struct kvidx *w, int slot)
+{
+	if (slot < 0 || (unsigned)slot >= w->max_readers)
+		return NULL;
+	return &w->routers[slot];
+}
+
+int kv_writer_drain_slot(const struct kvidx *w, int32_t *pid)
+{
+	if (w->drain_slot < 0)
+		return -1;
+	if (pid)
+		*pid = ld_relaxed(&w->rslots[w->drain_slot].rs_pid); /* untrusted: display only */
+	return w->drain_slot;
 }
 
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w)

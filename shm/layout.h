@@ -17,7 +17,8 @@
  *   0        struct kvidx_data_hdr           identity, geometry, region offsets, heartbeat
  *   dh_stats_off  struct kvidx_stats         writer counters (relaxed)
  *   dh_pods_off   struct kvidx_pod[max_pods] pod name, model, state word, per-pod counters
- *   dh_hist_off   uint64_t[max_pods][2][KV_HIST_BUCKETS] latency histograms
+ *   dh_hist_off   uint64_t[max_pods][KV_HIST_PER_POD][KV_HIST_BUCKETS] latency histograms
+ *   dh_routers_off struct kvidx_router[max_readers] per router worker (registry slot) stats
  *   dh_slots_off  uint64_t[nslots+max_probe] open-addressing slots, linear probing, no wrap
  *   dh_arena_off  16-byte units[arena_units] entries: key, meta, then cap records
  *
@@ -50,7 +51,7 @@
 
 #define KV_CTL_MAGIC 0x4c54435844494b56ull  /* "VKIDXCTL" little-endian */
 #define KV_DATA_MAGIC 0x4154414458444b56ull /* "VKDXDATA" little-endian */
-#define KV_LAYOUT_VERSION 3u
+#define KV_LAYOUT_VERSION 4u
 
 /* Format stamp: layout version and the ABI facts a reader relies on, folded into one word. */
 #define KV_STAMP                                                                             \
@@ -181,8 +182,9 @@ struct kvidx_data_hdr {
 	uint64_t dh_pods_off;
 	uint64_t dh_slots_off;
 	uint64_t dh_arena_off;
-	uint64_t dh_hist_off; /* max_pods x 2 x KV_HIST_BUCKETS u64: latency histograms */
-	uint8_t dh_pad0[256 - 200];
+	uint64_t dh_hist_off; /* max_pods x KV_HIST_PER_POD x KV_HIST_BUCKETS u64: histograms */
+	uint64_t dh_routers_off; /* max_readers x struct kvidx_router (layout 4) */
+	uint8_t dh_pad0[256 - 208];
 	/* Mutable, writer-written. */
 	uint64_t dh_state;
 	uint64_t dh_heartbeat_ns;
@@ -190,6 +192,7 @@ struct kvidx_data_hdr {
 	uint32_t dh_pad1;
 };
 _Static_assert(offsetof(struct kvidx_data_hdr, dh_state) == 256, "data header layout");
+_Static_assert(offsetof(struct kvidx_data_hdr, dh_routers_off) == 200, "routers offset");
 
 /* Writer counters (relaxed; readers may see them lag). Order is the dump's order. */
 #define KV_STATS(X)                                                                          \
@@ -232,7 +235,15 @@ enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
 	X(ttl_ms) X(speculations) X(confirmed_in_time) X(early_expiries) X(stale_expiries)   \
 	X(late_confirmations) X(routes_predicted) X(routes_confirmed) X(routes_nomatch)      \
 	X(outcomes) X(false_warm_routes) X(wasted_prefill_tokens) X(spec_paused)             \
-	X(last_route_ns)
+	X(last_route_ns)                                                                     \
+	/* event path lag (batch ts to applied, wall clock; layout 4) */                     \
+	X(lag_negative) X(lag_last_us) X(queue_depth_peak)                                   \
+	/* speculation per route (a route's new predictions on the pod; layout 4) */         \
+	X(spec_routes) X(routes_in_time) X(routes_early_expiries)                            \
+	X(routes_late_confirmations) X(routes_stale_expiries) X(routes_dropped_clear)        \
+	X(routes_dropped_removed) X(routes_dropped_evicted) X(routes_untracked)              \
+	/* speculative records dropped before they expired, by cause (layout 4) */           \
+	X(dropped_clear) X(dropped_removed) X(dropped_evicted)
 enum kv_pod_ctr {
 #define KV_POD_CTR_ENUM(n) KV_PC_##n,
 	KV_POD_CTRS(KV_POD_CTR_ENUM)
@@ -277,13 +288,64 @@ _Static_assert(sizeof(struct kvidx_pod) == 2752, "pod size");
 _Static_assert(sizeof(struct kvidx_pod) % KVIDX_CACHELINE == 0, "pods are cache-line sized");
 
 /*
- * Route-to-confirmation latency histograms, two per pod: [0] cumulative since the pod was
- * added, [1] recent (the writer halves it every KV_HIST_DECAY_S seconds). Log-linear buckets
- * over microseconds: 0..15 one each, then 8 per power of two up to 2^26 us (67 s); larger
- * values land in the last bucket. See lib/hist.c.
+ * Latency histograms, KV_HIST_PER_POD per pod, pod p's histogram h at
+ * dh_hist_off + ((p * KV_HIST_PER_POD) + h) * KV_HIST_BUCKETS * 8:
+ *
+ *   0  KV_HIST_CONFIRM         route-to-confirmation latency, cumulative since the pod was added
+ *   1  KV_HIST_CONFIRM_RECENT  the same, recent (the writer halves it every KV_HIST_DECAY_S s)
+ *   2  KV_HIST_LAG             event path lag, cumulative: applied minus published wall clock
+ *                              (the batch's ts) per live batch, negative values as 0
+ *   3  KV_HIST_LAG_RECENT      the same, recent
+ *   4+c KV_HIST_CLASS(c)       recent route-to-confirmation latency of routes whose prompt is
+ *                              of length class c (KV_PROMPT_CLASSES, bounds below)
+ *
+ * Log-linear buckets over microseconds: 0..15 one each, then 8 per power of two up to 2^26 us
+ * (67 s); larger values land in the last bucket. See lib/hist.c.
  */
 #define KV_HIST_BUCKETS 192
 #define KV_HIST_DECAY_S 60
+enum { KV_HIST_CONFIRM = 0, KV_HIST_CONFIRM_RECENT = 1, KV_HIST_LAG = 2, KV_HIST_LAG_RECENT = 3,
+       KV_HIST_CLASS0 = 4 };
+#define KV_PROMPT_CLASSES 4
+#define KV_HIST_CLASS(c) (KV_HIST_CLASS0 + (c))
+#define KV_HIST_PER_POD (KV_HIST_CLASS0 + KV_PROMPT_CLASSES)
+/*
+ * Prompt-length classes of a route, by the tokens of its full blocks (nkeys x block size):
+ * class 0 below 512 tokens, 1 below 2048, 2 below 8192, 3 from 8192 on. Fixed, so that a
+ * class means the same in every index and every dashboard.
+ */
+#define KV_PROMPT_CLASS_BOUNDS { 512, 2048, 8192 }
+static inline unsigned kv_prompt_class(uint64_t tokens)
+{
+	return tokens < 512 ? 0 : tokens < 2048 ? 1 : tokens < 8192 ? 2 : 3;
+}
+
+/*
+ * Per router worker (registry slot) statistics, one struct per slot at
+ * dh_routers_off + slot * sizeof(struct kvidx_router), written by the writer only (relaxed)
+ * as it consumes that slot's ring: rt_ctr[] by KV_ROUTER_CTRS in index order, then the slot's
+ * recent route-to-confirmation latency histogram (decayed with the pods'). A slot reused by
+ * another process keeps counting (pid: the owner at its last commit, as the registry said).
+ * Cardinality is bounded by the registry size, so metrics may label by slot.
+ */
+#define KV_ROUTER_CTRS(X)                                                                    \
+	X(pid) X(routes) X(routes_predicted) X(routes_confirmed) X(routes_nomatch)           \
+	X(spec_routes) X(routes_in_time) X(routes_early_expiries) X(routes_stale_expiries)   \
+	X(routes_dropped) X(outcomes) X(false_warm_routes) X(wasted_prefill_tokens)          \
+	X(last_route_ns) X(confirmations)
+enum kv_router_ctr {
+#define KV_ROUTER_CTR_ENUM(n) KV_RT_##n,
+	KV_ROUTER_CTRS(KV_ROUTER_CTR_ENUM)
+#undef KV_ROUTER_CTR_ENUM
+	KV_RT_COUNT
+};
+#define KV_ROUTER_WORDS 32
+_Static_assert(KV_RT_COUNT <= KV_ROUTER_WORDS, "router counters fit their area");
+struct kvidx_router {
+	uint64_t rt_ctr[KV_ROUTER_WORDS];
+	uint64_t rt_hist[KV_HIST_BUCKETS];
+};
+_Static_assert(sizeof(struct kvidx_router) == 1792, "router stats size");
 
 /* Record word 0 packing. */
 #define KV_REC_W0(pod, gen, tiers, flags, ttl)                                              \

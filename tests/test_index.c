@@ -300,7 +300,8 @@ static void seen_expire(void *ctx, uint64_t key, int pod, uint64_t created, uint
 	s->expired_at = expires;
 }
 
-static void seen_drop(void *ctx, enum kvidx_drop cause, uint64_t key, int pod, bool spec)
+static void seen_drop(void *ctx, enum kvidx_drop cause, uint64_t key, int pod, bool spec,
+		      uint64_t t_ns, uint64_t expires_ns)
 {
 	struct seen *s = ctx;
 	cr_assert(cause == KVIDX_DROP_REMOVED || cause == KVIDX_DROP_EVICTED);

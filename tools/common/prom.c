@@ -140,6 +140,39 @@ static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
 					 "is broken." },
 	[KV_PC_last_route_ns] = { K_AGE, "Seconds since the last route commit to the pod "
 					 "(+Inf: none yet)." },
+	[KV_PC_lag_negative] = { K_COUNTER, "Event batches stamped after they were applied "
+					    "(clock skew between the hosts), counted as lag 0." },
+	[KV_PC_lag_last_us] = { K_GAUGE, "Event path lag of the last live batch (applied minus "
+					 "its ts, wall clock), microseconds." },
+	[KV_PC_queue_depth_peak] = { K_GAUGE, "Largest queue_depth of this and the previous "
+					      "minute (subscriber backlog over time)." },
+	[KV_PC_spec_routes] = { K_COUNTER, "Routes that added speculative entries to the pod "
+					   "(each decided once below)." },
+	[KV_PC_routes_in_time] = { K_COUNTER, "Routes whose predictions were first confirmed "
+					      "before they expired." },
+	[KV_PC_routes_early_expiries] = { K_COUNTER, "Routes whose predictions expired before "
+						     "their first confirmation came (within the "
+						     "late window)." },
+	[KV_PC_routes_late_confirmations] = { K_COUNTER, "Routes first confirmed after their "
+							 "predictions expired (= routes_early_"
+							 "expiries)." },
+	[KV_PC_routes_stale_expiries] = { K_COUNTER, "Routes none of whose predictions was "
+						     "confirmed (failed predictions: the seed's p "
+						     "per routed request)." },
+	[KV_PC_routes_dropped_clear] = { K_COUNTER, "Routes whose predictions were dropped "
+						    "unconfirmed by a pod clear." },
+	[KV_PC_routes_dropped_removed] = { K_COUNTER, "Routes whose predictions were dropped "
+						      "unconfirmed by a BlockRemoved." },
+	[KV_PC_routes_dropped_evicted] = { K_COUNTER, "Routes whose predictions were dropped "
+						      "unconfirmed by evictions." },
+	[KV_PC_routes_untracked] = { K_COUNTER, "Routes forgotten undecided by the full route "
+						"map (--corr-map)." },
+	[KV_PC_dropped_clear] = { K_COUNTER, "Speculative entries dropped unexpired by a pod "
+					     "clear." },
+	[KV_PC_dropped_removed] = { K_COUNTER, "Speculative entries dropped unexpired by a "
+					       "BlockRemoved." },
+	[KV_PC_dropped_evicted] = { K_COUNTER, "Speculative entries dropped unexpired to make "
+					       "room." },
 };
 
 /* Writer counters that are levels, not running totals. */
@@ -268,16 +301,14 @@ static bool le_bucket(unsigned b)
 }
 
 #define HIST_NAME "kvidx_pod_confirmation_latency_seconds"
+#define LAG_NAME "kvidx_pod_event_lag_seconds"
 
-static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *pods, int n)
+static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *pods, int n,
+			const char *name, int which, const char *help)
 {
-	family(f, HIST_NAME, "histogram",
-	       "Route-to-confirmation latency (route commit to the confirming event applied), "
-	       "cumulative since the pod was added. Boundaries are every second bucket of the "
-	       "index's log-linear histogram (upper bounds within 25%). _sum is approximated "
-	       "from bucket midpoints (the open last bucket at its lower bound), not measured.");
+	family(f, name, "histogram", help);
 	for (int i = 0; i < n; i++) {
-		const uint64_t *h = kv_view_pod_hist(v, pods[i].idx, 0);
+		const uint64_t *h = kv_view_pod_hist(v, pods[i].idx, which);
 		uint64_t c[KV_HIST_BUCKETS], acc = 0;
 		double sum_us = 0;
 
@@ -295,7 +326,7 @@ static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *p
 				sum_us += (double)c[b] * (double)kv_hist_lower(b);
 			if (!le_bucket(b))
 				continue;
-			fputs(HIST_NAME "_bucket", f);
+			fprintf(f, "%s_bucket", name);
 			fputs("{pod=\"", f);
 			tc_escape(f, pods[i].name, TC_ESC_PROM);
 			fputs("\",model=\"", f);
@@ -304,18 +335,155 @@ static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *p
 			us_as_seconds(f, kv_hist_upper(b));
 			fprintf(f, "\"} %" PRIu64 "\n", acc);
 		}
-		fputs(HIST_NAME "_bucket", f);
+		fprintf(f, "%s_bucket", name);
 		fputs("{pod=\"", f);
 		tc_escape(f, pods[i].name, TC_ESC_PROM);
 		fputs("\",model=\"", f);
 		tc_escape(f, pods[i].model, TC_ESC_PROM);
 		fprintf(f, "\",le=\"+Inf\"} %" PRIu64 "\n", acc);
-		fputs(HIST_NAME "_sum", f);
+		fprintf(f, "%s_sum", name);
 		pod_labels(f, &pods[i]);
 		fprintf(f, " %.6f\n", sum_us / 1e6);
-		fputs(HIST_NAME "_count", f);
+		fprintf(f, "%s_count", name);
 		pod_labels(f, &pods[i]);
 		fprintf(f, " %" PRIu64 "\n", acc);
+	}
+}
+
+/* Quantiles of a recent (decayed) histogram, which is no Prometheus histogram (its counts
+ * go down): as gauges with a quantile label. Nothing for an empty histogram. */
+static const double q_list[] = { 0.5, 0.95, 0.99 };
+static const char *const q_names[] = { "0.5", "0.95", "0.99" };
+
+static void quantiles(FILE *f, const char *name, const uint64_t *h, const char *labels)
+{
+	uint64_t c[KV_HIST_BUCKETS], us;
+
+	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
+		c[b] = ld_relaxed(&h[b]);
+	for (unsigned q = 0; q < 3; q++) {
+		if (kv_hist_quantile(c, q_list[q], &us) < 0)
+			return;
+		fprintf(f, "%s{%s,quantile=\"%s\"} ", name, labels, q_names[q]);
+		us_as_seconds(f, us);
+		putc('\n', f);
+	}
+}
+
+/* pod="..",model=".." escaped into buf (for quantiles()). */
+static void pod_label_str(char *buf, size_t len, const struct tc_pod *p)
+{
+	char *m = NULL;
+	size_t ml = 0;
+	FILE *mf = open_memstream(&m, &ml);
+
+	if (!mf) {
+		snprintf(buf, len, "pod=\"\"");
+		return;
+	}
+	fputs("pod=\"", mf);
+	tc_escape(mf, p->name, TC_ESC_PROM);
+	fputs("\",model=\"", mf);
+	tc_escape(mf, p->model, TC_ESC_PROM);
+	fputs("\"", mf);
+	fclose(mf);
+	snprintf(buf, len, "%s", m);
+	free(m);
+}
+
+static const char *const class_names[KV_PROMPT_CLASSES] = { "lt512", "512-2047", "2048-8191",
+							    "ge8192" };
+
+static void render_recent(FILE *f, const struct kv_view *v, const struct tc_pod *pods, int n)
+{
+	char lab[1024], cl[1100];
+
+	family(f, "kvidx_pod_confirmation_latency_recent_seconds", "gauge",
+	       "Quantiles of the recent route-to-confirmation latency (the window that halves "
+	       "every 60 s, which the adaptive TTL uses); bucket upper bounds.");
+	for (int i = 0; i < n; i++) {
+		pod_label_str(lab, sizeof(lab), &pods[i]);
+		quantiles(f, "kvidx_pod_confirmation_latency_recent_seconds",
+			  kv_view_pod_hist(v, pods[i].idx, KV_HIST_CONFIRM_RECENT), lab);
+	}
+	family(f, "kvidx_pod_event_lag_recent_seconds", "gauge",
+	       "Quantiles of the recent event path lag (batch ts to applied, wall clock): the "
+	       "measured subscriber backlog part of J.");
+	for (int i = 0; i < n; i++) {
+		pod_label_str(lab, sizeof(lab), &pods[i]);
+		quantiles(f, "kvidx_pod_event_lag_recent_seconds",
+			  kv_view_pod_hist(v, pods[i].idx, KV_HIST_LAG_RECENT), lab);
+	}
+	family(f, "kvidx_pod_class_confirmation_latency_seconds", "gauge",
+	       "Quantiles of the recent route-to-confirmation latency by prompt-length class "
+	       "(prompt tokens in full blocks: lt512, 512-2047, 2048-8191, ge8192).");
+	for (int i = 0; i < n; i++) {
+		pod_label_str(lab, sizeof(lab), &pods[i]);
+		for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++) {
+			snprintf(cl, sizeof(cl), "%s,prompt_class=\"%s\"", lab, class_names[c]);
+			quantiles(f, "kvidx_pod_class_confirmation_latency_seconds",
+				  kv_view_pod_hist(v, pods[i].idx, KV_HIST_CLASS(c)), cl);
+		}
+	}
+	family(f, "kvidx_pod_class_confirmations_recent", "gauge",
+	       "Samples in the recent latency histogram of each prompt-length class.");
+	for (int i = 0; i < n; i++) {
+		pod_label_str(lab, sizeof(lab), &pods[i]);
+		for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++)
+			fprintf(f, "kvidx_pod_class_confirmations_recent{%s,prompt_class=\"%s\"} "
+				   "%" PRIu64 "\n", lab, class_names[c],
+				kv_hist_count(kv_view_pod_hist(v, pods[i].idx, KV_HIST_CLASS(c))));
+	}
+}
+
+/* Names of rt_ctr[] from the layout's X-macro. */
+static const char *const router_ctr_names[KV_RT_COUNT] = {
+#define RT_CTR_NAME(n) [KV_RT_##n] = #n,
+	KV_ROUTER_CTRS(RT_CTR_NAME)
+#undef RT_CTR_NAME
+};
+
+/* Per router worker (registry slot), for slots that committed or reported anything: label
+ * router="SLOT", bounded by the registry size. */
+static void render_routers(FILE *f, const struct kv_view *v, uint64_t now)
+{
+	char lab[64];
+
+	for (unsigned c = 0; c < KV_RT_COUNT; c++) {
+		char name[96];
+		bool gauge = c == KV_RT_pid, age = c == KV_RT_last_route_ns;
+		if (age)
+			snprintf(name, sizeof(name), "kvidx_router_seconds_since_last_route");
+		else
+			snprintf(name, sizeof(name), "kvidx_router_%s", router_ctr_names[c]);
+		family(f, name, gauge || age ? "gauge" : "counter",
+		       c == KV_RT_pid ? "Process id that last committed from the registry slot." :
+		       age ? "Seconds since the slot's last route commit." :
+			     "Per router worker (registry slot) count; see the pod family of the "
+			     "same name.");
+		for (uint32_t s = 0; s < v->max_readers; s++) {
+			const struct kvidx_router *rt = kv_view_router(v, (int)s);
+			if (!rt || !(ld_relaxed(&rt->rt_ctr[KV_RT_routes]) |
+				     ld_relaxed(&rt->rt_ctr[KV_RT_outcomes])))
+				continue;
+			uint64_t val = ld_relaxed(&rt->rt_ctr[c]);
+			fprintf(f, "%s{router=\"%u\"} ", name, s);
+			if (age)
+				age_value(f, now, val);
+			else
+				fprintf(f, "%" PRIu64, val);
+			putc('\n', f);
+		}
+	}
+	family(f, "kvidx_router_confirmation_latency_seconds", "gauge",
+	       "Quantiles of the recent route-to-confirmation latency of the routes a router "
+	       "worker (registry slot) committed.");
+	for (uint32_t s = 0; s < v->max_readers; s++) {
+		const struct kvidx_router *rt = kv_view_router(v, (int)s);
+		if (!rt || !ld_relaxed(&rt->rt_ctr[KV_RT_routes]))
+			continue;
+		snprintf(lab, sizeof(lab), "router=\"%u\"", s);
+		quantiles(f, "kvidx_router_confirmation_latency_seconds", rt->rt_hist, lab);
 	}
 }
 
@@ -395,7 +563,17 @@ int prom_render(struct kvidx_reader *r, FILE *out)
 	if (n < 0)
 		return n;
 	render_pod_ctrs(out, pods, n, now);
-	render_hist(out, v, pods, n);
+	render_hist(out, v, pods, n, HIST_NAME, KV_HIST_CONFIRM,
+		    "Route-to-confirmation latency (route commit to the confirming event applied), "
+		    "cumulative since the pod was added. Boundaries are every second bucket of the "
+		    "index's log-linear histogram (upper bounds within 25%). _sum is approximated "
+		    "from bucket midpoints (the open last bucket at its lower bound), not measured.");
+	render_hist(out, v, pods, n, LAG_NAME, KV_HIST_LAG,
+		    "Event path lag per live batch: applied minus published (the batch's ts), wall "
+		    "clock, cumulative; negative lags count as 0 (kvidx_pod_lag_negative). Buckets "
+		    "and _sum as for the confirmation latency.");
+	render_recent(out, v, pods, n);
+	render_routers(out, v, now);
 	render_index(out, r, v, &info, n, now);
 	free(pods);
 	return fflush(out) || ferror(out) ? -EIO : 0;

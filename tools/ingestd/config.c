@@ -66,7 +66,7 @@ static const struct opt opts[] = {
 	{ O_TTL_POLICY, "ttl-policy", OPT_SPECIAL },
 	{ O_TTL, "ttl", OPT_DURATION },
 	{ O_TTL_PERCENTILE, "ttl-percentile", OPT_FRACTION },
-	{ O_TTL_BACKLOG, "ttl-backlog", OPT_DURATION },
+	{ O_TTL_BACKLOG, "ttl-backlog", OPT_SPECIAL },
 	{ O_TTL_SLACK, "ttl-slack", OPT_DURATION },
 	{ O_TTL_FLOOR, "ttl-floor", OPT_DURATION },
 	{ O_TTL_CAP, "ttl-cap", OPT_DURATION },
@@ -555,6 +555,14 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 		c->spec.percentile = frac;
 		return 0;
 	case O_TTL_BACKLOG:
+		if (!strcmp(value, "measured")) {
+			c->spec.backlog_measured = true;
+			return 0;
+		}
+		rc = ing_parse_duration(key, value, DURATION_MAX_MS, &ms, err, errlen);
+		if (rc < 0)
+			return rc;
+		c->spec.backlog_measured = false;
 		c->spec.backlog_ms = ms;
 		return 0;
 	case O_TTL_SLACK:
@@ -895,8 +903,11 @@ void ing_config_usage(FILE *f)
 "                         recent route-to-confirmation latency, J = backlog + slack\n"
 "  --ttl DURATION         the static TTL, and the adaptive start (default 2s, llm-d's)\n"
 "  --ttl-percentile Q     adaptive Lq: 0.99, 99% or p99 (default 0.99)\n"
-"  --ttl-backlog DURATION\n"
-"                         adaptive J: subscriber queue growth in bursts (default 250ms)\n"
+"  --ttl-backlog DURATION|measured\n"
+"                         adaptive J: subscriber queue growth in bursts (default 250ms);\n"
+"                         measured: the --ttl-percentile of the pod's recent event path lag\n"
+"                         (batch ts to applied, histogram lag), the duration above while\n"
+"                         the pod has fewer than --ttl-min-samples lag samples\n"
 "  --ttl-slack DURATION   adaptive J: scheduling jitter, measurement resolution (default\n"
 "                         100ms)\n"
 "  --ttl-floor DURATION   adaptive: smallest TTL (default 200ms)\n"

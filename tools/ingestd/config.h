@@ -49,6 +49,7 @@ struct ing_spec_config {
 	uint32_t ttl_ms;          /* static TTL; the adaptive policy's start (default 2000) */
 	double percentile;        /* adaptive: Lq percentile of recent latency (default 0.99) */
 	uint32_t backlog_ms;      /* adaptive: J part for subscriber backlog (default 250) */
+	bool backlog_measured;    /* adaptive: J's backlog from the pod's lag histogram */
 	uint32_t slack_ms;        /* adaptive: J part for jitter and resolution (default 100) */
 	uint32_t floor_ms;        /* adaptive: smallest TTL (default 200) */
 	uint32_t cap_ms;          /* adaptive: largest TTL, the largest stale window (default 5000) */

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "hist.h"
 #include "inspect.h"
 #include "log.h"
 
@@ -444,6 +446,33 @@ static void clear_pod(struct ing_shared *sh, struct ing_pod *p)
 	ing_stream_clear(&sh->ap, &p->st);
 }
 
+/*
+ * The event path's lag for one live batch: applied minus published, both wall clock (vLLM
+ * stamps ts with time.time()), into the pod's lag histograms (cumulative and recent, us).
+ * A batch stamped after it was applied (clock skew between the hosts) counts in lag_negative
+ * and as 0. Replayed batches are not the live path and are not measured.
+ */
+static void record_lag(struct ing_shared *sh, struct ing_pod *p, double ts)
+{
+	struct timespec wall;
+	int pod = p->g->tgt.pod;
+	uint64_t *h0 = kv_writer_pod_hist(sh->w, pod, KV_HIST_LAG);
+	uint64_t *h1 = kv_writer_pod_hist(sh->w, pod, KV_HIST_LAG_RECENT);
+
+	if (!h0 || !h1 || !(ts > 0))
+		return;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	double lag = (double)wall.tv_sec + (double)wall.tv_nsec / 1e9 - ts;
+	if (lag < 0) {
+		ing_pod_ctr_add(p, KV_PC_lag_negative, 1);
+		lag = 0;
+	}
+	uint64_t us = lag > 1e9 ? (uint64_t)1e15 : (uint64_t)(lag * 1e6);
+	kv_hist_add(h0, us);
+	kv_hist_add(h1, us);
+	set_ctr(p, KV_PC_lag_last_us, us);
+}
+
 /* Consumes batch seq: decode, validate, apply. Malformed: counted, logged, skipped. */
 static void apply_batch(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
 			uint64_t seq, const void *payload, size_t len, uint64_t now)
@@ -471,6 +500,8 @@ static void apply_batch(struct ing_shared *sh, struct ing_pod *p, const char *to
 		     label(p));
 	}
 	ing_apply_batch(&sh->ap, &p->st, &sh->batch, model, now);
+	if (!p->replaying)
+		record_lag(sh, p, sh->batch.ts);
 	ing_pod_ctr_add(p, KV_PC_batches, 1);
 	ing_rank_add(&p->st, KV_RC_batches, 1);
 	set_ctr(p, KV_PC_last_event_ns, now);
@@ -828,6 +859,15 @@ void ing_pod_housekeeping(struct ing_shared *sh, struct ing_pod *p, uint64_t now
 		p->win_start_ns = now;
 	}
 	set_ctr(p, KV_PC_queue_depth, p->round_reads);
+	/* Queue depth over time: the largest round of this and the previous minute. */
+	if (now - p->qd_win_ns >= (uint64_t)KV_HIST_DECAY_S * NS_PER_S) {
+		p->qd_prev = p->qd_cur;
+		p->qd_cur = 0;
+		p->qd_win_ns = now;
+	}
+	if (p->round_reads > p->qd_cur)
+		p->qd_cur = p->round_reads;
+	set_ctr(p, KV_PC_queue_depth_peak, p->qd_cur > p->qd_prev ? p->qd_cur : p->qd_prev);
 	p->round_reads = 0;
 	gate(sh, p);
 }

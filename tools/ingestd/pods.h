@@ -117,6 +117,8 @@ struct ing_pod {
 
 	uint64_t win_start_ns, win_events;
 	uint32_t round_reads;
+	uint32_t qd_cur, qd_prev; /* largest round_reads this and the previous minute */
+	uint64_t qd_win_ns;
 };
 
 /* Creates a connect-mode pod for spec, one stream per rank (dp-ranks): SUB (+ monitor)

@@ -14,6 +14,29 @@
  *                         pushed out of a full late map before its window ended)
  *   routes_*, outcomes,   per route commit / outcome report
  *   false_warm_routes, wasted_prefill_tokens
+ *   dropped_clear, dropped_removed, dropped_evicted
+ *                         speculative records that left the table before they expired: the
+ *                         pod was cleared, a BlockRemoved named them, or an eviction made room
+ *                         (an expired one evicted counts as an expiry, not a drop)
+ *
+ * Per route (the seed's p is a share of routed requests): a route's new predictions on a pod
+ * share its created-at, so (created_ns, pod) names them; the route map (s->routes, as big as
+ * --corr-map) counts how many are still in the table (live) and in the late window (late),
+ * and decides the route once:
+ *
+ *   routes_in_time        its first confirmation came before its expiry
+ *   routes_early_expiries its first confirmation came after its expiry, within the late
+ *   routes_late_confirmations  window (both counted: the same event seen from each side)
+ *   routes_stale_expiries none of its records was confirmed and at least one went stale
+ *   routes_dropped_*      none was confirmed and none went stale: dropped by that cause (the
+ *                         first drop's)
+ *   spec_routes           routes that added predictions (what the above add up to, once
+ *                         decided); routes_untracked: routes the full map forgot undecided
+ *
+ * Routes with the same created-at on one pod (a commit stamped in the future takes the
+ * drain's time) share an entry and count as one. The latency sample of a route is taken at
+ * its first confirmation (in the pod's histograms, its prompt-length class's, and its router
+ * worker's); each route also counts for the registry slot that committed it.
  *
  * Latency samples (microseconds, cumulative and recent histograms) are taken per route, not
  * per block: a route's blocks share their created-at (the commit time), so the first
@@ -57,6 +80,17 @@
 #define NS_PER_S 1000000000ull
 #define PRED_FLAG (1ull << 63) /* corr map payload a: decided on a prediction */
 #define LATE_AGE_MAX 65536     /* late entries aged per reaper wake-up (bounds the hold) */
+
+/* Route map entries: key created_ns, sub pod, aux the committing registry slot (-1: none),
+ * a = live records | late records << 32, b = the flags below | prompt class << 8. */
+#define RT_DECIDED 0x1ull
+#define RT_STALE 0x2ull
+#define RT_SAMPLED 0x4ull
+#define RT_CAUSE_SHIFT 4 /* 2 bits: 0 none, 1 clear, 2 removed, 3 evicted */
+#define RT_CLASS(b) ((unsigned)(((b) >> 8) & 3))
+#define RT_LIVE(a) ((uint32_t)(a))
+#define RT_LATE(a) ((uint32_t)((a) >> 32))
+enum { CAUSE_NONE = 0, CAUSE_CLEAR = 1, CAUSE_REMOVED = 2, CAUSE_EVICTED = 3 };
 
 /* ---- the bounded FIFO map -------------------------------------------------------------- */
 
@@ -240,16 +274,127 @@ static uint32_t initial_ttl(const struct ing_spec *s)
 	return t;
 }
 
-/* One latency sample per route: skipped when this route (its created-at) was sampled. */
-static void record_latency(struct spec_pod *sp, uint64_t created_ns, uint64_t now)
+/* One latency sample: the pod's histograms, its class's (cls < 0: unknown) and its router's. */
+static void add_sample(struct ing_spec *s, struct spec_pod *sp, int cls, int slot,
+		       uint64_t created_ns, uint64_t now)
+{
+	uint64_t us = now > created_ns ? (now - created_ns) / NS_PER_US : 0;
+	struct kvidx_router *rt = slot >= 0 ? kv_writer_router(s->w, slot) : NULL;
+
+	kv_hist_add(sp->hist[0], us);
+	kv_hist_add(sp->hist[1], us);
+	if (cls >= 0)
+		kv_hist_add(sp->hist_class[cls], us);
+	if (rt) {
+		kv_hist_add(rt->rt_hist, us);
+		stat_add(&rt->rt_ctr[KV_RT_confirmations], 1);
+	}
+}
+
+/* One latency sample per route, for confirmations of routes the route map does not know:
+ * skipped when this route (its created-at) was sampled. */
+static void record_latency(struct ing_spec *s, struct spec_pod *sp, uint64_t created_ns,
+			   uint64_t now)
 {
 	for (unsigned i = 0; i < 8; i++)
 		if (sp->recent_created[i] == created_ns)
 			return;
 	sp->recent_created[sp->rc_next++ & 7] = created_ns;
-	uint64_t us = now > created_ns ? (now - created_ns) / NS_PER_US : 0;
-	kv_hist_add(sp->hist[0], us);
-	kv_hist_add(sp->hist[1], us);
+	add_sample(s, sp, -1, -1, created_ns, now);
+}
+
+static void router_add(struct ing_spec *s, int slot, enum kv_router_ctr c, uint64_t v)
+{
+	struct kvidx_router *rt = slot >= 0 ? kv_writer_router(s->w, slot) : NULL;
+
+	if (rt)
+		stat_add(&rt->rt_ctr[c], v);
+}
+
+/* ---- per-route accounting ------------------------------------------------------------------ */
+
+static struct spec_fent *route_of(struct ing_spec *s, uint64_t created_ns, int pod)
+{
+	return spec_fifo_find(&s->routes, created_ns, pod);
+}
+
+/* Decides route e on its first confirmation (in time or late), with its latency sample. */
+static void route_confirmed(struct ing_spec *s, struct spec_pod *sp, struct spec_fent *e,
+			    bool in_time, uint64_t now)
+{
+	if (!(e->b & RT_SAMPLED)) {
+		add_sample(s, sp, (int)RT_CLASS(e->b), e->aux, e->key, now);
+		e->b |= RT_SAMPLED;
+	}
+	if (e->b & RT_DECIDED)
+		return;
+	e->b |= RT_DECIDED;
+	if (in_time) {
+		ctr_add(sp, KV_PC_routes_in_time, 1);
+		router_add(s, e->aux, KV_RT_routes_in_time, 1);
+	} else {
+		ctr_add(sp, KV_PC_routes_early_expiries, 1);
+		ctr_add(sp, KV_PC_routes_late_confirmations, 1);
+		router_add(s, e->aux, KV_RT_routes_early_expiries, 1);
+	}
+}
+
+/* Route e has no record left in the table or the late window: decided now if it was not. */
+static void route_settle(struct ing_spec *s, struct spec_pod *sp, struct spec_fent *e)
+{
+	static const enum kv_pod_ctr by_cause[] = { [CAUSE_CLEAR] = KV_PC_routes_dropped_clear,
+						    [CAUSE_REMOVED] = KV_PC_routes_dropped_removed,
+						    [CAUSE_EVICTED] = KV_PC_routes_dropped_evicted };
+	unsigned cause = (unsigned)((e->b >> RT_CAUSE_SHIFT) & 3);
+
+	if (RT_LIVE(e->a) || RT_LATE(e->a))
+		return;
+	if (!(e->b & RT_DECIDED)) {
+		if (e->b & RT_STALE) {
+			ctr_add(sp, KV_PC_routes_stale_expiries, 1);
+			router_add(s, e->aux, KV_RT_routes_stale_expiries, 1);
+		} else if (cause) {
+			ctr_add(sp, by_cause[cause], 1);
+			router_add(s, e->aux, KV_RT_routes_dropped, 1);
+		}
+	}
+	spec_fifo_del(&s->routes, e);
+}
+
+/* Moves one record of route e: d_live and d_late added to its counts (saturating at 0). */
+static void route_move(struct spec_fent *e, int d_live, int d_late)
+{
+	uint64_t live = RT_LIVE(e->a), late = RT_LATE(e->a);
+
+	live = d_live < 0 && live < (uint64_t)-d_live ? 0 : live + (uint64_t)(int64_t)d_live;
+	late = d_late < 0 && late < (uint64_t)-d_late ? 0 : late + (uint64_t)(int64_t)d_late;
+	e->a = (live & 0xffffffffull) | (late << 32);
+}
+
+static void route_drop(struct spec_fent *e, unsigned cause)
+{
+	if (!((e->b >> RT_CAUSE_SHIFT) & 3))
+		e->b |= (uint64_t)cause << RT_CAUSE_SHIFT;
+}
+
+/* A new route's n predictions on pod, created at created_ns, committed from slot. */
+static void route_track(struct ing_spec *s, struct spec_pod *sp, int pod, uint64_t created_ns,
+			uint32_t n, int slot, unsigned cls)
+{
+	struct spec_fent *e = route_of(s, created_ns, pod), ev;
+
+	if (e) {
+		route_move(e, (int)n, 0); /* one entry per (created-at, pod), see above */
+		return;
+	}
+	ctr_add(sp, KV_PC_spec_routes, 1);
+	router_add(s, slot, KV_RT_spec_routes, 1);
+	if (spec_fifo_push(&s->routes, created_ns, pod, slot, n, (uint64_t)cls << 8, &ev) &&
+	    !(ev.b & RT_DECIDED)) {
+		struct spec_pod *op = pod_of(s, ev.sub);
+		if (op)
+			ctr_add(op, KV_PC_routes_untracked, 1);
+	}
 }
 
 /* Applies the pause state sp should have now: stream problems first, then the pipeline. */
@@ -288,6 +433,8 @@ static void spec_confirm(void *arg, uint64_t key, int pod, uint64_t created_ns,
 			 uint64_t expires_ns, uint64_t now);
 static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
 		      uint64_t expires_ns);
+static void on_drop(void *arg, enum kvidx_drop cause, uint64_t key, int pod, bool speculative,
+		    uint64_t t_ns, uint64_t expires_ns);
 static void spec_pod_detach(void *arg, int pod, bool removed);
 
 int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config *cfg,
@@ -307,7 +454,8 @@ int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config 
 	if (!s->pods)
 		return -ENOMEM;
 	if ((rc = spec_fifo_init(&s->corr, cfg->corr_map)) < 0 ||
-	    (rc = spec_fifo_init(&s->late, cfg->late_map)) < 0) {
+	    (rc = spec_fifo_init(&s->late, cfg->late_map)) < 0 ||
+	    (rc = spec_fifo_init(&s->routes, cfg->corr_map)) < 0) {
 		spec_free(s);
 		return rc;
 	}
@@ -358,7 +506,7 @@ int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config 
 		     cfg->stale_limit_ms, (unsigned long long)largest);
 	struct kvidx_observer obs = { .ctx = s, .on_store = spec_after_store,
 				      .on_confirm = spec_confirm, .on_expire = on_expire,
-				      .on_clear = spec_pod_detach };
+				      .on_drop = on_drop, .on_clear = spec_pod_detach };
 	kvidx_writer_set_observer(w, &obs);
 	return 0;
 }
@@ -373,6 +521,7 @@ void spec_free(struct ing_spec *s)
 		kvidx_writer_set_observer(s->w, NULL);
 	spec_fifo_free(&s->corr);
 	spec_fifo_free(&s->late);
+	spec_fifo_free(&s->routes);
 	free(s->pods);
 	s->pods = NULL;
 	if (s->cfg) {
@@ -395,7 +544,11 @@ void spec_pod_attach(struct ing_spec *s, int pod, const char *name, uint64_t now
 	sp->ctr = kv_writer_pod_ctrs(s->w, pod);
 	sp->hist[0] = kv_writer_pod_hist(s->w, pod, 0);
 	sp->hist[1] = kv_writer_pod_hist(s->w, pod, 1);
-	if (!sp->ctr || !sp->hist[0] || !sp->hist[1]) {
+	sp->hist_lag = kv_writer_pod_hist(s->w, pod, KV_HIST_LAG_RECENT);
+	bool ok = sp->ctr && sp->hist[0] && sp->hist[1] && sp->hist_lag;
+	for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++)
+		ok &= (sp->hist_class[c] = kv_writer_pod_hist(s->w, pod, KV_HIST_CLASS(c))) != NULL;
+	if (!ok) {
 		sp->active = false;
 		return;
 	}
@@ -408,17 +561,38 @@ void spec_pod_attach(struct ing_spec *s, int pod, const char *name, uint64_t now
 	ctr_set(sp, KV_PC_spec_paused, SPEC_FRESH);
 }
 
-/* Observer: the pod left the index (kvidx_pod_remove): its pending outcomes and late-window
- * entries are forgotten uncounted. A clear keeps them: the pod stays. */
+/*
+ * Observer: every record of pod was dropped at once. kvidx_clear_pod() (removed false): its
+ * speculative records still in the table are dropped (dropped_clear) and so are the routes
+ * with nothing else left; late-window entries stay (those records had left the table). The
+ * pod left the index (kvidx_pod_remove, removed true): its pending outcomes, late-window
+ * entries and routes are forgotten uncounted.
+ */
 static void spec_pod_detach(void *arg, int pod, bool removed)
 {
 	struct ing_spec *s = arg;
+	struct spec_pod *sp = pod_of(s, pod);
 
-	if (!removed || !pod_of(s, pod))
+	if (!sp)
 		return;
-	spec_fifo_purge(&s->corr, pod, true);
-	spec_fifo_purge(&s->late, pod, false);
-	s->pods[pod].active = false;
+	if (removed) {
+		spec_fifo_purge(&s->corr, pod, true);
+		spec_fifo_purge(&s->late, pod, false);
+		spec_fifo_purge(&s->routes, pod, false);
+		sp->active = false;
+		return;
+	}
+	ctr_add(sp, KV_PC_dropped_clear, sp->spec_live);
+	sp->spec_live = 0;
+	uint64_t mask = s->routes.cap - 1;
+	for (uint64_t i = s->routes.head; i != s->routes.tail && s->routes.live; i++) {
+		struct spec_fent *e = &s->routes.ring[i & mask];
+		if (!e->live || e->sub != pod || !RT_LIVE(e->a))
+			continue;
+		route_drop(e, CAUSE_CLEAR);
+		e->a &= ~0xffffffffull; /* no live records left */
+		route_settle(s, sp, e);
+	}
 }
 
 /* ---- route commits and outcomes ---------------------------------------------------------- */
@@ -426,7 +600,7 @@ static void spec_pod_detach(void *arg, int pod, bool removed)
 /* Predicts keys on pod for its TTL from created_ns. expects: the route leaves blocks for the
  * pod to store, so an event should follow (pipeline-broken gating). */
 static void predict(struct ing_spec *s, struct spec_pod *sp, int pod, const uint64_t *keys,
-		    size_t n, uint64_t created_ns, bool expects)
+		    size_t n, uint64_t created_ns, bool expects, int slot)
 {
 	if (expects && !sp->pending_ns)
 		sp->pending_ns = s->drain_now;
@@ -434,9 +608,12 @@ static void predict(struct ing_spec *s, struct spec_pod *sp, int pod, const uint
 	if (!n)
 		return;
 	int rc = kvidx_speculate(s->w, pod, keys, n, created_ns, sp->ttl_ms);
-	if (rc > 0)
+	if (rc > 0) {
 		ctr_add(sp, KV_PC_speculations, (uint64_t)rc);
-	else if (rc < 0)
+		sp->spec_live += (uint64_t)rc;
+		route_track(s, sp, pod, created_ns, (uint32_t)rc, slot,
+			    kv_prompt_class((uint64_t)n * s->block_size));
+	} else if (rc < 0)
 		ilog_limited(&s->lim, ILOG_WARN, "pod %s: speculation failed: %s", sp->label,
 			     kvidx_strerror(rc));
 }
@@ -456,16 +633,31 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 	/* The ring is written by routers: a commit stamped in the future would be trusted for
 	 * longer than the TTL. The clock is CLOCK_MONOTONIC, system-wide. */
 	uint64_t created = commit_ns && commit_ns <= now ? commit_ns : now;
-	if (rt->matched_blocks == 0)
+	int32_t pid = 0;
+	int slot = kv_writer_drain_slot(s->w, &pid);
+	struct kvidx_router *rtr = slot >= 0 ? kv_writer_router(s->w, slot) : NULL;
+	enum kv_router_ctr rkind;
+	if (rt->matched_blocks == 0) {
 		ctr_add(sp, KV_PC_routes_nomatch, 1);
-	else if (on_pred)
+		rkind = KV_RT_routes_nomatch;
+	} else if (on_pred) {
 		ctr_add(sp, KV_PC_routes_predicted, 1);
-	else
+		rkind = KV_RT_routes_predicted;
+	} else {
 		ctr_add(sp, KV_PC_routes_confirmed, 1);
-	predict(s, sp, rt->pod, rt->keys, rt->nkeys, created, rt->nkeys > rt->matched_blocks);
+		rkind = KV_RT_routes_confirmed;
+	}
+	if (rtr) {
+		stat_add(&rtr->rt_ctr[KV_RT_routes], 1);
+		stat_add(&rtr->rt_ctr[rkind], 1);
+		st_relaxed(&rtr->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
+		st_relaxed(&rtr->rt_ctr[KV_RT_last_route_ns], created);
+	}
+	predict(s, sp, rt->pod, rt->keys, rt->nkeys, created, rt->nkeys > rt->matched_blocks,
+		slot);
 	if (rt->prefill_pod >= 0 && rt->prefill_pod != rt->pod &&
 	    (pp = pod_of(s, rt->prefill_pod)))
-		predict(s, pp, rt->prefill_pod, rt->keys, rt->nkeys, created, rt->nkeys > 0);
+		predict(s, pp, rt->prefill_pod, rt->keys, rt->nkeys, created, rt->nkeys > 0, slot);
 
 	struct spec_fent *old = spec_fifo_find(&s->corr, rt->corr_id, 0);
 	if (old)
@@ -498,10 +690,14 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 		if (predicted > most)
 			predicted = most;
 	}
+	int slot = kv_writer_drain_slot(s->w, NULL);
 	ctr_add(sp, KV_PC_outcomes, 1);
+	router_add(s, slot, KV_RT_outcomes, 1);
 	if (on_pred && o->cached_tokens < predicted) {
 		ctr_add(sp, KV_PC_false_warm_routes, 1);
 		ctr_add(sp, KV_PC_wasted_prefill_tokens, predicted - o->cached_tokens);
+		router_add(s, slot, KV_RT_false_warm_routes, 1);
+		router_add(s, slot, KV_RT_wasted_prefill_tokens, predicted - o->cached_tokens);
 	}
 }
 
@@ -519,11 +715,15 @@ int spec_drain(struct ing_spec *s, size_t budget, uint64_t now)
 static void spec_confirm(void *arg, uint64_t key, int pod, uint64_t created_ns,
 			 uint64_t expires_ns, uint64_t now)
 {
-	struct spec_pod *sp = pod_of(arg, pod);
+	struct ing_spec *s = arg;
+	struct spec_pod *sp = pod_of(s, pod);
+	struct spec_fent *e;
 
 	(void)key;
 	if (!sp)
 		return;
+	if (sp->spec_live)
+		sp->spec_live--;
 	/* Readers trust a prediction while now < expires (reader.c); the reaper removes it at
 	 * expires <= now. In time means the readers were still trusting it. */
 	if (now < expires_ns) {
@@ -532,7 +732,13 @@ static void spec_confirm(void *arg, uint64_t key, int pod, uint64_t created_ns,
 		ctr_add(sp, KV_PC_late_confirmations, 1);
 		ctr_add(sp, KV_PC_early_expiries, 1);
 	}
-	record_latency(sp, created_ns, now);
+	if ((e = route_of(s, created_ns, pod))) {
+		route_confirmed(s, sp, e, now < expires_ns, now);
+		route_move(e, -1, 0);
+		route_settle(s, sp, e);
+	} else {
+		record_latency(s, sp, created_ns, now);
+	}
 }
 
 /* Observer, after each kvidx_store of keys[0..n) on pod (every key of the event, stored or
@@ -548,9 +754,16 @@ static void spec_after_store(void *arg, int pod, const uint64_t *keys, size_t n,
 	for (size_t i = 0; i < n && s->late.live; i++) {
 		struct spec_fent *e;
 		while ((e = spec_fifo_find(&s->late, keys[i], pod))) {
+			struct spec_fent *r = route_of(s, e->a, pod);
 			ctr_add(sp, KV_PC_late_confirmations, 1);
 			ctr_add(sp, KV_PC_early_expiries, 1);
-			record_latency(sp, e->a, now);
+			if (r) {
+				route_confirmed(s, sp, r, false, now);
+				route_move(r, 0, -1);
+				route_settle(s, sp, r);
+			} else {
+				record_latency(s, sp, e->a, now);
+			}
 			spec_fifo_del(&s->late, e);
 		}
 	}
@@ -558,12 +771,20 @@ static void spec_after_store(void *arg, int pod, const uint64_t *keys, size_t n,
 
 /* ---- reaper ------------------------------------------------------------------------------ */
 
-static void count_stale(struct ing_spec *s, int pod)
+/* An expired record of (created_ns, pod) left the late window unconfirmed. */
+static void count_stale(struct ing_spec *s, int pod, uint64_t created_ns)
 {
 	struct spec_pod *sp = pod_of(s, pod);
+	struct spec_fent *r;
 
-	if (sp)
-		ctr_add(sp, KV_PC_stale_expiries, 1);
+	if (!sp)
+		return;
+	ctr_add(sp, KV_PC_stale_expiries, 1);
+	if ((r = route_of(s, created_ns, pod))) {
+		r->b |= RT_STALE;
+		route_move(r, 0, -1);
+		route_settle(s, sp, r);
+	}
 }
 
 /* Observer (kvidx_expire, kvidx_speculate): the expired record goes into the late window. */
@@ -571,21 +792,55 @@ static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
 		      uint64_t expires_ns)
 {
 	struct ing_spec *s = arg;
-	struct spec_fent ev;
+	struct spec_pod *sp = pod_of(s, pod);
+	struct spec_fent ev, *r;
 
-	if (!pod_of(s, pod))
+	if (!sp)
 		return;
+	if (sp->spec_live)
+		sp->spec_live--;
+	if ((r = route_of(s, created_ns, pod)))
+		route_move(r, -1, 1);
 	/* A (key, pod) may be here already: an earlier prediction of the same block expired and
 	 * awaits its confirmation too. Each expiry keeps its own entry and window; one
 	 * BlockStored confirms them all (spec_after_store), as the seed counts it: each was
 	 * followed by a matching confirmation, so none of them is stale. */
 	if (spec_fifo_push(&s->late, key, pod, 0, created_ns, expires_ns, &ev)) {
-		count_stale(s, ev.sub);
+		count_stale(s, ev.sub, ev.a);
 		s->late_evicted++;
 		ilog_limited(&s->late_lim, ILOG_WARN,
 			     "late map full (--late-map %llu): oldest expired predictions counted "
 			     "stale before their window ended",
 			     (unsigned long long)s->cfg->late_map);
+	}
+}
+
+/*
+ * Observer: a record left the table for another reason than expiry or confirmation. A
+ * speculative one is counted as dropped by its cause; one that had expired (an eviction found
+ * it before the reaper) is an expiry, with its late window.
+ */
+static void on_drop(void *arg, enum kvidx_drop cause, uint64_t key, int pod, bool speculative,
+		    uint64_t t_ns, uint64_t expires_ns)
+{
+	struct ing_spec *s = arg;
+	struct spec_pod *sp = pod_of(s, pod);
+	struct spec_fent *r;
+
+	if (!sp || !speculative)
+		return;
+	if (expires_ns <= kvidx_now_ns()) {
+		on_expire(arg, key, pod, t_ns, expires_ns);
+		return;
+	}
+	if (sp->spec_live)
+		sp->spec_live--;
+	bool removed = cause == KVIDX_DROP_REMOVED;
+	ctr_add(sp, removed ? KV_PC_dropped_removed : KV_PC_dropped_evicted, 1);
+	if ((r = route_of(s, t_ns, pod))) {
+		route_drop(r, removed ? CAUSE_REMOVED : CAUSE_EVICTED);
+		route_move(r, -1, 0);
+		route_settle(s, sp, r);
 	}
 }
 
@@ -597,8 +852,10 @@ static void age_late(struct ing_spec *s, uint64_t now)
 	for (unsigned n = 0; n < LATE_AGE_MAX && (e = spec_fifo_oldest(&s->late)); n++) {
 		if (e->b + s->late_window_ns > now)
 			break;
-		count_stale(s, e->sub);
+		int pod = e->sub;
+		uint64_t created = e->a;
 		spec_fifo_del(&s->late, e);
+		count_stale(s, pod, created);
 	}
 }
 
@@ -736,15 +993,26 @@ static void adapt(struct ing_spec *s, struct spec_pod *sp, uint64_t now)
 	n = kv_hist_count(sp->hist[1]);
 	if (n < c->min_samples || n == 0 || kv_hist_quantile(sp->hist[1], c->percentile, &lq) < 0)
 		return; /* too few recent confirmations: keep the TTL in force */
-	uint32_t next = spec_ttl_next(sp->ttl_ms, lq, c->backlog_ms, c->slack_ms, s->ttl_floor_ms,
+	uint32_t backlog_ms = c->backlog_ms;
+	const char *bsrc = "given";
+	uint64_t lag_us;
+	if (c->backlog_measured && kv_hist_count(sp->hist_lag) >= c->min_samples &&
+	    kv_hist_quantile(sp->hist_lag, c->percentile, &lag_us) == 0) {
+		/* J's backlog term as measured: the same percentile of the recent event path lag,
+		 * rounded up to the millisecond (capped where a TTL is anyway). */
+		uint64_t ms = (lag_us + 999) / 1000;
+		backlog_ms = ms > KVIDX_MAX_TTL_MS ? KVIDX_MAX_TTL_MS : (uint32_t)ms;
+		bsrc = "measured";
+	}
+	uint32_t next = spec_ttl_next(sp->ttl_ms, lq, backlog_ms, c->slack_ms, s->ttl_floor_ms,
 				      s->ttl_cap_ms, c->max_step);
 	if (next == sp->ttl_ms)
 		return;
 	ilog(ILOG_INFO,
 	     "pod %s: TTL %ums -> %ums (p%g of %llu recent confirmations <= %.1fms, + %ums "
-	     "backlog + %ums slack, within %ums..%ums)",
+	     "backlog (%s) + %ums slack, within %ums..%ums)",
 	     sp->label, sp->ttl_ms, next, c->percentile * 100, (unsigned long long)n,
-	     (double)lq / 1000, c->backlog_ms, c->slack_ms, s->ttl_floor_ms, s->ttl_cap_ms);
+	     (double)lq / 1000, backlog_ms, bsrc, c->slack_ms, s->ttl_floor_ms, s->ttl_cap_ms);
 	sp->ttl_ms = next;
 	ctr_set(sp, KV_PC_ttl_ms, next);
 }
@@ -763,9 +1031,16 @@ void spec_tick(struct ing_spec *s, uint64_t now)
 		if (!sp->active)
 			continue;
 		apply_pause(s, sp, (int)pod, now);
-		if (decay)
+		if (decay) {
 			kv_hist_decay(sp->hist[1]);
+			kv_hist_decay(sp->hist_lag);
+			for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++)
+				kv_hist_decay(sp->hist_class[c]);
+		}
 		if (s->cfg->policy == ING_TTL_ADAPTIVE && now >= sp->next_eval_ns)
 			adapt(s, sp, now);
 	}
+	struct kvidx_router *rt;
+	for (int slot = 0; decay && (rt = kv_writer_router(s->w, slot)); slot++)
+		kv_hist_decay(rt->rt_hist);
 }

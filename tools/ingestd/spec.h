@@ -17,8 +17,16 @@
  *                   (key, pod) within --late-window is a late confirmation and an early expiry
  *                   (the TTL did not cover the event path); none is a stale expiry (failed
  *                   prediction, lost event, key mismatch).
+ *   per route       a route's new predictions on a pod share their created-at (the commit
+ *                   time) and so expire together: the route map follows them and decides the
+ *                   route once, as in time, early (late confirmation), stale, or dropped by
+ *                   cause (clear, BlockRemoved, eviction); records dropped are counted too.
+ *                   Per router worker (registry slot) the same, in the data segment's router
+ *                   area, and latency by prompt-length class (KV_PROMPT_CLASSES).
  *   TTL policy      static, or adaptive per pod: T = clamp(Lq + J, floor, cap), Lq a percentile
- *                   of the pod's recent latency histogram, J = backlog + slack, re-evaluated
+ *                   of the pod's recent latency histogram, J = backlog + slack (the backlog
+ *                   given, or with --ttl-backlog measured the same percentile of the pod's
+ *                   recent event path lag histogram), re-evaluated
  *                   every interval and moved by at most max-step per interval. The TTL in force
  *                   is the pod counter ttl_ms.
  *   freshness       a pod's speculation is paused (kvidx_pod_set_spec_paused; readers then
@@ -53,6 +61,7 @@
 
 #include "config.h"
 #include "kvidx_writer.h"
+#include "layout.h"
 
 #define SPEC_REAP_CHUNK 4096 /* slots examined per mutex hold of the reaper */
 
@@ -110,15 +119,18 @@ struct spec_pod {
 	bool active;
 	char label[KVIDX_POD_NAME_MAX];
 	uint64_t *ctr;        /* kv_writer_pod_ctrs */
-	uint64_t *hist[2];    /* cumulative, recent */
+	uint64_t *hist[2];    /* confirmation latency: cumulative, recent */
+	uint64_t *hist_lag;   /* recent event path lag (pods.c records it) */
+	uint64_t *hist_class[KV_PROMPT_CLASSES]; /* recent latency by prompt-length class */
 	uint32_t ttl_ms;      /* TTL in force */
 	uint64_t next_eval_ns;
 	uint64_t pending_ns;  /* earliest route expecting events since the last event; 0: none */
 	enum spec_pause stream; /* SPEC_STREAM while pods.c says replaying / disconnected */
 	enum spec_pause paused; /* in force */
 	uint64_t recent_created[8]; /* created-at of the last confirmed routes: one latency
-				     * sample per route, not per block */
+				     * sample per route, not per block (routes the route map lost) */
 	unsigned rc_next;
+	uint64_t spec_live;   /* speculative records of the pod in the table (a clear drops them) */
 };
 
 struct ing_spec {
@@ -130,6 +142,7 @@ struct ing_spec {
 	struct spec_pod *pods;
 	struct spec_fifo corr; /* corr_id -> (pod, predicted tokens | on-prediction bit, commit) */
 	struct spec_fifo late; /* (key, pod) -> (created_ns, expired_ns) */
+	struct spec_fifo routes; /* (created_ns, pod) -> route accounting, see spec.c */
 	uint64_t late_window_ns;
 	uint32_t ttl_static_ms, ttl_floor_ms, ttl_cap_ms; /* clamped to 1..KVIDX_MAX_TTL_MS */
 	uint64_t reap_budget;  /* slots per reaper wake-up */
