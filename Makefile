@@ -48,7 +48,8 @@ LIBS_TEST   := -lcriterion
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev libmicrohttpd-dev
 DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
-              python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip
+              python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip \
+              prometheus libxml2-utils
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
@@ -134,8 +135,8 @@ $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
 # alone; what speaks ZeroMQ/msgpack adds those; the writer adds Concurrency Kit, libmicrohttpd
 # (its metrics endpoint) and jemalloc.
 LINK = @mkdir -p $(dir $@) && $(if $(Q),echo "  LD      $@" &&) $(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS)
-$(BUILD)/bin/kvidx-hash $(BUILD)/bin/kvidx-dump $(BUILD)/bin/kvidx-top $(BUILD)/bin/kvidx-ttl: \
-	LIBS = $(LIBS_CORE)
+$(BUILD)/bin/kvidx-hash $(BUILD)/bin/kvidx-dump $(BUILD)/bin/kvidx-top: LIBS = $(LIBS_CORE)
+$(BUILD)/bin/kvidx-ttl: LIBS = $(LIBS_CORE) -lm
 $(BUILD)/bin/kvidx-route $(BUILD)/bin/kvidx-fakepod: LIBS = $(LIBS_WIRE) $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: LIBS = $(LIBS_INGEST) $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGESTD_OBJS) $(TOOL_ARCHIVES)
@@ -153,7 +154,7 @@ $(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(LIBKVIDX)
 $(BUILD)/bin/bench_%: LIBS = -lhiredis -lurcu-cds -lurcu $(LIBS_INGEST) $(LIBS_CORE) -lm
 $(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(LIBKVIDX)
 	$(LINK)
-$(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE)
+$(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE) -lm
 $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 

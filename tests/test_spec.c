@@ -37,6 +37,7 @@
 #include "util_index.h"
 #include "util_ingestd.h"
 #include "util_run.h"
+#include "util_text.h"
 #include "wire.h"
 
 #define MODEL "test-model"
@@ -380,6 +381,185 @@ Test(spec, no_confirmation_within_window_is_stale_expiry)
 	cr_assert_eq(tu_ctr(a, KV_PC_late_confirmations), 0);
 	cr_assert_eq(tu_ctr(a, KV_PC_early_expiries), 0);
 	cr_assert_eq(kv_hist_count(hist(a, 0)), 0);
+}
+
+/* ---- per-route accounting, drops, breakdowns (issue 14) ---------------------------------------- */
+
+static const struct kvidx_router *my_router(void)
+{
+	return kv_view_router(kv_reader_view(tu_ing.rd), kv_reader_slot_index(tu_ing.rd));
+}
+
+static uint64_t rctr(enum kv_router_ctr c)
+{
+	return ld_relaxed(&my_router()->rt_ctr[c]);
+}
+
+Test(spec, failed_route_of_40_blocks_is_one_stale_route_and_40_stale_records)
+{
+	struct tu_pub *p = pub_open(POD_A);
+	const uint32_t *t = tu_toks(9000, 40 * BS);
+	uint64_t k[40];
+
+	(void)p;
+	START("--ttl", "300ms", "--late-window", "500ms", "--reap-pass", "100ms");
+	int a = ready_pod(POD_A);
+	cr_assert_eq(tu_keys_of(MODEL, 0, t, 40 * BS, k), 40);
+	commit(1, a, -1, k, 40, 0, 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routes_stale_expiries) == 1,
+		      "stale route not counted; log: %s", tu_ing.log);
+	/* Every record of the route has reached its verdict before the route does. */
+	cr_assert_eq(tu_ctr(a, KV_PC_stale_expiries), 40);
+	cr_assert_eq(tu_ctr(a, KV_PC_speculations), 40);
+	cr_assert_eq(tu_ctr(a, KV_PC_spec_routes), 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_routes_in_time), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_routes_early_expiries), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_routes_dropped_clear), 0);
+	/* The router worker that committed it sees the same. */
+	cr_assert_eq(rctr(KV_RT_routes), 1);
+	cr_assert_eq(rctr(KV_RT_routes_nomatch), 1);
+	cr_assert_eq(rctr(KV_RT_spec_routes), 1);
+	cr_assert_eq(rctr(KV_RT_routes_stale_expiries), 1);
+	cr_assert_eq(rctr(KV_RT_pid), (uint64_t)getpid());
+	/* Nothing more is counted later for it. */
+	tu_pump(300);
+	cr_assert_eq(tu_ctr(a, KV_PC_routes_stale_expiries), 1);
+}
+
+Test(spec, confirmed_route_is_in_time_by_class_and_router)
+{
+	struct tu_pub *p = pub_open(POD_A);
+	const uint32_t *t = tu_toks(9500, 40 * BS);
+	uint64_t k[40];
+
+	START("--ttl", "2s");
+	int a = ready_pod(POD_A);
+	tu_keys_of(MODEL, 0, t, 40 * BS, k);
+	/* 40 blocks of 16 tokens = 640 tokens: prompt-length class 1 (512..2047). */
+	commit(2, a, -1, k, 40, 0, 0);
+	TU_EVENTUALLY(seen(k[39], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);
+	pub_prompt(p, 4000, t, 40);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routes_in_time) == 1, "route not in time; log: %s",
+		      tu_ing.log);
+	tu_wait_batches(a, 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_confirmed_in_time), 40);
+	cr_assert_eq(kv_hist_count(hist(a, KV_HIST_CONFIRM)), 1, "one sample per route");
+	for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++)
+		cr_assert_eq(kv_hist_count(hist(a, KV_HIST_CLASS(c))), c == 1 ? 1u : 0u,
+			     "class %u", c);
+	cr_assert_eq(kv_hist_count(my_router()->rt_hist), 1);
+	cr_assert_eq(rctr(KV_RT_routes_in_time), 1);
+	cr_assert_eq(rctr(KV_RT_confirmations), 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_routes_stale_expiries), 0);
+}
+
+Test(spec, clear_drops_predictions_and_counts_them)
+{
+	struct tu_pub *p = pub_open(POD_A);
+	const uint32_t *t = tu_toks(9800, 10 * BS);
+	uint64_t k[10];
+	struct kvw_event clr = { .type = KVW_ALL_BLOCKS_CLEARED };
+
+	START("--ttl", "500ms", "--late-window", "300ms", "--reap-pass", "100ms");
+	int a = ready_pod(POD_A);
+	tu_keys_of(MODEL, 0, t, 10 * BS, k);
+	commit(3, a, -1, k, 10, 0, 0);
+	TU_EVENTUALLY(seen(k[9], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);
+	tu_pub_events(p, &clr, 1);
+	tu_wait_batches(a, 1);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_dropped_clear) == 10, "drops not counted; log: %s",
+		      tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_routes_dropped_clear), 1);
+	cr_assert_eq(rctr(KV_RT_routes_dropped), 1);
+	cr_assert_eq(seen(k[0], a), TU_ABSENT);
+	/* Dropped, not expired: past TTL and late window, nothing is counted stale. */
+	tu_pump(1000);
+	cr_assert_eq(tu_ctr(a, KV_PC_stale_expiries), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_routes_stale_expiries), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_dropped_clear), 10);
+}
+
+/* ---- measured backlog: a fake pod publishing each batch a fixed time after its ts ---------- */
+
+static struct tu_child fake[2];
+
+static void fake_say(struct tu_child *c, const char *line)
+{
+	size_t n = strlen(line);
+
+	cr_assert_eq(write(c->in, line, n), (ssize_t)n);
+	cr_assert_eq(write(c->in, "\n", 1), 1);
+}
+
+static void fake_start(struct tu_child *c, const char *ep, const char *pod, const char *ahead)
+{
+	const char *argv[] = { "--script", "-", "--pub", ep, "--pod", pod, "--model", MODEL,
+			       "--wait-subscribers", "1", "--linger-ms", "0", "--ts-ahead-ms",
+			       ahead, NULL };
+
+	tu_spawn(c, "kvidx-fakepod", argv, NULL, true);
+}
+
+Test(spec, measured_backlog_within_one_bucket_of_injected_delay)
+{
+	char ep[2][64], podarg[2][160], line[256];
+	const uint64_t delay_us = 2000000; /* 2 s: one bucket is 250 ms wide there */
+	int nb = 5;
+
+	for (int i = 0; i < 2; i++)
+		snprintf(ep[i], sizeof(ep[i]), "tcp://127.0.0.1:%d", tu_free_port());
+	fake_start(&fake[0], ep[0], POD_A, "0");
+	fake_start(&fake[1], ep[1], POD_B, "3000"); /* a clock 3 s ahead: negative lag */
+	snprintf(podarg[0], sizeof(podarg[0]), "%s,name=%s", ep[0], POD_A);
+	snprintf(podarg[1], sizeof(podarg[1]), "%s,name=%s", ep[1], POD_B);
+	tu_ingestd_start((const char *const[]){ "--pod", podarg[0], "--pod", podarg[1], NULL });
+	int a = ready_pod(POD_A), b = ready_pod(POD_B);
+
+	fake_say(&fake[0], "delay 2000");
+	for (int i = 0; i < nb; i++) {
+		snprintf(line, sizeof(line), "store - %d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d",
+			 i * 16 + 1, i * 16 + 2, i * 16 + 3, i * 16 + 4, i * 16 + 5, i * 16 + 6,
+			 i * 16 + 7, i * 16 + 8, i * 16 + 9, i * 16 + 10, i * 16 + 11, i * 16 + 12,
+			 i * 16 + 13, i * 16 + 14, i * 16 + 15, i * 16 + 16);
+		fake_say(&fake[0], line);
+		fake_say(&fake[1], line);
+	}
+	cr_assert(TU_POLL(tu_ctr(a, KV_PC_batches) == (uint64_t)nb &&
+			  tu_ctr(b, KV_PC_batches) == (uint64_t)nb, 10000, tu_pump(5)),
+		  "batches: %llu and %llu of %d; log: %s",
+		  (unsigned long long)tu_ctr(a, KV_PC_batches),
+		  (unsigned long long)tu_ctr(b, KV_PC_batches), nb, tu_ing.log);
+	const uint64_t *h = hist(a, KV_HIST_LAG);
+	uint64_t p99;
+	cr_assert_eq(kv_hist_count(h), (uint64_t)nb);
+	cr_assert_eq(kv_hist_quantile(h, 0.99, &p99), 0);
+	unsigned want = kv_hist_bucket(delay_us), got = kv_hist_bucket(p99);
+	cr_assert(got >= want && got <= want + 1,
+		  "backlog p99 %llu us in bucket %u, the injected %llu us in bucket %u",
+		  (unsigned long long)p99, got, (unsigned long long)delay_us, want);
+	cr_assert_eq(kv_hist_count(hist(a, KV_HIST_LAG_RECENT)), (uint64_t)nb);
+	cr_assert_eq(tu_ctr(a, KV_PC_lag_negative), 0);
+	/* The skewed pod: every batch counted negative, and measured as 0. */
+	cr_assert_eq(tu_ctr(b, KV_PC_lag_negative), (uint64_t)nb);
+	cr_assert_eq(ld_relaxed(&hist(b, KV_HIST_LAG)[0]), (uint64_t)nb);
+
+	/* kvidx-ttl takes J's backlog from the measurement unless --backlog is given. */
+	struct tu_run r = tu_run_tool("kvidx-ttl", "--name %s --pod %s --interval 10ms --json",
+				      tu_ing.name, POD_A);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_has(r.out, "\"backlog_source\": \"measured: recent event lag p99\"");
+	double bl = tu_number_after(r.out, "\"j_backlog_s\": ");
+	cr_assert_float_eq(bl, (double)p99 / 1e6, 1e-9, "backlog %g", bl);
+	free(r.out);
+	r = tu_run_tool("kvidx-ttl", "--name %s --pod %s --interval 10ms --backlog 100ms --json",
+			tu_ing.name, POD_A);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_has(r.out, "\"backlog_source\": \"given (--backlog)\"");
+	tu_assert_has(r.out, "\"j_backlog_s\": 0.1,");
+	tu_assert_has(r.out, "exceeds the --backlog allowance of 100 ms");
+	free(r.out);
+	for (int i = 0; i < 2; i++)
+		tu_child_kill(&fake[i]);
 }
 
 /* ---- adaptive TTL ------------------------------------------------------------------------------------ */

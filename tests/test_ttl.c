@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "inspect.h"
 #include "kvidx_writer.h"
 #include "layout.h"
+#include "sweep.h"
 #include "ttl.h"
 #include "util_index.h"
 #include "util_run.h"
@@ -418,7 +420,8 @@ static double bucket_s(uint64_t us)
 /*
  * Pod "a": the seed's distribution in the recent histogram (p50 180 ms, p95 620 ms, p99
  * 1.15 s over 1000 confirmations), a slower one in the cumulative histogram, TTL in force
- * 2 s, 1000 speculations of which 4 went stale (p = 0.004). Pod "b": nothing yet.
+ * 2 s, 1000 routes (all with new predictions) of which 4 went stale (p = 0.004). Pod "b":
+ * nothing yet.
  */
 static void seed_pods(int *pa, int *pb)
 {
@@ -439,6 +442,8 @@ static void seed_pods(int *pa, int *pb)
 	tu_set_pod_ctr(w, a, KV_PC_early_expiries, 2);
 	tu_set_pod_ctr(w, a, KV_PC_stale_expiries, 4);
 	tu_set_pod_ctr(w, a, KV_PC_late_confirmations, 2);
+	tu_set_pod_ctr(w, a, KV_PC_spec_routes, 1000);
+	tu_set_pod_ctr(w, a, KV_PC_routes_stale_expiries, 4);
 	tu_set_pod_ctr(w, a, KV_PC_routes_predicted, 300);
 	tu_set_pod_ctr(w, a, KV_PC_routes_confirmed, 600);
 	tu_set_pod_ctr(w, a, KV_PC_routes_nomatch, 100);
@@ -485,8 +490,11 @@ Test(ttl, tool_live_text)
 	tu_assert_has(want, "would leave 470.353 ms of additional room");
 	tu_assert_has(r.out, "speculations 1000, confirmed in time 994, early expiries 2, stale "
 			     "expiries 4, late confirmations 2\n");
-	tu_assert_has(r.out, "failed-prediction probability p = stale expiries / speculations = 4 "
-			     "/ 1000 = 0.004\n");
+	tu_assert_has(r.out, "failed-prediction probability p = stale routes / routes = 4 / 1000 = "
+			     "0.004\n");
+	tu_assert_has(r.out, "token-weighted: 4 stale records x 16 tokens over 4 stale routes = 16 "
+			     "prefix tokens at stake per failed route\n");
+	tu_assert_has(r.out, "J's backlog: assumed: no event lag measured yet;");
 	/* No routes during the sample: lambda 0, so no live failed predictions. */
 	tu_assert_has(r.out, "routed rate lambda = 0 /s (0 routes in a ");
 	tu_assert_has(r.out, "stale exposure at the recommended TTL: 0 /s x 0.004 x 1.530 s = 0 "
@@ -499,7 +507,7 @@ Test(ttl, tool_live_text)
 	tu_assert_has(pb, "latency, recent     no confirmations yet\n");
 	tu_assert_has(pb, "latency, cumulative no confirmations yet\n");
 	tu_assert_has(pb, "TTL in force: not reported (pod counter ttl_ms is 0)\n");
-	tu_assert_has(pb, "failed-prediction probability p: no speculations yet\n");
+	tu_assert_has(pb, "failed-prediction probability p: no routes yet\n");
 	tu_assert_has(pb, "freshness: fresh, no events yet\n");
 	tu_assert_has(pb, "guidance: no confirmations yet: no measured Lq; start from the "
 			  "documented 2 s default\n");
@@ -566,7 +574,12 @@ Test(ttl, tool_live_json_rate_and_exposure)
 	line[pa_end - pa] = '\0';
 	tu_assert_has(line, "\"model\": \"llama-3\"");
 	tu_assert_has(line, "\"confirmations_recent\": 1000");
-	tu_assert_has(line, "\"fail_p\": 0.004,");
+	/* p per route: 4 stale routes over the routes counted when the tool looked (the bumper
+	 * adds routes while it samples). */
+	double pf = tu_number_after(line, "\"fail_p\": ");
+	double nroutes = tu_number_after(line, "\"routes\": ");
+	cr_assert_geq(nroutes, 1000);
+	cr_assert_float_eq(pf, 4.0 / nroutes, 1e-5 * pf, "p %g over %g routes", pf, nroutes);
 	tu_assert_has(line, "\"ttl_in_force_s\": 2,");
 	tu_assert_has(line, "\"stale_expiries\": 4,");
 	tu_assert_has(line, "\"freshness\": \"fresh\"");
@@ -582,9 +595,9 @@ Test(ttl, tool_live_json_rate_and_exposure)
 	/* 10 routes a millisecond, give or take scheduling: clearly positive and bounded. */
 	cr_assert_gt(lambda, 100, "lambda %g", lambda);
 	cr_assert_lt(lambda, 20000, "lambda %g", lambda);
-	cr_assert_float_eq(ex, lambda * 0.004 * rec, 1e-6 * ex + 1e-9, "%g vs %g", ex,
-			   lambda * 0.004 * rec);
-	cr_assert_float_eq(ex_now, lambda * 0.004 * 2.0, 1e-6 * ex_now + 1e-9);
+	cr_assert_float_eq(ex, lambda * pf * rec, 1e-6 * ex + 1e-9, "%g vs %g", ex,
+			   lambda * pf * rec);
+	cr_assert_float_eq(ex_now, lambda * pf * 2.0, 1e-6 * ex_now + 1e-9);
 
 	const char *pbj = strstr(r.out, "\"10.0.0.2:8000\": {");
 	cr_assert_not_null(pbj, "%s", r.out);
@@ -621,6 +634,8 @@ Test(ttl, tool_live_guidance)
 	tu_set_pod_ctr(w, c, KV_PC_speculations, 1000);
 	tu_set_pod_ctr(w, c, KV_PC_confirmed_in_time, 900);
 	tu_set_pod_ctr(w, c, KV_PC_stale_expiries, 100);
+	tu_set_pod_ctr(w, c, KV_PC_routes_predicted, 1000);
+	tu_set_pod_ctr(w, c, KV_PC_routes_stale_expiries, 100);
 	tu_set_pod_ctr(w, c, KV_PC_spec_paused, 2);
 	cr_assert_eq(kvidx_pod_set_spec_paused(w, c, true), 0);
 
@@ -649,7 +664,7 @@ Test(ttl, tool_live_guidance)
 	tu_assert_has(pc, "freshness: pipeline broken, speculation paused");
 	tu_assert_has(pc, "guidance: pipeline broken: fix the subscriber; do not stretch the "
 			  "TTL\n");
-	tu_assert_has(pc, "guidance: stale expiries high (10% of speculations, above the 1% "
+	tu_assert_has(pc, "guidance: stale expiries high (10% of routes, above the 1% "
 			  "limit): failed predictions or lost events; a longer TTL will not "
 			  "help\n");
 	tu_assert_lacks(pc, "early expiries high");
@@ -688,5 +703,234 @@ Test(ttl, tool_live_errors)
 	r = run_ttl("--name %s --interval 10ms --pod nosuch 2>&1", name);
 	cr_assert_eq(r.status, 1, "%s", r.out);
 	tu_assert_has(r.out, "no active pod named 'nosuch'");
+	free(r.out);
+}
+
+/* ---- the TTL curve (kvidx-ttl --sweep) ------------------------------------------------------ */
+
+#define EXP_MEAN_S 0.3
+#define EXP_N 200000
+
+/* Exponential latencies of mean 0.3 s, placed at the distribution's own quantiles
+ * ((i + 0.5) / N), so that the histogram holds that distribution without sampling noise. */
+static void exp_hist(uint64_t *c)
+{
+	memset(c, 0, KV_HIST_BUCKETS * sizeof(*c));
+	for (int i = 0; i < EXP_N; i++) {
+		double u = (i + 0.5) / EXP_N;
+		c[kv_hist_bucket((uint64_t)(-EXP_MEAN_S * log(1 - u) * 1e6))]++;
+	}
+}
+
+static double exp_tail(double t)
+{
+	return exp(-t / EXP_MEAN_S);
+}
+
+static const double sweep_ts[] = { 0.05, 0.1, 0.3, 0.45, 0.6, 1.0, 1.5, 2.0 };
+#define NSWEEP_TS (sizeof(sweep_ts) / sizeof(sweep_ts[0]))
+
+/* The estimate may be off by what the bucket holding t holds, and no more. */
+static void assert_tail_within_bucket(double est, double t)
+{
+	unsigned b = kv_hist_bucket((uint64_t)(t * 1e6));
+	double lo = (double)kv_hist_lower(b) / 1e6, hi = (double)(kv_hist_upper(b) + 1) / 1e6;
+	double slack = exp_tail(lo) - exp_tail(hi);
+
+	cr_assert(est >= exp_tail(t) - slack - 1e-4 && est <= exp_tail(t) + slack + 1e-4,
+		  "P(latency > %g s): %g, the distribution's %g, bucket [%g, %g) holds %g", t, est,
+		  exp_tail(t), lo, hi, slack);
+}
+
+Test(ttl, sweep_early_share_matches_the_distribution_tail)
+{
+	uint64_t c[KV_HIST_BUCKETS];
+
+	exp_hist(c);
+	for (size_t i = 0; i < NSWEEP_TS; i++)
+		assert_tail_within_bucket(sweep_hist_tail(c, sweep_ts[i]), sweep_ts[i]);
+	/* Monotone, 1 at 0 and nothing above every sample. */
+	cr_assert_float_eq(sweep_hist_tail(c, 0), 1.0, 1e-3);
+	cr_assert_eq(sweep_hist_tail(c, 1000), 0);
+	for (double t = 0.01; t < 3; t += 0.01)
+		cr_assert_geq(sweep_hist_tail(c, t) + 1e-12, sweep_hist_tail(c, t + 0.01));
+	memset(c, 0, sizeof(c));
+	cr_assert_lt(sweep_hist_tail(c, 1), 0, "an empty histogram has no tail");
+	/* From percentiles: the given points exactly. */
+	double pv[3] = { 0.18, 0.62, 1.15 };
+	bool have[3] = { true, true, true };
+	cr_assert_float_eq(sweep_pct_tail(pv, have, 0.18), 0.5, 1e-12);
+	cr_assert_float_eq(sweep_pct_tail(pv, have, 0.62), 0.05, 1e-12);
+	cr_assert_float_eq(sweep_pct_tail(pv, have, 1.15), 0.01, 1e-12);
+	cr_assert_lt(sweep_pct_tail(pv, have, 2.0), 0.01);
+}
+
+Test(ttl, sweep_offline_reproduces_the_seed_numbers)
+{
+	struct tu_run r = run_ttl("--sweep " SEED_ARGS " --ttl 1.5s --ttl 5s --json");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"mode\": \"sweep-offline\"");
+	const char *a = strstr(r.out, "{\"ttl_s\": 1.5,");
+	const char *b = strstr(r.out, "{\"ttl_s\": 5,");
+	cr_assert(a && b, "%s", r.out);
+	cr_assert_float_eq(tu_number_after(a, "\"failed_live\": "), 0.72, 1e-9);
+	cr_assert_float_eq(tu_number_after(b, "\"failed_live\": "), 2.4, 1e-9);
+	tu_assert_has(a, "\"recommended\": true");
+	free(r.out);
+
+	r = run_ttl("--sweep " SEED_ARGS " --ttl 1.5s --ttl 5s");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_has(line_with(r.out, "    1.5 s "), "0.72");
+	tu_assert_has(line_with(r.out, "    1.5 s "), "<- recommended");
+	tu_assert_has(line_with(r.out, "      5 s "), "2.4");
+	free(r.out);
+
+	/* Default candidates: around the recommendation and the TTL in force, both marked. */
+	r = run_ttl("--sweep " SEED_ARGS " --in-force 2s --tokens 2048");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_has(line_with(r.out, "<- recommended"), "1.5 s");
+	tu_assert_has(line_with(r.out, "<- in force"), "    2 s ");
+	/* 120 x 0.004 x 2 = 0.96 requests' worth, x 2048 tokens. */
+	tu_assert_has(line_with(r.out, "<- in force"), " 0.96 ");
+	tu_assert_has(line_with(r.out, "<- in force"), " 1966 ");
+	free(r.out);
+}
+
+Test(ttl, sweep_offline_from_a_saved_histogram)
+{
+	uint64_t c[KV_HIST_BUCKETS];
+	char path[128];
+
+	exp_hist(c);
+	snprintf(path, sizeof(path), "/tmp/%s.hist", name);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "# exponential, mean 300 ms\n");
+	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
+		if (c[b])
+			fprintf(f, "%llu %llu\n", (unsigned long long)kv_hist_lower(b),
+				(unsigned long long)c[b]);
+	fclose(f);
+	struct tu_run r = run_ttl("--sweep --histogram %s --ttl 50ms --ttl 100ms --ttl 300ms "
+				  "--ttl 450ms --ttl 600ms --ttl 1s --ttl 1.5s --ttl 2s --json",
+				  path);
+	unlink(path);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"tail_source\": \"histogram\"");
+	/* Every row (the --ttl values, and the recommendation among them) within a bucket. */
+	const char *p = r.out;
+	size_t asked = 0, rows = 0;
+	while ((p = strstr(p, "{\"ttl_s\": "))) {
+		double t = tu_number_after(p, "{\"ttl_s\": ");
+		assert_tail_within_bucket(tu_number_after(p, "\"early_share\": "), t);
+		for (size_t i = 0; i < NSWEEP_TS; i++)
+			asked += t > sweep_ts[i] - 1e-9 && t < sweep_ts[i] + 1e-9;
+		rows++;
+		p++;
+	}
+	cr_assert_eq(asked, NSWEEP_TS, "%s", r.out);
+	cr_assert_eq(rows, NSWEEP_TS + 1, "the --ttl values and the recommendation: %s", r.out);
+	free(r.out);
+	r = run_ttl("--sweep --histogram /nonexistent/h 2>&1");
+	cr_assert_eq(r.status, 1, "%s", r.out);
+	tu_assert_has(r.out, "/nonexistent/h: No such file or directory");
+	free(r.out);
+}
+
+/* Runs xmllint --xpath EXPR on path; its output in a static buffer. */
+static const char *xpath(const char *path, const char *expr)
+{
+	static char out[4096];
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), "xmllint --xpath \"%s\" %s 2>&1", expr, path);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	size_t n = fread(out, 1, sizeof(out) - 1, p);
+	while (n && out[n - 1] == '\n')
+		n--;
+	out[n] = '\0';
+	pclose(p);
+	return out;
+}
+
+#define SVG_EL(e) "//*[local-name()='" e "']"
+
+Test(ttl, sweep_svg_is_well_formed_with_the_expected_points)
+{
+	char path[128], cmd[256];
+
+	snprintf(path, sizeof(path), "/tmp/%s.svg", name);
+	struct tu_run r = run_ttl("--sweep " SEED_ARGS " --ttl 1s --ttl 1.5s --ttl 5s --in-force 2s "
+				  "--svg %s", path);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	free(r.out);
+	snprintf(cmd, sizeof(cmd), "xmllint --noout %s", path);
+	cr_assert_eq(system(cmd), 0, "%s is not well-formed XML", path);
+	/* --ttl values and the TTL in force: four points on each curve. */
+	cr_assert_str_eq(xpath(path, "count(" SVG_EL("circle") "[@class='failed'])"), "4");
+	cr_assert_str_eq(xpath(path, "count(" SVG_EL("circle") "[@class='early'])"), "4");
+	cr_assert_str_eq(xpath(path, "string(" SVG_EL("circle") "[@class='failed'][@data-t='1.5']"
+				     "/@data-failed)"), "0.72");
+	cr_assert_str_eq(xpath(path, "string(" SVG_EL("circle") "[@class='failed'][@data-t='5']"
+				     "/@data-failed)"), "2.4");
+	cr_assert_str_eq(xpath(path, "string(" SVG_EL("circle") "[@class='early'][@data-t='1.15']"
+				     "/@data-early)"), "", "no point that was not asked for");
+	cr_assert_str_eq(xpath(path, "string(" SVG_EL("line") "[@class='recommended']/@data-t)"),
+			 "1.5");
+	cr_assert_str_eq(xpath(path, "string(" SVG_EL("line") "[@class='in-force']/@data-t)"), "2");
+	/* Early expiry falls as T grows. */
+	double e1 = atof(xpath(path, "string(" SVG_EL("circle") "[@class='early'][@data-t='1']"
+				     "/@data-early)"));
+	double e5 = atof(xpath(path, "string(" SVG_EL("circle") "[@class='early'][@data-t='5']"
+				     "/@data-early)"));
+	cr_assert_gt(e1, e5);
+	unlink(path);
+
+	r = run_ttl("--p99 1s --svg %s 2>&1", path);
+	cr_assert_eq(r.status, 2, "%s", r.out);
+	tu_assert_has(r.out, "--svg draws the TTL curve: it goes with --sweep");
+	free(r.out);
+}
+
+Test(ttl, sweep_live_per_pod_with_svg)
+{
+	char path[128], cmd[256];
+	int a, b;
+
+	w = open_index();
+	seed_pods(&a, &b);
+	snprintf(path, sizeof(path), "/tmp/%s.svg", name);
+	struct tu_run r = run_ttl("--name %s --sweep --interval 10ms --json --svg %s", name, path);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_json(r.out);
+	tu_assert_has(r.out, "\"mode\": \"sweep-live\"");
+	const char *pa = strstr(r.out, "\"10.0.0.1:8000\": {");
+	cr_assert_not_null(pa, "%s", r.out);
+	/* The TTL in force (2 s) is a point, and its early share is the recent histogram's. */
+	const char *row = strstr(pa, "{\"ttl_s\": 2,");
+	cr_assert_not_null(row, "%s", r.out);
+	uint64_t c[KV_HIST_BUCKETS];
+	const uint64_t *h = kv_writer_pod_hist(w, a, KV_HIST_CONFIRM_RECENT);
+	for (unsigned k = 0; k < KV_HIST_BUCKETS; k++)
+		c[k] = h[k];
+	cr_assert_float_eq(tu_number_after(row, "\"early_share\": "), sweep_hist_tail(c, 2.0),
+			   1e-9);
+	tu_assert_has(row, "\"in_force\": true");
+	cr_assert_float_eq(tu_number_after(pa, "\"recommended_s\": "), bucket_s(1150000) + 0.35,
+			   1e-9);
+	free(r.out);
+	snprintf(cmd, sizeof(cmd), "xmllint --noout %s", path);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_str_eq(xpath(path, "count(" SVG_EL("g") "[@class='panel'])"), "2");
+	cr_assert_str_eq(xpath(path, "string(" SVG_EL("line") "[@class='in-force']/@data-t)"), "2");
+	unlink(path);
+
+	r = run_ttl("--name %s --sweep --interval 10ms --pod 10.0.0.1:8000", name);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_has(r.out, "TTL curve for 10.0.0.1:8000: recommended 1.53 s, TTL in force 2 s");
+	tu_assert_has(line_with(r.out, "<- in force"), "    2 s ");
 	free(r.out);
 }

@@ -41,6 +41,7 @@
 #include "kvidx.h"
 #include "podsnap.h"
 #include "segment.h"
+#include "sweep.h"
 #include "ttl.h"
 
 #define PROG "kvidx-ttl"
@@ -67,8 +68,16 @@ struct opts {
 	double q;
 	bool have_q;
 	double backlog, slack, cap, floor;
+	bool have_backlog;
 	double ttls[MAX_TTLS];
 	int nttl;
+	/* the TTL curve */
+	bool sweep;
+	const char *svg;       /* --svg FILE */
+	const char *hist_in;   /* offline --histogram FILE */
+	const char *hist_out;  /* live --save-histogram FILE */
+	double in_force, tokens;
+	bool have_in_force, have_tokens;
 	/* live */
 	bool name_set;
 	const char *pod;
@@ -130,6 +139,128 @@ static int settings(const struct opts *o, const double **out, bool *dflt)
 	return o->nttl ? o->nttl : 1;
 }
 
+/*
+ * A saved histogram (--save-histogram writes one): lines "LOWER_US COUNT", each count added
+ * to the bucket of LOWER_US; '#' starts a comment. 0, or -1 after a message.
+ */
+static int load_hist(const char *path, uint64_t *c)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+	unsigned ln = 0;
+
+	memset(c, 0, KV_HIST_BUCKETS * sizeof(*c));
+	if (!f) {
+		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, n;
+		char extra;
+		ln++;
+		char *h = strchr(line, '#');
+		if (h)
+			*h = '\0';
+		if (strspn(line, " \t\r\n") == strlen(line))
+			continue;
+		if (sscanf(line, "%llu %llu %c", &lo, &n, &extra) != 2) {
+			fprintf(stderr, PROG ": %s:%u: expected LOWER_US COUNT\n", path, ln);
+			fclose(f);
+			return -1;
+		}
+		c[kv_hist_bucket(lo)] += n;
+	}
+	fclose(f);
+	return 0;
+}
+
+/* Writes the histogram h in load_hist()'s format. */
+static int save_hist(const char *path, const char *pod, const uint64_t *h)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "# kvidx recent route-to-confirmation latency histogram of pod ");
+	tc_text_str(f, pod);
+	fprintf(f, "\n# LOWER_US COUNT (bucket lower bound in microseconds; kvidx-ttl --histogram)\n");
+	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++) {
+		uint64_t n = ld_relaxed(&h[b]);
+		if (n)
+			fprintf(f, "%" PRIu64 " %" PRIu64 "\n", kv_hist_lower(b), n);
+	}
+	if (fclose(f) != 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Writes n curves as an SVG file. */
+static int write_svg(const char *path, const struct sweep *sw, int n)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || sweep_svg(f, sw, n) < 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno ? errno : EIO));
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	if (fclose(f) != 0) {
+		fprintf(stderr, PROG ": %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int run_offline_sweep(const struct opts *o, const struct ttl_plan *pl,
+			     const uint64_t *hist)
+{
+	struct sweep sw = { .in = { .label = "offline", .rec = pl->rec,
+				    .in_force = o->have_in_force ? o->in_force : 0,
+				    .have_expo = o->have_rate && o->have_fail, .lambda = o->rate,
+				    .p = o->fail, .tokens = o->tokens, .hist = hist,
+				    .ttls = o->ttls, .nttl = o->nttl, .cap = o->cap } };
+
+	for (int i = 0; i < NPCT; i++) {
+		sw.in.pv[i] = o->pv[i];
+		sw.in.have_pv[i] = o->have_pv[i];
+	}
+	if (o->have_lq && !hist) {
+		/* --lq alone: the tail through its one point. */
+		int k = o->have_q && o->q < 0.97 ? 1 : 2;
+		sw.in.pv[k] = o->lq;
+		sw.in.have_pv[k] = true;
+	}
+	sweep_compute(&sw);
+	if (o->json) {
+		struct tc_jw j = { .f = stdout };
+		tc_jw_open(&j, NULL, '{');
+		tc_jw_str(&j, "mode", "sweep-offline");
+		tc_jw_str(&j, "tail_source", hist ? "histogram" : "percentiles");
+		jw_plan(&j, pl);
+		tc_jw_open(&j, "pods", '{');
+		tc_jw_open(&j, "offline", '{');
+		sweep_json(&j, &sw);
+		tc_jw_close(&j, '}');
+		tc_jw_close(&j, '}');
+		tc_jw_close(&j, '}');
+	} else {
+		char buf[512];
+		printf("  %s\n", ttl_fmt_arith(buf, sizeof(buf), pl));
+		printf("  %s\n", ttl_fmt_recommend(buf, sizeof(buf), pl));
+		printf("  early expiry from %s\n", hist ? "the histogram given" :
+		       "the percentiles given (log-linear between them: an estimate)");
+		sweep_print_text(stdout, &sw);
+	}
+	if (o->svg && write_svg(o->svg, &sw, 1) < 0)
+		return 1;
+	return 0;
+}
+
 static int run_offline(const struct opts *o)
 {
 	struct ttl_plan pl = { .backlog = o->backlog, .slack = o->slack, .floor = o->floor,
@@ -140,8 +271,23 @@ static int run_offline(const struct opts *o)
 	int nset = settings(o, &set, &dflt);
 	bool expo = o->have_rate && o->have_fail;
 
-	pl.lq = offline_lq(o, label, sizeof(label));
+	static uint64_t hist[KV_HIST_BUCKETS];
+	if (o->hist_in) {
+		uint64_t us;
+		if (load_hist(o->hist_in, hist) < 0)
+			return 1;
+		if (kv_hist_quantile(hist, o->q, &us) < 0) {
+			fprintf(stderr, PROG ": %s: the histogram is empty\n", o->hist_in);
+			return 1;
+		}
+		pl.lq = (double)us / 1e6;
+		ttl_fmt_pct_name(label, sizeof(label), o->q);
+	} else {
+		pl.lq = offline_lq(o, label, sizeof(label));
+	}
 	ttl_plan_compute(&pl);
+	if (o->sweep)
+		return run_offline_sweep(o, &pl, o->hist_in ? hist : NULL);
 
 	if (o->json) {
 		struct tc_jw j = { .f = stdout };
@@ -230,7 +376,14 @@ struct live {
 	char pct[32];       /* "p99" */
 	const char *rate_how; /* "interval" or "since-start" */
 	double elapsed_s;   /* of the rate sample */
+	uint32_t block_size;
+	struct sweep *sw;   /* --sweep: one curve per pod shown (for --svg) */
+	uint64_t (*sw_hist)[KV_HIST_BUCKETS]; /* the histogram snapshots they point to */
+	int nsw;
 };
+
+static const char *const class_name[KV_PROMPT_CLASSES] = { "lt512", "512-2047", "2048-8191",
+							   "ge8192" };
 
 static uint64_t routes_of(const struct tc_pod *p)
 {
@@ -272,10 +425,11 @@ static const char *fresh_name(uint64_t sp)
 }
 
 /* The seed's guidance for a pod, one line each, into g[]; returns how many. */
-static int guidance(const struct live *L, const struct tc_pod *p, bool have_lq, char g[][256])
+static int guidance(const struct live *L, const struct tc_pod *p, bool have_lq, char g[][256],
+		    const char *backlog_note)
 {
 	const struct opts *o = L->o;
-	uint64_t spec = p->ctr[KV_PC_speculations], stale = p->ctr[KV_PC_stale_expiries];
+	uint64_t spec = routes_of(p), stale = p->ctr[KV_PC_routes_stale_expiries];
 	uint64_t early = p->ctr[KV_PC_early_expiries], in_time = p->ctr[KV_PC_confirmed_in_time];
 	uint64_t sp = p->ctr[KV_PC_spec_paused];
 	char a[32], b[32];
@@ -289,6 +443,8 @@ static int guidance(const struct live *L, const struct tc_pod *p, bool have_lq, 
 	if (!have_lq)
 		snprintf(g[n++], 256, "no confirmations yet: no measured Lq; start from the "
 				      "documented 2 s default");
+	if (backlog_note && backlog_note[0])
+		snprintf(g[n++], 256, "%s", backlog_note);
 	if (early + in_time >= MIN_JUDGE) {
 		double fr = (double)early / (double)(early + in_time);
 		if (fr > 1.0 - o->q + 1e-12)
@@ -302,13 +458,13 @@ static int guidance(const struct live *L, const struct tc_pod *p, bool have_lq, 
 		double pf = (double)stale / (double)spec;
 		if (pf > o->stale_limit)
 			snprintf(g[n++], 256,
-				 "stale expiries high (%s%% of speculations, above the %s%% "
+				 "stale expiries high (%s%% of routes, above the %s%% "
 				 "limit): failed predictions or lost events; a longer TTL will not "
 				 "help",
 				 ttl_fmt_num(a, sizeof(a), 100.0 * pf),
 				 ttl_fmt_num(b, sizeof(b), 100.0 * o->stale_limit));
 	} else if (spec || early + in_time) {
-		snprintf(g[n++], 256, "too few speculations (%" PRIu64 ") to judge expiry rates; "
+		snprintf(g[n++], 256, "too few routes (%" PRIu64 ") to judge expiry rates; "
 				      "%d or more needed", spec, MIN_JUDGE);
 	}
 	return n;
@@ -329,7 +485,8 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 	uint64_t ttl_ms = p->ctr[KV_PC_ttl_ms], last_ev = p->ctr[KV_PC_last_event_ns];
 	uint64_t sp = p->ctr[KV_PC_spec_paused], routes = routes_of(p);
 	double lambda = 0, pf = 0, ttl_in_force = (double)ttl_ms / 1000.0;
-	bool have_rate = false, have_p = spec > 0, have_lq;
+	uint64_t rstale = p->ctr[KV_PC_routes_stale_expiries];
+	bool have_rate = false, have_p = routes > 0, have_lq;
 	const char *src = NULL;
 
 	lat_of(kv_view_pod_hist(v, p->idx, 1), o->q, &rec);
@@ -342,8 +499,41 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 		src = o->cumulative ? "cumulative" : "cumulative (the recent window is empty)";
 	}
 	have_lq = src != NULL;
+
+	/* J's backlog: the measured p99 of the event path lag unless --backlog was given. */
+	struct lat lag_rec, lag_cum;
+	lat_of(kv_view_pod_hist(v, p->idx, KV_HIST_LAG_RECENT), 0.99, &lag_rec);
+	lat_of(kv_view_pod_hist(v, p->idx, KV_HIST_LAG), 0.99, &lag_cum);
+	const struct lat *lag = lag_rec.n ? &lag_rec : lag_cum.n ? &lag_cum : NULL;
+	const char *bsrc;
+	if (o->have_backlog) {
+		bsrc = "given (--backlog)";
+	} else if (lag) {
+		pl.backlog = lag->p[2];
+		bsrc = lag == &lag_rec ? "measured: recent event lag p99" :
+					 "measured: cumulative event lag p99";
+	} else {
+		bsrc = "assumed: no event lag measured yet";
+	}
 	if (have_lq)
 		ttl_plan_compute(&pl);
+	char bnote[256] = "";
+	if (lag && have_lq && ttl_ms) {
+		double room = ttl_in_force - pl.lq;
+		if (room <= 0 || lag->p[2] > 0.5 * room)
+			snprintf(bnote, sizeof(bnote),
+				 "subscriber backlog eats most of the slack: event lag p99 %s against "
+				 "the %s the TTL in force leaves over Lq; fix the subscriber's backlog "
+				 "before stretching the TTL",
+				 ttl_fmt_dur(d, sizeof(d), lag->p[2]),
+				 ttl_fmt_dur(d2, sizeof(d2), room > 0 ? room : 0));
+	}
+	if (!bnote[0] && lag && o->have_backlog && lag->p[2] > o->backlog)
+		snprintf(bnote, sizeof(bnote),
+			 "measured event lag p99 %s exceeds the --backlog allowance of %s",
+			 ttl_fmt_dur(d, sizeof(d), lag->p[2]), ttl_fmt_dur(d2, sizeof(d2), o->backlog));
+	uint64_t srec = p->ctr[KV_PC_stale_expiries];
+	double tokens = rstale ? (double)srec * L->block_size / (double)rstale : 0;
 	uint64_t nq = !o->cumulative && rec.n ? rec.n : cum.n;
 
 	/* lambda */
@@ -363,13 +553,30 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 		have_rate = true;
 	}
 	if (have_p)
-		pf = (double)stale / (double)spec;
-	int ng = guidance(L, p, have_lq, g);
+		pf = (double)rstale / (double)routes;
+	int ng = guidance(L, p, have_lq, g, bnote);
 	double age = last_ev && now > last_ev ? (double)(now - last_ev) / 1e9 : 0;
 	const double *set;
 	bool dflt;
 	int nset = settings(o, &set, &dflt);
 	bool expo = have_rate && have_p;
+
+	if (o->hist_out)
+		save_hist(o->hist_out, p->name, kv_view_pod_hist(v, p->idx, 1));
+	struct sweep *sw = NULL;
+	if (o->sweep) {
+		const uint64_t *h = kv_view_pod_hist(v, p->idx, !o->cumulative && rec.n ? 1 : 0);
+		sw = &L->sw[L->nsw];
+		for (unsigned bk = 0; bk < KV_HIST_BUCKETS; bk++)
+			L->sw_hist[L->nsw][bk] = ld_relaxed(&h[bk]);
+		*sw = (struct sweep){ .in = { .label = p->name, .rec = have_lq ? pl.rec : 0,
+					      .in_force = ttl_in_force, .have_expo = expo,
+					      .lambda = lambda, .p = pf, .tokens = tokens,
+					      .hist = L->sw_hist[L->nsw], .ttls = o->ttls,
+					      .nttl = o->nttl, .cap = o->cap } };
+		sweep_compute(sw);
+		L->nsw++;
+	}
 
 	if (o->json) {
 		struct tc_jw *j = &L->j;
@@ -420,6 +627,7 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 			tc_jw_num(j, "fail_p", pf);
 		else
 			tc_jw_null(j, "fail_p");
+		tc_jw_str(j, "fail_p_source", "stale routes / routes");
 		if (expo && have_lq)
 			tc_jw_num(j, "exposure_at_recommended", ttl_exposure(lambda, pf, pl.rec));
 		else
@@ -442,6 +650,64 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 			}
 			tc_jw_close(j, ']');
 		}
+		for (int w = 0; w < 2; w++) {
+			const struct lat *l = w ? &lag_cum : &lag_rec;
+			const char *key = w ? "event_lag_cumulative_s" : "event_lag_recent_s";
+			if (!l->n) {
+				tc_jw_null(j, key);
+				continue;
+			}
+			tc_jw_open(j, key, '{');
+			tc_jw_u64(j, "batches", l->n);
+			for (int i = 0; i < NPCT; i++)
+				tc_jw_num(j, pct_label[i], l->p[i]);
+			tc_jw_close(j, '}');
+		}
+		tc_jw_str(j, "backlog_source", bsrc);
+		tc_jw_num(j, "j_backlog_s", pl.backlog);
+		tc_jw_u64(j, "lag_negative", p->ctr[KV_PC_lag_negative]);
+		tc_jw_u64(j, "queue_depth", p->ctr[KV_PC_queue_depth]);
+		tc_jw_u64(j, "queue_depth_peak", p->ctr[KV_PC_queue_depth_peak]);
+		if (bnote[0])
+			tc_jw_str(j, "backlog_warning", bnote);
+		else
+			tc_jw_null(j, "backlog_warning");
+		tc_jw_open(j, "per_route", '{');
+		tc_jw_u64(j, "spec_routes", p->ctr[KV_PC_spec_routes]);
+		tc_jw_u64(j, "in_time", p->ctr[KV_PC_routes_in_time]);
+		tc_jw_u64(j, "early_expiries", p->ctr[KV_PC_routes_early_expiries]);
+		tc_jw_u64(j, "late_confirmations", p->ctr[KV_PC_routes_late_confirmations]);
+		tc_jw_u64(j, "stale_expiries", rstale);
+		tc_jw_u64(j, "dropped_clear", p->ctr[KV_PC_routes_dropped_clear]);
+		tc_jw_u64(j, "dropped_removed", p->ctr[KV_PC_routes_dropped_removed]);
+		tc_jw_u64(j, "dropped_evicted", p->ctr[KV_PC_routes_dropped_evicted]);
+		tc_jw_u64(j, "untracked", p->ctr[KV_PC_routes_untracked]);
+		tc_jw_num(j, "tokens_per_failed_route", tokens);
+		tc_jw_close(j, '}');
+		tc_jw_open(j, "records_dropped", '{');
+		tc_jw_u64(j, "clear", p->ctr[KV_PC_dropped_clear]);
+		tc_jw_u64(j, "removed", p->ctr[KV_PC_dropped_removed]);
+		tc_jw_u64(j, "evicted", p->ctr[KV_PC_dropped_evicted]);
+		tc_jw_close(j, '}');
+		tc_jw_open(j, "latency_by_prompt_class_s", '{');
+		for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++) {
+			struct lat cl;
+			lat_of(kv_view_pod_hist(v, p->idx, KV_HIST_CLASS(c)), o->q, &cl);
+			tc_jw_open(j, class_name[c], '{');
+			tc_jw_u64(j, "n", cl.n);
+			for (int i = 0; i < NPCT; i++)
+				if (cl.n)
+					tc_jw_num(j, pct_label[i], cl.p[i]);
+				else
+					tc_jw_null(j, pct_label[i]);
+			tc_jw_close(j, '}');
+		}
+		tc_jw_close(j, '}');
+		if (sw) {
+			tc_jw_open(j, "sweep", '{');
+			sweep_json(j, sw);
+			tc_jw_close(j, '}');
+		}
 		tc_jw_str(j, "freshness", fresh_name(sp));
 		tc_jw_u64(j, "spec_paused", sp);
 		tc_jw_bool(j, "spec_paused_flag", p->flags & KV_POD_SPEC_PAUSED);
@@ -462,6 +728,17 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 	printf(" (model \"");
 	tc_text_str(stdout, p->model);
 	printf("\")\n");
+	if (sw) { /* --sweep: the arithmetic and the curve */
+		if (have_lq) {
+			printf("  %s\n", ttl_fmt_arith(buf, sizeof(buf), &pl));
+			printf("  %s\n", ttl_fmt_recommend(buf, sizeof(buf), &pl));
+		}
+		printf("  J's backlog: %s\n", bsrc);
+		sweep_print_text(stdout, sw);
+		for (int i = 0; i < ng; i++)
+			printf("  guidance: %s\n", g[i]);
+		return;
+	}
 	for (int w = 0; w < 2; w++) {
 		const struct lat *l = w ? &cum : &rec;
 		printf("  latency, %-10s ", w ? "cumulative" : "recent");
@@ -474,6 +751,35 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 			printf(" %s %s", pct_label[i], ttl_fmt_dur(d, sizeof(d), l->p[i]));
 		printf("\n");
 	}
+	for (int w = 0; w < 2; w++) {
+		const struct lat *l = w ? &lag_cum : &lag_rec;
+		printf("  event lag, %-10s ", w ? "cumulative" : "recent");
+		if (!l->n) {
+			printf("no live batches measured yet\n");
+			continue;
+		}
+		printf("(%" PRIu64 " batch%s):", l->n, l->n == 1 ? "" : "es");
+		for (int i = 0; i < NPCT; i++)
+			printf(" %s %s", pct_label[i], ttl_fmt_dur(d, sizeof(d), l->p[i]));
+		printf("\n");
+	}
+	printf("  J's backlog: %s; queue depth %" PRIu64 " (peak %" PRIu64 " over the last "
+	       "minute); batches stamped ahead of the clock %" PRIu64 "\n",
+	       bsrc, p->ctr[KV_PC_queue_depth], p->ctr[KV_PC_queue_depth_peak],
+	       p->ctr[KV_PC_lag_negative]);
+	printf("  latency by prompt length (recent):");
+	for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++) {
+		struct lat cl;
+		lat_of(kv_view_pod_hist(v, p->idx, KV_HIST_CLASS(c)), o->q, &cl);
+		printf("%s %s", c ? ";" : "", class_name[c]);
+		if (!cl.n) {
+			printf(" -");
+			continue;
+		}
+		printf(" (%" PRIu64 ") p50 %s p99 %s", cl.n, ttl_fmt_dur(d, sizeof(d), cl.p[0]),
+		       ttl_fmt_dur(d2, sizeof(d2), cl.p[2]));
+	}
+	printf("\n");
 	if (have_lq) {
 		printf("  Lq = %s of %s latency = %s", L->pct, src, ttl_fmt_fixed(d, sizeof(d), pl.lq));
 		if ((double)nq * (1.0 - o->q) <= 1.0 && o->q < 1.0)
@@ -507,11 +813,25 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 		       ttl_fmt_dur(d2, sizeof(d2), L->elapsed_s));
 	else
 		printf("  routed rate lambda: unknown (%s)\n", why);
+	printf("  per route: %" PRIu64 " with new predictions; in time %" PRIu64 ", early "
+	       "expiries %" PRIu64 ", stale %" PRIu64 ", dropped by clear %" PRIu64 ", by "
+	       "BlockRemoved %" PRIu64 ", by eviction %" PRIu64 ", untracked %" PRIu64 "\n",
+	       p->ctr[KV_PC_spec_routes], p->ctr[KV_PC_routes_in_time],
+	       p->ctr[KV_PC_routes_early_expiries], rstale, p->ctr[KV_PC_routes_dropped_clear],
+	       p->ctr[KV_PC_routes_dropped_removed], p->ctr[KV_PC_routes_dropped_evicted],
+	       p->ctr[KV_PC_routes_untracked]);
+	printf("  records dropped before expiry: clear %" PRIu64 ", BlockRemoved %" PRIu64
+	       ", eviction %" PRIu64 "\n", p->ctr[KV_PC_dropped_clear],
+	       p->ctr[KV_PC_dropped_removed], p->ctr[KV_PC_dropped_evicted]);
 	if (have_p)
-		printf("  failed-prediction probability p = stale expiries / speculations = %" PRIu64
-		       " / %" PRIu64 " = %s\n", stale, spec, ttl_fmt_num(d, sizeof(d), pf));
+		printf("  failed-prediction probability p = stale routes / routes = %" PRIu64
+		       " / %" PRIu64 " = %s\n", rstale, routes, ttl_fmt_num(d, sizeof(d), pf));
 	else
-		printf("  failed-prediction probability p: no speculations yet\n");
+		printf("  failed-prediction probability p: no routes yet\n");
+	if (rstale)
+		printf("  token-weighted: %" PRIu64 " stale records x %u tokens over %" PRIu64
+		       " stale routes = %s prefix tokens at stake per failed route\n",
+		       srec, L->block_size, rstale, ttl_fmt_num(d, sizeof(d), tokens));
 	if (expo) {
 		if (have_lq)
 			printf("  stale exposure at the recommended TTL: %s\n",
@@ -537,6 +857,81 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 		printf("  guidance: %s\n", g[i]);
 }
 
+/* Router workers (registry slots) that committed routes: counters and latency summary. */
+static void live_routers(struct live *L)
+{
+	const struct kv_view *v = kv_reader_view(L->r);
+	const struct opts *o = L->o;
+	uint64_t now = kvidx_now_ns();
+	char d[32], d2[32], d3[32];
+	int shown = 0;
+
+	if (o->json)
+		tc_jw_open(&L->j, "routers", '{');
+	for (uint32_t s = 0; s < v->max_readers; s++) {
+		const struct kvidx_router *rt = kv_view_router(v, (int)s);
+		uint64_t c[KV_RT_COUNT];
+		struct lat l;
+		char key[16];
+		if (!rt)
+			continue;
+		for (unsigned k = 0; k < KV_RT_COUNT; k++)
+			c[k] = ld_relaxed(&rt->rt_ctr[k]);
+		if (!c[KV_RT_routes] && !c[KV_RT_outcomes])
+			continue;
+		lat_of(rt->rt_hist, o->q, &l);
+		double age = c[KV_RT_last_route_ns] && now > c[KV_RT_last_route_ns] ?
+				     (double)(now - c[KV_RT_last_route_ns]) / 1e9 : 0;
+		if (o->json) {
+			snprintf(key, sizeof(key), "%u", s);
+			tc_jw_open(&L->j, key, '{');
+			tc_jw_u64(&L->j, "pid", c[KV_RT_pid]);
+			tc_jw_u64(&L->j, "routes", c[KV_RT_routes]);
+			tc_jw_u64(&L->j, "routes_predicted", c[KV_RT_routes_predicted]);
+			tc_jw_u64(&L->j, "routes_confirmed", c[KV_RT_routes_confirmed]);
+			tc_jw_u64(&L->j, "routes_nomatch", c[KV_RT_routes_nomatch]);
+			tc_jw_u64(&L->j, "spec_routes", c[KV_RT_spec_routes]);
+			tc_jw_u64(&L->j, "routes_in_time", c[KV_RT_routes_in_time]);
+			tc_jw_u64(&L->j, "routes_early_expiries", c[KV_RT_routes_early_expiries]);
+			tc_jw_u64(&L->j, "routes_stale_expiries", c[KV_RT_routes_stale_expiries]);
+			tc_jw_u64(&L->j, "routes_dropped", c[KV_RT_routes_dropped]);
+			tc_jw_u64(&L->j, "outcomes", c[KV_RT_outcomes]);
+			tc_jw_u64(&L->j, "false_warm_routes", c[KV_RT_false_warm_routes]);
+			tc_jw_u64(&L->j, "wasted_prefill_tokens", c[KV_RT_wasted_prefill_tokens]);
+			tc_jw_num(&L->j, "seconds_since_last_route", age);
+			if (l.n) {
+				tc_jw_open(&L->j, "latency_recent_s", '{');
+				tc_jw_u64(&L->j, "n", l.n);
+				for (int i = 0; i < NPCT; i++)
+					tc_jw_num(&L->j, pct_label[i], l.p[i]);
+				tc_jw_close(&L->j, '}');
+			} else {
+				tc_jw_null(&L->j, "latency_recent_s");
+			}
+			tc_jw_close(&L->j, '}');
+			continue;
+		}
+		if (!shown++)
+			printf("\nrouter workers (registry slots):\n");
+		printf("  slot %u (pid %" PRIu64 "): routes %" PRIu64 " (on a prediction %" PRIu64
+		       ", on confirmed blocks %" PRIu64 ", no match %" PRIu64 "); with new "
+		       "predictions %" PRIu64 ": in time %" PRIu64 ", early %" PRIu64 ", stale %" PRIu64
+		       ", dropped %" PRIu64 "; false warm %" PRIu64 " of %" PRIu64 " outcomes",
+		       s, c[KV_RT_pid], c[KV_RT_routes], c[KV_RT_routes_predicted],
+		       c[KV_RT_routes_confirmed], c[KV_RT_routes_nomatch], c[KV_RT_spec_routes],
+		       c[KV_RT_routes_in_time], c[KV_RT_routes_early_expiries],
+		       c[KV_RT_routes_stale_expiries], c[KV_RT_routes_dropped],
+		       c[KV_RT_false_warm_routes], c[KV_RT_outcomes]);
+		if (l.n)
+			printf("; latency (recent, %" PRIu64 ") p50 %s p95 %s p99 %s", l.n,
+			       ttl_fmt_dur(d, sizeof(d), l.p[0]), ttl_fmt_dur(d2, sizeof(d2), l.p[1]),
+			       ttl_fmt_dur(d3, sizeof(d3), l.p[2]));
+		printf("\n");
+	}
+	if (o->json)
+		tc_jw_close(&L->j, '}');
+}
+
 static int run_live(const struct opts *o)
 {
 	struct live L = { .o = o, .name = o->name, .j = { .f = stdout } };
@@ -553,6 +948,7 @@ static int run_live(const struct opts *o)
 	if (tc_index_info(L.r, L.name, &info) < 0)
 		goto fail;
 	gen0 = info.generation;
+	L.block_size = info.block_size;
 	t0 = kvidx_now_ns();
 	if (!o->since_start) {
 		na = tc_pods_snapshot(L.r, &a);
@@ -575,6 +971,12 @@ static int run_live(const struct opts *o)
 	int shown = 0;
 	for (int i = 0; i < nb; i++)
 		shown += !o->pod || !strcmp(b[i].name, o->pod);
+	if (o->sweep && nb) {
+		L.sw = calloc((size_t)nb, sizeof(*L.sw));
+		L.sw_hist = calloc((size_t)nb, sizeof(*L.sw_hist));
+		if (!L.sw || !L.sw_hist)
+			goto nomem;
+	}
 	if (o->pod && !shown) {
 		fprintf(stderr, PROG ": index '%s': no active pod named '", L.name);
 		tc_text_str(stderr, o->pod);
@@ -585,14 +987,16 @@ static int run_live(const struct opts *o)
 
 	if (o->json) {
 		tc_jw_open(&L.j, NULL, '{');
-		tc_jw_str(&L.j, "mode", "live");
+		tc_jw_str(&L.j, "mode", o->sweep ? "sweep-live" : "live");
 		tc_jw_str(&L.j, "index", L.name);
 		tc_jw_num(&L.j, "percentile", o->q);
 		tc_jw_str(&L.j, "percentile_name", L.pct);
 		tc_jw_str(&L.j, "lq_window", o->cumulative ? "cumulative" : "recent");
-		tc_jw_num(&L.j, "backlog_s", o->backlog);
+		if (o->have_backlog)
+			tc_jw_num(&L.j, "backlog_s", o->backlog);
+		else
+			tc_jw_str(&L.j, "backlog_s", "measured");
 		tc_jw_num(&L.j, "slack_s", o->slack);
-		tc_jw_num(&L.j, "j_s", o->backlog + o->slack);
 		tc_jw_num(&L.j, "floor_s", o->floor);
 		tc_jw_num(&L.j, "cap_s", o->cap);
 		tc_jw_str(&L.j, "rate_source", o->since_start ? "since-start" : "interval");
@@ -601,10 +1005,14 @@ static int run_live(const struct opts *o)
 		tc_jw_u64(&L.j, "active_pods", (uint64_t)nb);
 		tc_jw_open(&L.j, "pods", '{');
 	} else {
+		if (o->have_backlog)
+			ttl_fmt_dur(d, sizeof(d), o->backlog);
+		else
+			snprintf(d, sizeof(d), "measured p99");
 		printf("index %s: %d active pod%s; Lq = %s of %s route-to-confirmation latency, "
 		       "J = %s backlog + %s slack, cap %s",
 		       L.name, nb, nb == 1 ? "" : "s", L.pct,
-		       o->cumulative ? "cumulative" : "recent", ttl_fmt_dur(d, sizeof(d), o->backlog),
+		       o->cumulative ? "cumulative" : "recent", d,
 		       ttl_fmt_dur(d2, sizeof(d2), o->slack), ttl_fmt_dur(d3, sizeof(d3), o->cap));
 		if (o->floor > 0)
 			printf(", floor %s", ttl_fmt_dur(d4, sizeof(d4), o->floor));
@@ -620,16 +1028,22 @@ static int run_live(const struct opts *o)
 				prev = &a[k];
 		live_pod(&L, p, prev, since);
 	}
-	if (o->json) {
+	if (o->json)
 		tc_jw_close(&L.j, '}');
+	if (!o->sweep && !o->pod)
+		live_routers(&L);
+	if (o->json)
 		tc_jw_close(&L.j, '}');
-	}
+	if (o->svg && write_svg(o->svg, L.sw, L.nsw) < 0)
+		status = 1;
 	goto out;
 nomem:
 	fprintf(stderr, PROG ": out of memory\n");
 fail:
 	status = 1;
 out:
+	free(L.sw);
+	free(L.sw_hist);
 	free(a);
 	free(b);
 	kvidx_reader_close(L.r);
@@ -715,7 +1129,8 @@ int main(int argc, char **argv)
 {
 	enum { OPT_P50 = 256, OPT_P95, OPT_P99, OPT_LQ, OPT_PERCENTILE, OPT_PCT_NAME, OPT_BACKLOG,
 	       OPT_SLACK, OPT_CAP, OPT_FLOOR, OPT_RATE, OPT_FAIL, OPT_TTL, OPT_NAME, OPT_POD,
-	       OPT_INTERVAL, OPT_SINCE_START, OPT_CUMULATIVE, OPT_STALE_LIMIT, OPT_JSON };
+	       OPT_INTERVAL, OPT_SINCE_START, OPT_CUMULATIVE, OPT_STALE_LIMIT, OPT_JSON, OPT_SWEEP,
+	       OPT_SVG, OPT_HISTOGRAM, OPT_SAVE_HISTOGRAM, OPT_IN_FORCE, OPT_TOKENS };
 	static const struct option longopts[] = {
 		{ "p50", required_argument, NULL, OPT_P50 },
 		{ "p95", required_argument, NULL, OPT_P95 },
@@ -737,6 +1152,12 @@ int main(int argc, char **argv)
 		{ "cumulative", no_argument, NULL, OPT_CUMULATIVE },
 		{ "stale-limit", required_argument, NULL, OPT_STALE_LIMIT },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "sweep", no_argument, NULL, OPT_SWEEP },
+		{ "svg", required_argument, NULL, OPT_SVG },
+		{ "histogram", required_argument, NULL, OPT_HISTOGRAM },
+		{ "save-histogram", required_argument, NULL, OPT_SAVE_HISTOGRAM },
+		{ "in-force", required_argument, NULL, OPT_IN_FORCE },
+		{ "tokens", required_argument, NULL, OPT_TOKENS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -780,6 +1201,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_BACKLOG:
 			o.backlog = arg_duration("--backlog", optarg);
+			o.have_backlog = true;
 			break;
 		case OPT_SLACK:
 			o.slack = arg_duration("--slack", optarg);
@@ -855,6 +1277,36 @@ int main(int argc, char **argv)
 		case OPT_JSON:
 			o.json = true;
 			break;
+		case OPT_SWEEP:
+			o.sweep = true;
+			break;
+		case OPT_SVG:
+			o.svg = optarg;
+			break;
+		case OPT_HISTOGRAM:
+			o.hist_in = optarg;
+			offline_opt = "histogram";
+			break;
+		case OPT_SAVE_HISTOGRAM:
+			o.hist_out = optarg;
+			live_opt = "save-histogram";
+			break;
+		case OPT_IN_FORCE:
+			o.in_force = arg_duration("--in-force", optarg);
+			if (o.in_force <= 0)
+				tc_usage_error("bad --in-force '%s': a TTL must be longer than 0",
+					       optarg);
+			o.have_in_force = true;
+			offline_opt = "in-force";
+			break;
+		case OPT_TOKENS:
+			if (ttl_parse_number(optarg, &o.tokens) < 0)
+				tc_usage_error("bad --tokens '%s': expected prefix tokens per failed "
+					       "route, a plain non-negative number such as 2048",
+					       optarg);
+			o.have_tokens = true;
+			offline_opt = "tokens";
+			break;
 		case 'h':
 			usage(stdout);
 			return fflush(stdout) || ferror(stdout) ? 1 : 0;
@@ -866,22 +1318,35 @@ int main(int argc, char **argv)
 		tc_usage_error("unexpected argument '%s'", argv[optind]);
 	if (o.floor > o.cap)
 		tc_usage_error("--floor (%gs) is above --cap (%gs)", o.floor, o.cap);
+	if (o.svg && !o.sweep)
+		tc_usage_error("--svg draws the TTL curve: it goes with --sweep");
+	if (o.hist_out && !o.pod)
+		tc_usage_error("--save-histogram saves one pod's histogram: give --pod");
+	if (!o.sweep && (o.have_in_force || o.have_tokens))
+		tc_usage_error("--%s is an input of the TTL curve: it goes with --sweep",
+			       o.have_in_force ? "in-force" : "tokens");
 
 	if (offline_opt) {
 		if (live_opt)
 			tc_usage_error("--%s reads a live index, but --%s gives offline numbers; "
 				       "use one mode or the other", live_opt, offline_opt);
 		bool any_pv = o.have_pv[0] || o.have_pv[1] || o.have_pv[2];
-		if (!o.have_lq && !any_pv)
+		if (o.hist_in && (o.have_lq || any_pv))
+			tc_usage_error("--histogram gives the latency distribution; it does not go "
+				       "with --lq, --p50, --p95 or --p99");
+		if (o.hist_in && !o.sweep)
+			tc_usage_error("--histogram is an input of the TTL curve: it goes with "
+				       "--sweep");
+		if (!o.have_lq && !any_pv && !o.hist_in)
 			tc_usage_error("offline mode needs a latency percentile: --p99, --p95, "
-				       "--p50 or --lq");
+				       "--p50 or --lq (or, with --sweep, --histogram)");
 		if (o.have_lq && any_pv)
 			tc_usage_error("--lq gives Lq directly; it does not go with --p50, --p95 or "
 				       "--p99 (give one or the other)");
 		if (o.have_rate != o.have_fail)
 			tc_usage_error("--rate and --fail go together (stale exposure is lambda x "
 				       "p x T); --%s is missing", o.have_rate ? "fail" : "rate");
-		if (!o.have_lq && o.have_q) {
+		if (!o.have_lq && !o.hist_in && o.have_q) {
 			bool found = false;
 			for (int i = 0; i < NPCT; i++)
 				found |= o.have_pv[i] && o.q > pct_q[i] - 1e-9 &&

@@ -89,7 +89,8 @@ void encode_batch(struct fp *fp, const struct kvw_event *v, size_t n, struct act
 
 	memset(a, 0, sizeof(*a));
 	a->kind = ACT_PUBLISH;
-	kvw_enc_begin(&fp->enc, &fp->encopts, wall_s(), n, fp->o.has_rank, fp->o.rank);
+	kvw_enc_begin(&fp->enc, &fp->encopts, wall_s() + (double)fp->o.ts_ahead_ms / 1e3, n,
+		      fp->o.has_rank, fp->o.rank);
 	for (size_t i = 0; i < n; i++) {
 		kvw_enc_event(&fp->enc, &v[i]);
 		if (v[i].type == KVW_BLOCK_STORED)

@@ -56,6 +56,7 @@ struct opts {
 	double rate;
 	uint64_t prefill_ms, jitter_ms, event_delay_ms;
 	double fail_rate, cancel_rate, drop_rate;
+	uint64_t ts_ahead_ms; /* batch ts this far ahead of the wall clock (a skewed clock) */
 };
 
 /* Fills o from the command line, or exits: status 0 after --help, 2 on bad usage. */

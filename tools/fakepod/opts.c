@@ -41,6 +41,8 @@ static void usage(FILE *f)
 "  --medium GPU|CPU       medium of the events (default GPU)\n"
 "  --block-size N         tokens per block, 1..65536 (default 16)\n"
 "  --rank N               data_parallel_rank of every batch (default: omitted, i.e. nil)\n"
+"  --ts-ahead-ms MS       stamp batches MS ahead of the wall clock, as a publisher whose\n"
+"                         clock runs ahead would (default 0)\n"
 "  --wait-subscribers N   start nothing (workload, script, serve) before N subscriptions\n"
 "                         have arrived; uses an XPUB socket (default 0: start at once)\n"
 "  --duration S           stop the sources after S seconds (default: no limit)\n"
@@ -172,7 +174,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		O_PUB = 256, O_REPLAY, O_OLD, O_KEEP, O_POD, O_MODEL, O_ENCODING, O_HASHES,
 		O_MEDIUM, O_BS, O_RANK, O_WAIT, O_DURATION, O_LINGER, O_WORKLOAD, O_PREFIXES,
 		O_PBLOCKS, O_SBLOCKS, O_SEED, O_RATE, O_BATCH, O_CACHE, O_COUNT, O_SCRIPT,
-		O_SERVE, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP,
+		O_SERVE, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP, O_TS_AHEAD,
 	};
 	static const struct option longopts[] = {
 		{ "pub", required_argument, NULL, O_PUB },
@@ -186,6 +188,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "medium", required_argument, NULL, O_MEDIUM },
 		{ "block-size", required_argument, NULL, O_BS },
 		{ "rank", required_argument, NULL, O_RANK },
+		{ "ts-ahead-ms", required_argument, NULL, O_TS_AHEAD },
 		{ "wait-subscribers", required_argument, NULL, O_WAIT },
 		{ "duration", required_argument, NULL, O_DURATION },
 		{ "linger-ms", required_argument, NULL, O_LINGER },
@@ -263,6 +266,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_COUNT: o->count = opt_int("count", optarg, 0, UINT64_MAX); break;
 		case O_SCRIPT: o->script = optarg; break;
 		case O_SERVE: o->serve_ep = optarg; break;
+		case O_TS_AHEAD: o->ts_ahead_ms = opt_int("ts-ahead-ms", optarg, 0, MAX_MS); break;
 		case O_PREFILL: o->prefill_ms = opt_int("prefill-ms", optarg, 0, MAX_MS); break;
 		case O_JITTER: o->jitter_ms = opt_int("jitter-ms", optarg, 0, MAX_MS); break;
 		case O_EVDELAY: o->event_delay_ms = opt_int("event-delay-ms", optarg, 0, MAX_MS); break;
