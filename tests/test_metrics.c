@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -756,4 +757,86 @@ Test(metrics, dump_prometheus)
 	cr_assert_eq(r.status, 1, "%s", r.out);
 	tu_assert_has(r.out, "not found");
 	free(r.out);
+}
+
+/*
+ * examples/monitoring: the Prometheus rules (promtool check and test), the Grafana dashboard
+ * (structure), and every metric either uses present in kvidx-dump --prometheus of an index
+ * holding a pod with counters, histograms and a router worker (tests/check_monitoring.py).
+ * Then the checker is shown to fail: a metric missing from the exposition, a broken dashboard.
+ */
+/* Runs a shell command line formatted from fmt; its standard output in r.out (freed by the
+ * caller). */
+__attribute__((format(printf, 1, 2)))
+static struct tu_run run_sh(const char *fmt, ...)
+{
+	struct tu_run r = { 0 };
+	char cmd[4096];
+	va_list ap;
+	size_t cap = 1 << 16;
+
+	va_start(ap, fmt);
+	cr_assert(vsnprintf(cmd, sizeof(cmd), fmt, ap) < (int)sizeof(cmd));
+	va_end(ap);
+	r.out = malloc(cap);
+	cr_assert_not_null(r.out);
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	r.len = fread(r.out, 1, cap - 1, f);
+	r.out[r.len] = '\0';
+	int st = pclose(f);
+	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return r;
+}
+
+Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
+{
+	char mpath[128], dir[128];
+	struct tu_run r;
+
+	w = open_index();
+	int a = kvidx_pod_add(w, "10.0.0.1:8000", "llama-3");
+	cr_assert_geq(a, 0);
+	tu_add_latency(w, a, KV_HIST_CONFIRM, 180000, 10);
+	tu_add_latency(w, a, KV_HIST_CONFIRM_RECENT, 180000, 10);
+	tu_add_latency(w, a, KV_HIST_LAG, 20000, 10);
+	tu_add_latency(w, a, KV_HIST_LAG_RECENT, 20000, 10);
+	tu_add_latency(w, a, KV_HIST_CLASS(1), 180000, 10);
+	struct kvidx_router *rt = kv_writer_router(w, 0);
+	cr_assert_not_null(rt);
+	rt->rt_ctr[KV_RT_routes] = 5;
+	kv_hist_add(rt->rt_hist, 150000);
+
+	snprintf(mpath, sizeof(mpath), "/tmp/%s.prom", name);
+	r = run_dump("--name %s --prometheus > %s", name, mpath);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	free(r.out);
+	r = run_sh("/usr/bin/python3 tests/check_monitoring.py --metrics %s 2>&1", mpath);
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_has(r.out, "monitoring: ok (");
+	free(r.out);
+
+	/* A family the rules use, missing from the exposition, is named. */
+	r = run_sh("grep -v kvidx_pod_seq_gaps %s > %s.less && /usr/bin/python3 "
+		       "tests/check_monitoring.py --no-promtool --metrics %s.less 2>&1; "
+		       "s=$?; rm -f %s.less; exit $s", mpath, mpath, mpath, mpath);
+	cr_assert_eq(r.status, 1, "%s", r.out);
+	tu_assert_has(r.out, "KvidxSequenceGaps: metric kvidx_pod_seq_gaps is not in kvidx's "
+			     "exposition");
+	free(r.out);
+
+	/* A dashboard with overlapping panels and an undefined variable is refused. */
+	snprintf(dir, sizeof(dir), "/tmp/%s.mon", name);
+	r = run_sh("mkdir -p %s && cp examples/monitoring/* %s/ && /usr/bin/python3 -c '"
+		   "import json, sys; p = sys.argv[1]; d = json.load(open(p)); "
+		   "d[\"panels\"][1][\"gridPos\"][\"x\"] = 6; "
+		   "d[\"panels\"][0][\"targets\"][0][\"expr\"] += \" * $nosuch\"; "
+		   "json.dump(d, open(p, \"w\"))' %s/kvidx-dashboard.json && /usr/bin/python3 "
+		   "tests/check_monitoring.py --no-promtool --dir %s --metrics %s 2>&1; s=$?; "
+		   "rm -rf %s; exit $s", dir, dir, dir, dir, mpath, dir);
+	cr_assert_eq(r.status, 1, "%s", r.out);
+	tu_assert_has(r.out, "overlaps panel");
+	tu_assert_has(r.out, "$nosuch is used but not defined in templating");
+	free(r.out);
+	unlink(mpath);
 }

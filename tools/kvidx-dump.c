@@ -32,6 +32,7 @@
 #include "attach.h"
 #include "cli.h"
 #include "escape.h"
+#include "hist.h"
 #include "inspect.h"
 #include "jsonw.h"
 #include "kvidx.h"
@@ -480,6 +481,67 @@ static void dump_readers(struct dump *d)
 		printf("  %" PRIu32 " of %" PRIu32 " slots in use\n", used, d->nreaders);
 }
 
+/* ---- router workers ---- */
+
+static const char *const router_ctr_names[KV_RT_COUNT] = {
+#define RT_CTR_NAME(n) [KV_RT_##n] = #n,
+	KV_ROUTER_CTRS(RT_CTR_NAME)
+#undef RT_CTR_NAME
+};
+
+/* Per registry slot statistics the writer keeps in the data segment (struct kvidx_router),
+ * for the slots that committed routes or reported outcomes; with the readers section. */
+static void dump_routers(struct dump *d)
+{
+	const struct kv_view *v = kv_reader_view(d->r);
+	uint32_t shown = 0;
+
+	if (d->json)
+		tc_jw_open(&d->j, "routers", '[');
+	else
+		printf("router workers (per registry slot, writer-kept):\n");
+	for (uint32_t s = 0; s < v->max_readers; s++) {
+		const struct kvidx_router *rt = kv_view_router(v, (int)s);
+		uint64_t c[KV_RT_COUNT], q[3] = { 0 };
+		bool lat;
+		if (!rt)
+			continue;
+		for (unsigned k = 0; k < KV_RT_COUNT; k++)
+			c[k] = ld_relaxed(&rt->rt_ctr[k]);
+		if (!c[KV_RT_routes] && !c[KV_RT_outcomes])
+			continue;
+		lat = kv_hist_quantile(rt->rt_hist, 0.5, &q[0]) == 0 &&
+		      kv_hist_quantile(rt->rt_hist, 0.95, &q[1]) == 0 &&
+		      kv_hist_quantile(rt->rt_hist, 0.99, &q[2]) == 0;
+		shown++;
+		if (d->json) {
+			tc_jw_open(&d->j, NULL, '{');
+			tc_jw_u64(&d->j, "slot", s);
+			for (unsigned k = 0; k < KV_RT_COUNT; k++)
+				tc_jw_u64(&d->j, router_ctr_names[k], c[k]);
+			if (lat) {
+				tc_jw_u64(&d->j, "latency_p50_us", q[0]);
+				tc_jw_u64(&d->j, "latency_p95_us", q[1]);
+				tc_jw_u64(&d->j, "latency_p99_us", q[2]);
+			}
+			tc_jw_close(&d->j, '}');
+			continue;
+		}
+		printf("  [%" PRIu32 "]", s);
+		for (unsigned k = 0; k < KV_RT_COUNT; k++)
+			if (k != KV_RT_last_route_ns)
+				printf(" %s %" PRIu64, router_ctr_names[k], c[k]);
+		if (lat)
+			printf(" latency_us p50 %" PRIu64 " p95 %" PRIu64 " p99 %" PRIu64, q[0], q[1],
+			       q[2]);
+		printf("\n");
+	}
+	if (d->json)
+		tc_jw_close(&d->j, ']');
+	else if (!shown)
+		printf("  (none committed yet)\n");
+}
+
 /* ---- stats ---- */
 
 static void dump_stats(struct dump *d)
@@ -888,8 +950,10 @@ int main(int argc, char **argv)
 		dump_header(&d);
 	if (sections & SEC_PODS)
 		dump_pods(&d);
-	if (sections & SEC_READERS)
+	if (sections & SEC_READERS) {
 		dump_readers(&d);
+		dump_routers(&d);
+	}
 	if (sections & SEC_STATS)
 		dump_stats(&d);
 	if ((sections & SEC_ENTRIES) && dump_entries(&d, limit) < 0) {

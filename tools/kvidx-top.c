@@ -65,8 +65,11 @@ static void usage(FILE *f)
 	      "since the last refresh), false warm routes, speculative records and what became\n"
 	      "of them (confirmed in time, early expiries, stale expiries, late\n"
 	      "confirmations), route-to-confirmation latency p50/p95/p99 over the recent\n"
-	      "histogram, and event freshness (time since the last event, events/s,\n"
-	      "speculation paused or not); index-wide the keys, records, speculative records,\n"
+	      "histogram, per route (routes with new predictions: in time, early, stale,\n"
+	      "dropped), event lag p50/p99 and the queue depth peak, latency p99 by prompt\n"
+	      "length (<512, <2k, <8k, >=8k tokens), and event freshness (time since the last\n"
+	      "event, events/s, speculation paused or not); per router worker (registry slot)\n"
+	      "its routes and latency; index-wide the keys, records, speculative records,\n"
 	      "readers and the writer's heartbeat age.\n"
 	      "\n"
 	      "  --name NAME        index to watch (default kvidx)\n"
@@ -145,7 +148,20 @@ struct podrow {
 	double rate[KV_POD_COUNTERS]; /* NAN without a previous frame */
 	bool have_lat;
 	uint64_t p50, p95, p99, nlat;
+	char lag50[16], lag99[16];          /* recent event lag, "-" when none */
+	char cls99[KV_PROMPT_CLASSES][16];  /* recent latency p99 by prompt-length class */
 };
+
+/* The q-quantile of histogram h as a duration, "-" if empty. */
+static void fmt_q(char *buf, size_t n, const uint64_t *h, double q)
+{
+	uint64_t us;
+
+	if (!h || kv_hist_quantile(h, q, &us) < 0)
+		snprintf(buf, n, "-");
+	else
+		fmt_us(buf, n, us);
+}
 
 static int frame(struct top *t)
 {
@@ -208,6 +224,12 @@ static int frame(struct top *t)
 		p->have_lat = h && kv_hist_quantile(h, 0.50, &p->p50) == 0 &&
 			      kv_hist_quantile(h, 0.95, &p->p95) == 0 &&
 			      kv_hist_quantile(h, 0.99, &p->p99) == 0;
+		fmt_q(p->lag50, sizeof(p->lag50), kv_view_pod_hist(v, (int)i, KV_HIST_LAG_RECENT), 0.5);
+		fmt_q(p->lag99, sizeof(p->lag99), kv_view_pod_hist(v, (int)i, KV_HIST_LAG_RECENT),
+		      0.99);
+		for (unsigned pc = 0; pc < KV_PROMPT_CLASSES; pc++)
+			fmt_q(p->cls99[pc], sizeof(p->cls99[pc]),
+			      kv_view_pod_hist(v, (int)i, KV_HIST_CLASS(pc)), 0.99);
 		size_t w = strlen(p->name);
 		if (w > t->pod_w)
 			t->pod_w = (unsigned)w;
@@ -300,6 +322,54 @@ static int frame(struct top *t)
 		       fmt_count(b, sizeof(b), p->ctr[KV_PC_confirmed_in_time]),
 		       p->ctr[KV_PC_early_expiries], p->ctr[KV_PC_stale_expiries],
 		       p->ctr[KV_PC_late_confirmations], p50, p95, p99, p->nlat);
+		eol(t);
+	}
+
+	/* Per route (a route's predictions expire together), backlog, latency by prompt length. */
+	eol(t);
+	printf("%-*s %8s %8s %6s %6s %7s %8s %8s %6s %8s %8s %8s %8s", w, "PER ROUTE", "routes",
+	       "in-time", "early", "stale", "dropped", "lag p50", "lag p99", "queue", "p99<512",
+	       "p99<2k", "p99<8k", "p99>=8k");
+	eol(t);
+	for (uint32_t k = 0; k < nrows; k++) {
+		const struct podrow *p = &rows[k];
+		printf("%-*s %8s %8s %6" PRIu64 " %6" PRIu64 " %7" PRIu64 " %8s %8s %6" PRIu64
+		       " %8s %8s %8s %8s",
+		       w, p->name, fmt_count(a, sizeof(a), p->ctr[KV_PC_spec_routes]),
+		       fmt_count(b, sizeof(b), p->ctr[KV_PC_routes_in_time]),
+		       p->ctr[KV_PC_routes_early_expiries], p->ctr[KV_PC_routes_stale_expiries],
+		       p->ctr[KV_PC_routes_dropped_clear] + p->ctr[KV_PC_routes_dropped_removed] +
+			       p->ctr[KV_PC_routes_dropped_evicted],
+		       p->lag50, p->lag99, p->ctr[KV_PC_queue_depth_peak], p->cls99[0], p->cls99[1],
+		       p->cls99[2], p->cls99[3]);
+		eol(t);
+	}
+
+	/* Router workers (registry slots) that committed routes. */
+	bool rhead = false;
+	for (uint32_t s = 0; s < v->max_readers; s++) {
+		const struct kvidx_router *rt = kv_view_router(v, (int)s);
+		char p50[16], p99[16];
+		if (!rt || !ld_relaxed(&rt->rt_ctr[KV_RT_routes]))
+			continue;
+		if (!rhead) {
+			eol(t);
+			printf("%-8s %8s %10s %10s %10s %10s %6s %6s %8s %8s", "ROUTERS", "pid",
+			       "routes", "predicted", "confirmed", "nomatch", "early", "stale",
+			       "p50", "p99");
+			eol(t);
+			rhead = true;
+		}
+		fmt_q(p50, sizeof(p50), rt->rt_hist, 0.5);
+		fmt_q(p99, sizeof(p99), rt->rt_hist, 0.99);
+		printf("slot %-3u %8" PRIu64 " %10s %10s %10s %10s %6" PRIu64 " %6" PRIu64 " %8s %8s",
+		       s, ld_relaxed(&rt->rt_ctr[KV_RT_pid]),
+		       fmt_count(a, sizeof(a), ld_relaxed(&rt->rt_ctr[KV_RT_routes])),
+		       fmt_count(b, sizeof(b), ld_relaxed(&rt->rt_ctr[KV_RT_routes_predicted])),
+		       fmt_count(c, sizeof(c), ld_relaxed(&rt->rt_ctr[KV_RT_routes_confirmed])),
+		       fmt_count(d, sizeof(d), ld_relaxed(&rt->rt_ctr[KV_RT_routes_nomatch])),
+		       ld_relaxed(&rt->rt_ctr[KV_RT_routes_early_expiries]),
+		       ld_relaxed(&rt->rt_ctr[KV_RT_routes_stale_expiries]), p50, p99);
 		eol(t);
 	}
 
