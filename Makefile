@@ -138,7 +138,7 @@ $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 # Quick, deterministic checks: one Criterion binary. Tests find the tools through KVIDX_BIN.
 test: setup
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/test_kvidx
-	KVIDX_BIN=$(abspath $(BUILD)/bin) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+	KVIDX_BIN=$(abspath $(BUILD)/bin) KVIDX_SRC=$(abspath .) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 	  $(BUILD)/bin/test_kvidx --jobs 2 $(TEST_ARGS)
 
 # Long randomized multi-process torture runs (minutes). STRESS_SECS sets each program's length.
