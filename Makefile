@@ -43,7 +43,8 @@ LIBS_TEST   := -lcriterion
 # stress, bench and run call first.
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev
-DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev
+DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev \
+              golang-go
 
 ifeq ($(V),1)
 Q :=
@@ -68,7 +69,7 @@ STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS    := $(wildcard bench/bench_*.c)
 BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all deps setup test stress fuzz bench bench-quick run install clean
+.PHONY: all deps setup go-test test stress fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
 all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
@@ -131,12 +132,30 @@ $(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(LIBKVIDX)
 $(BUILD)/bin/bench_%: LIBS = -lurcu-cds -lurcu $(LIBS_INGEST) $(LIBS_CORE)
 $(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(LIBKVIDX)
 	$(LINK)
+# The C side of the Go reader's tests (lib/go/kvidx): index builder, churner, ring drainer.
+GOHELPER := $(BUILD)/bin/kvidx-gohelper
+$(GOHELPER): LIBS = $(LIBS_CORE)
+$(GOHELPER): $(BUILD)/tests/gohelper.o $(LIBKVIDX)
+	$(LINK)
 $(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE)
 $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 
-# Quick, deterministic checks: one Criterion binary. Tests find the tools through KVIDX_BIN.
-test: setup
+# The Go reader (lib/go/kvidx): standard library only, no module proxy, no cgo; its build
+# cache lives in the build directory. The race detector needs cgo for its runtime only.
+GO      ?= go
+GO_ENV   = GOPROXY=off GOFLAGS= GO111MODULE=on GOCACHE=$(abspath $(BUILD))/go-cache \
+           GOPATH=$(abspath $(BUILD))/go-path KVIDX_BIN=$(abspath $(BUILD)/bin) KVIDX_REQUIRE_C=1
+GO_TEST_ARGS ?=
+go-test: setup
+	$(Q)$(MAKE) --no-print-directory all $(GOHELPER)
+	cd lib/go/kvidx && $(GO_ENV) CGO_ENABLED=0 $(GO) vet ./... && \
+	  $(GO_ENV) CGO_ENABLED=0 $(GO) test -count=1 $(GO_TEST_ARGS) ./... && \
+	  $(GO_ENV) CGO_ENABLED=1 $(GO) test -count=1 -race -run 'InProcess' ./...
+
+# Quick, deterministic checks: one Criterion binary, then the Go reader's tests. Tests find
+# the tools through KVIDX_BIN.
+test: setup go-test
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/test_kvidx
 	KVIDX_BIN=$(abspath $(BUILD)/bin) KVIDX_SRC=$(abspath .) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 	  $(BUILD)/bin/test_kvidx --jobs 2 $(TEST_ARGS)
