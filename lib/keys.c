@@ -14,9 +14,16 @@
  *   - xxh64: XXH64 (seed 0) over LE64(parent) || LE32(token)... || LE64(len s) || s for each
  *     extra string s, through xxhash's streaming state.
  *
- * Everything here is a pure function of its arguments and safe to call from any thread.
+ * A block's extra is null for a text block, or llm-d's list of {"Hash": s} items: the
+ * identifiers of the multimodal items overlapping the block, then the cache salt on block 0
+ * (kvidx_key_block() takes a block's items as given, kvidx_key_chain_ex() derives them from
+ * a prompt's item ranges). The root's extra is the model (or LoRA) name itself.
+ *
+ * Everything here is a pure function of its arguments (kvidx_key_chain_ex() sets errno when
+ * it refuses its input) and safe to call from any thread.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <strings.h>
 
@@ -39,6 +46,7 @@
 #define CBOR_UINT (0u << 5)
 #define CBOR_TEXT (3u << 5)
 #define CBOR_ARRAY (4u << 5)
+#define CBOR_MAP (5u << 5)
 #define CBOR_NULL 0xf6u
 
 static inline uint64_t fnv1a(uint64_t h, const void *buf, size_t len)
@@ -84,39 +92,7 @@ static inline uint64_t fnv_cbor_head(uint64_t h, unsigned major, uint64_t v)
 	return fnv1a(h, b, 1 + n);
 }
 
-/*
- * H(parent, tokens, extra) = FNV-1a-64(canonical CBOR of [parent, tokens, extra]).
- * tokens NULL encodes CBOR null (the root); otherwise an array of ntokens unsigned integers.
- * extra NULL encodes CBOR null (a text block); otherwise a text string (the model name).
- */
-static uint64_t cbor_fnv_hash(uint64_t parent, const uint32_t *tokens, size_t ntokens,
-			      const char *extra)
-{
-	uint64_t h = FNV64_OFFSET;
-	unsigned char null = CBOR_NULL;
-	size_t i;
-
-	h = fnv_cbor_head(h, CBOR_ARRAY, 3);
-	h = fnv_cbor_head(h, CBOR_UINT, parent);
-	if (tokens) {
-		h = fnv_cbor_head(h, CBOR_ARRAY, ntokens);
-		for (i = 0; i < ntokens; i++)
-			h = fnv_cbor_head(h, CBOR_UINT, tokens[i]);
-	} else {
-		h = fnv1a(h, &null, 1);
-	}
-	if (extra) {
-		size_t len = strlen(extra);
-
-		h = fnv_cbor_head(h, CBOR_TEXT, len);
-		h = fnv1a(h, extra, len);
-	} else {
-		h = fnv1a(h, &null, 1);
-	}
-	return h;
-}
-
-/* ---- xxh64 ------------------------------------------------------------------------------- */
+/* ---- one block's hash, either algorithm ----------------------------------------------- */
 
 static void put_le64(unsigned char *b, uint64_t v)
 {
@@ -127,20 +103,49 @@ static void put_le64(unsigned char *b, uint64_t v)
 }
 
 /*
- * B(parent, tokens, extra) = XXH64(LE64(parent) || LE32(tokens[i])... [|| LE64(len extra) ||
- * extra], seed 0). Tokens are converted to little-endian through a small stack buffer, so
- * the result does not depend on the host's byte order.
+ * The hash of one [parent, tokens, extra], fed piece by piece: bh_begin(), then for the
+ * extra either bh_text() once (the root's model name) or bh_items(k) followed by k calls
+ * of bh_item(), then bh_end(). Nothing is buffered but a small stack staging area.
+ *
+ *   cbor-fnv: FNV-1a-64 over the canonical CBOR of the 3-array. tokens are an array of
+ *             unsigned integers (CBOR null for the root); the extra is null, a text string
+ *             (the root's model) or an array of k maps {"Hash": text}.
+ *   xxh64:    XXH64 (seed 0) over LE64(parent) || LE32(token)... || LE64(len s) || s for
+ *             each extra string s; a null extra adds nothing.
  */
-static uint64_t xxh64_hash(uint64_t parent, const uint32_t *tokens, size_t ntokens,
-			   const char *extra)
+struct blk_hash {
+	enum kvidx_key_algo algo;
+	uint64_t fnv;
+	XXH64_state_t xxh;
+};
+
+static void bh_begin(struct blk_hash *b, enum kvidx_key_algo algo, uint64_t parent,
+		     const uint32_t *tokens, size_t ntokens, bool root)
 {
-	XXH64_state_t st;
 	unsigned char buf[1024];
 	size_t i, n = 0;
 
-	XXH64_reset(&st, 0);
+	b->algo = algo;
+	if (algo == KVIDX_KEY_CBOR_FNV) {
+		unsigned char null = CBOR_NULL;
+		uint64_t h = FNV64_OFFSET;
+
+		h = fnv_cbor_head(h, CBOR_ARRAY, 3);
+		h = fnv_cbor_head(h, CBOR_UINT, parent);
+		if (root) {
+			h = fnv1a(h, &null, 1);
+		} else {
+			h = fnv_cbor_head(h, CBOR_ARRAY, ntokens);
+			for (i = 0; i < ntokens; i++)
+				h = fnv_cbor_head(h, CBOR_UINT, tokens[i]);
+		}
+		b->fnv = h;
+		return;
+	}
+	/* Tokens go little-endian through buf, so the key does not depend on byte order. */
+	XXH64_reset(&b->xxh, 0);
 	put_le64(buf, parent);
-	XXH64_update(&st, buf, 8);
+	XXH64_update(&b->xxh, buf, 8);
 	for (i = 0; i < ntokens; i++) {
 		uint32_t t = tokens[i];
 
@@ -149,20 +154,62 @@ static uint64_t xxh64_hash(uint64_t parent, const uint32_t *tokens, size_t ntoke
 		buf[n++] = (unsigned char)(t >> 16);
 		buf[n++] = (unsigned char)(t >> 24);
 		if (n == sizeof(buf)) {
-			XXH64_update(&st, buf, n);
+			XXH64_update(&b->xxh, buf, n);
 			n = 0;
 		}
 	}
 	if (n)
-		XXH64_update(&st, buf, n);
-	if (extra) {
-		size_t len = strlen(extra);
+		XXH64_update(&b->xxh, buf, n);
+}
 
-		put_le64(buf, len);
-		XXH64_update(&st, buf, 8);
-		XXH64_update(&st, extra, len);
+/* A string: a CBOR text string, or LE64(len) || bytes for xxh64. */
+static void bh_text(struct blk_hash *b, const char *s)
+{
+	size_t len = strlen(s);
+
+	if (b->algo == KVIDX_KEY_CBOR_FNV) {
+		b->fnv = fnv_cbor_head(b->fnv, CBOR_TEXT, len);
+		b->fnv = fnv1a(b->fnv, s, len);
+	} else {
+		unsigned char le[8];
+
+		put_le64(le, len);
+		XXH64_update(&b->xxh, le, 8);
+		XXH64_update(&b->xxh, s, len);
 	}
-	return XXH64_digest(&st);
+}
+
+/* The head of an extra of k items: CBOR null for none, else an array of k (cbor-fnv). */
+static void bh_items(struct blk_hash *b, size_t k)
+{
+	unsigned char null = CBOR_NULL;
+
+	if (b->algo != KVIDX_KEY_CBOR_FNV)
+		return;
+	if (k)
+		b->fnv = fnv_cbor_head(b->fnv, CBOR_ARRAY, k);
+	else
+		b->fnv = fnv1a(b->fnv, &null, 1);
+}
+
+/* One item: the map {"Hash": s} (cbor-fnv: a1 64 "Hash" then s), or the string (xxh64). */
+static void bh_item(struct blk_hash *b, const char *s)
+{
+	static const unsigned char hash_key[] = { CBOR_MAP | 1, CBOR_TEXT | 4, 'H', 'a', 's', 'h' };
+
+	if (b->algo == KVIDX_KEY_CBOR_FNV)
+		b->fnv = fnv1a(b->fnv, hash_key, sizeof(hash_key));
+	bh_text(b, s ? s : "");
+}
+
+static uint64_t bh_end(struct blk_hash *b)
+{
+	return b->algo == KVIDX_KEY_CBOR_FNV ? b->fnv : XXH64_digest(&b->xxh);
+}
+
+static bool algo_known(enum kvidx_key_algo algo)
+{
+	return algo == KVIDX_KEY_CBOR_FNV || algo == KVIDX_KEY_XXH64;
 }
 
 /* ---- public ------------------------------------------------------------------------------ */
@@ -201,17 +248,43 @@ const char *kvidx_key_algo_name(enum kvidx_key_algo algo)
  */
 uint64_t kvidx_key_root(enum kvidx_key_algo algo, const char *seed, const char *model)
 {
+	struct blk_hash b;
+	uint64_t init;
+
 	if (!seed)
 		seed = "";
 	if (!model)
 		model = "";
 	switch (algo) {
 	case KVIDX_KEY_CBOR_FNV:
-		return cbor_fnv_hash(fnv1a(FNV64_OFFSET, seed, strlen(seed)), NULL, 0, model);
+		init = fnv1a(FNV64_OFFSET, seed, strlen(seed));
+		break;
 	case KVIDX_KEY_XXH64:
-		return xxh64_hash(XXH64(seed, strlen(seed), 0), NULL, 0, model);
+		init = XXH64(seed, strlen(seed), 0);
+		break;
+	default:
+		return 0;
 	}
-	return 0;
+	bh_begin(&b, algo, init, NULL, 0, true);
+	bh_text(&b, model);
+	return bh_end(&b);
+}
+
+uint64_t kvidx_key_block(enum kvidx_key_algo algo, uint64_t parent, const uint32_t *tokens,
+			 size_t ntokens, const char *const *items, size_t nitems)
+{
+	struct blk_hash b;
+	size_t i;
+
+	if (!algo_known(algo))
+		return 0;
+	if (!items)
+		nitems = 0;
+	bh_begin(&b, algo, parent, tokens, ntokens, false);
+	bh_items(&b, nitems);
+	for (i = 0; i < nitems; i++)
+		bh_item(&b, items[i]);
+	return bh_end(&b);
 }
 
 /*
@@ -223,18 +296,92 @@ size_t kvidx_key_chain(enum kvidx_key_algo algo, uint64_t parent, const uint32_t
 {
 	size_t n, i;
 
-	if (!block_size || (algo != KVIDX_KEY_CBOR_FNV && algo != KVIDX_KEY_XXH64))
+	if (!block_size || !algo_known(algo))
 		return 0;
 	n = ntokens / block_size;
 	if (n > max)
 		n = max;
 	for (i = 0; i < n; i++) {
-		const uint32_t *blk = tokens + i * block_size;
+		struct blk_hash b;
 
-		if (algo == KVIDX_KEY_CBOR_FNV)
-			parent = cbor_fnv_hash(parent, blk, block_size, NULL);
-		else
-			parent = xxh64_hash(parent, blk, block_size, NULL);
+		bh_begin(&b, algo, parent, tokens + i * block_size, block_size, false);
+		bh_items(&b, 0);
+		parent = bh_end(&b);
+		out[i] = parent;
+	}
+	return n;
+}
+
+_Static_assert(KVIDX_KEY_MAX_MM <= 65536, "kvidx_key_chain_ex() sorts items by uint16_t index");
+
+static uint64_t mm_end(const struct kvidx_mm_item *it)
+{
+	return (uint64_t)it->start + it->len;
+}
+
+/*
+ * Blocks are keyed in order, the items walked in start order through ord[] (indices into
+ * ex->mm, stably sorted by start). An item whose range ends at or before a block's start is
+ * done for every later block too; lo skips the leading run of such items, and the scan of a
+ * block stops at the first item starting at or after its end. For each block the items are
+ * walked twice: once to count them (the CBOR array head comes first), once to hash them.
+ */
+size_t kvidx_key_chain_ex(enum kvidx_key_algo algo, uint64_t parent, const uint32_t *tokens,
+			  size_t ntokens, uint32_t block_size, const struct kvidx_key_extras *ex,
+			  uint64_t *out, size_t max)
+{
+	uint16_t ord[KVIDX_KEY_MAX_MM];
+	const struct kvidx_mm_item *mm;
+	const char *salt;
+	size_t n, nmm, i, j, lo = 0;
+
+	if (!ex)
+		return kvidx_key_chain(algo, parent, tokens, ntokens, block_size, out, max);
+	if (!block_size || !algo_known(algo))
+		return 0;
+	mm = ex->mm;
+	nmm = ex->nmm;
+	if (nmm > KVIDX_KEY_MAX_MM) {
+		errno = E2BIG;
+		return 0;
+	}
+	if (nmm && !mm) {
+		errno = EINVAL;
+		return 0;
+	}
+	/* Insertion sort: stable, and linear for items already in order (the usual case). */
+	for (i = 0; i < nmm; i++) {
+		if (!mm[i].id) {
+			errno = EINVAL;
+			return 0;
+		}
+		for (j = i; j > 0 && mm[ord[j - 1]].start > mm[i].start; j--)
+			ord[j] = ord[j - 1];
+		ord[j] = (uint16_t)i;
+	}
+	salt = ex->salt && *ex->salt ? ex->salt : NULL;
+
+	n = ntokens / block_size;
+	if (n > max)
+		n = max;
+	for (i = 0; i < n; i++) {
+		uint64_t bstart = (uint64_t)i * block_size, bend = bstart + block_size;
+		size_t k = (i == 0 && salt) ? 1 : 0;
+		struct blk_hash b;
+
+		while (lo < nmm && mm_end(&mm[ord[lo]]) <= bstart)
+			lo++;
+		for (j = lo; j < nmm && mm[ord[j]].start < bend; j++)
+			k += mm_end(&mm[ord[j]]) > bstart;
+
+		bh_begin(&b, algo, parent, tokens + bstart, block_size, false);
+		bh_items(&b, k);
+		for (j = lo; j < nmm && mm[ord[j]].start < bend; j++)
+			if (mm_end(&mm[ord[j]]) > bstart)
+				bh_item(&b, mm[ord[j]].id);
+		if (i == 0 && salt)
+			bh_item(&b, salt);
+		parent = bh_end(&b);
 		out[i] = parent;
 	}
 	return n;

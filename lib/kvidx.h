@@ -75,6 +75,89 @@ uint64_t kvidx_key_root(enum kvidx_key_algo algo, const char *seed, const char *
 size_t kvidx_key_chain(enum kvidx_key_algo algo, uint64_t parent, const uint32_t *tokens,
 		       size_t ntokens, uint32_t block_size, uint64_t *out, size_t max);
 
+/*
+ * Request keys with extras (llm-d compatible; DESIGN.md section 3 and
+ * ../shared/reference/kv-events.md "extra_keys"). Besides its tokens, a block's key can hash
+ * a list of string items: the identifiers of the multimodal items whose placeholder tokens
+ * overlap the block, in position order, then the request's cache salt on block 0 only. A
+ * LoRA request needs no item: its root is kvidx_key_root(algo, seed, lora_name) instead of
+ * the base model's, and vLLM's LoRA name entry in extra_keys is dropped by ingestd.
+ *
+ * Encoding of a block with items s1..sk (k >= 1):
+ *   cbor-fnv  FNV-1a-64(CBOR [parent, tokens, [{"Hash": s1}, ..., {"Hash": sk}]]); with no
+ *             item the extra is CBOR null, as for a text block. {"Hash": "abc"} is the bytes
+ *             a1 64 48617368 63 616263.
+ *   xxh64     XXH64(LE64(parent) || LE32(token)... || LE64(len s1) || s1 || ...); with no
+ *             item nothing follows the tokens, as for a text block.
+ *
+ * Source of truth (llm-d-router, pkg/kvcache/kvblock): token_processor.go hash() and
+ * hashXXH64() key a block's []MMHash (struct {Hash string}; a nil slice is CBOR null);
+ * extra_keys.go ComputeBlockExtraFeatures() gives a block [b*bs, (b+1)*bs) the items with
+ * start < (b+1)*bs and start + len > b*bs, sorted by start (with Go's unstable sort.Slice:
+ * llm-d leaves the order of equal starts open, kvidx keeps the order given), matching vLLM's
+ * _gen_mm_extra_hash_keys() in vllm/v1/core/kv_cache_utils.py (end > offset and
+ * start < offset + length); preciseprefixcache/blockkeys.go foldCacheSalt() appends the
+ * salt after block 0's multimodal items and does nothing for an empty salt or a prompt with
+ * no full block, as vLLM's generate_block_hash_extra_keys() keys cache_salt only when
+ * start_token_idx == 0 and the salt is non-empty. llm-d-router PR #2929 drops the LoRA name
+ * from the event side's items (it was kept as an item before).
+ */
+
+/* At most this many multimodal items per kvidx_key_chain_ex() call. */
+#define KVIDX_KEY_MAX_MM 1024
+
+/* One multimodal item of a prompt: tokens [start, start + len) are its placeholder. */
+struct kvidx_mm_item {
+	uint32_t start, len;
+	const char *id; /* its identifier (vLLM's mm hash), NUL-terminated */
+};
+
+/* What besides the tokens goes into a prompt's keys. The LoRA name is not here: a LoRA
+ * request's root is kvidx_key_root(algo, seed, lora_name) instead of the base model. */
+struct kvidx_key_extras {
+	const char *salt;               /* vLLM cache_salt, keyed on block 0; NULL or "": none */
+	const struct kvidx_mm_item *mm; /* items, any order (keyed in position order) */
+	size_t nmm;                     /* at most KVIDX_KEY_MAX_MM */
+};
+
+/*
+ * One block's key: H(parent, tokens, items), the items keyed in the order given (ingestd
+ * passes an event block's multimodal identifiers, then the salt, as vLLM listed them). With
+ * items NULL/0 it equals what kvidx_key_chain() computes for that block. tokens may be NULL
+ * only when ntokens is 0 (an empty token array is hashed, not the root's null), items only
+ * when nitems is 0; a NULL items[i] is hashed as "". Items have no length or count limit
+ * beyond memory. Returns the key, or 0 for an unknown algo. Pure function, thread-safe,
+ * no allocation.
+ */
+uint64_t kvidx_key_block(enum kvidx_key_algo algo, uint64_t parent, const uint32_t *tokens,
+			 size_t ntokens, const char *const *items, size_t nitems);
+
+/*
+ * kvidx_key_chain() with extras, for a prompt: tokens[0] is the prompt's first token, so
+ * block 0 (tokens [0, block_size)) carries the salt and ex->mm ranges are positions in
+ * tokens. out[i] = kvidx_key_block(algo, i ? out[i-1] : parent, tokens of block i, items of
+ * block i), the items of block i being the id of every item whose range overlaps
+ * [i*block_size, (i+1)*block_size), ordered by start (items with equal starts in the order
+ * given), then on block 0 the salt. ex NULL (or no items and no salt) gives exactly
+ * kvidx_key_chain().
+ *
+ * Edge cases, as llm-d computes them: an item spanning several blocks is keyed on each; an
+ * item's range may extend past the prompt or lie wholly beyond it (only full blocks are
+ * keyed; the part past them changes nothing); items may overlap one another (each is keyed
+ * on every block it overlaps; vLLM itself never produces overlapping placeholders); a
+ * zero-length item at position p is keyed on block p / block_size if p is not a multiple
+ * of block_size, and on no block otherwise; a salt with no full block keys nothing.
+ *
+ * Writes at most max keys. Returns the number written (ntokens / block_size, capped at max),
+ * or 0 if block_size is 0 or algo is unknown, or 0 with errno set: E2BIG if ex->nmm >
+ * KVIDX_KEY_MAX_MM, EINVAL if ex->nmm > 0 with ex->mm NULL or an item's id is NULL (out is
+ * then untouched). Pure function (but for errno), thread-safe, no allocation; uses about
+ * 2 KiB of stack.
+ */
+size_t kvidx_key_chain_ex(enum kvidx_key_algo algo, uint64_t parent, const uint32_t *tokens,
+			  size_t ntokens, uint32_t block_size, const struct kvidx_key_extras *ex,
+			  uint64_t *out, size_t max);
+
 /* ---- records and geometry ---------------------------------------------------------------- */
 
 /* Device tiers a block can be held on, as a bitmask in a record. */

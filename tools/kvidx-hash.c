@@ -2,9 +2,9 @@
  * kvidx-hash — prints the request keys of a token sequence (DESIGN.md section 3).
  *
  * A debugging aid for routers and for ingestd: given prompt tokens, it prints the key of
- * every full block exactly as kvidx_key_root() and kvidx_key_chain() compute them, so keys
- * seen in an index, in a router log or in llm-d can be checked by hand. Uses nothing of the
- * library but lib/keys.c.
+ * every full block exactly as kvidx_key_root() and kvidx_key_chain_ex() compute them (a
+ * LoRA adapter's root, the cache salt, multimodal items), so keys seen in an index, in a
+ * router log or in llm-d can be checked by hand. Uses nothing of the library but lib/keys.c.
  *
  * Exit status: 0 on success, 2 on bad usage (unknown flag, bad value, bad token), 1 on an
  * I/O or memory error.
@@ -23,6 +23,8 @@
 
 #define PROG "kvidx-hash"
 #define SEPARATORS " \t\n\r\v\f,"
+#define KVIDX_STR_(x) #x
+#define KVIDX_STR(x) KVIDX_STR_(x)
 
 static void usage(FILE *f)
 {
@@ -35,14 +37,26 @@ static void usage(FILE *f)
 	      "  --algo ALGO        key algorithm: cbor-fnv (default, llm-d compatible) or xxh64\n"
 	      "  --seed S           hash seed string (default \"\"; llm-d's hashSeed, vLLM's\n"
 	      "                     PYTHONHASHSEED)\n"
-	      "  --model M          model (or LoRA) name the root key is derived from (default \"\")\n"
+	      "  --model M          model name the root key is derived from (default \"\")\n"
+	      "  --lora NAME        LoRA adapter: the root key is derived from NAME instead of\n"
+	      "                     --model's M (vLLM's lora_name; the base model is not keyed)\n"
+	      "  --salt S           vLLM cache_salt, keyed on block 0 after its multimodal items\n"
+	      "                     (an empty S is no salt, as in vLLM)\n"
+	      "  --mm START:LEN:ID  a multimodal item on tokens [START, START+LEN) with identifier\n"
+	      "                     ID (vLLM's mm hash; not empty, may contain ':'); START and LEN\n"
+	      "                     0..4294967295. Repeatable, up to "
+	      KVIDX_STR(KVIDX_KEY_MAX_MM) " items, in any order; a\n"
+	      "                     block keys the ID of every item overlapping it, in START order\n"
 	      "  --block-size N     tokens per block, 1..4294967295 (default 16)\n"
 	      "  --parent HEX       chain from this key (e.g. 0x8464eee8f2cf3412) instead of the\n"
-	      "                     model's root key; --seed and --model are then unused\n"
+	      "                     model's root key; --seed, --model and --lora are then unused,\n"
+	      "                     and the first block given counts as block 0 for --salt and\n"
+	      "                     --mm positions\n"
 	      "  -h, --help         print this help and exit\n"
 	      "\n"
 	      "Exit status: 0 on success, 1 on an I/O or memory error, 2 on bad usage or a bad token.\n"
-	      "Example: " PROG " --model test-model $(seq 1 16)   prints 0x8464eee8f2cf3412\n",
+	      "Example: " PROG " --model test-model $(seq 1 16)   prints 0x8464eee8f2cf3412\n"
+	      "         " PROG " --lora sql-adapter --salt s3cret --mm 20:20:img0 $(seq 1 48)\n",
 	      f);
 }
 
@@ -83,6 +97,38 @@ static void tokens_add_text(struct tokens *t, char *s, const char *where)
 		}
 		tokens_push(t, (uint32_t)v);
 	}
+}
+
+/*
+ * Parses --mm's START:LEN:ID into it (ID points into arg). START and LEN are decimal
+ * 0..UINT32_MAX; ID is everything after the second ':' and must not be empty.
+ */
+static void parse_mm(const char *arg, struct kvidx_mm_item *it)
+{
+	char num[2][16];
+	const char *p = arg, *colon;
+	uint64_t v[2];
+	int f;
+
+	for (f = 0; f < 2; f++) {
+		colon = strchr(p, ':');
+		if (!colon || (size_t)(colon - p) >= sizeof(num[f]))
+			goto bad;
+		memcpy(num[f], p, (size_t)(colon - p));
+		num[f][colon - p] = '\0';
+		if (!tc_parse_dec(num[f], UINT32_MAX, &v[f]))
+			goto bad;
+		p = colon + 1;
+	}
+	if (!*p)
+		goto bad;
+	it->start = (uint32_t)v[0];
+	it->len = (uint32_t)v[1];
+	it->id = p;
+	return;
+bad:
+	tc_usage_error("bad --mm '%s': expected START:LEN:ID, START and LEN decimal integers "
+		       "0..%" PRIu32 " and ID not empty", arg, UINT32_MAX);
 }
 
 /* Reads all of stdin into one NUL-terminated buffer. */
@@ -127,18 +173,24 @@ nomem:
 
 int main(int argc, char **argv)
 {
-	enum { OPT_ALGO = 256, OPT_SEED, OPT_MODEL, OPT_BLOCK_SIZE, OPT_PARENT };
+	enum { OPT_ALGO = 256, OPT_SEED, OPT_MODEL, OPT_LORA, OPT_SALT, OPT_MM, OPT_BLOCK_SIZE,
+	       OPT_PARENT };
 	static const struct option longopts[] = {
 		{ "algo", required_argument, NULL, OPT_ALGO },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "model", required_argument, NULL, OPT_MODEL },
+		{ "lora", required_argument, NULL, OPT_LORA },
+		{ "salt", required_argument, NULL, OPT_SALT },
+		{ "mm", required_argument, NULL, OPT_MM },
 		{ "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
 		{ "parent", required_argument, NULL, OPT_PARENT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	enum kvidx_key_algo algo = KVIDX_KEY_CBOR_FNV;
-	const char *seed = "", *model = "";
+	const char *seed = "", *model = "", *lora = NULL;
+	static struct kvidx_mm_item mm[KVIDX_KEY_MAX_MM];
+	struct kvidx_key_extras ex = { .salt = NULL, .mm = mm, .nmm = 0 };
 	uint32_t block_size = 16;
 	bool have_parent = false;
 	uint64_t parent = 0, v, *keys;
@@ -160,6 +212,19 @@ int main(int argc, char **argv)
 			break;
 		case OPT_MODEL:
 			model = optarg;
+			break;
+		case OPT_LORA:
+			if (!*optarg)
+				tc_usage_error("bad --lora '': expected a LoRA adapter name");
+			lora = optarg;
+			break;
+		case OPT_SALT:
+			ex.salt = optarg;
+			break;
+		case OPT_MM:
+			if (ex.nmm == KVIDX_KEY_MAX_MM)
+				tc_usage_error("too many --mm items: at most %d", KVIDX_KEY_MAX_MM);
+			parse_mm(optarg, &mm[ex.nmm++]);
 			break;
 		case OPT_BLOCK_SIZE:
 			if (!tc_parse_dec(optarg, UINT32_MAX, &v) || v == 0)
@@ -192,14 +257,14 @@ int main(int argc, char **argv)
 	}
 
 	if (!have_parent)
-		parent = kvidx_key_root(algo, seed, model);
+		parent = kvidx_key_root(algo, seed, lora ? lora : model);
 	nkeys = toks.n / block_size;
 	keys = malloc((nkeys ? nkeys : 1) * sizeof(*keys));
 	if (!keys) {
 		fprintf(stderr, PROG ": out of memory for %zu keys\n", nkeys);
 		return 1;
 	}
-	nkeys = kvidx_key_chain(algo, parent, toks.v, toks.n, block_size, keys, nkeys);
+	nkeys = kvidx_key_chain_ex(algo, parent, toks.v, toks.n, block_size, &ex, keys, nkeys);
 	for (i = 0; i < nkeys; i++)
 		printf("0x%016llx\n", (unsigned long long)keys[i]);
 	free(keys);
