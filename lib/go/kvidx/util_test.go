@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -58,6 +59,7 @@ type child struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan string
+	term  bool // a daemon: stop sends SIGTERM
 }
 
 func startChild(t testing.TB, path string, args ...string) *child {
@@ -85,6 +87,13 @@ func startChild(t testing.TB, path string, args ...string) *child {
 		close(c.lines)
 	}()
 	t.Cleanup(func() { c.stop() })
+	return c
+}
+
+// startDaemon starts a program that runs until SIGTERM (stop sends it).
+func startDaemon(t testing.TB, path string, args ...string) *child {
+	c := startChild(t, path, args...)
+	c.term = true
 	return c
 }
 
@@ -120,6 +129,9 @@ func (c *child) stop() []string {
 	if c.stdin != nil {
 		c.stdin.Close()
 		c.stdin = nil
+		if c.term && c.cmd.Process != nil {
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		}
 	}
 	var rest []string
 	timeout := time.After(20 * time.Second)
