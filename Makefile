@@ -145,7 +145,9 @@ $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 # cache lives in the build directory. The race detector needs cgo for its runtime only.
 GO      ?= go
 GO_ENV   = GOPROXY=off GOFLAGS= GO111MODULE=on GOCACHE=$(abspath $(BUILD))/go-cache \
-           GOPATH=$(abspath $(BUILD))/go-path KVIDX_BIN=$(abspath $(BUILD)/bin) KVIDX_REQUIRE_C=1
+           GOPATH=$(abspath $(BUILD))/go-path KVIDX_BIN=$(abspath $(BUILD)/bin) KVIDX_REQUIRE_C=1 \
+           KVIDX_TORTURE_SECS=$(TORTURE_SECS)
+TORTURE_SECS ?= 3
 GO_TEST_ARGS ?=
 go-test: setup
 	$(Q)$(MAKE) --no-print-directory all $(GOHELPER)
@@ -165,6 +167,7 @@ STRESS_SECS ?= 60
 stress: setup
 	$(Q)$(MAKE) --no-print-directory all $(STRESS)
 	$(Q)set -e; for s in $(STRESS); do echo "== $$s ($(STRESS_SECS)s)"; $$s --seconds $(STRESS_SECS); done
+	$(Q)$(MAKE) --no-print-directory go-test GO_TEST_ARGS='-run Torture' TORTURE_SECS=$(STRESS_SECS)
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECS=$(STRESS_SECS)
 
 # libFuzzer harness for the event decoder (clang only); a short run is part of `make stress`.

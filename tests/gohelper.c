@@ -17,8 +17,10 @@
  *                                    tiny index: ALWAYS keys on pod 0, CHURN keys stored,
  *                                    removed, predicted, cleared on pods 1..7 with contents
  *                                    derived from (key, pod) (see the Go torture test); ticks
- *                                    every millisecond; READY, then runs until stdin closes,
- *                                    prints "STATS expelled=N dead=N reclaimed=N limbo=N".
+ *                                    every millisecond, drains the route rings; READY, then
+ *                                    runs until stdin closes, prints "STATS expelled=N
+ *                                    dead=N reclaimed=N limbo=N route_commits=N route_bad=N
+ *                                    ops=N".
  *   kvidx-gohelper drain NAME        writer with pods p0..p7; READY; prints each accepted
  *                                    route ("R corr pod prefill matched spec nkeys keys...")
  *                                    and outcome ("O corr pod cached prompt") as it drains,
@@ -337,7 +339,10 @@ static int do_churn(const char *name, uint64_t seed, uint32_t stall_ms)
 			kvidx_expire(w, now, 64, NULL, NULL);
 		}
 		if (now - last_tick >= MS) {
-			kvidx_writer_tick(w, now);
+			/* A fresh clock: an operation above may have run a grace-period check with a
+			 * later time than now (kv_rcu_reclaim() on a full arena), and the stall
+			 * check must never see time go backwards. */
+			kvidx_writer_tick(w, kvidx_now_ns());
 			kvidx_drain(w, 256, &(struct kvidx_drain_ops){ 0 });
 			last_tick = now;
 			if (stdin_closed(0))
@@ -353,7 +358,9 @@ static int do_churn(const char *name, uint64_t seed, uint32_t stall_ms)
 		kvidx_writer_tick(w, kvidx_now_ns());
 	}
 	printf("STATS expelled=%" PRIu64 " dead=%" PRIu64 " reclaimed=%" PRIu64 " limbo=%" PRIu64
-	       "\n", st->readers_expelled, st->readers_dead, st->reclaimed, st->limbo);
+	       " route_commits=%" PRIu64 " route_bad=%" PRIu64 " ops=%" PRIu64 "\n",
+	       st->readers_expelled, st->readers_dead, st->reclaimed, st->limbo, st->route_commits,
+	       st->route_bad, st->stores + st->removes + st->speculations);
 	fflush(stdout);
 	kvidx_writer_close(w, true);
 	return 0;

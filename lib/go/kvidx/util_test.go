@@ -63,8 +63,16 @@ type child struct {
 }
 
 func startChild(t testing.TB, path string, args ...string) *child {
+	return startChildEnv(t, nil, path, args...)
+}
+
+// startChildEnv starts path with env added to the test's environment.
+func startChildEnv(t testing.TB, env []string, path string, args ...string) *child {
 	t.Helper()
 	c := &child{t: t, cmd: exec.Command(path, args...), lines: make(chan string, 1<<16)}
+	if env != nil {
+		c.cmd.Env = append(os.Environ(), env...)
+	}
 	c.cmd.Stderr = os.Stderr
 	var err error
 	c.stdin, err = c.cmd.StdinPipe()
