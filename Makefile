@@ -69,7 +69,7 @@ STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS    := $(wildcard bench/bench_*.c)
 BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all deps setup go-test test stress fuzz bench bench-quick run install clean
+.PHONY: all deps setup go-test go-bench test stress fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
 all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
@@ -154,6 +154,13 @@ go-test: setup
 	cd lib/go/kvidx && $(GO_ENV) CGO_ENABLED=0 $(GO) vet ./... && \
 	  $(GO_ENV) CGO_ENABLED=0 $(GO) test -count=1 $(GO_TEST_ARGS) ./... && \
 	  $(GO_ENV) CGO_ENABLED=1 $(GO) test -count=1 -race -run 'InProcess' ./...
+
+# Go Score vs C kvidx_score on one index, same run (GO_BENCH_KEYS keys, default 8 Mi).
+GO_BENCH_KEYS ?= 8388608
+go-bench: setup
+	$(Q)$(MAKE) --no-print-directory all $(GOHELPER)
+	cd lib/go/kvidx && $(GO_ENV) KVIDX_BENCH_KEYS=$(GO_BENCH_KEYS) CGO_ENABLED=0 $(GO) test -count=1 \
+	  -run BenchScoreVsC -v -timeout 60m .
 
 # Quick, deterministic checks: one Criterion binary, then the Go reader's tests. Tests find
 # the tools through KVIDX_BIN.

@@ -21,6 +21,12 @@
  *                                    runs until stdin closes, prints "STATS expelled=N
  *                                    dead=N reclaimed=N limbo=N route_commits=N route_bad=N
  *                                    ops=N".
+ *   kvidx-gohelper bench NAME KEYS PROMPTS
+ *                                    KEYS keys in chains of 2048, each chain held by one of
+ *                                    64 pods; times kvidx_score() on PROMPTS prompts of 512
+ *                                    keys (full hits), prints "C median mean" (ns per key),
+ *                                    READY, and keeps the index until stdin closes (the Go
+ *                                    benchmark scores the same index meanwhile).
  *   kvidx-gohelper drain NAME        writer with pods p0..p7; READY; prints each accepted
  *                                    route ("R corr pod prefill matched spec nkeys keys...")
  *                                    and outcome ("O corr pod cached prompt") as it drains,
@@ -413,6 +419,73 @@ static int do_drain(const char *name)
 	return 0;
 }
 
+/* ---- bench -------------------------------------------------------------------------------- */
+
+#define BCHAIN 2048
+#define BPROMPT 512
+
+static uint64_t bkey(uint64_t chain, uint64_t i)
+{
+	return smix(0x9000000000ull + chain * BCHAIN + i);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* keys in chains of BCHAIN, each held whole by pod chain % 64; prompts of BPROMPT keys from
+ * a random chain and offset (full hits). Prints "C median_ns_per_key mean_ns_per_key". */
+static int do_bench(const char *name, uint64_t nkeys, unsigned nprompts)
+{
+	uint64_t nchains = nkeys / BCHAIN;
+	struct kvidx_geometry geo = { .capacity = nchains * BCHAIN, .records = 2 * nchains * BCHAIN,
+				      .max_pods = 64, .max_readers = 8 };
+	struct kvidx *w = writer(name, &geo, 0);
+	char pn[32];
+	uint64_t keys[BCHAIN], *t = malloc(nprompts * sizeof(*t));
+
+	for (int p = 0; p < 64; p++) {
+		snprintf(pn, sizeof(pn), "10.1.0.%d:8000", p);
+		kvidx_pod_add(w, pn, NULL);
+	}
+	for (uint64_t c = 0; c < nchains; c++) {
+		for (uint64_t i = 0; i < BCHAIN; i++)
+			keys[i] = bkey(c, i);
+		if (kvidx_store(w, (int)(c % 64), keys, BCHAIN, KVIDX_TIER_GPU, kvidx_now_ns(), NULL,
+				NULL) != BCHAIN)
+			die("bench store", -KVIDX_EFULL);
+		kvidx_writer_tick(w, kvidx_now_ns());
+	}
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_score s[4];
+	if (!r)
+		die("reader_open", -errno);
+	rng = 99;
+	double sum = 0;
+	for (unsigned q = 0; q < nprompts; q++) {
+		uint64_t c = tc_rng_next(&rng) % nchains, off = tc_rng_next(&rng) % (BCHAIN - BPROMPT);
+		for (int i = 0; i < BPROMPT; i++)
+			keys[i] = bkey(c, off + (uint64_t)i);
+		uint64_t t0 = kvidx_now_ns();
+		int n = kvidx_score(r, keys, BPROMPT, NULL, 0, NULL, s, 4);
+		t[q] = kvidx_now_ns() - t0;
+		if (n != 1 || s[0].blocks != BPROMPT)
+			die("bench score", -EINVAL);
+		sum += (double)t[q];
+	}
+	qsort(t, nprompts, sizeof(*t), cmp_u64);
+	printf("C %.2f %.2f\n", (double)t[nprompts / 2] / BPROMPT, sum / nprompts / BPROMPT);
+	printf("READY\n");
+	fflush(stdout);
+	kvidx_reader_close(r);
+	free(t);
+	wait_stdin();
+	kvidx_writer_close(w, true);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
@@ -421,6 +494,8 @@ int main(int argc, char **argv)
 	if (argc == 5 && !strcmp(argv[1], "churn"))
 		return do_churn(argv[2], strtoull(argv[3], NULL, 0),
 				(uint32_t)strtoul(argv[4], NULL, 0));
+	if (argc == 5 && !strcmp(argv[1], "bench"))
+		return do_bench(argv[2], strtoull(argv[3], NULL, 0), (unsigned)strtoul(argv[4], NULL, 0));
 	if (argc == 3 && !strcmp(argv[1], "drain"))
 		return do_drain(argv[2]);
 	fprintf(stderr, "usage: kvidx-gohelper build NAME SEED | churn NAME SEED STALL_MS | "
