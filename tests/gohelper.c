@@ -9,8 +9,12 @@
  *                                    one line per question and the C reader's answer:
  *                                      I algo seed block_size generation
  *                                      P pod name|model
+ *                                      C pod name=value ... (named per-pod counters)
+ *                                      K pod rank flags,last_seq,... (ranks in use)
  *                                      L key : pod,tiers,spec,t_ns,expires ...
- *                                      S weights cands keys : pod,blocks,spec,score ...
+ *                                      S weights cands keys :
+ *                                        pod,blocks,spec,score,gpu,cpu,disk,other,spec_run
+ *                                        ... (the last five: the per-tier runs)
  *                                    then END; keeps the writer until stdin closes, then
  *                                    removes the index.
  *   kvidx-gohelper churn NAME SEED STALL_MS
@@ -27,10 +31,15 @@
  *                                    keys (full hits), prints "C median mean" (ns per key),
  *                                    READY, and keeps the index until stdin closes (the Go
  *                                    benchmark scores the same index meanwhile).
- *   kvidx-gohelper drain NAME        writer with pods p0..p7; READY; prints each accepted
- *                                    route ("R corr pod prefill matched spec nkeys keys...")
- *                                    and outcome ("O corr pod cached prompt") as it drains,
- *                                    and "BAD n" when route_bad grows, until stdin closes.
+ *   kvidx-gohelper drain NAME [MODEL]
+ *                                    writer with pods p0..p7; with MODEL, the prompt of tokens
+ *                                    1..100 (cbor-fnv, seed "", 16-token blocks: 6 keys) is
+ *                                    held: p1 on cpu (blocks 0-5) and gpu (0-3, 5), p2 on gpu
+ *                                    (0-1) then predicted (2-4), p5 predicted (0-2); READY;
+ *                                    prints each accepted route ("R corr pod prefill matched
+ *                                    spec nkeys keys...") and outcome ("O corr pod cached
+ *                                    prompt") as it drains, and "BAD n" when route_bad grows,
+ *                                    until stdin closes.
  *
  * Numbers are decimal, keys 0x-hex; lists are comma-separated, "-" for none.
  */
@@ -122,7 +131,7 @@ static void print_lookup(struct kvidx_reader *r, uint64_t key)
 }
 
 static const struct kvidx_weights wsets[2] = {
-	{ { 1.0, 0.8, 0.5, 1.0 }, 1.0 },     /* the defaults, passed as NULL */
+	{ { 1.0, 0.8, 0.5, 0.0 }, 1.0 },     /* the defaults, passed as NULL */
 	{ { 1.0, 0.25, 0.5, 0.75 }, 0.375 },
 };
 
@@ -146,8 +155,58 @@ static void print_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, 
 	print_list_keys(keys, n);
 	printf(" :");
 	for (int i = 0; i < rows; i++)
-		printf(" %d,%u,%u,%.17g", s[i].pod, s[i].blocks, s[i].spec_blocks, s[i].score);
+		printf(" %d,%u,%u,%.17g,%u,%u,%u,%u,%u", s[i].pod, s[i].blocks, s[i].spec_blocks,
+		       s[i].score, s[i].run[0], s[i].run[1], s[i].run[2], s[i].run[3], s[i].spec_run);
 	printf("\n");
+}
+
+/*
+ * Per-pod counters as kvidx-ingestd writes them: a distinct value in every word of every pod
+ * (named counters and rank areas alike), and flags making some ranks in use, connected or
+ * replaying. Ranks not in use keep non-zero words, which a reader must ignore.
+ */
+static void set_counters(struct kvidx *w)
+{
+	for (int p = 0; p < 16; p++) {
+		uint64_t *ctr = kv_writer_pod_ctrs(w, p);
+		if (!ctr)
+			die("pod_ctrs", -EINVAL);
+		for (unsigned i = 0; i < KV_POD_COUNTERS; i++)
+			st_relaxed(&ctr[i], tc_rng_next(&rng) >> rnd(64));
+		for (unsigned rk = 0; rk < KV_POD_RANKS; rk++) {
+			uint64_t fl = rnd(3) ? 0 : KV_RANK_IN_USE | ((uint64_t)rnd(8) << 1);
+			st_relaxed(&ctr[KV_PC_RANK(rk, KV_RC_flags)], fl);
+		}
+	}
+}
+
+/* What the C side reads of the pod table: the named counters by name, the ranks in use. */
+static void print_counters(struct kvidx_reader *r)
+{
+	static const char *const names[] = {
+#define CTR_NAME(n) #n,
+		KV_POD_CTRS(CTR_NAME)
+#undef CTR_NAME
+	};
+	const struct kv_view *v = kv_reader_view(r);
+
+	for (uint32_t p = 0; p < v->max_pods; p++) {
+		const uint64_t *ctr = v->pods[p].pd_ctr;
+		if (KV_POD_STATE(ld_acquire(&v->pods[p].pd_word)) != KV_POD_ACTIVE)
+			continue;
+		printf("C %u", p);
+		for (unsigned i = 0; i < KV_PC_COUNT; i++)
+			printf(" %s=%" PRIu64, names[i], ld_relaxed(&ctr[i]));
+		printf("\n");
+		for (unsigned rk = 0; rk < KV_POD_RANKS; rk++) {
+			if (!(ld_relaxed(&ctr[KV_PC_RANK(rk, KV_RC_flags)]) & KV_RANK_IN_USE))
+				continue;
+			printf("K %u %u", p, rk);
+			for (unsigned wd = 0; wd < KV_RC_COUNT; wd++)
+				printf("%s%" PRIu64, wd ? "," : " ", ld_relaxed(&ctr[KV_PC_RANK(rk, wd)]));
+			printf("\n");
+		}
+	}
 }
 
 static int do_build(const char *name, uint64_t seed)
@@ -213,6 +272,7 @@ static int do_build(const char *name, uint64_t seed)
 	kvidx_pod_set_spec_paused(w, pods[3], false);
 	for (int i = 0; i < 3; i++)
 		kvidx_writer_tick(w, kvidx_now_ns());
+	set_counters(w);
 
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	if (!r)
@@ -230,6 +290,7 @@ static int do_build(const char *name, uint64_t seed)
 		else
 			printf("P %d -\n", p);
 	}
+	print_counters(r);
 	for (int c = 0; c < NCHAINS; c++)
 		for (int i = 0; i < CHAIN; i++)
 			print_lookup(r, chains[c][i]);
@@ -387,7 +448,27 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 	       o->prompt_tokens, o->t_ns <= now && now - o->t_ns < 60000 * MS ? "t-ok" : "t-bad");
 }
 
-static int do_drain(const char *name)
+/* The prompt do_drain() holds for model: tokens 1..100, 6 full blocks. */
+static void hold_prompt(struct kvidx *w, const char *model)
+{
+	uint32_t toks[100];
+	uint64_t k[6], now = kvidx_now_ns();
+
+	for (int i = 0; i < 100; i++)
+		toks[i] = (uint32_t)i + 1;
+	if (kvidx_key_chain(KVIDX_KEY_CBOR_FNV, kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", model), toks,
+			    100, 16, k, 6) != 6)
+		die("key_chain", -EINVAL);
+	if (kvidx_store(w, 1, k, 6, KVIDX_TIER_CPU, now) != 6 ||
+	    kvidx_store(w, 1, k, 4, KVIDX_TIER_GPU, now) != 4 ||
+	    kvidx_store(w, 1, k + 5, 1, KVIDX_TIER_GPU, now) != 1 ||
+	    kvidx_store(w, 2, k, 2, KVIDX_TIER_GPU, now) != 2 ||
+	    kvidx_speculate(w, 2, k + 2, 3, now, 60000) != 3 ||
+	    kvidx_speculate(w, 5, k, 3, now, 60000) != 3)
+		die("hold prompt", -EINVAL);
+}
+
+static int do_drain(const char *name, const char *model)
 {
 	struct kvidx_geometry geo = { .capacity = 1000, .max_pods = 8, .max_readers = 4,
 				      .ring_entries = 64 };
@@ -400,6 +481,8 @@ static int do_drain(const char *name)
 		snprintf(pn, sizeof(pn), "p%d", p);
 		kvidx_pod_add(w, pn, NULL);
 	}
+	if (model)
+		hold_prompt(w, model);
 	printf("READY\n");
 	fflush(stdout);
 	while (!stdin_closed(1)) {
@@ -491,9 +574,9 @@ int main(int argc, char **argv)
 				(uint32_t)strtoul(argv[4], NULL, 0));
 	if (argc == 5 && !strcmp(argv[1], "bench"))
 		return do_bench(argv[2], strtoull(argv[3], NULL, 0), (unsigned)strtoul(argv[4], NULL, 0));
-	if (argc == 3 && !strcmp(argv[1], "drain"))
-		return do_drain(argv[2]);
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "drain"))
+		return do_drain(argv[2], argc == 4 ? argv[3] : NULL);
 	fprintf(stderr, "usage: kvidx-gohelper build NAME SEED | churn NAME SEED STALL_MS | "
-			"drain NAME\n");
+			"bench NAME KEYS PROMPTS | drain NAME [MODEL]\n");
 	return 2;
 }

@@ -102,6 +102,9 @@ static const struct cst consts[] = {
 	{ "KV_DATA_HDR_IMMUTABLE", offsetof(struct kvidx_data_hdr, dh_state) },
 	{ "KV_POD_BYTES", KV_POD_BYTES },
 	{ "KV_POD_COUNTERS", KV_POD_COUNTERS },
+	{ "KV_POD_NAMED", KV_POD_NAMED },
+	{ "KV_POD_RANKS", KV_POD_RANKS },
+	{ "KV_RANK_WORDS", KV_RANK_WORDS },
 	{ "KV_STATS_WORDS", sizeof(struct kvidx_stats) / sizeof(uint64_t) },
 	{ "KV_HIST_BUCKETS", KV_HIST_BUCKETS },
 	{ "KV_HIST_DECAY_S", KV_HIST_DECAY_S },
@@ -134,6 +137,9 @@ static const struct cst consts[] = {
 	{ "KV_POD_FREE", KV_POD_FREE },
 	{ "KV_POD_ACTIVE", KV_POD_ACTIVE },
 	{ "KV_POD_SPEC_PAUSED", KV_POD_SPEC_PAUSED },
+	{ "KV_RANK_IN_USE", KV_RANK_IN_USE },
+	{ "KV_RANK_CONNECTED", KV_RANK_CONNECTED },
+	{ "KV_RANK_REPLAYING", KV_RANK_REPLAYING },
 	{ "KV_REC_SPEC", KV_REC_SPEC },
 	{ "KV_ALGO_CBOR_FNV", KVIDX_KEY_CBOR_FNV },
 	{ "KV_ALGO_XXH64", KVIDX_KEY_XXH64 },
@@ -146,6 +152,7 @@ static const struct cst consts[] = {
 #define NAME_STR(n) #n,
 static const char *const stat_names[] = { KV_STATS(NAME_STR) };
 static const char *const pod_ctr_names[] = { KV_POD_CTRS(NAME_STR) };
+static const char *const rank_ctr_names[] = { KV_RANK_CTRS(NAME_STR) };
 #undef NAME_STR
 
 /* ---- the document's side ----------------------------------------------------------------- */
@@ -371,7 +378,13 @@ Test(format, counter_lists_match_layout_h)
 	check_list("stats", stat_names, sizeof(stat_names) / sizeof(stat_names[0]),
 		   4096 / sizeof(uint64_t));
 	check_list("pod_counters", pod_ctr_names, sizeof(pod_ctr_names) / sizeof(pod_ctr_names[0]),
-		   KV_POD_COUNTERS);
+		   KV_POD_NAMED);
+	check_list("rank_counters", rank_ctr_names,
+		   sizeof(rank_ctr_names) / sizeof(rank_ctr_names[0]), KV_RANK_WORDS);
+	/* The rank areas tile pd_ctr after the named counters, as section 5.4 says. */
+	cr_expect_eq(KV_PC_RANK(0, 0), KV_POD_NAMED);
+	cr_expect_eq(KV_PC_RANK(KV_POD_RANKS - 1, KV_RANK_WORDS - 1) + 1, KV_POD_COUNTERS);
+	cr_expect_eq(sizeof(((struct kvidx_pod *)0)->pd_ctr), KV_POD_COUNTERS * sizeof(uint64_t));
 }
 
 /* The constants this test could only state (KV_MAX_CAPACITY, KV_REGION_ALIGN) against what
@@ -389,5 +402,5 @@ Test(format, plan_bounds_and_stamp)
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
 		cr_expect_eq(offs[i] % 4096, 0, "offset %zu not 4096-aligned", i);
 	cr_expect_eq(h.dh_stats_off, 4096);
-	cr_expect_eq(KV_STAMP, (3ull << 48) | (192ull << 32) | (512ull << 16) | (64ull << 8) | 64);
+	cr_expect_eq(KV_STAMP, (4ull << 48) | (192ull << 32) | (2752ull << 16) | (64ull << 8) | 64);
 }

@@ -1,7 +1,8 @@
 // diff_test.go — the differential test: random indexes built through the C writer
 // (tests/gohelper.c "build": stores, removals, clears, pod removal and reuse, live and
-// expired predictions, paused pods), and for every key and a few hundred random prompts the
-// C reader's answer next to the question; the Go reader must give the same text.
+// expired predictions, paused pods, per-pod counters and rank areas), and for every key, every
+// pod's counters and ranks and a few hundred random prompts the C reader's answer next to
+// the question; the Go reader must give the same text (scores with their per-tier runs).
 
 package kvidx
 
@@ -47,12 +48,57 @@ func fmtScore(wi int, cands string, keys string, rows []Score) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "S %d %s %s :", wi, cands, keys)
 	for _, s := range rows {
-		fmt.Fprintf(&b, " %d,%d,%d,%s", s.Pod, s.Blocks, s.SpecBlocks, strconv.FormatFloat(s.Score, 'g', 17, 64))
+		fmt.Fprintf(&b, " %d,%d,%d,%s,%d,%d,%d,%d,%d", s.Pod, s.Blocks, s.SpecBlocks,
+			strconv.FormatFloat(s.Score, 'g', 17, 64), s.Run[0], s.Run[1], s.Run[2], s.Run[3], s.SpecRun)
 	}
 	return b.String()
 }
 
-// cG17 turns C's %.17g into Go's 'g' 17 spelling where they differ (exponents).
+// fmtCounters is gohelper's "C" line: pod's named counters by Go's names.
+func fmtCounters(t *testing.T, r *Reader, pod int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "C %d", pod)
+	for i, n := range PodCounterNames {
+		v, err := r.PodCounter(pod, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, " %s=%d", n, v)
+	}
+	return b.String()
+}
+
+// fmtRanks is gohelper's "K" lines: pod's ranks in use, their words in RankCounterNames
+// order taken from the RankHealth fields.
+func fmtRanks(t *testing.T, r *Reader, pod int) []string {
+	hs, err := r.PodRanks(pod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, h := range hs {
+		out = append(out, fmt.Sprintf("K %d %d %d,%d,%d,%d,%d,%d,%d,%d", pod, h.Rank, h.Flags, h.LastSeq,
+			h.LastEventNs, h.Batches, h.Events, h.SeqGaps, h.Restarts, h.Clears))
+	}
+	return out
+}
+
+// runsCover counts rows whose runs are neither 0 nor the whole match (partial tiers), and
+// rows with a speculative run.
+func runsCover(rows []Score) (partial, spec int) {
+	for _, s := range rows {
+		for _, n := range s.Run {
+			if n > 0 && n < s.Blocks {
+				partial++
+				break
+			}
+		}
+		if s.SpecRun > 0 {
+			spec++
+		}
+	}
+	return
+}
 func TestDifferential(t *testing.T) {
 	bin := cBin(t, "kvidx-gohelper")
 	for _, seed := range []int{1, 2, 3} {
@@ -76,11 +122,22 @@ func differential(t *testing.T, bin string, seed int) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var nL, nS, nRec, nSpec, nRows, nMiss int
+	var nL, nS, nRec, nSpec, nRows, nMiss, nPartial, nSpecRun, nC, nK int
+	// The K lines of a pod, in order, after its C line: compared as one block.
+	var ranksWant, ranksGot []string
 	for _, l := range lines {
 		f := strings.Fields(l)
 		var got string
 		switch f[0] {
+		case "C":
+			pod, _ := strconv.Atoi(f[1])
+			got = fmtCounters(t, r, pod)
+			ranksGot = append(ranksGot, fmtRanks(t, r, pod)...)
+			nC++
+		case "K":
+			ranksWant = append(ranksWant, l)
+			nK++
+			continue
 		case "I":
 			in, err := r.Info()
 			if err != nil {
@@ -132,6 +189,9 @@ func differential(t *testing.T, bin string, seed int) {
 			}
 			nS++
 			nRows += len(rows)
+			p, sr := runsCover(rows)
+			nPartial += p
+			nSpecRun += sr
 			if len(rows) == 0 {
 				nMiss++
 			}
@@ -144,10 +204,17 @@ func differential(t *testing.T, bin string, seed int) {
 		}
 	}
 	// The comparison means something only if the table has content of every kind.
-	if nL < 1000 || nS < 100 || nRec < 500 || nSpec < 10 || nRows < 100 || nMiss == 0 {
-		t.Errorf("too little coverage: %d lookups %d records (%d speculative), %d scores %d rows %d empty",
-			nL, nRec, nSpec, nS, nRows, nMiss)
+	if strings.Join(ranksWant, "\n") != strings.Join(ranksGot, "\n") {
+		t.Errorf("ranks: C\n%s\nGo\n%s", strings.Join(ranksWant, "\n"), strings.Join(ranksGot, "\n"))
 	}
-	t.Logf("%d lookups (%d records, %d speculative), %d scores (%d rows)", nL, nRec, nSpec, nS, nRows)
+	if nL < 1000 || nS < 100 || nRec < 500 || nSpec < 10 || nRows < 100 || nMiss == 0 ||
+		nPartial < 5 || nSpecRun < 5 || nC < 10 || nK < 20 {
+		t.Errorf("too little coverage: %d lookups %d records (%d speculative), %d scores %d rows %d empty "+
+			"%d partial-tier %d speculative runs, %d pods' counters %d ranks",
+			nL, nRec, nSpec, nS, nRows, nMiss, nPartial, nSpecRun, nC, nK)
+	}
+	t.Logf("%d lookups (%d records, %d speculative), %d scores (%d rows, %d with a partial tier run, "+
+		"%d with a speculative run), %d pods' counters and %d ranks", nL, nRec, nSpec, nS, nRows,
+		nPartial, nSpecRun, nC, nK)
 	c.stop()
 }

@@ -1,5 +1,5 @@
 // format.go — the constants and byte offsets of the segment format, as shm/FORMAT.md
-// specifies them (layout version 3). format_test.go checks them against that document.
+// specifies them (layout version 4). format_test.go checks them against that document.
 
 package kvidx
 
@@ -21,7 +21,10 @@ const (
 	dataHdrBytes          = 280
 	dataHdrImmutable      = 256
 	podBytes              = 2752
-	PodCounters           = 40
+	PodCounters           = podNamed + PodRanks*RankWords // counter words per pod
+	podNamed              = 64
+	PodRanks              = 32 // ranks with a health area per pod
+	RankWords             = 8
 	statsWords            = 24
 	histBuckets           = 192
 	histDecayS            = 60
@@ -54,6 +57,9 @@ const (
 	podFree               = 0
 	podActive             = 1
 	podSpecPaused         = 0x1
+	RankInUse             = 0x1
+	RankConnected         = 0x2
+	RankReplaying         = 0x4
 	recSpec               = 0x1
 	AlgoCborFnv      Algo = 1
 	AlgoXXH64        Algo = 2
@@ -150,16 +156,26 @@ const (
 	nameMax = 64
 )
 
-// PodCounterNames are the names of the per-pod counters by index (FORMAT.md 5.4).
+// PodCounterNames are the names of the per-pod counters by index (FORMAT.md 5.4), all
+// below podNamed; the rank areas follow them.
 var PodCounterNames = [...]string{
 	"last_event_ns", "last_seq", "batches", "events", "blocks_stored", "blocks_removed",
 	"clears", "events_per_s", "seq_gaps", "seq_dups", "restarts", "replays_ok",
 	"replays_truncated", "replays_failed", "decode_errors", "skipped_events",
 	"unknown_parent", "queue_depth", "connected",
+	"bad_events", "unknown_type", "skipped_group", "skipped_shape", "skipped_remote",
+	"unknown_removed", "offload_unknown", "unkeyable_extras",
+	"offload_applied", "dup_copies", "copies_kept", "other_medium", "ranks",
 	"ttl_ms", "speculations", "confirmed_in_time", "early_expiries", "stale_expiries",
 	"late_confirmations", "routes_predicted", "routes_confirmed", "routes_nomatch",
 	"outcomes", "false_warm_routes", "wasted_prefill_tokens", "spec_paused",
 	"last_route_ns",
+}
+
+// RankCounterNames are the names of the words of one rank's health area by index
+// (FORMAT.md 5.4): rank r's word w is per-pod counter podNamed + r*RankWords + w.
+var RankCounterNames = [...]string{
+	"flags", "last_seq", "last_event_ns", "batches", "events", "seq_gaps", "restarts", "clears",
 }
 
 // StatNames are the names of the writer's counters by index (FORMAT.md 5.3).

@@ -79,7 +79,8 @@ func TestFormatConstants(t *testing.T) {
 		"KV_STAMP": stamp, "KV_CACHELINE": cacheline, "KV_CTL_HDR_BYTES": ctlHdrBytes,
 		"KV_RSLOT_BYTES": rslotBytes, "KV_RING_HDR_BYTES": ringHdrBytes, "KV_MSG_BYTES": msgBytes,
 		"KV_DATA_HDR_BYTES": dataHdrBytes, "KV_DATA_HDR_IMMUTABLE": dataHdrImmutable,
-		"KV_POD_BYTES": podBytes, "KV_POD_COUNTERS": PodCounters, "KV_STATS_WORDS": statsWords,
+		"KV_POD_BYTES": podBytes, "KV_POD_COUNTERS": PodCounters, "KV_POD_NAMED": podNamed,
+		"KV_POD_RANKS": PodRanks, "KV_RANK_WORDS": RankWords, "KV_STATS_WORDS": statsWords,
 		"KV_HIST_BUCKETS": histBuckets, "KV_HIST_DECAY_S": histDecayS, "KV_UNIT_BYTES": unitBytes,
 		"KV_REGION_ALIGN": regionAlign, "KV_SLOT_EMPTY": slotEmpty, "KV_SLOT_TOMB": slotTomb,
 		"KV_UNIT_MAX": unitMax, "KV_MAX_PROBE": maxProbe, "KV_MAX_PPK": maxPPK,
@@ -90,7 +91,8 @@ func TestFormatConstants(t *testing.T) {
 		"KV_RS_ACTIVE": rsActive, "KV_RS_EXPELLED": rsExpelled, "KV_MSG_COMMIT": msgCommit,
 		"KV_MSG_KEYS": msgKeys, "KV_MSG_OUTCOME": msgOutcome, "KV_DATA_BUILDING": dataBuilding,
 		"KV_DATA_LIVE": dataLive, "KV_DATA_RETIRED": dataRetired, "KV_POD_FREE": podFree,
-		"KV_POD_ACTIVE": podActive, "KV_POD_SPEC_PAUSED": podSpecPaused, "KV_REC_SPEC": recSpec,
+		"KV_POD_ACTIVE": podActive, "KV_POD_SPEC_PAUSED": podSpecPaused, "KV_RANK_IN_USE": RankInUse,
+		"KV_RANK_CONNECTED": RankConnected, "KV_RANK_REPLAYING": RankReplaying, "KV_REC_SPEC": recSpec,
 		"KV_ALGO_CBOR_FNV": uint64(AlgoCborFnv), "KV_ALGO_XXH64": uint64(AlgoXXH64),
 		"KV_TIER_GPU": TierGPU, "KV_TIER_CPU": TierCPU, "KV_TIER_DISK": TierDisk,
 		"KV_TIER_OTHER": TierOther,
@@ -205,6 +207,10 @@ func TestFormatLists(t *testing.T) {
 	}
 	check("stats", StatNames[:])
 	check("pod_counters", PodCounterNames[:])
+	check("rank_counters", RankCounterNames[:])
+	if len(PodCounterNames) > podNamed || len(RankCounterNames) > RankWords {
+		t.Error("named counters overflow their area")
+	}
 }
 
 // The plan of FORMAT.md 5.2 for the defaults (1 Mi keys, 2 Mi records, 10 per key, 256 pods,

@@ -2,7 +2,7 @@
 // slow synthetic workload (so that its pod is connected and fresh, its speculation not
 // paused), ingestd indexes it, the Go reader commits a route for fresh keys on that pod and
 // must then see them as speculative records expiring one TTL after the commit; an outcome
-// report is counted in the pod's counters.
+// report is counted in the pod's counters; the pod's one event stream shows as rank 0.
 
 package kvidx
 
@@ -65,6 +65,14 @@ func TestCommitThroughIngestd(t *testing.T) {
 		c, _ := r.PodCounter(p, connected)
 		s, _ := r.PodCounter(p, paused)
 		return c == 1 && s == 0
+	})
+	// One event stream: rank 0 alone is in use, connected, and has seen the pod's batches.
+	eventually(t, "rank 0's health", func() bool {
+		hs, err := r.PodRanks(p, nil)
+		n, _ := r.PodCounter(p, PodCounterIndex("ranks"))
+		return err == nil && n == 1 && len(hs) == 1 && hs[0].Rank == 0 && hs[0].Connected() &&
+			!hs[0].Replaying() && hs[0].Batches > 0 && hs[0].Events > 0 && hs[0].LastEventNs > 0 &&
+			hs[0].LastEventNs <= NowNs()
 	})
 	keys := []uint64{0xfeed0001, 0xfeed0002, 0xfeed0003, 0xfeed0004, 0xfeed0005, 0xfeed0006, 0xfeed0007}
 	t0 := NowNs()

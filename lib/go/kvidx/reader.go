@@ -52,6 +52,8 @@ type row struct {
 	pod          int
 	blocks, spec uint32
 	score        float64
+	run          [4]uint32
+	specRun      uint32
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,46}$`)
@@ -217,11 +219,19 @@ type Weights struct {
 var DefaultWeights = Weights{Tier: [4]float64{1.0, 0.8, 0.5, 0.0}, Speculative: 1.0}
 
 // Score is one pod's result of prefix scoring (C struct kvidx_score).
+//
+// Runs: Run[t] counts the consecutive blocks from block 0 the pod holds confirmed on tier
+// bit 1<<t (TierGPU, TierCPU, TierDisk, TierOther; a block held on several tiers counts in
+// each), SpecRun the consecutive blocks from block 0 it holds only speculatively. Every run
+// is at most Blocks; a run equal to Blocks means the whole matched prefix is on that tier
+// (llm-d's per-tier prefix match). Runs do not depend on the weights.
 type Score struct {
 	Pod        int
-	Blocks     uint32  // consecutive blocks from block 0 held by the pod
-	SpecBlocks uint32  // of those, held only speculatively
-	Score      float64 // sum of per-block weights (best tier; speculative weight)
+	Blocks     uint32    // consecutive blocks from block 0 held by the pod
+	SpecBlocks uint32    // of those, held only speculatively
+	Score      float64   // sum of per-block weights (best tier; speculative weight)
+	Run        [4]uint32 // per tier (gpu, cpu, disk, other): run from block 0, confirmed
+	SpecRun    uint32    // run from block 0 held speculatively
 }
 
 type scoreCtx struct {
@@ -262,9 +272,18 @@ func (c *scoreCtx) block(e uint64, np uint32, i uint32) bool {
 		rw.blocks = i + 1
 		if recFlags(w0)&recSpec != 0 {
 			rw.spec++
+			if rw.specRun == i {
+				rw.specRun = i + 1
+			}
 			rw.score += c.spec
 		} else {
-			rw.score += c.tw[recTiers(w0)&15]
+			tiers := recTiers(w0)
+			for t := range rw.run {
+				if tiers&(1<<t) != 0 && rw.run[t] == i {
+					rw.run[t] = i + 1
+				}
+			}
+			rw.score += c.tw[tiers&15]
 		}
 		alive++
 	}
@@ -314,7 +333,8 @@ func (r *Reader) Score(keys []uint64, cand []int, w *Weights, dst []Score) ([]Sc
 		r.rowOfPod[p] = -1
 		left--
 		rw := &r.rows[ri]
-		dst = append(dst, Score{Pod: rw.pod, Blocks: rw.blocks, SpecBlocks: rw.spec, Score: rw.score})
+		dst = append(dst, Score{Pod: rw.pod, Blocks: rw.blocks, SpecBlocks: rw.spec, Score: rw.score,
+			Run: rw.run, SpecRun: rw.specRun})
 	}
 	if err != nil {
 		return dst[:base], err
@@ -471,13 +491,67 @@ func (r *Reader) PodIndex(name string) (int, error) {
 	return -1, ErrNoPod
 }
 
-// PodCounter returns per-pod counter c (an index into PodCounterNames) of pod.
+// PodCounter returns per-pod counter word c of pod: c an index into PodCounterNames for the
+// named counters (below 64); the rank areas (PodRanks, RankCounter) follow them, up to
+// PodCounters. Counters are relaxed: they may lag each other. ErrInvalid: out of range.
 func (r *Reader) PodCounter(pod, c int) (uint64, error) {
 	v := &r.v
 	if v.m.b == nil || pod < 0 || pod >= int(v.maxPods) || c < 0 || c >= PodCounters {
 		return 0, ErrInvalid
 	}
 	return v.m.ld64(uintptr(v.hdr.podsOff) + uintptr(pod)*podBytes + pdCtr + uintptr(c)*8), nil
+}
+
+// RankCounter returns word w (an index into RankCounterNames) of rank's health area of pod
+// (FORMAT.md 5.4). Meaningful only for a rank whose flags word has RankInUse.
+func (r *Reader) RankCounter(pod, rank, w int) (uint64, error) {
+	if rank < 0 || rank >= PodRanks || w < 0 || w >= RankWords {
+		return 0, ErrInvalid
+	}
+	return r.PodCounter(pod, podNamed+rank*RankWords+w)
+}
+
+// RankHealth is the health of one event stream (data-parallel rank) of a pod, as the
+// writer (kvidx-ingestd) last recorded it. A pod with one stream has rank 0 only.
+type RankHealth struct {
+	Rank        int
+	Flags       uint64 // RankInUse | RankConnected | RankReplaying
+	LastSeq     uint64 // sequence number of the rank's last event batch
+	LastEventNs uint64 // time of its last event batch (CLOCK_MONOTONIC, 0: none yet)
+	Batches     uint64 // event batches received
+	Events      uint64 // events received
+	SeqGaps     uint64 // sequence gaps
+	Restarts    uint64 // publisher restarts detected
+	Clears      uint64 // AllBlocksCleared events applied
+}
+
+// Connected tells whether the rank's subscription is connected.
+func (h RankHealth) Connected() bool { return h.Flags&RankConnected != 0 }
+
+// Replaying tells whether the rank is replaying a sequence gap.
+func (h RankHealth) Replaying() bool { return h.Flags&RankReplaying != 0 }
+
+// PodRanks appends the health of pod's ranks in use (rank order) to dst and returns it.
+// Ranks not in use are left out whatever their other words hold. ErrInvalid: pod out of
+// range.
+func (r *Reader) PodRanks(pod int, dst []RankHealth) ([]RankHealth, error) {
+	v := &r.v
+	if v.m.b == nil || pod < 0 || pod >= int(v.maxPods) {
+		return dst, ErrInvalid
+	}
+	base := uintptr(v.hdr.podsOff) + uintptr(pod)*podBytes + pdCtr + podNamed*8
+	for rk := 0; rk < PodRanks; rk++ {
+		var w [RankWords]uint64
+		for i := range w {
+			w[i] = v.m.ld64(base + uintptr(rk*RankWords+i)*8)
+		}
+		if w[0]&RankInUse == 0 {
+			continue
+		}
+		dst = append(dst, RankHealth{Rank: rk, Flags: w[0], LastSeq: w[1], LastEventNs: w[2],
+			Batches: w[3], Events: w[4], SeqGaps: w[5], Restarts: w[6], Clears: w[7]})
+	}
+	return dst, nil
 }
 
 // PodCounterIndex is the index of the per-pod counter named name, or -1.

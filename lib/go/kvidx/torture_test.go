@@ -120,7 +120,8 @@ func readerLoop(r *Reader, rng *rand.Rand, stop func() bool, st *readerStats, st
 			n := 1 + rng.Intn(nAlways)
 			rows, err = r.Score(prompt[:n], nil, nil, rows[:0])
 			if err == nil && (len(rows) != 1 || rows[0].Pod != 0 || rows[0].Blocks != uint32(n) ||
-				rows[0].SpecBlocks != 0 || rows[0].Score != rowsScore(prompt[:n])) {
+				rows[0].SpecBlocks != 0 || rows[0].Score != rowsScore(prompt[:n]) ||
+				rows[0].Run != rowsRuns(prompt[:n]) || rows[0].SpecRun != 0) {
 				bad = fmt.Sprintf("score of %d ALWAYS blocks: %+v", n, rows)
 			}
 		default:
@@ -172,6 +173,18 @@ func rowsScore(keys []uint64) float64 {
 		s += DefaultWeights.Tier[bitIndex(tierOf(k, 0))]
 	}
 	return s
+}
+
+// rowsRuns are the per-tier runs pod 0 must have over ALWAYS keys: each key is on one tier.
+func rowsRuns(keys []uint64) [4]uint32 {
+	var run [4]uint32
+	for i, k := range keys {
+		t := bitIndex(tierOf(k, 0))
+		if run[t] == uint32(i) {
+			run[t]++
+		}
+	}
+	return run
 }
 
 func startChurn(t *testing.T, name string) *child {

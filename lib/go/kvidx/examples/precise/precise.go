@@ -2,7 +2,8 @@
 // precise-prefix-cache data producer, on a kvidx index instead of llm-d's in-process
 // kvblock index. Given a prompt's token ids, the target model (or LoRA adapter) and the
 // candidate endpoints ("ip:port"), Score returns per-endpoint match info: matched blocks,
-// total blocks, blocks held only by prediction, and per-tier cached blocks. After the
+// total blocks, blocks held only by prediction, and per-tier prefix matches, all from one
+// kvidx Score call (its rows carry the per-tier runs). After the
 // scheduler picks, Commit tells ingestd the decision for the primary (decode) pod and, under
 // P/D disaggregation, the prefill profile's pod, so that the next request sharing the
 // prefix is routed as if the KV events had already arrived.
@@ -28,7 +29,8 @@ type MatchInfo struct {
 	MatchedBlocks int            // consecutive blocks from block 0 the endpoint holds
 	TotalBlocks   int            // full blocks of the prompt
 	SpecBlocks    int            // of the matched ones, held only by a prediction
-	TierBlocks    map[string]int // of the matched ones, held (confirmed) on each tier
+	SpecRun       int            // consecutive blocks from block 0 held only by a prediction
+	TierBlocks    map[string]int // per tier: consecutive blocks from block 0 held (confirmed) there
 	Score         float64        // kvidx's weighted score (best tier per block)
 }
 
@@ -111,40 +113,18 @@ func (s *Scorer) Score(tokens []uint32, model string, ex *kvidx.Extras, endpoint
 		if err := retry(func() (e error) { rows, e = r.Score(res.Keys, cand, nil, rows[:0]); return }); err != nil {
 			return err
 		}
-		byPod := map[int]kvidx.Score{}
+		byPod := make(map[int]kvidx.Score, len(rows))
 		for _, row := range rows {
 			byPod[row.Pod] = row
-		}
-		// Per-tier counts: with weight 1 on one tier and 0 elsewhere, a row's score is the
-		// number of its matched blocks held on that tier (the run itself does not depend on
-		// the weights). Only pods that matched anything are scored again.
-		tier := map[int][4]int{}
-		var hit []int
-		for _, row := range rows {
-			if row.Blocks > 0 {
-				hit = append(hit, row.Pod)
-			}
-		}
-		for t := 0; t < 4 && len(hit) > 0; t++ {
-			w := kvidx.Weights{}
-			w.Tier[t] = 1
-			var trows []kvidx.Score
-			if err := retry(func() (e error) { trows, e = r.Score(res.Keys, hit, &w, nil); return }); err != nil {
-				return err
-			}
-			for _, tr := range trows {
-				c := tier[tr.Pod]
-				c[t] = int(tr.Score)
-				tier[tr.Pod] = c
-			}
 		}
 		for _, ep := range endpoints {
 			mi := MatchInfo{TotalBlocks: len(res.Keys), TierBlocks: map[string]int{}}
 			if p, ok := res.pods[ep]; ok {
 				row := byPod[p]
 				mi.MatchedBlocks, mi.SpecBlocks, mi.Score = int(row.Blocks), int(row.SpecBlocks), row.Score
-				for t, n := range tier[p] {
-					mi.TierBlocks[Tiers[t]] = n
+				mi.SpecRun = int(row.SpecRun)
+				for t, n := range row.Run {
+					mi.TierBlocks[Tiers[t]] = int(n)
 				}
 			}
 			res.Matches[ep] = mi
