@@ -48,7 +48,7 @@ LIBS_TEST   := -lcriterion
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev libmicrohttpd-dev
 DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
-              python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip \
+              python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go \
               prometheus libxml2-utils python3-yaml
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
@@ -82,7 +82,7 @@ STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS    := $(wildcard bench/bench_*.c)
 BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all deps setup test python stress fuzz bench bench-quick run install clean
+.PHONY: all deps setup go-test go-bench test python stress fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
 all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
@@ -154,9 +154,35 @@ $(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(LIBKVIDX)
 $(BUILD)/bin/bench_%: LIBS = -lhiredis -lurcu-cds -lurcu $(LIBS_INGEST) $(LIBS_CORE) -lm
 $(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(LIBKVIDX)
 	$(LINK)
+# The C side of the Go reader's tests (lib/go/kvidx): index builder, churner, ring drainer.
+GOHELPER := $(BUILD)/bin/kvidx-gohelper
+$(GOHELPER): LIBS = $(LIBS_CORE)
+$(GOHELPER): $(BUILD)/tests/gohelper.o $(LIBKVIDX)
+	$(LINK)
 $(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE) -lm
 $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
+
+# The Go reader (lib/go/kvidx): standard library only, no module proxy, no cgo; its build
+# cache lives in the build directory. The race detector needs cgo for its runtime only.
+GO      ?= go
+GO_ENV   = GOPROXY=off GOFLAGS= GO111MODULE=on GOCACHE=$(abspath $(BUILD))/go-cache \
+           GOPATH=$(abspath $(BUILD))/go-path KVIDX_BIN=$(abspath $(BUILD)/bin) KVIDX_REQUIRE_C=1 \
+           KVIDX_TORTURE_SECS=$(TORTURE_SECS)
+TORTURE_SECS ?= 3
+GO_TEST_ARGS ?=
+go-test: setup
+	$(Q)$(MAKE) --no-print-directory all $(GOHELPER)
+	cd lib/go/kvidx && $(GO_ENV) CGO_ENABLED=0 $(GO) vet ./... && \
+	  $(GO_ENV) CGO_ENABLED=0 $(GO) test -count=1 $(GO_TEST_ARGS) ./... && \
+	  $(GO_ENV) CGO_ENABLED=1 $(GO) test -count=1 -race -run 'InProcess' ./...
+
+# Go Score vs C kvidx_score on one index, same run (GO_BENCH_KEYS keys, default 8 Mi).
+GO_BENCH_KEYS ?= 8388608
+go-bench: setup
+	$(Q)$(MAKE) --no-print-directory all $(GOHELPER)
+	cd lib/go/kvidx && $(GO_ENV) KVIDX_BENCH_KEYS=$(GO_BENCH_KEYS) CGO_ENABLED=0 $(GO) test -count=1 \
+	  -run BenchScoreVsC -v -timeout 60m .
 
 # testidx: a scripted writer and a score printer for the tests outside Criterion.
 $(BUILD)/bin/testidx: LIBS = $(LIBS_CORE)
@@ -178,12 +204,12 @@ $(PY_STAMP): lib/python/kvidx.c lib/python/setup.py lib/kvidx.h $(BUILD)/libkvid
 	  $(if $(Q),>/dev/null)
 	$(Q)touch $@
 
-# Quick, deterministic checks: one Criterion binary (tests find the tools through KVIDX_BIN),
-# then the install test (make install into a temporary DESTDIR, a router built with
+# Quick, deterministic checks: the Go reader's tests, one Criterion binary (tests find the
+# tools through KVIDX_BIN), then the install test (make install into a temporary DESTDIR, a router built with
 # pkg-config against it), then the Python binding's pytest suite.
-test: setup
+test: setup go-test
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bin/test_kvidx $(BUILD)/bin/testidx
-	KVIDX_BIN=$(abspath $(BUILD)/bin) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+	KVIDX_BIN=$(abspath $(BUILD)/bin) KVIDX_SRC=$(abspath .) LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 	  $(BUILD)/bin/test_kvidx --jobs 2 $(TEST_ARGS)
 	MAKE="$(MAKE)" BUILD="$(BUILD)" SAN="$(SAN)" CC="$(CC)" tests/install_test.sh
 ifeq ($(SAN),)
@@ -199,6 +225,7 @@ STRESS_SECS ?= 60
 stress: setup
 	$(Q)$(MAKE) --no-print-directory all $(STRESS)
 	$(Q)set -e; for s in $(STRESS); do echo "== $$s ($(STRESS_SECS)s)"; $$s --seconds $(STRESS_SECS); done
+	$(Q)$(MAKE) --no-print-directory go-test GO_TEST_ARGS='-run Torture' TORTURE_SECS=$(STRESS_SECS)
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECS=$(STRESS_SECS)
 
 # libFuzzer harness for the event decoder (clang only); a short run is part of `make stress`.

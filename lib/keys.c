@@ -389,12 +389,20 @@ size_t kvidx_key_chain_ex(enum kvidx_key_algo algo, uint64_t parent, const uint3
 
 enum kvidx_tier kvidx_tier_from_medium(const char *medium)
 {
+	/* vLLM (GPU, CPU, CPU_PINNED, STORAGE; FS and OBJ in 0.26), llm-d (SHARED_STORAGE,
+	 * OBJECT_STORE), SGLang (CPU_TIER1, CPU_TIER2) (reference/kv-events.md "Media"). */
+	static const char *const cpu[] = { "CPU", "CPU_PINNED", "CPU_TIER1" };
+	static const char *const disk[] = { "STORAGE",      "FS",        "OBJ", "SHARED_STORAGE",
+					    "OBJECT_STORE", "CPU_TIER2", "DISK" };
+
 	if (!medium || !*medium || !strcasecmp(medium, "GPU"))
 		return KVIDX_TIER_GPU;
-	if (!strcasecmp(medium, "CPU"))
-		return KVIDX_TIER_CPU;
-	if (!strcasecmp(medium, "DISK"))
-		return KVIDX_TIER_DISK;
+	for (size_t i = 0; i < sizeof(cpu) / sizeof(cpu[0]); i++)
+		if (!strcasecmp(medium, cpu[i]))
+			return KVIDX_TIER_CPU;
+	for (size_t i = 0; i < sizeof(disk) / sizeof(disk[0]); i++)
+		if (!strcasecmp(medium, disk[i]))
+			return KVIDX_TIER_DISK;
 	return KVIDX_TIER_OTHER;
 }
 

@@ -170,7 +170,11 @@ enum kvidx_tier {
 };
 #define KVIDX_NTIERS 4
 
-/* Maps a vLLM "medium" string (NULL or "" means GPU) to a tier; case-insensitive. */
+/*
+ * Maps a KV-event "medium" string to a tier, case-insensitively, as kvidx-ingestd does:
+ * NULL, "" or GPU -> gpu; CPU, CPU_PINNED, CPU_TIER1 -> cpu; STORAGE, FS, OBJ, SHARED_STORAGE,
+ * OBJECT_STORE, CPU_TIER2, DISK -> disk; anything else -> other (weight 0 by default).
+ */
 enum kvidx_tier kvidx_tier_from_medium(const char *medium);
 const char *kvidx_tier_name(enum kvidx_tier tier); /* "gpu", "cpu", "disk", "other" */
 

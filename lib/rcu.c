@@ -129,11 +129,14 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 			continue;
 		}
 		/* This reader holds back reclamation. Same announcement for stall_ns: it is dead
-		 * or stalled (SIGSTOP, debugger, descheduled for a very long time). */
+		 * or stalled (SIGSTOP, debugger, descheduled for a very long time). A now earlier
+		 * than the one that started the clock (the publish path reclaims with its own
+		 * clock reading, kvidx_writer_tick() with its caller's) is no stall: the
+		 * difference would wrap and expel a healthy reader. */
 		if (r->blocked_since[i] == 0 || r->blocked_ctr[i] != c) {
 			r->blocked_ctr[i] = c;
 			r->blocked_since[i] = now;
-		} else if (now - r->blocked_since[i] >= r->stall_ns) {
+		} else if (now >= r->blocked_since[i] && now - r->blocked_since[i] >= r->stall_ns) {
 			/* Rule 4. The CAS fails if the reader left or re-registered meanwhile (its
 			 * CAS in kvidx_reader_close() / rd_reregister()). */
 			if (!reader_reap_if_dead(r, i, state) &&

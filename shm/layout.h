@@ -33,6 +33,9 @@
  * Record: w0 = pod (0-15) | pod generation (16-31) | tiers (32-39) | flags (40-47) |
  *         ttl_ms (48-63);  w1 = t_ns (confirmed: stored-at; speculative: created-at).
  *
+ * The normative description of every byte, and of the protocol readers follow, is
+ * shm/FORMAT.md; tests/test_format.c checks this header against it.
+ *
  * Who writes what: every field of the data segment is written by the writer only. In the
  * registry, ch_* fields and rh_tail are written by the writer; a reader slot's rs_ctr, rs_pid,
  * rs_claimed_ns, rs_lookups, rs_commits, rs_dropped and its ring's rh_head and messages are
@@ -51,13 +54,19 @@
 
 #define KV_CTL_MAGIC 0x4c54435844494b56ull  /* "VKIDXCTL" little-endian */
 #define KV_DATA_MAGIC 0x4154414458444b56ull /* "VKDXDATA" little-endian */
-#define KV_LAYOUT_VERSION 4u
+#define KV_LAYOUT_VERSION 5u
 
-/* Format stamp: layout version and the ABI facts a reader relies on, folded into one word. */
+/*
+ * Format stamp: the layout version and the sizes the format fixes, all constants of
+ * shm/FORMAT.md (section 4), not properties of a compiler, so that a reader in another
+ * language computes the same word. The structs below are asserted to these sizes.
+ */
+#define KV_POD_BYTES 2752
+#define KV_MSG_BYTES 64
+#define KV_RSLOT_BYTES 64
 #define KV_STAMP                                                                             \
-	(((uint64_t)KV_LAYOUT_VERSION << 48) | ((uint64_t)sizeof(void *) << 40) |            \
-	 ((uint64_t)KV_HIST_BUCKETS << 28) | ((uint64_t)sizeof(struct kvidx_pod) << 16) |     \
-	 ((uint64_t)sizeof(struct kv_msg) << 8) | (uint64_t)sizeof(struct kvidx_reader_slot))
+	(((uint64_t)KV_LAYOUT_VERSION << 48) | ((uint64_t)KV_HIST_BUCKETS << 32) |            \
+	 ((uint64_t)KV_POD_BYTES << 16) | ((uint64_t)KV_MSG_BYTES << 8) | (uint64_t)KV_RSLOT_BYTES)
 
 #define KV_SLOT_EMPTY 0ull
 #define KV_SLOT_TOMB 0x00000000ffffffffull
@@ -110,7 +119,7 @@ struct kvidx_reader_slot {
 	uint64_t rs_commits;  /* route commits and outcomes sent (reader) */
 	uint64_t rs_dropped;  /* messages dropped because the ring was full (reader) */
 };
-_Static_assert(sizeof(struct kvidx_reader_slot) == KVIDX_CACHELINE, "reader slot size");
+_Static_assert(sizeof(struct kvidx_reader_slot) == KV_RSLOT_BYTES, "reader slot size");
 
 /*
  * Route rings: one single-producer (the reader owning the slot) single-consumer (the writer)
@@ -152,7 +161,7 @@ struct kv_msg {
 		} outcome;
 	} u;
 };
-_Static_assert(sizeof(struct kv_msg) == KVIDX_CACHELINE, "ring message size");
+_Static_assert(sizeof(struct kv_msg) == KV_MSG_BYTES, "ring message size");
 _Static_assert(sizeof(struct kv_ring_hdr) == 2 * KVIDX_CACHELINE, "ring header size");
 
 /* ---- data segment ---- */
@@ -284,7 +293,7 @@ struct kvidx_pod {
 	char pd_model[64];
 	uint64_t pd_ctr[KV_POD_COUNTERS]; /* named counters, then the rank area */
 };
-_Static_assert(sizeof(struct kvidx_pod) == 2752, "pod size");
+_Static_assert(sizeof(struct kvidx_pod) == KV_POD_BYTES, "pod size");
 _Static_assert(sizeof(struct kvidx_pod) % KVIDX_CACHELINE == 0, "pods are cache-line sized");
 
 /*
@@ -340,12 +349,13 @@ enum kv_router_ctr {
 	KV_RT_COUNT
 };
 #define KV_ROUTER_WORDS 32
+#define KV_ROUTER_BYTES 1792
 _Static_assert(KV_RT_COUNT <= KV_ROUTER_WORDS, "router counters fit their area");
 struct kvidx_router {
 	uint64_t rt_ctr[KV_ROUTER_WORDS];
 	uint64_t rt_hist[KV_HIST_BUCKETS];
 };
-_Static_assert(sizeof(struct kvidx_router) == 1792, "router stats size");
+_Static_assert(sizeof(struct kvidx_router) == KV_ROUTER_BYTES, "router stats size");
 
 /* Record word 0 packing. */
 #define KV_REC_W0(pod, gen, tiers, flags, ttl)                                              \

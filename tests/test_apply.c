@@ -449,7 +449,7 @@ Test(apply, media_table)
 	struct kvidx_weights wt;
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
-		cr_assert_eq(ing_tier_of_medium(tab[i].m), tab[i].t, "%s", tab[i].m);
+		cr_assert_eq(kvidx_tier_from_medium(tab[i].m), tab[i].t, "%s", tab[i].m);
 	kvidx_weights_default(&wt);
 	cr_assert_eq(wt.tier[3], 0.0, "tier other scores nothing by default");
 

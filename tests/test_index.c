@@ -656,6 +656,37 @@ Test(index, stalled_reader_expelled_and_recovers)
 	kvidx_reader_close(r);
 }
 
+/* A tick with a time earlier than one a reclaim already used (the publish path reads its own
+ * clock) is no stall: the reader stays, and the stall clock still runs from the first time. */
+Test(index, earlier_now_does_not_expel)
+{
+	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 100 }, .stall_ms = 5 };
+	w = kvidx_writer_open(&o);
+	cr_assert_not_null(w);
+	int a = kvidx_pod_add(w, "a:1", NULL);
+	uint64_t k = 5;
+	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_ctl_hdr *ctl = (struct kvidx_ctl_hdr *)kv_reader_ctl(r);
+	struct kvidx_reader_slot *rs =
+		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
+		kv_reader_slot_index(r);
+	__atomic_store_n(&rs->rs_ctr, ctl->ch_epoch, __ATOMIC_SEQ_CST);
+	uint64_t t = kvidx_now_ns();
+	kvidx_remove(w, a, &k, 1, 0);
+	kvidx_writer_tick(w, t + 100 * 1000000ull); /* the stall clock starts at t + 100 ms */
+	kvidx_writer_tick(w, t);                    /* earlier: no stall */
+	cr_assert_eq(stats(r)->readers_expelled, 0);
+	cr_assert_eq(KV_RS_STATE(rs->rs_state), KV_RS_ACTIVE);
+	cr_assert_eq(stats(r)->limbo, 1);
+	kvidx_writer_tick(w, t + 103 * 1000000ull); /* 3 ms after the start: still none */
+	cr_assert_eq(stats(r)->readers_expelled, 0);
+	kvidx_writer_tick(w, t + 106 * 1000000ull); /* 6 ms: past the limit */
+	cr_assert_eq(stats(r)->readers_expelled, 1);
+	cr_assert_eq(KV_RS_STATE(rs->rs_state), KV_RS_EXPELLED);
+	kvidx_reader_close(r);
+}
+
 Test(index, registry_full)
 {
 	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 10, .max_readers = 2 } };

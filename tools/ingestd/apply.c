@@ -168,24 +168,7 @@ void ing_stream_clear(struct ing_apply *a, struct ing_stream *s)
 	ing_rank_add(s, KV_RC_clears, 1);
 }
 
-/* ---- media, roots ------------------------------------------------------------------------- */
-
-enum kvidx_tier ing_tier_of_medium(const char *m)
-{
-	static const char *const cpu[] = { "CPU", "CPU_PINNED", "CPU_TIER1" };
-	static const char *const disk[] = { "STORAGE",      "FS",        "OBJ", "SHARED_STORAGE",
-					    "OBJECT_STORE", "CPU_TIER2", "DISK" };
-
-	if (!m || !*m || !strcasecmp(m, "GPU"))
-		return KVIDX_TIER_GPU;
-	for (size_t i = 0; i < sizeof(cpu) / sizeof(cpu[0]); i++)
-		if (!strcasecmp(m, cpu[i]))
-			return KVIDX_TIER_CPU;
-	for (size_t i = 0; i < sizeof(disk) / sizeof(disk[0]); i++)
-		if (!strcasecmp(m, disk[i]))
-			return KVIDX_TIER_DISK;
-	return KVIDX_TIER_OTHER;
-}
+/* ---- roots ------------------------------------------------------------------------- */
 
 /* The tier the event's blocks go on, or 0 when it is skipped (REMOTE, counted). */
 static unsigned event_tier(struct ing_apply *a, struct ing_target *t, const struct kvw_event *ev)
@@ -195,7 +178,7 @@ static unsigned event_tier(struct ing_apply *a, struct ing_target *t, const stru
 			skip(t, KV_PC_skipped_remote, 1);
 		return a->remote_tier;
 	}
-	return ing_tier_of_medium(ev->medium);
+	return kvidx_tier_from_medium(ev->medium); /* rule 3 */
 }
 
 static unsigned tier_index(unsigned tier)

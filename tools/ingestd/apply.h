@@ -15,8 +15,9 @@
  *  2. Only prefix-reusable KV-cache groups (kvw_is_prefix_group) are indexed; other groups
  *     are skipped before any shape check (skipped_group). A BlockRemoved of a group_idx that
  *     BlockStored events showed to be a non-prefix group is skipped the same way.
- *  3. Media -> tiers: GPU or nil -> gpu; CPU, CPU_PINNED, CPU_TIER1 -> cpu; STORAGE, FS, OBJ,
- *     SHARED_STORAGE, OBJECT_STORE, CPU_TIER2, DISK -> disk; anything else -> other (counted
+ *  3. Media -> tiers by the library's one map, kvidx_tier_from_medium(): GPU or nil -> gpu;
+ *     CPU, CPU_PINNED, CPU_TIER1 -> cpu; STORAGE, FS, OBJ, SHARED_STORAGE, OBJECT_STORE,
+ *     CPU_TIER2, DISK -> disk; anything else -> other (counted
  *     in other_medium, per block). locality "REMOTE" events are skipped (skipped_remote)
  *     unless --remote-tier names a tier to store them on.
  *  4. BlockStored shape: token_ids must be block_hashes x block_size, extra_keys (when
@@ -155,7 +156,5 @@ int ing_apply_batch(struct ing_apply *a, struct ing_stream *s, const struct kvw_
 /* Drops every block rank s holds (rule 9); clears + 1 for the pod and the rank. */
 void ing_stream_clear(struct ing_apply *a, struct ing_stream *s);
 
-/* The tier of a vLLM medium string ("" = nil = GPU), rule 3; case-insensitive. */
-enum kvidx_tier ing_tier_of_medium(const char *medium);
 
 #endif /* KVIDX_INGEST_APPLY_H */

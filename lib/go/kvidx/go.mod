@@ -1,0 +1,3 @@
+module kvidx.dev/kvidx
+
+go 1.19

@@ -1,0 +1,371 @@
+// registry.go — the registry segment NAME: header validation, claiming a reader slot (CAS +
+// OFD lock on its byte), the read-side section protocol (announce, full fence, expulsion
+// check), and the route-ring producer (commits, outcomes, doorbell). FORMAT.md 6-8. Kept in
+// one file so that a change of the registry's design stays local.
+
+package kvidx
+
+import (
+	"encoding/binary"
+	"os"
+	"syscall"
+)
+
+// ctl is a mapped registry and the geometry of its validated header copy.
+type ctl struct {
+	fd          int
+	m           mapping
+	size        uint64
+	maxReaders  uint32
+	slotsOff    uint64
+	ringOff     uint64
+	ringEntries uint32
+}
+
+func ringBytes(entries uint32) uint64 { return ringHdrBytes + uint64(entries)*msgBytes }
+
+// validateCtl checks a registry header copy as kv_ctl_validate() does (FORMAT.md 6.1).
+func validateCtl(h []byte, fileSize uint64) (ctl, error) {
+	var c ctl
+	le := binary.LittleEndian
+	magic := le.Uint64(h[chMagic:])
+	if magic == 0 {
+		return c, ErrNotFound // the first writer is initialising it
+	}
+	if magic != ctlMagic {
+		return c, ErrCorrupt
+	}
+	if le.Uint64(h[chStamp:]) != stamp {
+		return c, ErrVersion
+	}
+	c.maxReaders = le.Uint32(h[chMaxReaders:])
+	c.ringEntries = le.Uint32(h[chRingEntries:])
+	c.slotsOff = uint64(le.Uint32(h[chSlotsOff:]))
+	c.ringOff = le.Uint64(h[chRingOff:])
+	c.size = le.Uint64(h[chSize:])
+	re := c.ringEntries
+	wantRing := ctlHdrBytes + uint64(c.maxReaders)*rslotBytes
+	if c.maxReaders == 0 || c.maxReaders > maxReaders || re < ringMin || re > ringMax ||
+		re&(re-1) != 0 || c.slotsOff != ctlHdrBytes || c.ringOff != wantRing ||
+		c.size != wantRing+uint64(c.maxReaders)*ringBytes(re) || c.size > fileSize {
+		return c, ErrCorrupt
+	}
+	return c, nil
+}
+
+func openCtl(name string) (ctl, error) {
+	fd, err := shmOpen(name, syscall.O_RDWR)
+	if err != nil {
+		if err == syscall.ENOENT {
+			return ctl{}, ErrNotFound
+		}
+		return ctl{}, &os.PathError{Op: "open", Path: shmDir + name, Err: err}
+	}
+	size, err := fileSize(fd)
+	var h [ctlHdrBytes]byte
+	if err == nil {
+		var n int
+		n, err = syscall.Pread(fd, h[:], 0)
+		if err == nil && (size < ctlHdrBytes || n != ctlHdrBytes) {
+			err = ErrCorrupt
+		}
+	}
+	var c ctl
+	if err == nil {
+		c, err = validateCtl(h[:], uint64(size))
+	}
+	if err == nil {
+		var b []byte
+		b, err = mmap(fd, int(c.size), true)
+		if err == nil {
+			c.m = newMapping(b)
+		}
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return ctl{}, err
+	}
+	c.fd = fd
+	return c, nil
+}
+
+func (c *ctl) close() {
+	if c.m.b != nil {
+		_ = syscall.Munmap(c.m.b)
+	}
+	if c.fd >= 0 {
+		syscall.Close(c.fd)
+	}
+	*c = ctl{fd: -1}
+}
+
+func (c *ctl) slotOff(i uint32) uintptr { return uintptr(c.slotsOff) + uintptr(i)*rslotBytes }
+
+func rsGen(st uint64) uint64 { return st >> 8 }
+
+// claim takes slot i if its OFD lock is free: the lock is the claim (FORMAT.md 6.3).
+func (r *Reader) claim(i uint32) bool {
+	c := &r.c
+	if lockTry(c.fd, lockReader0+int64(i)) != nil {
+		return false
+	}
+	s := c.slotOff(i)
+	c.m.st64(s+rsCtr, 0)
+	for tries := 0; tries < 4; tries++ {
+		// Only the writer competes (freeing this slot as dead): a handful of tries.
+		st := c.m.ld64(s + rsState)
+		mine := (rsGen(st)+1)<<8 | rsActive
+		if c.m.cas64(s+rsState, st, mine) {
+			r.slot, r.me, r.state = i, s, mine
+			c.m.st32(s+rsPid, uint32(os.Getpid()))
+			c.m.st64(s+rsClaimedNs, NowNs())
+			c.m.st64(s+rsLookups, 0)
+			return true
+		}
+	}
+	unlock(c.fd, lockReader0+int64(i))
+	return false
+}
+
+func (r *Reader) claimAny() error {
+	c := &r.c
+	// Free slots first; then slots whose owner may have died (their lock is gone).
+	for pass := 0; pass < 2; pass++ {
+		for i := uint32(0); i < c.maxReaders; i++ {
+			free := c.m.ld64(c.slotOff(i)+rsState)&0xff == rsFree
+			if free == (pass == 0) && r.claim(i) {
+				r.ringOff = uintptr(c.ringOff + uint64(i)*ringBytes(c.ringEntries))
+				// A previous owner's messages may still be queued: continue after them.
+				r.ringHead = c.m.ld64(r.ringOff + rhHead)
+				return nil
+			}
+		}
+	}
+	return ErrNoSlot
+}
+
+func (r *Reader) release() {
+	c := &r.c
+	c.m.st64(r.me+rsCtr, 0)
+	st := c.m.ld64(r.me + rsState)
+	c.m.cas64(r.me+rsState, st, rsGen(st)<<8|rsFree)
+	unlock(c.fd, lockReader0+int64(r.slot))
+}
+
+// switchGen maps the generation the registry names; bounded: a writer switching again
+// meanwhile is followed at most three times (FORMAT.md 6.4).
+func (r *Reader) switchGen() error {
+	err := error(ErrNotFound)
+	for tries := 0; tries < 3; tries++ {
+		// Acquire: pairs with the writer's release store of ch_generation.
+		g := r.c.m.ld64(chGeneration)
+		if g == 0 {
+			return ErrNotFound
+		}
+		if g == r.v.gen {
+			return nil
+		}
+		v, e := mapGen(r.name, g)
+		if e == nil {
+			r.v.unmap()
+			r.v = v
+			r.growScratch()
+			return nil
+		}
+		if e != syscall.ENOENT {
+			return e
+		}
+		err = ErrNotFound
+	}
+	return err
+}
+
+// reregister after an expulsion: one CAS attempt, so bounded (FORMAT.md 7.3).
+func (r *Reader) reregister() error {
+	m := &r.c.m
+	st := m.ld64(r.me + rsState)
+	if st&0xff == rsActive && st == r.state {
+		return nil
+	}
+	m.st64(r.me+rsCtr, 0)
+	mine := (rsGen(st)+1)<<8 | rsActive
+	if !m.cas64(r.me+rsState, st, mine) {
+		return ErrRetry
+	}
+	r.state = mine
+	return nil
+}
+
+// enter starts a read-side section (FORMAT.md 7.1).
+func (r *Reader) enter() error {
+	m := &r.c.m
+	if m.ld64(chGeneration) != r.v.gen {
+		if err := r.switchGen(); err != nil && r.v.m.b == nil {
+			return err // else keep serving the generation we have
+		}
+	}
+	if m.ld64(r.me+rsState) != r.state {
+		if err := r.reregister(); err != nil {
+			return err
+		}
+	}
+	// The announcement, then a full fence before any slot is read: Go's atomic store is
+	// sequentially consistent (XCHG on amd64, STLR + the loads' LDAR ordering on arm64),
+	// which is that fence. Pairs with the full fence in kv_rcu_reclaim() (lib/writer.c).
+	m.st64(r.me+rsCtr, m.ld64(chEpoch))
+	if testHookEnter != nil {
+		testHookEnter(r)
+	}
+	return nil
+}
+
+// exit ends the section; ErrRetry means its reads may have come from reused memory.
+func (r *Reader) exit() error {
+	m := &r.c.m
+	// Every read of the section was an atomic load, and Go's atomic loads are ordered with
+	// each other (sequentially consistent), so they all come before this state load: that
+	// is C's acquire fence here. Pairs with the release fence after the writer's CAS to
+	// EXPELLED: if anything read came from reused memory, the state is not ours.
+	st := m.ld64(r.me + rsState)
+	// Release store: every read of the section happens before the writer may see us
+	// quiescent. Pairs with the writer's seq_cst load of rs_ctr.
+	m.st64(r.me+rsCtr, 0)
+	m.st64(r.me+rsLookups, m.ld64(r.me+rsLookups)+1)
+	if st != r.state {
+		return ErrRetry
+	}
+	return nil
+}
+
+// testHookEnter, when set by a test, runs inside every section right after the announcement.
+var testHookEnter func(r *Reader)
+
+// ---- route ring producer (FORMAT.md 8) ----
+
+func (r *Reader) ringRoom(need uint64) bool {
+	m := &r.c.m
+	// Acquire: pairs with the consumer's release store of rh_tail.
+	tail := m.ld64(r.ringOff + rhTail)
+	used := r.ringHead - tail
+	if used > uint64(r.c.ringEntries) {
+		// Nonsense left by a previous owner or a corruption: start over from the tail.
+		r.ringHead = tail
+		used = 0
+	}
+	return uint64(r.c.ringEntries)-used >= need
+}
+
+// msgAt is the offset of message head+i, zeroed.
+func (r *Reader) msgAt(i uint64) uintptr {
+	off := r.ringOff + ringHdrBytes + uintptr((r.ringHead+i)&uint64(r.c.ringEntries-1))*msgBytes
+	for w := uintptr(0); w < msgBytes; w += 8 {
+		r.c.m.put64(off+w, 0)
+	}
+	return off
+}
+
+func (r *Reader) ringPut(n uint64) {
+	m := &r.c.m
+	r.ringHead += n
+	// Release (here sequentially consistent): the messages are written before the head
+	// says so. Pairs with the acquire load of rh_head in kvidx_drain(). Being a full fence
+	// too, it orders the head before the idle-flag load below (the doorbell rule).
+	m.st64(r.ringOff+rhHead, r.ringHead)
+	m.st64(r.me+rsCommits, m.ld64(r.me+rsCommits)+1)
+	if m.ld32(chWriterIdle) != 0 {
+		doorbell(&r.bellFd, r.name)
+	}
+}
+
+func (r *Reader) ringDrop() error {
+	m := &r.c.m
+	m.st64(r.me+rsDropped, m.ld64(r.me+rsDropped)+1)
+	return ErrRingFull
+}
+
+// Route is a routing decision as a router commits it (C struct kvidx_route).
+type Route struct {
+	CorrID        uint64   // request-safe correlation id (never prompt data)
+	Pod           int      // chosen (decode) pod index
+	PrefillPod    int      // prefill pod under P/D disaggregation, or -1 for none
+	Keys          []uint64 // the prompt's block keys, at most MaxCommitKeys
+	MatchedBlocks uint32   // blocks the chosen pod matched when scored
+	MatchedSpec   uint32   // of those, held only speculatively
+}
+
+// Commit sends a routing decision to the writer, which adds speculative records for its
+// keys on the chosen pod(s). Wait-free: ErrRingFull when the ring is full (the commit is
+// dropped and counted), ErrTooBig, ErrInvalid. Stamped with NowNs() and the reader's data
+// generation, exactly as kvidx_commit() writes it.
+func (r *Reader) Commit(rt *Route) error {
+	if rt == nil || rt.Pod < 0 || rt.Pod >= MaxPods || rt.PrefillPod < -1 || rt.PrefillPod >= MaxPods {
+		return ErrInvalid
+	}
+	if len(rt.Keys) > MaxCommitKeys {
+		return ErrTooBig
+	}
+	nk := uint64(len(rt.Keys))
+	nmsg := 1 + (nk+msgKeysPer-1)/msgKeysPer
+	if !r.ringRoom(nmsg) {
+		return r.ringDrop()
+	}
+	m := &r.c.m
+	r.commitSeq++
+	seq := r.commitSeq
+	o := r.msgAt(0)
+	m.put8(o+mType, msgCommit)
+	m.put32(o+mSeq, seq)
+	m.put64(o+mCorr, rt.CorrID)
+	m.put64(o+mTNs, NowNs())
+	m.put64(o+mGen, r.v.gen)
+	m.put16(o+mPod, uint16(rt.Pod))
+	prefill := uint16(0xffff)
+	if rt.PrefillPod >= 0 {
+		prefill = uint16(rt.PrefillPod)
+	}
+	m.put16(o+mPrefill, prefill)
+	m.put32(o+mNKeys, uint32(nk))
+	m.put32(o+mMatched, rt.MatchedBlocks)
+	m.put32(o+mMatchedSpec, rt.MatchedSpec)
+	k := 0
+	for i := uint64(1); i < nmsg; i++ {
+		n := len(rt.Keys) - k
+		if n > msgKeysPer {
+			n = msgKeysPer
+		}
+		o := r.msgAt(i)
+		m.put8(o+mType, msgKeys)
+		m.put8(o+mN, uint8(n))
+		m.put32(o+mSeq, seq)
+		m.put64(o+mCorr, rt.CorrID)
+		for j := 0; j < n; j++ {
+			m.put64(o+mKeys+uintptr(8*j), rt.Keys[k+j])
+		}
+		k += n
+	}
+	r.ringPut(nmsg)
+	return nil
+}
+
+// ReportOutcome reports what the model server said about a routed request: cachedTokens as
+// vLLM's usage.prompt_tokens_details.cached_tokens, promptTokens its prompt length.
+// Wait-free; ErrRingFull (dropped and counted) or ErrInvalid.
+func (r *Reader) ReportOutcome(corrID uint64, pod int, cachedTokens, promptTokens uint32) error {
+	if pod < 0 || pod >= MaxPods {
+		return ErrInvalid
+	}
+	if !r.ringRoom(1) {
+		return r.ringDrop()
+	}
+	m := &r.c.m
+	o := r.msgAt(0)
+	m.put8(o+mType, msgOutcome)
+	m.put64(o+mCorr, corrID)
+	m.put64(o+mTNs, NowNs())
+	m.put64(o+mGen, r.v.gen)
+	m.put16(o+mPod, uint16(pod))
+	m.put32(o+mCached, cachedTokens)
+	m.put32(o+mPrompt, promptTokens)
+	r.ringPut(1)
+	return nil
+}
