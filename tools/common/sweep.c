@@ -63,19 +63,6 @@ double sweep_pct_tail(const double *pv, const bool *have, double t)
 	return exp(y[n - 1] + slope * (t - x[n - 1]));
 }
 
-/* A step of 1, 2, 2.5 or 5 x 10^k near x > 0. */
-static double nice_step(double x)
-{
-	double m = 1;
-
-	while (m * 10 <= x)
-		m *= 10;
-	while (m > x)
-		m /= 10;
-	double r = x / m;
-	return m * (r < 1.5 ? 1 : r < 2.25 ? 2 : r < 3.5 ? 2.5 : r < 7.5 ? 5 : 10);
-}
-
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -103,20 +90,25 @@ void sweep_compute(struct sweep *s)
 		if (in->in_force > 0)
 			c[nc++] = in->in_force;
 	} else {
-		double top = in->rec > in->in_force ? in->rec : in->in_force;
-		if (!(top > 0))
-			top = TTL_DEFAULT_S;
-		double hi = 2 * top, step = nice_step(hi / (SWEEP_DEFAULT - 1));
+		/* Around each of the two: a quarter of it to twice it, in whole milliseconds,
+		 * and nothing beyond the cap (the SLO's stale window) or the record format. */
+		static const double around[] = { 0.25, 0.5, 0.75, 1, 1.25, 1.5, 2 };
+		double base[2] = { in->rec, in->in_force };
 		double lim = KVIDX_MAX_TTL_MS / 1000.0;
-		if (in->cap > 0 && hi > in->cap && in->cap >= top)
-			hi = in->cap; /* the SLO's stale window: nothing beyond it is an option */
-		for (int k = 1; k * step <= hi + EPS_T && nc < SWEEP_DEFAULT + 4; k++)
-			if (k * step <= lim)
-				c[nc++] = k * step;
-		if (in->rec > 0)
-			c[nc++] = in->rec;
-		if (in->in_force > 0)
-			c[nc++] = in->in_force;
+		if (in->cap > 0 && in->cap < lim)
+			lim = in->cap;
+		if (!(base[0] > 0) && !(base[1] > 0))
+			base[0] = TTL_DEFAULT_S;
+		for (int b = 0; b < 2; b++) {
+			if (!(base[b] > 0))
+				continue;
+			for (size_t k = 0; k < sizeof(around) / sizeof(around[0]); k++) {
+				double t = around[k] == 1 ? base[b] :
+					   (double)(int64_t)(base[b] * around[k] * 1000 + 0.5) / 1000;
+				if (t > 0 && (t <= lim + EPS_T || around[k] == 1))
+					c[nc++] = t;
+			}
+		}
 	}
 	qsort(c, (size_t)nc, sizeof(c[0]), cmp_d);
 	s->n = 0;

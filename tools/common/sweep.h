@@ -27,7 +27,6 @@
 #include "layout.h"
 
 #define SWEEP_MAX 24     /* rows of one curve */
-#define SWEEP_DEFAULT 9  /* evenly spaced default candidates, plus rec and in force */
 
 struct sweep_in {
 	const char *label;    /* pod name, or "offline" */
@@ -40,9 +39,10 @@ struct sweep_in {
 	const uint64_t *hist; /* a snapshot of KV_HIST_BUCKETS counts (NULL: none) */
 	double pv[3];         /* p50, p95, p99 seconds, where have_pv */
 	bool have_pv[3];
-	const double *ttls;   /* candidates given (nttl > 0), else the default range */
+	const double *ttls;   /* candidates given (nttl > 0), else 1/4, 1/2, 3/4, 1, 5/4, 3/2 and 2
+	                       * times rec and in_force (whole ms, up to the cap) */
 	int nttl;
-	double cap;           /* largest candidate of the default range, s (0: none) */
+	double cap;           /* largest candidate of the default range, s (0: the format's) */
 };
 
 struct sweep_row {
