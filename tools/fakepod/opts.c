@@ -157,7 +157,9 @@ static void usage(FILE *f)
 "Signals: SIGTERM and SIGINT exit at once (status 0). SIGUSR1 simulates a pod restart:\n"
 "sequence back to 0, cache and replay buffer emptied, queued batches dropped, requests in\n"
 "flight answered failed; nothing special is published.\n"
-"A summary line is printed on standard error at exit.\n"
+"A summary line is printed on standard error at exit, and a second one (shapes: ranks,\n"
+"extra_blocks, placeholder_blocks, dup_blocks, group_events, as published) when there\n"
+"are several ranks or a shape was published.\n"
 "Exit status: 0 on success, 1 on a setup or runtime error, 2 on bad usage or script line.\n",
 	      f);
 }
