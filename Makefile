@@ -1,5 +1,5 @@
 # kvidx — one plain GNU Makefile.
-# Targets: all (default) test stress bench bench-quick run install clean setup.
+# Targets: all (default) test stress model bench bench-quick run install clean setup.
 # Variables: CC CFLAGS PREFIX DESTDIR SAN=address|undefined|thread V=1 BUILD=dir.
 
 CC      ?= cc
@@ -43,7 +43,7 @@ LIBS_TEST   := -lcriterion
 # stress, bench and run call first.
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev
-DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev
+DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev redis-server clang libclang-rt-14-dev spin
 
 ifeq ($(V),1)
 Q :=
@@ -68,7 +68,7 @@ STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS    := $(wildcard bench/bench_*.c)
 BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all deps setup test stress fuzz bench bench-quick run install clean
+.PHONY: all deps setup test stress model fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
 all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
@@ -147,6 +147,13 @@ stress: setup
 	$(Q)$(MAKE) --no-print-directory all $(STRESS)
 	$(Q)set -e; for s in $(STRESS); do echo "== $$s ($(STRESS_SECS)s)"; $$s --seconds $(STRESS_SECS); done
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECS=$(STRESS_SECS)
+	$(Q)$(MAKE) --no-print-directory model
+
+# The RCU protocol's Promela model (tests/model/rcu.pml), checked exhaustively by spin: about
+# a minute of CPU. Part of `make stress`.
+model:
+	$(Q)command -v spin >/dev/null || { echo "model: spin is missing: sudo apt-get install spin" >&2; exit 1; }
+	$(Q)tests/model/run.sh $(BUILD)
 
 # libFuzzer harness for the event decoder (clang only); a short run is part of `make stress`.
 FUZZ_SECS ?= 60
