@@ -2155,7 +2155,7 @@ int main(int argc, char **argv)
 			so.slot_state = ld_seqcst(&s->rs_state);
 			so.in_section = KV_RS_STATE(so.slot_state) == KV_RS_ACTIVE &&
 					ld_seqcst(&s->rs_ctr) != 0;
-			if (!so.in_section && so.attempts++ < 50 && tt_rnd_below(&rng, 4)) {
+			if (!so.in_section && so.attempts++ < 50 && tt_rnd_below(&rng, 16)) {
 				kill(so.pid, SIGCONT);
 				next_stop = now_ns() + 5 * NS_MS;
 			} else {
