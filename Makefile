@@ -1,5 +1,5 @@
 # kvidx — one plain GNU Makefile.
-# Targets: all (default) test python stress bench bench-quick run install clean setup.
+# Targets: all (default) test python stress model bench bench-quick run install clean setup.
 # Variables: CC CFLAGS PREFIX DESTDIR LIBDIR SAN=address|undefined|thread V=1 BUILD=dir.
 
 CC      ?= cc
@@ -48,7 +48,7 @@ LIBS_TEST   := -lcriterion
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev libmicrohttpd-dev
 DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
-              python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go \
+              python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
               prometheus libxml2-utils python3-yaml
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
@@ -82,7 +82,7 @@ STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS    := $(wildcard bench/bench_*.c)
 BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all deps setup go-test go-bench test python stress fuzz bench bench-quick run install clean
+.PHONY: all deps setup go-test go-bench test python stress model fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
 all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
@@ -227,6 +227,13 @@ stress: setup
 	$(Q)set -e; for s in $(STRESS); do echo "== $$s ($(STRESS_SECS)s)"; $$s --seconds $(STRESS_SECS); done
 	$(Q)$(MAKE) --no-print-directory go-test GO_TEST_ARGS='-run Torture' TORTURE_SECS=$(STRESS_SECS)
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECS=$(STRESS_SECS)
+	$(Q)$(MAKE) --no-print-directory model
+
+# The RCU protocol's Promela model (tests/model/rcu.pml), checked exhaustively by spin: about
+# a minute of CPU. Part of `make stress`.
+model: setup
+	$(Q)command -v spin >/dev/null || { echo "model: spin is missing: sudo apt-get install spin" >&2; exit 1; }
+	$(Q)tests/model/run.sh $(BUILD)
 
 # libFuzzer harness for the event decoder (clang only); a short run is part of `make stress`.
 FUZZ_SECS ?= 60

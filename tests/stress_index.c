@@ -3,12 +3,17 @@
  * one writer process churns a deliberately small index while reader processes check every
  * answer, and the supervisor (the parent) kills, stops and replaces them, and the writer.
  *
- * Oracle. ALWAYS keys are stored on pod 0 before the readers start and that record never
- * changes but for gaining tiers: every lookup finds it, every ALWAYS-only prompt scores n
- * blocks on pod 0. NEVER keys are never stored. Every record's contents derive from (key, pod)
- * (a 10-bit tag in t_ns, a tier set, TTLs from a fixed set), so a torn record, another key's
- * or one read from reused memory shows; per (key, pod) t_ns never goes backwards for a
- * reader. -KVIDX_ERETRY is accepted only as often as the reader's slot was expelled.
+ * Oracle. Exact for lookups: the writer logs every state each (key, pod) and each pod takes,
+ * numbered by a shared change counter, into a shared-memory history per data generation
+ * (see "the exact oracle" below); every lookup answer is checked, pod by pod, against every
+ * state its (key, pod) and pod had between the call's start and end, including "absent" and
+ * "hidden" (expired, paused, cleared, removed). Besides: ALWAYS keys are stored on pod 0
+ * before the readers start and that record never changes but for gaining tiers: every lookup
+ * finds it, every ALWAYS-only prompt scores n blocks on pod 0. NEVER keys are never stored.
+ * Every record's contents derive from (key, pod) (a 10-bit tag in t_ns, a tier set, TTLs from
+ * a fixed set), so a torn record, another key's or one read from reused memory shows; per
+ * (key, pod) t_ns never goes backwards for a reader. -KVIDX_ERETRY is accepted only as often
+ * as the reader's slot was expelled.
  *
  * Faults. Readers are SIGKILLed (some mid-registration) and replaced, and SIGSTOPped inside a
  * read-side section past the stall limit: the writer must expel them, keep reclaiming and keep
@@ -20,22 +25,25 @@
  * speculation and checks that each producer's messages arrive whole, in order, exactly once,
  * with the contents their correlation id implies, even across SIGKILL.
  *
- * Writer restart (contract 6). At 70% of the run the writer is SIGKILLed: readers must keep
- * serving and see its heartbeat go stale; a successor takes over, replays (pods, ALWAYS keys)
- * into generation 2 with defer_publish, publishes it, and readers must switch by themselves,
- * never missing an ALWAYS key (no downtime). --lax-restart publishes before the replay
- * instead and only counts the misses (to measure what deferring saves).
+ * Writer restarts (contract 6). --restarts times (default one per 10 s) the writer is
+ * SIGKILLed at a random instruction: readers must keep serving and see its heartbeat go
+ * stale; the supervisor logs what the dead writer's last change left visible; a successor
+ * takes over, replays (pods, ALWAYS keys) into the next generation, and readers must switch
+ * by themselves. Successors into even generations use defer_publish and publish after the
+ * replay (a reader missing an ALWAYS key then fails the run: no downtime); odd ones publish
+ * first and only count the misses (--lax-restart: all of them).
  *
  * At the end the writer walks the table (no duplicate, foreign or missing key), checks that
  * limbo drains to 0 and that every dead reader's slot was freed.
  *
  * Usage: stress_index --seconds N [--readers R] [--capacity C] [--records N] [--seed S]
- *                     [--stall-ms M] [--no-restart] [--lax-restart]
+ *                     [--stall-ms M] [--no-restart] [--lax-restart] [--restarts K]
  * Exit 0 with one summary line, or 1 with the first violation.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,20 +73,22 @@
 #define MAX_PROMPT 128
 #define NS_MS 1000000ull
 #define NS_S 1000000000ull
+#define MAX_GEN 64         /* data generations of one run: the first writer and successors */
 
 static const uint32_t ttls[] = { 5, 10, 20, 50 };
 #define TTL_MIN 5u
 #define TTL_MAX 50u
 
 enum { CLS_ALWAYS = 0, CLS_CHURN = 1, CLS_NEVER = 2 };
+static const char *cls_name[3] = { "ALWAYS", "CHURN", "NEVER" };
 
 /* ---- options and the key sets (built before any fork, so every process shares them) ---- */
 
 static struct {
-	unsigned seconds, readers, stall_ms;
+	unsigned seconds, readers, stall_ms, restarts;
 	uint64_t capacity, records, seed;
 	bool no_restart, strict_restart;
-} opt = { 10, 4, 200, 4096, 0, 0, false, true };
+} opt = { 10, 4, 200, 0, 4096, 0, 0, false, true };
 
 static char idx_name[KVIDX_NAME_MAX];
 static uint64_t *keys_of[3];
@@ -106,12 +116,16 @@ struct role {
 	uint64_t restart_misses;         /* ALWAYS answers missing during the restart replay */
 	uint64_t max_hb_age_ms;          /* stalest writer heartbeat seen (kvidx_reader_info) */
 	uint64_t late_expels;            /* re-registered though no call returned -KVIDX_ERETRY */
+	uint64_t h_calls, h_checked, h_unknown; /* exact oracle: lookups, (lookup, pod) answers */
 } __attribute__((aligned(128)));
 
 struct shared {
 	uint64_t t0;             /* run start: no record is older */
-	uint64_t always_base[3]; /* per data generation: the now of the ALWAYS stores */
-	int32_t writer_pid[3];   /* per data generation */
+	uint64_t always_base[MAX_GEN + 1]; /* per data generation: the now of the ALWAYS stores */
+	int32_t writer_pid[MAX_GEN + 1];   /* per data generation */
+	uint8_t deferred[MAX_GEN + 1];     /* per data generation: its writer used defer_publish */
+	uint64_t hseq, hdone;              /* exact oracle: changes begun, changes logged */
+	uint64_t h_logged, h_reconciled;   /* states logged by writers, by the supervisor */
 	uint32_t writer_ready, replayed, stop_readers, stop_writer, writer_final;
 	uint32_t pod_inc[NPODS]; /* pod name incarnations, carried over a writer restart */
 	uint64_t seq_n;          /* route producers in seqs[] */
@@ -264,6 +278,412 @@ static uint32_t pick_idx(uint64_t *rng, unsigned c)
 }
 
 /*
+ * ---- the exact oracle: the history of every (key, pod) and every pod, per data generation ----
+ *
+ * The writer takes a sequence number before each change (h_begin(): sh->hseq, release), makes
+ * it, reads the resulting raw records of the keys it touched straight from its own segment
+ * (mapped read-only; no concurrency inside one process), appends every (key, pod) whose raw
+ * record changed to that cell's ring with the change's number, then marks the change logged
+ * (h_end(): sh->hdone). State s logged at number p was visible, if at all, only while hseq
+ * was in [p, q], q the number of the next state of the same cell. A reader takes hseq before
+ * and after its call (start, end), waits until hdone >= end, and accepts an answer for
+ * (key, pod) only if some state whose interval meets [start, end] explains it: the same
+ * record (tiers, flag, t_ns, expiry) under a pod state that shows it, or, for no record,
+ * an absent state or one that could have been hidden (expired, paused, cleared, removed).
+ * A ring that no longer reaches back to start and explains nothing counts as unknown, not
+ * as a violation. A killed writer's last change is logged by the supervisor from the frozen
+ * segment (h_reconcile()), with the dead writer's last number.
+ */
+#define HG 4          /* generations whose history is kept, at gen % HG */
+#define HDEPTH 32     /* states kept per (key, pod) */
+#define PDEPTH 64     /* states kept per pod */
+
+struct hent {
+	uint64_t n;      /* record number (1-based) once complete, 0 while written */
+	uint64_t p;      /* change number */
+	uint64_t w0, w1; /* raw record; w1 == 0: absent (a present record has t_ns > 0) */
+};
+struct hcell {
+	uint64_t count; /* records appended */
+	struct hent e[HDEPTH];
+};
+struct pcell {
+	uint64_t count;
+	struct hent e[PDEPTH]; /* w0 = pd_word, w1 = 1 (a pod is never "absent") */
+};
+struct hgen {
+	uint64_t gen; /* the generation these rings describe, 0 while reset */
+	struct pcell pods[NPODS];
+	struct hcell cells[];
+};
+
+/* One ring: a cell's or a pod's. */
+struct ring {
+	uint64_t *count;
+	struct hent *e;
+	unsigned depth;
+	bool pod;
+};
+
+static struct hgen *hist[HG];
+static size_t hgen_bytes;
+
+static size_t h_ncells(void)
+{
+	return (size_t)(nkeys[CLS_ALWAYS] + nkeys[CLS_CHURN]) * NPODS;
+}
+
+static struct hcell *h_cell(struct hgen *h, unsigned cls, uint32_t ki, unsigned pod)
+{
+	return &h->cells[((cls == CLS_ALWAYS ? 0 : nkeys[CLS_ALWAYS]) + ki) * NPODS + pod];
+}
+
+static struct ring r_cell(struct hgen *h, unsigned cls, uint32_t ki, unsigned pod)
+{
+	struct hcell *c = h_cell(h, cls, ki, pod);
+
+	return (struct ring){ &c->count, c->e, HDEPTH, false };
+}
+
+static struct ring r_pod(struct hgen *h, unsigned pod)
+{
+	return (struct ring){ &h->pods[pod].count, h->pods[pod].e, PDEPTH, true };
+}
+
+static void h_alloc(void)
+{
+	hgen_bytes = sizeof(struct hgen) + h_ncells() * sizeof(struct hcell);
+	for (unsigned i = 0; i < HG; i++) {
+		hist[i] = mmap(NULL, hgen_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			       -1, 0);
+		if (hist[i] == MAP_FAILED)
+			fail("mmap history: %s", strerror(errno));
+	}
+}
+
+/* A new writer's generation starts with every cell absent and every pod free. */
+static struct hgen *h_reset(uint64_t gen)
+{
+	struct hgen *h = hist[gen % HG];
+
+	st_release(&h->gen, 0);
+	memset((char *)h + sizeof(h->gen), 0, hgen_bytes - sizeof(h->gen));
+	st_release(&h->gen, gen);
+	return h;
+}
+
+static void h_last(struct ring r, uint64_t *w0, uint64_t *w1)
+{
+	uint64_t n = ld_relaxed(r.count);
+	const struct hent *e = n ? &r.e[(n - 1) % r.depth] : NULL;
+
+	*w0 = e ? e->w0 : 0;
+	*w1 = e ? e->w1 : r.pod;
+}
+
+/* Appends (w0, w1) at change number p if it differs from the cell's last state. */
+static bool h_put(struct ring r, uint64_t p, uint64_t w0, uint64_t w1)
+{
+	uint64_t lw0, lw1, n = ld_relaxed(r.count);
+
+	h_last(r, &lw0, &lw1);
+	if (lw0 == w0 && lw1 == w1)
+		return false;
+	struct hent *e = &r.e[n % r.depth];
+	st_relaxed(&e->n, 0);
+	/* The entry is invalid before its words change; pairs with the acquire fence in h_states. */
+	fence_release();
+	st_relaxed(&e->p, p);
+	st_relaxed(&e->w0, w0);
+	st_relaxed(&e->w1, w1);
+	/* Pairs with the acquire loads of e->n and the count in h_states(). */
+	st_release(&e->n, n + 1);
+	st_release(r.count, n + 1);
+	return true;
+}
+
+/* A read-only view of one data generation: what h_raw() needs. */
+struct rawview {
+	const struct kvidx_data_hdr *hdr;
+	const struct kvidx_stats *st;
+	const struct kvidx_pod *pods;
+	const uint64_t *slots, *arena;
+	uint64_t nslots, units;
+	uint32_t max_probe;
+	struct hgen *h;
+	uint64_t logged; /* cells appended, for the summary */
+};
+
+static void *map_ro(const char *path);
+
+static void h_view(struct rawview *v, uint64_t gen)
+{
+	char path[KV_SHM_PATH_MAX];
+
+	kv_data_shm_name(path, idx_name, gen);
+	v->hdr = map_ro(path);
+	v->st = (const void *)((const char *)v->hdr + v->hdr->dh_stats_off);
+	v->pods = (const void *)((const char *)v->hdr + v->hdr->dh_pods_off);
+	v->slots = (const void *)((const char *)v->hdr + v->hdr->dh_slots_off);
+	v->arena = (const void *)((const char *)v->hdr + v->hdr->dh_arena_off);
+	v->nslots = v->hdr->dh_nslots;
+	v->units = v->hdr->dh_arena_units;
+	v->max_probe = v->hdr->dh_max_probe;
+}
+
+/* key's raw records per pod (w1 = 0: none), read directly as the writer left them. */
+static void h_raw(const struct rawview *v, uint64_t key, uint64_t w0[NPODS], uint64_t w1[NPODS])
+{
+	uint64_t m = kv_mix(key);
+	const uint64_t *slot = v->slots + kv_home(m, v->nslots);
+
+	memset(w0, 0, NPODS * sizeof(*w0));
+	memset(w1, 0, NPODS * sizeof(*w1));
+	for (uint32_t i = 0; i < v->max_probe; i++) {
+		uint64_t s = ld_acquire(&slot[i]);
+		if (s == KV_SLOT_EMPTY)
+			return;
+		uint32_t idx = (uint32_t)s;
+		if (s == KV_SLOT_TOMB || (uint32_t)(s >> 32) != kv_fp(m) || idx == 0 || idx >= v->units)
+			continue;
+		const uint64_t *e = v->arena + 2 * (uint64_t)idx;
+		if (e[0] != key)
+			continue;
+		unsigned np = KV_META_NPODS(e[1]);
+		if (np > PPK)
+			fail("history: key %016llx has %u records", (unsigned long long)key, np);
+		for (unsigned r = 0; r < np; r++) {
+			unsigned pod = KV_REC_POD(e[2 + 2 * r]);
+			if (pod >= NPODS || w1[pod])
+				fail("history: key %016llx: record of pod %u out of range or twice",
+				     (unsigned long long)key, pod);
+			w0[pod] = e[2 + 2 * r];
+			w1[pod] = e[3 + 2 * r];
+			if (!w1[pod])
+				fail("history: key %016llx pod %u: a record with t_ns 0",
+				     (unsigned long long)key, pod);
+		}
+		return;
+	}
+}
+
+static void h_log_key(struct rawview *v, uint64_t p, uint64_t key)
+{
+	const struct key_ent *ke = key_find(key);
+	uint64_t w0[NPODS], w1[NPODS];
+
+	if (!ke || ke->cls == CLS_NEVER)
+		fail("history: the writer changed key %016llx, which is no ALWAYS or CHURN key",
+		     (unsigned long long)key);
+	h_raw(v, key, w0, w1);
+	for (unsigned pod = 0; pod < NPODS; pod++)
+		v->logged += h_put(r_cell(v->h, ke->cls, ke->idx, pod), p, w0[pod], w1[pod]);
+}
+
+static void h_log_pods(struct rawview *v, uint64_t p)
+{
+	for (unsigned pod = 0; pod < NPODS; pod++)
+		v->logged += h_put(r_pod(v->h, pod), p, ld_relaxed(&v->pods[pod].pd_word), 1);
+}
+
+static void h_log_all(struct rawview *v, uint64_t p)
+{
+	for (unsigned c = 0; c < 2; c++)
+		for (uint32_t i = 0; i < nkeys[c]; i++)
+			h_log_key(v, p, keys_of[c][i]);
+	h_log_pods(v, p);
+}
+
+/* Before a change: its number. Release pairs with the acquire loads in r_hseq(). */
+static uint64_t h_begin(void)
+{
+	return __atomic_add_fetch(&sh->hseq, 1, __ATOMIC_SEQ_CST);
+}
+
+/* After a change and its logging. Pairs with the acquire load in h_wait(). */
+static void h_end(uint64_t p)
+{
+	__atomic_store_n(&sh->hdone, p, __ATOMIC_RELEASE);
+}
+
+/* After a writer died: its last change, whatever part of it was published, from the frozen
+ * segment, under its own number (readers may have seen it from then on). */
+static void h_reconcile(uint64_t gen)
+{
+	struct rawview v = { 0 };
+	uint64_t p = __atomic_load_n(&sh->hseq, __ATOMIC_SEQ_CST);
+
+	h_view(&v, gen);
+	v.h = hist[gen % HG];
+	if (ld_acquire(&v.h->gen) == gen)
+		h_log_all(&v, p);
+	munmap((void *)v.hdr, v.hdr->dh_size);
+	sh->h_reconciled += v.logged;
+	h_end(p);
+}
+
+struct hstate {
+	uint64_t p, w0, w1;
+};
+
+/*
+ * The states of cell c whose interval [p, next p] meets [start, end], newest first. *complete
+ * is false when the ring was overwritten before reaching start (older states unknown).
+ */
+static unsigned h_states(struct ring r, uint64_t start, uint64_t end, struct hstate *out,
+			 unsigned max, bool *complete)
+{
+	uint64_t cnt = ld_acquire(r.count), depth = r.depth;
+	uint64_t lo = cnt > depth ? cnt - depth : 0, q = UINT64_MAX;
+	unsigned n = 0;
+
+	*complete = false;
+	for (uint64_t k = cnt; k-- > lo;) {
+		const struct hent *e = &r.e[k % depth];
+		uint64_t n1 = ld_acquire(&e->n);
+		struct hstate s = { ld_relaxed(&e->p), ld_relaxed(&e->w0), ld_relaxed(&e->w1) };
+		/* Pairs with the release fence in h_put(): an entry rewritten meanwhile shows. */
+		fence_acquire();
+		if (n1 != k + 1 || ld_relaxed(&e->n) != k + 1)
+			return n; /* overwritten under us */
+		if (s.p <= end && q >= start && n < max)
+			out[n++] = s;
+		if (s.p < start) {
+			*complete = true;
+			return n;
+		}
+		q = s.p;
+	}
+	if (lo == 0) {
+		if (q >= start && n < max)
+			out[n++] = (struct hstate){ 0, 0, r.pod };
+		*complete = true;
+	}
+	return n;
+}
+
+static bool h_spec(uint64_t w0)
+{
+	return KV_REC_FLAGS(w0) & KV_REC_SPEC;
+}
+
+static uint64_t h_expires(uint64_t w0, uint64_t w1)
+{
+	return h_spec(w0) ? w1 + (uint64_t)KV_REC_TTL(w0) * NS_MS : 0;
+}
+
+/* Whether pod word pw lets a reader see record w0. */
+static bool h_pod_shows(uint64_t pw, uint64_t w0)
+{
+	return KV_POD_STATE(pw) == KV_POD_ACTIVE && KV_POD_GEN(pw) == KV_REC_GEN(w0) &&
+	       !(h_spec(w0) && (KV_POD_FLAGS(pw) & KV_POD_SPEC_PAUSED));
+}
+
+/* Until every change numbered up to end is logged (a writer logs within microseconds; a dead
+ * one's last change is logged by the supervisor at once). */
+static void h_wait(uint64_t end)
+{
+	uint64_t t0 = 0;
+
+	while (__atomic_load_n(&sh->hdone, __ATOMIC_ACQUIRE) < end) {
+		if (!t0)
+			t0 = now_ns();
+		else if (now_ns() - t0 > 20 * NS_S)
+			fail("history: change %llu still not logged after 20 s (logged up to %llu)",
+			     (unsigned long long)end,
+			     (unsigned long long)__atomic_load_n(&sh->hdone, __ATOMIC_ACQUIRE));
+		sched_yield();
+	}
+}
+
+static int h_fmt(char *b, size_t sz, const struct hstate *s, bool pod)
+{
+	if (pod)
+		return snprintf(b, sz, " [#%llu state %u flags %#x gen %u]", (unsigned long long)s->p,
+				KV_POD_STATE(s->w0), KV_POD_FLAGS(s->w0), KV_POD_GEN(s->w0));
+	if (!s->w1)
+		return snprintf(b, sz, " [#%llu absent]", (unsigned long long)s->p);
+	return snprintf(b, sz, " [#%llu %s tiers %#x gen %u t %llu exp %llu]",
+			(unsigned long long)s->p, h_spec(s->w0) ? "spec" : "conf",
+			KV_REC_TIERS(s->w0), KV_REC_GEN(s->w0), (unsigned long long)s->w1,
+			(unsigned long long)h_expires(s->w0, s->w1));
+}
+
+/*
+ * The exact check of one lookup answer: for each pod, its record (or its absence) against
+ * every state the (key, pod) and the pod had during [start, end]. Counts per pod checked or
+ * unknown (ring overwritten); fails the run on anything no state explains.
+ */
+static void h_check(struct role *me, uint64_t gen, unsigned cls, uint32_t ki, uint64_t key,
+		    const struct kvidx_rec *out, int n, size_t max, uint64_t start, uint64_t end,
+		    uint64_t t_after)
+{
+	struct hgen *h = hist[gen % HG];
+	struct hstate ss[HDEPTH + 1], ps[PDEPTH + 1];
+
+	me->h_calls++;
+	if (ld_acquire(&h->gen) != gen) {
+		me->h_unknown += NPODS; /* a generation too old to be kept */
+		return;
+	}
+	h_wait(end);
+	for (unsigned pod = 0; pod < NPODS; pod++) {
+		const struct kvidx_rec *x = NULL;
+		bool sc, pc, ok = false;
+
+		for (int i = 0; i < n; i++)
+			if (out[i].pod == pod)
+				x = &out[i];
+		if (!x && (size_t)n >= max)
+			continue; /* cut at max: its absence says nothing */
+		unsigned ns = h_states(r_cell(h, cls, ki, pod), start, end, ss, HDEPTH + 1, &sc);
+		unsigned np = h_states(r_pod(h, pod), start, end, ps, PDEPTH + 1, &pc);
+		for (unsigned i = 0; i < ns && !ok; i++) {
+			const struct hstate *s = &ss[i];
+			if (x) {
+				if (!s->w1 || x->tiers != KV_REC_TIERS(s->w0) ||
+				    x->speculative != h_spec(s->w0) || x->t_ns != s->w1 ||
+				    x->expires_ns != h_expires(s->w0, s->w1))
+					continue;
+				for (unsigned j = 0; j < np && !ok; j++)
+					ok = h_pod_shows(ps[j].w0, s->w0);
+			} else {
+				ok = !s->w1 || (h_spec(s->w0) && h_expires(s->w0, s->w1) <= t_after);
+				for (unsigned j = 0; j < np && !ok; j++)
+					ok = !h_pod_shows(ps[j].w0, s->w0);
+			}
+		}
+		if (ok) {
+			me->h_checked++;
+			continue;
+		}
+		if (!sc || !pc) {
+			me->h_unknown++;
+			continue;
+		}
+		char b[2048];
+		int o = snprintf(b, sizeof(b), "%s key #%u %016llx pod %u in generation %llu, "
+				 "changes [%llu, %llu]: answer ", cls_name[cls], ki,
+				 (unsigned long long)key, pod, (unsigned long long)gen,
+				 (unsigned long long)start, (unsigned long long)end);
+		if (x)
+			o += snprintf(b + o, sizeof(b) - o, "%s tiers %#x t %llu exp %llu (TTL %lld ms)",
+				      x->speculative ? "spec" : "conf", x->tiers,
+				      (unsigned long long)x->t_ns, (unsigned long long)x->expires_ns,
+				      x->speculative ? (long long)((x->expires_ns - x->t_ns) / NS_MS) : -1);
+		else
+			o += snprintf(b + o, sizeof(b) - o, "absent");
+		o += snprintf(b + o, sizeof(b) - o, "; states then:");
+		for (unsigned i = 0; i < ns && o < (int)sizeof(b) - 200; i++)
+			o += h_fmt(b + o, sizeof(b) - o, &ss[i], false);
+		o += snprintf(b + o, sizeof(b) - o, "; pod:");
+		for (unsigned j = 0; j < np && o < (int)sizeof(b) - 200; j++)
+			o += h_fmt(b + o, sizeof(b) - o, &ps[j], true);
+		fail("exact oracle: %s", b);
+	}
+}
+
+/*
  * Route ring messages. A correlation id is (role << 58) | (first << 57) | (incarnation << 40)
  * | n, n counting the producer's accepted messages from 1 and first marking its first message
  * accepted under a data generation (messages of an older one are dropped by a new writer);
@@ -311,8 +731,39 @@ struct wctx {
 	bool paused[NPODS];
 	unsigned inc[NPODS];
 	uint64_t efull;
-	unsigned gen; /* the data generation this writer publishes: 1, or 2 after a takeover */
+	unsigned gen; /* the data generation this writer publishes: 1, 2, ... after takeovers */
+	struct rawview v; /* its own segment, read-only, for the history */
+	uint64_t ev0;
 };
+
+/* Whole-entry evictions so far: they change keys the call did not name. */
+static uint64_t w_evictions(const struct wctx *c)
+{
+	return ld_relaxed(&c->v.st->evict_spec) + ld_relaxed(&c->v.st->evict_confirmed);
+}
+
+/* Around every change: its number before, the changed states logged after. */
+static uint64_t w_begin(struct wctx *c)
+{
+	c->ev0 = w_evictions(c);
+	return h_begin();
+}
+
+static void w_end(struct wctx *c, uint64_t p, const uint64_t *keys, size_t n, bool pods)
+{
+	uint64_t before = c->v.logged;
+
+	if (w_evictions(c) != c->ev0) {
+		h_log_all(&c->v, p);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			h_log_key(&c->v, p, keys[i]);
+		if (pods)
+			h_log_pods(&c->v, p);
+	}
+	st_relaxed(&sh->h_logged, sh->h_logged + c->v.logged - before);
+	h_end(p);
+}
 
 static struct seq_ent *w_seq_of(uint64_t producer)
 {
@@ -364,8 +815,11 @@ static unsigned w_pick_pod(struct wctx *c, unsigned lo, unsigned hi)
 static void w_store(struct wctx *c, uint64_t key, unsigned pod)
 {
 	unsigned tier = pick_bit(allowed_tiers(key, pod), tt_rnd(&c->rng));
+	uint64_t p = w_begin(c);
 	int rc = kvidx_store(c->w, (int)pod, &key, 1, (enum kvidx_tier)tier,
 			     tagged_ns(now_ns(), key, pod));
+
+	w_end(c, p, &key, 1, false);
 
 	if (rc == -KVIDX_EFULL)
 		c->efull++;
@@ -384,7 +838,9 @@ static void w_remove(struct wctx *c, uint64_t key, unsigned pod)
 	case 2: tiers = pick_bit(a, tt_rnd(&c->rng)); break;
 	default: tiers = 1u + tt_rnd_below(&c->rng, 15); break;
 	}
+	uint64_t p = w_begin(c);
 	int rc = kvidx_remove(c->w, (int)pod, &key, 1, tiers);
+	w_end(c, p, &key, 1, false);
 	/* -KVIDX_EFULL: no arena memory for the shrunk entry (limbo held by stopped readers);
 	 * the old entry stays, which the oracle allows. */
 	if ((rc < 0 && rc != -KVIDX_EFULL) || rc > 1)
@@ -394,7 +850,10 @@ static void w_remove(struct wctx *c, uint64_t key, unsigned pod)
 static void w_spec(struct wctx *c, uint64_t key, unsigned pod)
 {
 	uint32_t ttl = ttls[tt_rnd_below(&c->rng, sizeof(ttls) / sizeof(ttls[0]))];
+	uint64_t p = w_begin(c);
 	int rc = kvidx_speculate(c->w, (int)pod, &key, 1, tagged_ns(now_ns(), key, pod), ttl);
+
+	w_end(c, p, &key, 1, false);
 
 	if (rc == -KVIDX_EFULL)
 		c->efull++;
@@ -409,7 +868,9 @@ static void w_add_pod(struct wctx *c, unsigned p)
 
 	pod_name(name, p, c->inc[p]);
 	pod_model(model, p, c->inc[p]);
+	uint64_t hp = w_begin(c);
 	int rc = kvidx_pod_add(c->w, name, model);
+	w_end(c, hp, NULL, 0, true);
 	if (rc != (int)p)
 		fail("kvidx_pod_add(%s) = %d, expected the lowest free index %u", name, rc, p);
 	c->active[p] = true;
@@ -499,7 +960,9 @@ static void w_op(struct wctx *c)
 		size_t n = 0;
 		for (uint32_t i = j; i < j + len && i < nkeys[CLS_CHURN]; i++)
 			batch[n++] = ch[i];
+		uint64_t hp = w_begin(c);
 		int rc = kvidx_remove(c->w, (int)p, batch, n, tt_rnd(&c->rng) & 1 ? 0 : 7);
+		w_end(c, hp, batch, n, false);
 		if ((rc < 0 && rc != -KVIDX_EFULL) || (rc >= 0 && (size_t)rc > n))
 			fail("kvidx_remove(batch of %zu) = %d", n, rc);
 	} else if (sel < 900) {
@@ -517,7 +980,9 @@ static void w_op(struct wctx *c)
 	} else {
 		/* Speculate pod 0 on an ALWAYS key: it is confirmed there, so nothing changes. */
 		uint64_t k = al[pick_idx(&c->rng, CLS_ALWAYS)];
+		uint64_t hp = w_begin(c);
 		int rc = kvidx_speculate(c->w, 0, &k, 1, tagged_ns(now_ns(), k, 0), TTL_MIN);
+		w_end(c, hp, &k, 1, false);
 		if (rc != 0)
 			fail("kvidx_speculate(pod 0, ALWAYS key %016llx) = %d, expected 0 (confirmed)",
 			     (unsigned long long)k, rc);
@@ -530,7 +995,10 @@ static void w_events(struct wctx *c, uint64_t now, uint64_t *next_clear, uint64_
 {
 	if (now >= *next_clear) {
 		unsigned p = w_pick_pod(c, 1, NPODS);
-		if (p && kvidx_clear_pod(c->w, (int)p) != 0)
+		uint64_t hp = w_begin(c);
+		int rc = p ? kvidx_clear_pod(c->w, (int)p) : 0;
+		w_end(c, hp, NULL, 0, true);
+		if (rc != 0)
 			fail("kvidx_clear_pod(%u) failed", p);
 		sh->w_clears++;
 		*next_clear = now + 20 * NS_MS;
@@ -544,7 +1012,9 @@ static void w_events(struct wctx *c, uint64_t now, uint64_t *next_clear, uint64_
 			w_add_pod(c, p);              /* p is the lowest free index */
 		} else {
 			p = REMOVABLE + tt_rnd_below(&c->rng, NPODS - REMOVABLE);
+			uint64_t hp = w_begin(c);
 			int rc = kvidx_pod_remove(c->w, (int)p);
+			w_end(c, hp, NULL, 0, true);
 			if (rc != 0)
 				fail("kvidx_pod_remove(%u) = %d", p, rc);
 			c->active[p] = false;
@@ -556,7 +1026,10 @@ static void w_events(struct wctx *c, uint64_t now, uint64_t *next_clear, uint64_
 		unsigned p = w_pick_pod(c, 1, NPODS);
 		if (p) {
 			c->paused[p] = !c->paused[p];
-			if (kvidx_pod_set_spec_paused(c->w, (int)p, c->paused[p]) != 0)
+			uint64_t hp = w_begin(c);
+			int rc = kvidx_pod_set_spec_paused(c->w, (int)p, c->paused[p]);
+			w_end(c, hp, NULL, 0, true);
+			if (rc != 0)
 				fail("kvidx_pod_set_spec_paused(%u) failed", p);
 			sh->w_pauses++;
 		}
@@ -669,16 +1142,21 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 		.geo = { .capacity = opt.capacity, .records = opt.records, .pods_per_key = PPK,
 			 .max_pods = NPODS, .max_readers = opt.readers + 2 },
 		.stall_ms = opt.stall_ms,
-		.defer_publish = gen > 1 && opt.strict_restart,
+		.defer_publish = gen > 1 && sh->deferred[gen],
 	};
 	struct wctx c = { .rng = opt.seed ^ (0x77 * gen), .gen = gen };
 	uint64_t now, last_tick, next_clear, next_readd, next_pause;
 
 	who = gen == 1 ? "writer" : "writer 2";
 	sh->writer_pid[gen] = getpid();
+	/* The history of this generation starts empty before the writer can change it. */
+	c.v.h = h_reset(gen);
 	c.w = kvidx_writer_open(&o);
 	if (!c.w)
 		fail("kvidx_writer_open(%s): %s", idx_name, kvidx_strerror(-errno));
+	h_view(&c.v, gen);
+	if (c.v.hdr->dh_generation != gen || c.v.hdr->dh_writer_pid != getpid())
+		fail("writer %u: the data generation it built is not %u", gen, gen);
 	/* Contract 1, inside one process: a second open file description is refused too. */
 	errno = 0;
 	struct kvidx *w2 = kvidx_writer_open(&o);
@@ -695,8 +1173,10 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 	sh->always_base[gen] = now_ns();
 	for (uint32_t i = 0; i < nkeys[CLS_ALWAYS]; i++) {
 		uint64_t k = keys_of[CLS_ALWAYS][i];
+		uint64_t hp = w_begin(&c);
 		int rc = kvidx_store(c.w, 0, &k, 1, (enum kvidx_tier)pick_bit(allowed_tiers(k, 0), i),
 				     tagged_ns(sh->always_base[gen], k, 0));
+		w_end(&c, hp, &k, 1, false);
 		if (rc != 1)
 			fail("storing ALWAYS key #%u: %d (%s)", i, rc, kvidx_strerror(rc));
 	}
@@ -734,7 +1214,20 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 
 /* ==== readers =============================================================================== */
 
+/* A lookup answer waiting for the history to catch up (h_check()). */
+#define PEND 64
+struct pend {
+	uint64_t gen, key, hs, he, t1;
+	size_t max;
+	int n;
+	unsigned cls;
+	uint32_t ki;
+	struct kvidx_rec out[PPK + 4];
+};
+
 struct rctx {
+	struct pend pend[PEND];
+	unsigned pend_head, npend;
 	struct kvidx_reader *r;
 	struct role *me;
 	int id;
@@ -749,11 +1242,9 @@ struct rctx {
 	uint64_t slot_gen;     /* claim generation of our registry slot */
 	bool prev_retry;       /* the last call returned -KVIDX_ERETRY */
 	uint64_t gen;          /* data generation of the last call */
-	bool replayed;         /* the current generation's replay was done before this call */
+	uint64_t replayed;     /* newest generation whose replay was done before this call */
 	const struct kvidx_reader_slot *slot;
 };
-
-static const char *cls_name[3] = { "ALWAYS", "CHURN", "NEVER" };
 
 /*
  * After each call that enters a read-side section: a changed claim generation means the call
@@ -789,9 +1280,13 @@ static void r_count_retry(struct rctx *c, unsigned run)
 		fail("1000 -KVIDX_ERETRY in a row");
 }
 
-static int r_lookup(struct rctx *c, uint64_t key, struct kvidx_rec *out, size_t max)
+/* *hs: the history's change number before the attempt that answered. Acquire pairs with the
+ * seq_cst increment in h_begin(). */
+static int r_lookup(struct rctx *c, uint64_t key, struct kvidx_rec *out, size_t max,
+		    uint64_t *hs)
 {
 	for (unsigned run = 0;; run++) {
+		*hs = __atomic_load_n(&sh->hseq, __ATOMIC_ACQUIRE);
 		int n = kvidx_lookup(c->r, key, out, max);
 		r_note_slot(c, n == -KVIDX_ERETRY);
 		if (n != -KVIDX_ERETRY)
@@ -815,7 +1310,7 @@ static int r_score(struct rctx *c, const uint64_t *keys, size_t n, const int *ca
 /* Before a call: whether the generation the call may see has been replayed. */
 static void r_before(struct rctx *c)
 {
-	c->replayed = __atomic_load_n(&sh->replayed, __ATOMIC_ACQUIRE) >= 2;
+	c->replayed = __atomic_load_n(&sh->replayed, __ATOMIC_ACQUIRE);
 }
 
 /* After a call: the generation it used (it switches inside rd_enter()). */
@@ -825,7 +1320,7 @@ static void r_after(struct rctx *c)
 
 	if (g == c->gen)
 		return;
-	if (g < c->gen || g > 2)
+	if (g < c->gen || g > MAX_GEN)
 		fail("data generation went from %llu to %llu", (unsigned long long)c->gen,
 		     (unsigned long long)g);
 	c->gen = g;
@@ -834,11 +1329,11 @@ static void r_after(struct rctx *c)
 	c->me->switches++;
 }
 
-/* An ALWAYS answer without pod 0: allowed (and counted) only with --lax-restart, in a
- * generation whose writer had not finished its replay when the call began. */
+/* An ALWAYS answer without pod 0: allowed (and counted) only in a generation published before
+ * its replay (no defer_publish) whose writer had not finished the replay when the call began. */
 static bool r_restart_miss(struct rctx *c)
 {
-	if (c->gen < 2 || c->replayed || opt.strict_restart)
+	if (c->gen < 2 || c->gen <= c->replayed || sh->deferred[c->gen])
 		return false;
 	c->me->restart_misses++;
 	return true;
@@ -923,18 +1418,45 @@ static void check_recs(struct rctx *c, unsigned cls, uint32_t ki, uint64_t key,
 	}
 }
 
+/* Checks the queued answers whose changes are all logged (all of them if wait). */
+static void r_check_pending(struct rctx *c, bool wait)
+{
+	while (c->npend) {
+		struct pend *q = &c->pend[c->pend_head];
+		if (__atomic_load_n(&sh->hdone, __ATOMIC_ACQUIRE) < q->he && !wait)
+			return;
+		h_check(c->me, q->gen, q->cls, q->ki, q->key, q->out, q->n, q->max, q->hs, q->he,
+			q->t1);
+		c->pend_head = (c->pend_head + 1) % PEND;
+		c->npend--;
+		wait = false; /* one at a time: room for the next */
+	}
+}
+
 static void r_lookup_one(struct rctx *c, unsigned cls)
 {
 	struct kvidx_rec out[PPK + 4];
 	uint32_t ki = pick_idx(&c->rng, cls);
 	uint64_t key = keys_of[cls][ki];
 	size_t max = tt_rnd_below(&c->rng, 8) == 0 ? 1 + tt_rnd_below(&c->rng, PPK) : PPK + 4;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), hs;
 	r_before(c);
-	int n = r_lookup(c, key, out, max);
+	int n = r_lookup(c, key, out, max, &hs);
+	uint64_t he = __atomic_load_n(&sh->hseq, __ATOMIC_ACQUIRE), t1 = now_ns();
 
 	r_after(c);
-	check_recs(c, cls, ki, key, out, n, max, t0, now_ns());
+	check_recs(c, cls, ki, key, out, n, max, t0, t1);
+	if (cls != CLS_NEVER) {
+		/* Checked once every change up to he is logged, which is almost always by the
+		 * next call: queued, so that the reader does not wait for the writer. */
+		if (c->npend == PEND)
+			r_check_pending(c, true);
+		struct pend *q = &c->pend[(c->pend_head + c->npend++) % PEND];
+		*q = (struct pend){ .gen = c->gen, .cls = cls, .ki = ki, .key = key, .n = n,
+				    .max = max, .hs = hs, .he = he, .t1 = t1 };
+		memcpy(q->out, out, (size_t)n * sizeof(*out));
+	}
+	r_check_pending(c, false);
 	c->me->ops++;
 	c->me->lookups++;
 }
@@ -1178,6 +1700,8 @@ static void __attribute__((noreturn)) reader_main(int id)
 		else
 			r_message_one(&c, tt_rnd(&c.rng) & 1);
 	}
+	while (c.npend)
+		r_check_pending(&c, true);
 	kvidx_reader_close(c.r);
 	st_relaxed(&c.me->final_inc, c.inc);
 	st_relaxed(&c.me->final_msg_gen, c.msg_gen);
@@ -1340,13 +1864,14 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: stress_index --seconds N [--readers R] [--capacity C] [--records N]\n"
 		"                    [--seed S] [--stall-ms M]\n"
-		"                    [--no-restart] [--lax-restart]\n"
+		"                    [--no-restart] [--lax-restart] [--restarts K]\n"
 		"Torture test of kvidx's concurrency contract: one writer churns a small index while\n"
 		"R reader processes (default 4) verify every answer; readers are SIGKILLed and\n"
-		"SIGSTOPped past the stall limit (default 200 ms); at 70%% of the run the writer is\n"
-		"SIGKILLed and a new one takes over (runs of 6 s or more, unless --no-restart;\n"
-		"the successor publishes only after its replay, and a reader missing a key then\n"
-		"fails the run; --lax-restart publishes first and only counts the misses).\n"
+		"SIGSTOPped past the stall limit (default 200 ms); K times (default seconds / 10,\n"
+		"at least 1; at most seconds / 6) the writer is SIGKILLed and a new one takes over\n"
+		"(unless --no-restart): successors alternate publishing after their replay (a reader\n"
+		"missing a key then fails the run) and before it (--lax-restart: always before).\n"
+		"Every lookup answer is checked against the logged history of its (key, pod).\n"
 		"Capacity defaults to 4096 keys, records to 4 x capacity. Exit 0 with a summary line,\n"
 		"1 on the first violation.\n");
 }
@@ -1358,12 +1883,13 @@ static void parse_args(int argc, char **argv)
 		{ "capacity", required_argument, 0, 'c' }, { "records", required_argument, 0, 'R' },
 		{ "seed", required_argument, 0, 'S' },    { "stall-ms", required_argument, 0, 'm' },
 		{ "no-restart", no_argument, 0, 'n' },    { "lax-restart", no_argument, 0, 'x' },
+		{ "restarts", required_argument, 0, 'k' },
 		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
 	};
 	int ch;
 	bool seeded = false;
 
-	while ((ch = getopt_long(argc, argv, "s:r:c:R:S:m:nxh", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "s:r:c:R:S:m:k:nxh", lo, NULL)) != -1) {
 		char *end = NULL;
 		unsigned long long v = optarg ? strtoull(optarg, &end, 0) : 0;
 		if (optarg && (*optarg == '\0' || *end != '\0')) {
@@ -1378,6 +1904,7 @@ static void parse_args(int argc, char **argv)
 		case 'S': opt.seed = v; seeded = true; break;
 		case 'm': opt.stall_ms = (unsigned)v; break;
 		case 'n': opt.no_restart = true; break;
+		case 'k': opt.restarts = (unsigned)v; break;
 		case 'x': opt.strict_restart = false; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
@@ -1391,7 +1918,11 @@ static void parse_args(int argc, char **argv)
 	}
 	if (!opt.records)
 		opt.records = 4 * opt.capacity;
-	if (opt.seconds < 6)
+	if (!opt.restarts)
+		opt.restarts = opt.seconds / 10 ? opt.seconds / 10 : 1;
+	if (opt.restarts > MAX_GEN - 1 || opt.seconds < 6 * opt.restarts)
+		opt.restarts = opt.seconds / 6 < MAX_GEN - 1 ? opt.seconds / 6 : MAX_GEN - 1;
+	if (opt.restarts == 0)
 		opt.no_restart = true;
 	if (!seeded)
 		opt.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
@@ -1415,6 +1946,7 @@ int main(int argc, char **argv)
 		sh = NULL;
 		fail("mmap: %s", strerror(errno));
 	}
+	h_alloc();
 	seqs = mmap(NULL, SEQ_MAP * sizeof(*seqs), PROT_READ | PROT_WRITE,
 		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (seqs == MAP_FAILED)
@@ -1453,12 +1985,17 @@ int main(int argc, char **argv)
 	uint64_t next_progress = start + NS_S;
 	for (unsigned i = 0; i < opt.readers; i++)
 		ops_at[i] = start;
-	/* Writer restart: 0 first writer, 1 dead, 2 successor replaying, 3 readers switching,
-	 * 4 done (or off). */
+	/* Writer restarts: 0 writer alive (next kill at restart_at), 1 dead, 2 successor
+	 * replaying, 3 readers switching, 4 no more restarts. Restart k of n falls at
+	 * (k + 1) / (n + 1) of the run, +-10%; successors alternate defer_publish (even
+	 * generations) and publishing first (odd), or all publish first with --lax-restart. */
+	unsigned restarts = 0, gen = 1;
 	int phase = opt.no_restart ? 4 : 0;
-	uint64_t restart_at = start + (end - start) * 7 / 10, phase_t = 0;
-	uint64_t stale_seen_ms = 0, dead_ms = 0, replay_ms = 0, switch_ms = 0;
-	struct kvidx_stats g1;
+	uint64_t slice = (end - start) / (opt.restarts + 1);
+	uint64_t restart_at = start + slice - slice / 10 + tt_rnd_below(&rng, 1000) * (slice / 5000), phase_t = 0;
+	uint64_t stale_seen_ms = UINT64_MAX, dead_ms = 0, replay_ms = 0, switch_ms = 0;
+	struct kvidx_stats g1; /* the dead writers' counters, summed */
+	uint64_t g1_route_bad = 0, stale_route_bad = 0, deferred_restarts = 0;
 	memset(&g1, 0, sizeof(g1));
 
 	while ((now = now_ns()) < end || so.state != ST_IDLE || (phase > 0 && phase < 4)) {
@@ -1479,21 +2016,37 @@ int main(int argc, char **argv)
 				fail("writer did not die of our SIGKILL");
 			set_child(wpid, 0);
 			wpid = 0;
-			memcpy(&g1, mon_st, sizeof(g1)); /* its stats, frozen now */
+			/* Its last change, whatever of it readers may see, into the history. */
+			h_reconcile(gen);
+			/* its stats, frozen now */
+			struct kvidx_stats dead;
+			memcpy(&dead, mon_st, sizeof(dead));
+#define KV_STAT_ACC(n) g1.n += dead.n;
+			KV_STATS(KV_STAT_ACC)
+#undef KV_STAT_ACC
+			if (gen == 1)
+				g1_route_bad += dead.route_bad;
+			else
+				stale_route_bad += dead.route_bad;
 			for (unsigned i = 0; i < opt.readers; i++)
 				st_relaxed(&sh->roles[i].max_hb_age_ms, 0);
 			phase = 1;
 			phase_t = now_ns();
 		} else if (phase == 1 && now_ns() - phase_t >= NS_S) {
+			uint64_t seen = 0;
 			for (unsigned i = 0; i < opt.readers; i++)
-				if (ld_relaxed(&sh->roles[i].max_hb_age_ms) > stale_seen_ms)
-					stale_seen_ms = ld_relaxed(&sh->roles[i].max_hb_age_ms);
-			if (stale_seen_ms < 500)
+				if (ld_relaxed(&sh->roles[i].max_hb_age_ms) > seen)
+					seen = ld_relaxed(&sh->roles[i].max_hb_age_ms);
+			if (seen < 500)
 				fail("the writer is dead for 1 s, but no reader saw its heartbeat older "
-				     "than %llu ms", (unsigned long long)stale_seen_ms);
+				     "than %llu ms", (unsigned long long)seen);
+			if (seen < stale_seen_ms)
+				stale_seen_ms = seen;
 			dead_ms = (now_ns() - phase_t) / NS_MS;
 			__atomic_store_n(&sh->writer_ready, 0, __ATOMIC_RELEASE);
-			wpid = spawn(writer_entry, 2);
+			sh->deferred[gen + 1] = opt.strict_restart && (gen + 1) % 2 == 0;
+			deferred_restarts += sh->deferred[gen + 1];
+			wpid = spawn(writer_entry, (int)gen + 1);
 			set_child(0, wpid);
 			phase = 2;
 			phase_t = now_ns();
@@ -1504,7 +2057,9 @@ int main(int argc, char **argv)
 			if (w3 || errno != KVIDX_EWRITER)
 				fail("a second writer beside the successor was not refused (errno %d)",
 				     errno);
-			monitor_open(2);
+			gen++;
+			restarts++;
+			monitor_open(gen);
 			phase = 3;
 			phase_t = now_ns();
 		} else if (phase == 2 && now_ns() - phase_t > 20 * NS_S) {
@@ -1512,14 +2067,20 @@ int main(int argc, char **argv)
 		} else if (phase == 3) {
 			unsigned behind = opt.readers;
 			for (unsigned i = 0; i < opt.readers; i++)
-				if (ld_relaxed(&sh->roles[i].gen) != 2)
+				if (ld_relaxed(&sh->roles[i].gen) != gen)
 					behind = i;
 			if (behind == opt.readers) {
 				switch_ms = (now_ns() - phase_t) / NS_MS;
-				phase = 4;
+				phase = restarts < opt.restarts ? 0 : 4;
+				restart_at = start + (restarts + 1) * slice - slice / 10 +
+					     tt_rnd_below(&rng, 1000) * (slice / 5000);
+				if (restart_at < now_ns() + 4 * NS_S)
+					restart_at = now_ns() + 4 * NS_S;
+				if (restart_at + 2 * NS_S > end)
+					phase = 4;
 			} else if (now_ns() - phase_t > 5 * NS_S) {
-				fail("reader %u still on generation %llu 5 s after generation 2 was "
-				     "published", behind, (unsigned long long)sh->roles[behind].gen);
+				fail("reader %u still on generation %llu 5 s after generation %u was "
+				     "published", behind, (unsigned long long)sh->roles[behind].gen, gen);
 			}
 		}
 		for (unsigned i = 0; i < opt.readers; i++)
@@ -1594,7 +2155,7 @@ int main(int argc, char **argv)
 			so.slot_state = ld_seqcst(&s->rs_state);
 			so.in_section = KV_RS_STATE(so.slot_state) == KV_RS_ACTIVE &&
 					ld_seqcst(&s->rs_ctr) != 0;
-			if (!so.in_section && so.attempts++ < 50 && tt_rnd_below(&rng, 4)) {
+			if (!so.in_section && so.attempts++ < 50 && tt_rnd_below(&rng, 16)) {
 				kill(so.pid, SIGCONT);
 				next_stop = now_ns() + 5 * NS_MS;
 			} else {
@@ -1720,8 +2281,8 @@ int main(int argc, char **argv)
 #define KV_STAT_SUM(n) tot.n += g1.n;
 	KV_STATS(KV_STAT_SUM)
 #undef KV_STAT_SUM
-	uint64_t route_stale = opt.no_restart ? 0 : sh->final_st.route_bad;
-	tot.route_bad = g1.route_bad + (opt.no_restart ? sh->final_st.route_bad : 0);
+	uint64_t route_stale = stale_route_bad + (gen > 1 ? sh->final_st.route_bad : 0);
+	tot.route_bad = g1_route_bad + (gen == 1 ? sh->final_st.route_bad : 0);
 	uint64_t lookups = 0, scores = 0, retries = 0, pods = 0, torn = 0, maxrun = 0, spec = 0;
 	for (unsigned i = 0; i < opt.readers; i++) {
 		const struct role *ro = &sh->roles[i];
@@ -1769,7 +2330,7 @@ int main(int argc, char **argv)
 		fail("the writer found %llu malformed route-ring messages (torn or half-published)",
 		     (unsigned long long)fs->route_bad);
 	/* A writer killed between counting a commit and handing it over: one more counted. */
-	if (fs->route_commits < sh->w_routes || fs->route_commits > sh->w_routes + !opt.no_restart)
+	if (fs->route_commits < sh->w_routes || fs->route_commits > sh->w_routes + restarts)
 		fail("stat route_commits %llu, but %llu routes were handed to the writer",
 		     (unsigned long long)fs->route_commits, (unsigned long long)sh->w_routes);
 	uint64_t msgs_ok = 0, msgs_dropped = 0;
@@ -1788,20 +2349,34 @@ int main(int argc, char **argv)
 		     (unsigned long long)(sh->w_routes + sh->w_outcomes),
 		     (unsigned long long)route_stale, (unsigned long long)kills);
 
-	uint64_t misses = 0;
-	for (unsigned i = 0; i < opt.readers; i++)
+	uint64_t misses = 0, h_calls = 0, h_checked = 0, h_unknown = 0, r_ops = 0;
+	for (unsigned i = 0; i < opt.readers; i++) {
 		misses += sh->roles[i].restart_misses;
+		h_calls += sh->roles[i].h_calls;
+		h_checked += sh->roles[i].h_checked;
+		h_unknown += sh->roles[i].h_unknown;
+		r_ops += sh->roles[i].ops;
+	}
+	if (h_calls == 0 || h_checked == 0)
+		fail("the exact oracle checked nothing");
+	/* Unknown answers (a ring overwritten during a long call) must stay rare. */
+	if (h_unknown > h_checked / 100 + 100)
+		fail("the exact oracle could not decide %llu of %llu answers: deepen the history",
+		     (unsigned long long)h_unknown, (unsigned long long)(h_checked + h_unknown));
 	char restart[256] = "off";
 	if (!opt.no_restart)
 		snprintf(restart, sizeof(restart),
-			 "dead %llu ms (stale heartbeat seen %llu ms), replay %llu ms, readers "
-			 "switched in %llu ms, ALWAYS misses before replay %llu, stale messages %llu",
+			 "%u (%llu deferred), last: dead %llu ms (stale heartbeat seen >= %llu ms), "
+			 "replay %llu ms, readers switched in %llu ms, ALWAYS misses before replay "
+			 "%llu, stale messages %llu", restarts, (unsigned long long)deferred_restarts,
 			 (unsigned long long)dead_ms, (unsigned long long)stale_seen_ms,
 			 (unsigned long long)replay_ms, (unsigned long long)switch_ms,
 			 (unsigned long long)misses, (unsigned long long)route_stale);
 #define U(x) ((unsigned long long)(x))
 	printf("stress_index: OK secs=%u readers=%u capacity=%llu records=%llu ppk=%d pods=%d "
-	       "stall_ms=%u seed=%llu | reads: lookups=%llu scores=%llu pod_reads=%llu "
+	       "stall_ms=%u seed=%llu | ops=%llu answers_checked=%llu (lookups %llu, unknown "
+	       "%llu) kills=%llu (readers %llu, writers %u) violations=0 | history: logged=%llu "
+	       "reconciled=%llu | reads: lookups=%llu scores=%llu pod_reads=%llu "
 	       "spec_recs=%llu retries=%llu max_retry_run=%llu torn_names=%llu | kills=%llu "
 	       "(mid-register %llu, stopped %llu) dead=%llu | stops=%llu in_section=%llu "
 	       "expelled=%llu (seen %llu, max %llu ms, resumed %llu, retried %llu, late %llu) | "
@@ -1811,7 +2386,9 @@ int main(int argc, char **argv)
 	       "max_tick_gap_ms=%llu max_heartbeat_age_ms=%llu final_keys=%llu | rings: "
 	       "routes=%llu outcomes=%llu dropped=%llu bad=%llu | restart: %s\n",
 	       opt.seconds, opt.readers, U(opt.capacity), U(opt.records), PPK, NPODS,
-	       opt.stall_ms, U(opt.seed), U(lookups), U(scores), U(pods), U(spec), U(retries),
+	       opt.stall_ms, U(opt.seed), U(sh->w_ops + r_ops), U(h_checked), U(h_calls),
+	       U(h_unknown), U(kills + restarts), U(kills), restarts, U(sh->h_logged),
+	       U(sh->h_reconciled), U(lookups), U(scores), U(pods), U(spec), U(retries),
 	       U(maxrun), U(torn), U(kills), U(early_kills), U(so.killed_stopped),
 	       U(fs->readers_dead), U(so.stops), U(so.in_section_stops), U(fs->readers_expelled),
 	       U(so.expels_seen), U(so.max_expel_ms), U(so.resumed_expelled), U(so.retried_after),

@@ -24,7 +24,8 @@ void tt_sleep_us(unsigned us)
 }
 
 /*
- * Removes the shared-memory objects of index name: both data generations and the registry.
+ * Removes the shared-memory objects of index name: its data generations (up to 64) and the
+ * registry.
  * An empty name (no index made yet) does nothing.
  */
 void tt_unlink_index(const char *name)
@@ -33,7 +34,7 @@ void tt_unlink_index(const char *name)
 
 	if (!name[0])
 		return;
-	for (unsigned g = 1; g <= 2; g++) {
+	for (unsigned g = 1; g <= 64; g++) {
 		kv_data_shm_name(path, name, g);
 		shm_unlink(path);
 	}

@@ -1,13 +1,16 @@
 #!/bin/sh
 # run.sh BUILD_BIN_DIR — the demo behind `make run`: on loopback, three fake vLLM pods
-# (kvidx-fakepod --serve, with an event delay, jitter and small failure rates), kvidx-ingestd
-# subscribed to them (with their replay sockets), two kvidx-route workers sending a synthetic
-# shared-prefix workload, and kvidx-top in the foreground. Ctrl-C (or SIGTERM) stops every
-# process this script started and removes the index from /dev/shm.
+# (kvidx-fakepod --serve, with an event delay, jitter and small failure rates) in the shapes
+# real vLLM streams have (pod 0: vLLM's default topic "" and two data-parallel ranks; pod 1: a
+# hybrid model with CPU offloading and duplicate copies; pod 2: llm-d's kv@POD@MODEL topic),
+# a fourth pod playing a workload of LoRA, salted and multimodal prompts (not routed to),
+# kvidx-ingestd subscribed to them (with their replay sockets), two kvidx-route workers
+# sending a synthetic shared-prefix workload, and kvidx-top in the foreground. Ctrl-C (or
+# SIGTERM) stops every process this script started and removes the index from /dev/shm.
 #
 # Environment (all optional):
 #   KVIDX_RUN_NAME   index name (default kvidx-run)
-#   KVIDX_RUN_PORT   first TCP port; pod i uses PORT+10i .. PORT+10i+2 (default 25500)
+#   KVIDX_RUN_PORT   first TCP port; pod i uses PORT+10i .. PORT+10i+4 (default 25500)
 #   KVIDX_RUN_RATE   requests per second per router worker (default 8)
 #   KVIDX_RUN_SECS   stop by itself after this many seconds (default: run until Ctrl-C)
 set -u
@@ -73,29 +76,43 @@ start() { # start LOGNAME PROGRAM ARGS...: background, output to LOGS/LOGNAME.lo
 	PIDS="$PIDS $!"
 }
 
-echo "run.sh: index $NAME, ports $PORT..$((PORT + 10 * NPODS - 8)) on 127.0.0.1"
+echo "run.sh: index $NAME, ports $PORT..$((PORT + 10 * NPODS + 4)) on 127.0.0.1"
 echo "run.sh: logs in $LOGS"
 echo "run.sh: in another terminal: $BIN/kvidx-ttl --name $NAME"
 echo "        (and $BIN/kvidx-dump --name $NAME for everything the index holds)"
 
 # Pods: events 80 ms after each request (plus 0..40 ms jitter), a few failed or cancelled
-# requests and lost events, so that early and stale expiries show up.
+# requests and lost events, so that early and stale expiries show up. Pod i publishes on
+# PORT+10i (rank r on + r), replays on PORT+10i+2 (+ r) and serves on PORT+10i+4.
 podargs=""
 routeargs=""
 i=0
 while [ $i -lt $NPODS ]; do
 	pub=$((PORT + 10 * i))
-	rep=$((pub + 1))
-	srv=$((pub + 2))
+	rep=$((pub + 2))
+	srv=$((pub + 4))
+	attrs=""
+	case $i in # the shapes: the positional parameters (BIN is read already)
+	0) set -- --topic "" --dp-ranks 2; attrs=",model=fake-model,dp-ranks=2" ;;
+	1) set -- --hybrid --offload 0.3 --dup-copies 0.1 --copy-counts --cache-blocks 128 ;;
+	*) set -- ;;
+	esac
 	start "pod-$i" "$BIN/kvidx-fakepod" --serve "tcp://127.0.0.1:$srv" \
 		--pub "tcp://127.0.0.1:$pub" --replay "tcp://127.0.0.1:$rep" \
 		--prefill-ms 20 --event-delay-ms 80 --jitter-ms 40 \
-		--fail-rate 0.02 --cancel-rate 0.01 --drop-events 0.01 --seed $((i + 1))
-	spec="tcp://127.0.0.1:$pub,replay=tcp://127.0.0.1:$rep,name=127.0.0.1:$srv"
+		--fail-rate 0.02 --cancel-rate 0.01 --drop-events 0.01 --seed $((i + 1)) "$@"
+	spec="tcp://127.0.0.1:$pub,replay=tcp://127.0.0.1:$rep,name=127.0.0.1:$srv$attrs"
 	podargs="$podargs --pod $spec"
 	routeargs="$routeargs --pod 127.0.0.1:$srv=tcp://127.0.0.1:$srv"
 	i=$((i + 1))
 done
+# A pod no router sends to, whose own workload uses a LoRA adapter, salts and images.
+pub=$((PORT + 10 * NPODS))
+start "pod-$NPODS" "$BIN/kvidx-fakepod" --workload --rate 100 --batch 4 \
+	--pub "tcp://127.0.0.1:$pub" --replay "tcp://127.0.0.1:$((pub + 2))" \
+	--pod "127.0.0.1:$((pub + 4))" --lora adapter-a --lora-share 0.5 --salt tenant-1 \
+	--salt-share 0.3 --mm 0.2 --seed $((NPODS + 1))
+podargs="$podargs --pod tcp://127.0.0.1:$pub,replay=tcp://127.0.0.1:$((pub + 2))"
 
 # The writer, with its speculation settings at their defaults (static 2 s TTL).
 # shellcheck disable=SC2086

@@ -5,14 +5,17 @@
  *
  * The parts, one job a file:
  *   main.c      setup, the poll loop, signals, teardown, the summary line
- *   opts.c      the command line: flags, --help, their checks, the topic
+ *   opts.c      the command line: flags, --help, their checks, the topic, rank endpoints
  *   sched.c     the action queue: publications, sequence changes and replies in due order;
  *               the simulated pod restart
- *   events.c    events waiting for their batch, and their encoding into a payload
- *   pub.c       the PUB socket, the replay buffer and its ROUTER, the XPUB subscriber count
+ *   events.c    events waiting for their batch, their extra_keys, their encoding into a
+ *               payload
+ *   pub.c       each rank's PUB socket, replay buffer and ROUTER, the XPUB subscriber count
  *   zframes.c   ZMQ plumbing: binding sockets, multi-frame messages, ROUTER envelopes
  *   hash.c      engine block hashes
- *   cache.c     the simulated prefix cache (LRU) and admission of a prompt's blocks to it
+ *   cache.c     the simulated prefix cache (LRU per rank) and admission of a prompt's blocks
+ *               to it, with the shapes of vLLM's streams (hybrid groups, offload
+ *               placeholders, duplicate copies)
  *   workload.c  the synthetic workload
  *   script.c    the script language
  *   serve.c     --serve: prompts from a router, prefill, replies and their events
@@ -36,6 +39,8 @@
 #define MAX_MS          86400000ull  /* one day: bound of every *-ms value */
 #define NS_PER_MS       1000000ull
 #define NS_PER_S        1000000000ull
+#define FP_MAX_RANKS    32           /* --dp-ranks bound (kvidx-ingestd's KV_POD_RANKS) */
+#define FP_MAX_MM       64           /* multimodal items of one prompt */
 
 /* ---- options (opts.c) --------------------------------------------------------------------- */
 
@@ -57,6 +62,17 @@ struct opts {
 	uint64_t prefill_ms, jitter_ms, event_delay_ms;
 	double fail_rate, cancel_rate, drop_rate;
 	uint64_t ts_ahead_ms; /* batch ts this far ahead of the wall clock (a skewed clock) */
+
+	/* vLLM stream shapes (the "Shapes" block of opts.c) */
+	const char *topic;          /* --topic, NULL: kv@<pod>@<model> */
+	uint32_t dp_ranks;          /* ranks, each on its own ports (1: no data parallelism) */
+	const char *lora, *salt;    /* workload prompts' LoRA adapter and cache_salt, or NULL */
+	double lora_share, salt_share, mm_rate;
+	bool mm_bare;               /* multimodal entries as bare identifiers (vLLM < 0.26) */
+	bool hybrid;                /* sliding-window and Mamba groups besides full attention */
+	double offload, dup_copies; /* shares of prompts offloaded / stored as two copies */
+	const char *offload_medium;
+	bool copy_counts;           /* BlockRemoved carries remaining_copy_counts */
 };
 
 /* Fills o from the command line, or exits: status 0 after --help, 2 on bad usage. */
@@ -69,6 +85,13 @@ void opts_parse(int argc, char **argv, struct opts *o);
  */
 size_t opts_topic(const struct opts *o, char *topic, size_t cap);
 
+/*
+ * Writes endpoint ep with its port raised by r (vLLM's data-parallel convention: rank r on
+ * port + r) to out; r 0 copies ep. Exits with status 2 if ep has no numeric port or it
+ * overflows.
+ */
+void opts_rank_endpoint(const char *flag, const char *ep, unsigned r, char *out, size_t cap);
+
 /* ---- events waiting for their batch (events.c) -------------------------------------------- */
 
 /*
@@ -78,30 +101,87 @@ size_t opts_topic(const struct opts *o, char *topic, size_t cap);
  */
 struct evlist {
 	struct kvw_event *v;
-	size_t n, cap;
+	uint32_t *rank; /* the rank each event is published on (fp->ev_rank when added) */
+	size_t n, cap, rank_cap;
+};
+
+/* One multimodal item of a prompt: tokens [start, start + len), vLLM's identifier. */
+struct mm_item {
+	uint32_t start, len;
+	const char *id;
+};
+
+/*
+ * What vLLM keys beyond a prompt's tokens (reference/kv-events.md "extra_keys"). Block i's
+ * extra_keys entry is, in order: the LoRA name, one entry per item overlapping the block
+ * ((identifier, start - block start), or the bare identifier), the salt on block 0 only.
+ */
+struct prompt_x {
+	const char *lora, *salt;  /* NULL: none */
+	const struct mm_item *mm; /* sorted by start */
+	size_t nmm;
+	bool mm_bare;
+};
+
+/* Capacity a block_items() output needs. */
+#define BLOCK_ITEMS_MAX (FP_MAX_MM + 2)
+
+/*
+ * Block blk's extra_keys items (at most BLOCK_ITEMS_MAX, their strings px's) to out; the
+ * count. px may be NULL (none).
+ */
+size_t block_items(const struct prompt_x *px, size_t blk, uint32_t bs, struct kvw_xitem *out);
+
+/*
+ * The attributes ev_add() gives an event: medium, KV-cache group, locality. cache_admit()
+ * sets its own; the script's medium, group and locality commands set the script's.
+ */
+struct ev_attr {
+	const char *medium;     /* "" or NULL: nil (GPU) */
+	bool has_group;
+	uint32_t group;
+	const char *kind;       /* kv_cache_spec_kind, NULL: nil */
+	uint32_t sliding_window; /* 0: nil */
+	const char *locality;   /* NULL: nil */
 };
 
 struct fp;
 struct action;
 
-/* Appends an event of this type carrying the pod's medium and block size; arrays empty. */
+/*
+ * Appends an event of this type carrying fp->attr (medium, group, locality) and the pod's
+ * block size, on rank fp->ev_rank; arrays empty.
+ */
 struct kvw_event *ev_add(struct fp *fp, struct evlist *l, enum kvw_type type);
 
 /* Gives e an owned array of n hashes (uninitialised; NULL when n is 0) and returns it. */
 uint64_t *ev_hashes(struct kvw_event *e, size_t n);
 
-/* BlockStored of copies of hashes and tokens; BlockRemoved of a copy of hashes. */
-void ev_add_stored(struct fp *fp, struct evlist *l, const uint64_t *hashes, size_t nhashes,
-		   bool has_parent, uint64_t parent, const uint32_t *tokens, size_t ntokens);
-void ev_add_removed(struct fp *fp, struct evlist *l, const uint64_t *hashes, size_t nhashes);
+/*
+ * BlockStored of copies of hashes and tokens. With fp->px set, it carries the prompt's
+ * lora_name and every block's extra_keys (owned copies), hashes[0] being block first of the
+ * prompt. BlockRemoved of a copy of hashes, with remaining_copy_counts when remaining is not
+ * NULL.
+ */
+struct kvw_event *ev_add_stored(struct fp *fp, struct evlist *l, const uint64_t *hashes,
+				size_t nhashes, bool has_parent, uint64_t parent,
+				const uint32_t *tokens, size_t ntokens, size_t first);
+struct kvw_event *ev_add_removed(struct fp *fp, struct evlist *l, const uint64_t *hashes,
+				 size_t nhashes, const uint32_t *remaining);
 
 /* Frees the first k events and moves the rest to the front. */
 void evlist_drop(struct evlist *l, size_t k);
 
-/* Encodes events v[0, n) into a publish action (payload malloc'd). Exits if memory runs out. */
+/*
+ * Encodes events v[0, n) into a publish action (payload malloc'd) on rank fp->ev_rank, the
+ * rank of the events last built (cache_admit() sets it). Exits if memory runs out.
+ */
 void encode_batch(struct fp *fp, const struct kvw_event *v, size_t n, struct action *a);
 
-/* Puts the first n pending events into a batch published after the script's delay. */
+/*
+ * Puts the first n pending events into batches published after the script's delay: one
+ * batch per run of events of one rank.
+ */
 void flush_pending(struct fp *fp, size_t n, uint64_t now);
 
 /* ---- the action queue (sched.c) ----------------------------------------------------------- */
@@ -110,18 +190,20 @@ enum act_kind {
 	ACT_PUBLISH,    /* send payload as the next batch (raw when nevents is 0 and raw) */
 	ACT_GAP,        /* skip n sequence numbers */
 	ACT_LOSE,       /* keep the next n batches for replay but do not send them */
-	ACT_RESTART,    /* sequence back to 0, nothing kept, cache emptied */
+	ACT_RESTART,    /* the rank's sequence back to 0, nothing kept, cache emptied */
 	ACT_SERVE_DONE, /* a served request's prefill is over: reply, maybe store blocks */
 };
 
 struct action {
 	uint64_t due, order;
 	enum act_kind kind;
+	uint32_t rank; /* ACT_PUBLISH, ACT_GAP, ACT_LOSE, ACT_RESTART: the rank it concerns */
 	uint64_t n;
 	void *data; /* ACT_PUBLISH: the payload (malloc); ACT_SERVE_DONE: struct inflight */
 	size_t len;
 	bool raw;
 	size_t nevents, nstored, nremoved, ncleared;
+	size_t nextra, nplaceholder, ndup, ngroup; /* the shapes' counts (struct stats) */
 };
 
 /*
@@ -139,9 +221,11 @@ struct action heap_pop(struct fp *fp);
 /*
  * Empties the pod as a restart does: sequence back to 0, nothing kept for replay, cache
  * empty. Actions created before order_limit that are still queued belonged to the old
- * process: their publications are discarded and their requests answered "failed".
+ * process: their publications are discarded and their requests answered "failed". rank >= 0
+ * with several ranks restarts that rank's engine only (its sequence, replay buffer, cache
+ * part and queued publications; requests in flight stay).
  */
-void pod_restart(struct fp *fp, uint64_t order_limit);
+void pod_restart(struct fp *fp, uint64_t order_limit, int rank);
 
 /* ---- publishing (pub.c) ------------------------------------------------------------------- */
 
@@ -152,17 +236,31 @@ struct kept {
 	size_t len;
 };
 
-/* Publishes a batch now: the next sequence number, the PUB socket (unless lost), the ring. */
+/*
+ * One data-parallel rank: an engine of its own, publishing on the pod's ports + its number
+ * with its own sequence numbers and replay buffer (reference/kv-events.md).
+ */
+struct rank {
+	void *pub, *replay;
+	uint64_t seq, lose_left;
+	struct kept *ring; /* o.keep slots */
+	size_t ring_head, ring_n;
+};
+
+/*
+ * Publishes a batch now on its rank: the next sequence number, the PUB socket (unless lost),
+ * the ring.
+ */
 void publish(struct fp *fp, struct action *a);
 
-/* Forgets every batch kept for replay. */
-void ring_clear(struct fp *fp);
+/* Forgets every batch rank r kept for replay. */
+void ring_clear(struct fp *fp, uint32_t r);
 
-/* Answers the replay requests waiting on the ROUTER. */
-void handle_replay(struct fp *fp);
+/* Answers the replay requests waiting on rank r's ROUTER. */
+void handle_replay(struct fp *fp, uint32_t r);
 
 /* XPUB (--wait-subscribers): counts subscriptions, so that the run can wait for them. */
-void handle_xpub(struct fp *fp);
+void handle_xpub(struct fp *fp, uint32_t r);
 
 /* ---- ZMQ plumbing (zframes.c) ------------------------------------------------------------- */
 
@@ -200,22 +298,41 @@ bool router_envelope(struct frames *f, bool *delim);
 void engine_chain(uint64_t parent, const uint32_t *tokens, size_t nblocks, uint32_t bs,
 		  uint64_t *out);
 
+/*
+ * The same for blocks with extras, as vLLM folds extra_keys into its block hashes: tokens'
+ * first block is block first of the prompt px describes (px NULL: engine_chain()).
+ */
+void engine_chain_x(uint64_t parent, const uint32_t *tokens, size_t first, size_t nblocks,
+		    uint32_t bs, const struct prompt_x *px, uint64_t *out);
+
 /* ---- the simulated prefix cache (cache.c) ------------------------------------------------- */
 
 struct cache_node;
 
-/* At most cap engine hashes, least recently used evicted first. */
+/*
+ * At most cap engine hashes per rank, least recently used evicted first. A prompt belongs to
+ * one rank (the one rank_of() its first block names), so each rank is an engine with a cache
+ * of its own; one table finds any rank's blocks.
+ */
 struct cache {
-	uint32_t cap, size;
+	uint32_t cap, nranks;
+	uint32_t size[FP_MAX_RANKS], head[FP_MAX_RANKS], tail[FP_MAX_RANKS];
 	struct cache_node *nodes;
-	uint32_t head, tail, free_list;
+	uint32_t free_list;
 	uint32_t *slots; /* node index + 1; 0 = empty */
 	size_t mask;
 };
 
-void cache_init(struct cache *c, uint32_t cap);
+void cache_init(struct cache *c, uint32_t cap, uint32_t nranks);
 void cache_clear(struct cache *c);
+void cache_clear_rank(struct cache *c, uint32_t r);
 void cache_free(struct cache *c);
+
+/* True with probability p, drawn from fp->shape_rng only when p > 0. */
+bool shape_draw(struct fp *fp, double p);
+
+/* The rank serving a prompt whose first engine block is h0 (0 without data parallelism). */
+uint32_t rank_of(const struct fp *fp, uint64_t h0);
 
 /*
  * The scheduler's lookup: the number of leading blocks of h[0, n) that are cached, touched
@@ -224,8 +341,10 @@ void cache_free(struct cache *c);
 size_t cache_match(struct cache *c, const uint64_t *h, size_t n);
 
 /*
- * Admits a prompt's full blocks to the pod's cache, as an engine does after prefill, and
- * appends the events that tells (BlockRemoved of evictions, BlockStored of new blocks) to out.
+ * Admits a prompt's full blocks to its rank's cache, as an engine does after prefill, and
+ * appends the events that tells (BlockRemoved of evictions, BlockStored of new blocks, and
+ * the shapes --hybrid, --offload and --dup-copies add) to out, on that rank (fp->ev_rank).
+ * fp->px, when set, gives the prompt's extras.
  */
 void cache_admit(struct fp *fp, const uint64_t *h, const uint32_t *tokens, size_t nblocks,
 		 struct evlist *out);
@@ -243,6 +362,8 @@ void script_step(struct fp *fp, uint64_t now);
 void script_read(struct fp *fp);
 /* Whether the script wants more input: no complete line is buffered. */
 bool script_wants_input(const struct fp *fp);
+/* Frees what the script's lora, salt and mm commands keep. */
+void script_free(struct fp *fp);
 
 /* A served request being "prefilled" (serve.c). */
 struct inflight;
@@ -261,6 +382,9 @@ void free_inflight(struct fp *fp, struct inflight *q);
 struct stats {
 	uint64_t events, batches, stored, removed, cleared, raw, lost, discarded;
 	uint64_t requests, ok, failed, cancelled, dropped, bad_requests, replays, restarts;
+	/* shapes, as published: blocks with extra_keys, placeholder blocks, blocks of a
+	 * BlockStored repeating the one before it (a second copy), events of group_idx > 0 */
+	uint64_t extra_blocks, placeholders, dup_blocks, group_events;
 };
 
 struct fp {
@@ -269,14 +393,13 @@ struct fp {
 	/* publishing (pub.c) */
 	char topic[2 * NAME_MAX_LEN + 8];
 	size_t topiclen;
-	void *zctx, *pub, *replay, *serve;
+	void *zctx, *serve;
 	bool xpub;
 	int sigfd;
 	struct kvw_enc enc;
 	struct kvw_enc_opts encopts;
-	uint64_t seq, lose_left;
-	struct kept *ring; /* o.keep slots */
-	size_t ring_head, ring_n;
+	struct rank rk[FP_MAX_RANKS];
+	uint32_t nranks;
 
 	/* the action queue (sched.c): a min-heap */
 	struct action *heap;
@@ -286,6 +409,17 @@ struct fp {
 	struct cache cache;
 	struct evlist pending; /* script or workload events not yet in a batch */
 	struct evlist tmp;     /* one served request's events */
+
+	/* shapes: what the next events carry (events.c, cache.c) */
+	uint32_t ev_rank;           /* the rank of the events being built */
+	struct ev_attr attr;        /* their medium, group and locality */
+	const struct prompt_x *px;  /* the extras of the prompt being stored, or NULL */
+	uint64_t shape_rng;         /* draws of --lora-share, --offload, ... */
+	struct kvw_event prev_ev;   /* the last event encoded (its arrays not kept) */
+	uint64_t prev_h0;           /* its first hash */
+	uint64_t *evict;            /* scratch of cache_admit(): evicted hashes, their flags */
+	uint8_t *evict_fl;
+	size_t evict_cap, evict_fl_cap;
 
 	/* the run (main.c) */
 	bool started;
@@ -301,6 +435,14 @@ struct fp {
 	size_t slen, scap, sdone; /* sdone: bytes of sbuf already consumed */
 	uint64_t sline, sleep_until, delay_ns;
 	bool stdout_failed;
+	uint32_t script_rank;   /* rank R */
+	struct ev_attr script_attr; /* medium, group, locality */
+	char script_medium[KVW_MEDIUM_MAX], script_kind[KVW_SPEC_KIND_MAX];
+	char script_locality[KVW_LOCALITY_MAX];
+	char *script_lora, *script_salt; /* lora, salt (malloc'd) */
+	struct mm_item script_mm[FP_MAX_MM]; /* mm, ids malloc'd */
+	size_t script_nmm;
+	bool script_mm_bare;
 
 	/* token and hash scratch of the script and the workload */
 	uint32_t *toks;

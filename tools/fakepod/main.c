@@ -5,7 +5,10 @@
  *
  * It plays one vLLM pod on the wire (reference/kv-events.md): a PUB socket sending
  * [topic, seq8, payload] batches of BlockStored / BlockRemoved / AllBlocksCleared events in
- * either msgpack encoding, and optionally vLLM's replay ROUTER (pub.c). What it publishes
+ * either msgpack encoding, and optionally vLLM's replay ROUTER (pub.c); with --dp-ranks N,
+ * N such engines on consecutive ports behind the one pod. The events take the shapes real
+ * vLLM 0.26+ streams have on request: LoRA, salt and multimodal extra_keys, hybrid models'
+ * groups, offload placeholders, duplicate copies (events.c, cache.c). What it publishes
  * comes from one or more sources:
  *
  *   - a workload (workload.c): prompts built from a pool of shared prefixes, run through an
@@ -85,18 +88,28 @@ static void setup(struct fp *fp)
 		exit(1);
 	}
 	fp->xpub = o->wait_subs > 0;
-	fp->pub = bind_socket(fp, fp->xpub ? ZMQ_XPUB : ZMQ_PUB, "--pub", o->pub_ep, 1024);
-	if (o->replay_ep)
-		fp->replay = bind_socket(fp, ZMQ_ROUTER, "--replay", o->replay_ep, 1024);
+	fp->nranks = o->dp_ranks;
+	for (uint32_t r = 0; r < fp->nranks; r++) {
+		char ep[512];
+
+		opts_rank_endpoint("--pub", o->pub_ep, r, ep, sizeof ep);
+		fp->rk[r].pub = bind_socket(fp, fp->xpub ? ZMQ_XPUB : ZMQ_PUB, "--pub", ep, 1024);
+		if (o->replay_ep) {
+			opts_rank_endpoint("--replay", o->replay_ep, r, ep, sizeof ep);
+			fp->rk[r].replay = bind_socket(fp, ZMQ_ROUTER, "--replay", ep, 1024);
+		}
+		if (o->keep)
+			fp->rk[r].ring = tc_xrealloc(NULL, o->keep * sizeof(*fp->rk[r].ring));
+	}
 	if (o->serve_ep)
 		fp->serve = bind_socket(fp, ZMQ_ROUTER, "--serve", o->serve_ep, KVS_MAX_MSG);
 
 	kvw_enc_init(&fp->enc);
 	fp->encopts.batch_form = fp->encopts.event_form = o->form;
 	fp->encopts.hash_form = o->hash_form;
-	if (o->keep)
-		fp->ring = tc_xrealloc(NULL, o->keep * sizeof(*fp->ring));
-	cache_init(&fp->cache, (uint32_t)o->cache_blocks);
+	cache_init(&fp->cache, (uint32_t)o->cache_blocks, fp->nranks);
+	fp->attr.medium = fp->script_attr.medium = o->medium;
+	fp->shape_rng = o->seed ^ 0x5a17e5a17e5a17e5ull;
 	kvs_request_init(&fp->rq);
 	msgpack_sbuffer_init(&fp->reply);
 	fp->wl_on = o->workload;
@@ -116,11 +129,21 @@ static void teardown(struct fp *fp)
 			free_inflight(fp, a.data);
 	}
 	free(fp->heap);
-	ring_clear(fp);
-	free(fp->ring);
+	for (uint32_t r = 0; r < fp->nranks; r++) {
+		ring_clear(fp, r);
+		free(fp->rk[r].ring);
+		zmq_close(fp->rk[r].pub);
+		if (fp->rk[r].replay)
+			zmq_close(fp->rk[r].replay);
+	}
 	evlist_drop(&fp->pending, fp->pending.n);
 	free(fp->pending.v);
+	free(fp->pending.rank);
 	free(fp->tmp.v);
+	free(fp->tmp.rank);
+	free(fp->evict);
+	free(fp->evict_fl);
+	script_free(fp);
 	cache_free(&fp->cache);
 	kvw_enc_free(&fp->enc);
 	kvs_request_free(&fp->rq);
@@ -128,9 +151,6 @@ static void teardown(struct fp *fp)
 	free(fp->sbuf);
 	free(fp->toks);
 	free(fp->hbuf);
-	zmq_close(fp->pub);
-	if (fp->replay)
-		zmq_close(fp->replay);
 	if (fp->serve)
 		zmq_close(fp->serve);
 	zmq_ctx_term(fp->zctx);
@@ -147,7 +167,7 @@ static bool handle_signals(struct fp *fp)
 	while (read(fp->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
 		if (si.ssi_signo == SIGUSR1) {
 			evlist_drop(&fp->pending, fp->pending.n);
-			pod_restart(fp, fp->order);
+			pod_restart(fp, fp->order, -1);
 		} else {
 			return true;
 		}
@@ -169,8 +189,9 @@ static bool all_done(const struct fp *fp)
 static void run(struct fp *fp)
 {
 	for (;;) {
-		zmq_pollitem_t items[6];
-		int n = 0, i_sig, i_pub = -1, i_replay = -1, i_serve = -1, i_script = -1;
+		zmq_pollitem_t items[4 + 2 * FP_MAX_RANKS];
+		int n = 0, i_sig, i_pub[FP_MAX_RANKS], i_replay[FP_MAX_RANKS], i_serve = -1;
+		int i_script = -1;
 		uint64_t now = kvidx_now_ns(), next = UINT64_MAX;
 		long timeout;
 
@@ -220,13 +241,19 @@ static void run(struct fp *fp)
 
 		items[n] = (zmq_pollitem_t){ .fd = fp->sigfd, .events = ZMQ_POLLIN };
 		i_sig = n++;
-		if (fp->xpub) {
-			items[n] = (zmq_pollitem_t){ .socket = fp->pub, .events = ZMQ_POLLIN };
-			i_pub = n++;
-		}
-		if (fp->replay) {
-			items[n] = (zmq_pollitem_t){ .socket = fp->replay, .events = ZMQ_POLLIN };
-			i_replay = n++;
+		for (uint32_t r = 0; r < fp->nranks; r++) {
+			struct rank *rk = &fp->rk[r];
+
+			i_pub[r] = i_replay[r] = -1;
+			if (fp->xpub) {
+				items[n] = (zmq_pollitem_t){ .socket = rk->pub, .events = ZMQ_POLLIN };
+				i_pub[r] = n++;
+			}
+			if (rk->replay) {
+				items[n] = (zmq_pollitem_t){ .socket = rk->replay,
+							     .events = ZMQ_POLLIN };
+				i_replay[r] = n++;
+			}
 		}
 		if (fp->serve && fp->started && !fp->stopping && !fp->lingering) {
 			items[n] = (zmq_pollitem_t){ .socket = fp->serve, .events = ZMQ_POLLIN };
@@ -247,10 +274,12 @@ static void run(struct fp *fp)
 		now = kvidx_now_ns();
 		if ((items[i_sig].revents & ZMQ_POLLIN) && handle_signals(fp))
 			return;
-		if (i_pub >= 0 && (items[i_pub].revents & ZMQ_POLLIN))
-			handle_xpub(fp);
-		if (i_replay >= 0 && (items[i_replay].revents & ZMQ_POLLIN))
-			handle_replay(fp);
+		for (uint32_t r = 0; r < fp->nranks; r++) {
+			if (i_pub[r] >= 0 && (items[i_pub[r]].revents & ZMQ_POLLIN))
+				handle_xpub(fp, r);
+			if (i_replay[r] >= 0 && (items[i_replay[r]].revents & ZMQ_POLLIN))
+				handle_replay(fp, r);
+		}
 		if (i_serve >= 0 && (items[i_serve].revents & ZMQ_POLLIN))
 			handle_serve(fp, now);
 		if (i_script >= 0 && (items[i_script].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
@@ -275,6 +304,14 @@ int main(int argc, char **argv)
 		s->events, s->batches, s->stored, s->removed, s->cleared, s->raw, s->lost,
 		s->discarded, s->requests, s->ok, s->failed, s->cancelled, s->dropped,
 		s->bad_requests, s->replays, s->restarts);
+	if (fp.nranks > 1 || s->extra_blocks || s->placeholders || s->dup_blocks ||
+	    s->group_events)
+		fprintf(stderr,
+			PROG ": shapes: ranks=%" PRIu32 " extra_blocks=%" PRIu64
+			" placeholder_blocks=%" PRIu64 " dup_blocks=%" PRIu64
+			" group_events=%" PRIu64 "\n",
+			fp.nranks, s->extra_blocks, s->placeholders, s->dup_blocks,
+			s->group_events);
 	teardown(&fp);
 	return fp.exit_code;
 }

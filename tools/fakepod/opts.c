@@ -1,6 +1,7 @@
 /*
  * opts.c — kvidx-fakepod's command line: the flags with their defaults and checks, the --help
- * text (quoted by the README), and the topic kv@<pod>@<model> they give.
+ * text (quoted by the README), the topic they give (kv@<pod>@<model> or --topic) and the
+ * endpoints of data-parallel ranks.
  */
 #include "fakepod.h"
 
@@ -19,7 +20,8 @@ static void usage(FILE *f)
 "Usage: " PROG " [OPTION]...\n"
 "Plays one vLLM pod on the KV-cache event wire: publishes BlockStored, BlockRemoved and\n"
 "AllBlocksCleared batches on a ZMQ PUB socket as [topic, seq8, payload], topic\n"
-"kv@<pod>@<model>, from a synthetic workload, a script, and/or prompts served to a router.\n"
+"kv@<pod>@<model> or --topic, from a synthetic workload, a script, and/or prompts served to\n"
+"a router, in the shapes vLLM 0.26+ streams have when asked (Shapes below).\n"
 "The workload runs when --workload is given or neither --script nor --serve is. The run\n"
 "ends once every source is done: the workload after --count events, the script at its\n"
 "end; with --serve, or a workload without --count, only --duration or a signal ends it.\n"
@@ -44,7 +46,8 @@ static void usage(FILE *f)
 "  --ts-ahead-ms MS       stamp batches MS ahead of the wall clock, as a publisher whose\n"
 "                         clock runs ahead would (default 0)\n"
 "  --wait-subscribers N   start nothing (workload, script, serve) before N subscriptions\n"
-"                         have arrived; uses an XPUB socket (default 0: start at once)\n"
+"                         have arrived, all ranks together; uses XPUB sockets (default 0:\n"
+"                         start at once)\n"
 "  --duration S           stop the sources after S seconds (default: no limit)\n"
 "  --linger-ms MS         after a normal end, keep answering replay for MS before\n"
 "                         exiting (default 200); also the sockets' ZMQ_LINGER\n"
@@ -74,6 +77,40 @@ static void usage(FILE *f)
 "  --drop-events P        probability that an ok request's event batch is never published\n"
 "                         (no sequence number used: replay cannot recover it)\n"
 "\n"
+"Shapes (what real vLLM 0.26+ streams contain):\n"
+"  --topic T              the topic of every message instead of kv@<pod>@<model>; may be\n"
+"                         \"\" (vLLM's default) or e.g. kv-events (vLLM's examples)\n"
+"  --dp-ranks N           N data-parallel ranks, 1..32 (default 1): rank r binds --pub and\n"
+"                         --replay at their port + r, numbers its batches from 0 and keeps\n"
+"                         its own replay buffer, sets data_parallel_rank r and has a cache\n"
+"                         of --cache-blocks of its own; a workload or served prompt goes to\n"
+"                         the rank its first block's engine hash picks\n"
+"  --lora NAME            workload prompts use LoRA adapter NAME: lora_name (and lora_id\n"
+"                         1) set, NAME first in every block's extra_keys\n"
+"  --lora-share P         share of workload prompts using --lora (default 1)\n"
+"  --salt S               workload prompts carry cache_salt S, in block 0's extra_keys\n"
+"  --salt-share P         share of workload prompts salted (default 1)\n"
+"  --mm P                 share of workload prompts with an image: block-size placeholder\n"
+"                         tokens from half a block into the suffix (or the last block),\n"
+"                         identifier img-<16 hex>, entry (identifier, offset in block) in\n"
+"                         the extra_keys of both blocks it overlaps (default 0)\n"
+"  --mm-bare              multimodal entries as bare identifiers (vLLM 0.18-0.25)\n"
+"  --hybrid               a hybrid model: every step's full-attention events (group_idx 0,\n"
+"                         kv_cache_spec_kind full_attention) come with a sliding-window\n"
+"                         group's (1, sliding_window, only the last 2 blocks listed, the\n"
+"                         token_ids of all) and a Mamba group's (2, mamba, the last block\n"
+"                         only), in the same batch; evictions are removed from all three\n"
+"  --offload P            share of prompts whose new blocks an offload placeholder\n"
+"                         (block_size 0, no tokens, nil parent) announces again on\n"
+"                         --offload-medium, in the same batch; their eviction removes them\n"
+"                         from that medium too (default 0)\n"
+"  --offload-medium M     the placeholders' medium (default CPU)\n"
+"  --dup-copies P         share of prompts whose new blocks are stored twice (two physical\n"
+"                         copies, two BlockStored) and removed twice (default 0)\n"
+"  --copy-counts          those BlockRemoved carry remaining_copy_counts\n"
+"--lora, --salt and --mm shape the workload's prompts; --hybrid, --offload and --dup-copies\n"
+"the workload's and --serve's events; the script has commands of its own.\n"
+"\n"
 "  -h, --help             print this help and exit\n"
 "\n"
 "Script commands, one per line (# starts a comment):\n"
@@ -85,14 +122,31 @@ static void usage(FILE *f)
 "  flush                  publish the pending batch now\n"
 "  gap N                  skip N sequence numbers (a gap replay cannot fill)\n"
 "  lose N                 do not send the next N batches, but keep them for replay\n"
-"  restart                a pod restart, as SIGUSR1 below, in script order\n"
+"  restart                a pod restart, as SIGUSR1 below, in script order; with\n"
+"                         --dp-ranks, of the script's rank only (its cache part too)\n"
 "  delay MS               run the publications, gap, lose and restart of the commands\n"
 "                         that follow MS later (0 restores); hashes still print at once\n"
 "  sleep MS               pause the script for MS\n"
 "  raw HEX                publish these bytes as a batch payload, as they are\n"
-"store, remove and clear add an event to the pending batch, published once it holds\n"
-"--batch events (so each is its own batch by default), on flush, before any other command,\n"
-"and at the end of the script. store and remove do not touch the cache.\n"
+"  offload MEDIUM HASH... an offload placeholder: BlockStored of these hashes on MEDIUM,\n"
+"                         block_size 0, no tokens, nil parent\n"
+"  remove HASH:N...       (a count after each hash) with remaining_copy_counts N...\n"
+"Settings for the events that follow (each until changed; - restores the default):\n"
+"  rank R                 events, gap, lose, restart and clear go to rank R (< --dp-ranks;\n"
+"                         default 0); clear empties that rank's cache only\n"
+"  medium M|-             medium of store and remove (default --medium)\n"
+"  group IDX KIND|-       group_idx and kv_cache_spec_kind (KIND - for nil) of store and\n"
+"                         remove\n"
+"  locality L|-           locality (LOCAL, REMOTE) of store and remove\n"
+"  lora NAME|-            store: lora_name NAME, NAME first in every block's extra_keys\n"
+"  salt S|-               store with parent -: cache_salt S last in block 0's extra_keys\n"
+"  mm [bare] START:LEN:ID...|-  store: multimodal items on tokens [START, START+LEN) of\n"
+"                         the store's TOKENS, an entry (ID, START - block start), or ID\n"
+"                         with bare, on every block they overlap\n"
+"store's hashes fold in the block's extra_keys, as vLLM's do.\n"
+"store, remove, offload and clear add an event to the pending batch, published once it\n"
+"holds --batch events (so each is its own batch by default), on flush, before any other\n"
+"command, and at the end of the script. store and remove do not touch the cache.\n"
 "\n"
 "Serve protocol (msgpack, one frame): the client's DEALER sends [\"\", request] with\n"
 "request [corr_id uint64, model str, tokens [uint32...]]; after the prefill time the reply\n"
@@ -105,7 +159,9 @@ static void usage(FILE *f)
 "Signals: SIGTERM and SIGINT exit at once (status 0). SIGUSR1 simulates a pod restart:\n"
 "sequence back to 0, cache and replay buffer emptied, queued batches dropped, requests in\n"
 "flight answered failed; nothing special is published.\n"
-"A summary line is printed on standard error at exit.\n"
+"A summary line is printed on standard error at exit, and a second one (shapes: ranks,\n"
+"extra_blocks, placeholder_blocks, dup_blocks, group_events, as published) when there\n"
+"are several ranks or a shape was published.\n"
 "Exit status: 0 on success, 1 on a setup or runtime error, 2 on bad usage or script line.\n",
 	      f);
 }
@@ -168,6 +224,8 @@ static bool derive_pod(const char *ep, char *out, size_t outlen)
 	return n >= 0 && (size_t)n < outlen;
 }
 
+static void check_shapes(const struct opts *o);
+
 void opts_parse(int argc, char **argv, struct opts *o)
 {
 	enum {
@@ -175,6 +233,9 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		O_MEDIUM, O_BS, O_RANK, O_WAIT, O_DURATION, O_LINGER, O_WORKLOAD, O_PREFIXES,
 		O_PBLOCKS, O_SBLOCKS, O_SEED, O_RATE, O_BATCH, O_CACHE, O_COUNT, O_SCRIPT,
 		O_SERVE, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP, O_TS_AHEAD,
+		/* Shapes */
+		O_TOPIC, O_DP_RANKS, O_LORA, O_LORA_SHARE, O_SALT, O_SALT_SHARE, O_MM, O_MM_BARE,
+		O_HYBRID, O_OFFLOAD, O_OFFLOAD_MEDIUM, O_DUP, O_COPY_COUNTS,
 	};
 	static const struct option longopts[] = {
 		{ "pub", required_argument, NULL, O_PUB },
@@ -209,6 +270,20 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "fail-rate", required_argument, NULL, O_FAIL },
 		{ "cancel-rate", required_argument, NULL, O_CANCEL },
 		{ "drop-events", required_argument, NULL, O_DROP },
+		/* Shapes */
+		{ "topic", required_argument, NULL, O_TOPIC },
+		{ "dp-ranks", required_argument, NULL, O_DP_RANKS },
+		{ "lora", required_argument, NULL, O_LORA },
+		{ "lora-share", required_argument, NULL, O_LORA_SHARE },
+		{ "salt", required_argument, NULL, O_SALT },
+		{ "salt-share", required_argument, NULL, O_SALT_SHARE },
+		{ "mm", required_argument, NULL, O_MM },
+		{ "mm-bare", no_argument, NULL, O_MM_BARE },
+		{ "hybrid", no_argument, NULL, O_HYBRID },
+		{ "offload", required_argument, NULL, O_OFFLOAD },
+		{ "offload-medium", required_argument, NULL, O_OFFLOAD_MEDIUM },
+		{ "dup-copies", required_argument, NULL, O_DUP },
+		{ "copy-counts", no_argument, NULL, O_COPY_COUNTS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -219,6 +294,8 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		.block_size = 16, .keep = 10000, .linger_ms = 200, .prefixes = 8,
 		.prefix_blocks = 8, .suffix_blocks = 2, .seed = 1, .rate = 1000, .batch = 1,
 		.cache_blocks = 1024, .prefill_ms = 50, .event_delay_ms = 100,
+		/* Shapes */
+		.dp_ranks = 1, .lora_share = 1, .salt_share = 1, .offload_medium = "CPU",
 	};
 	tc_prog = PROG;
 	opterr = 0; /* This program prints its own messages, naming itself PROG. */
@@ -273,6 +350,22 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_FAIL: o->fail_rate = opt_num("fail-rate", optarg, 0, 1); break;
 		case O_CANCEL: o->cancel_rate = opt_num("cancel-rate", optarg, 0, 1); break;
 		case O_DROP: o->drop_rate = opt_num("drop-events", optarg, 0, 1); break;
+		/* Shapes */
+		case O_TOPIC: o->topic = optarg; break;
+		case O_DP_RANKS:
+			o->dp_ranks = (uint32_t)opt_int("dp-ranks", optarg, 1, FP_MAX_RANKS);
+			break;
+		case O_LORA: o->lora = optarg; break;
+		case O_LORA_SHARE: o->lora_share = opt_num("lora-share", optarg, 0, 1); break;
+		case O_SALT: o->salt = optarg; break;
+		case O_SALT_SHARE: o->salt_share = opt_num("salt-share", optarg, 0, 1); break;
+		case O_MM: o->mm_rate = opt_num("mm", optarg, 0, 1); break;
+		case O_MM_BARE: o->mm_bare = true; break;
+		case O_HYBRID: o->hybrid = true; break;
+		case O_OFFLOAD: o->offload = opt_num("offload", optarg, 0, 1); break;
+		case O_OFFLOAD_MEDIUM: o->offload_medium = optarg; break;
+		case O_DUP: o->dup_copies = opt_num("dup-copies", optarg, 0, 1); break;
+		case O_COPY_COUNTS: o->copy_counts = true; break;
 		case 'h':
 			usage(stdout);
 			exit(fflush(stdout) || ferror(stdout) ? 1 : 0);
@@ -305,6 +398,57 @@ void opts_parse(int argc, char **argv, struct opts *o)
 	check_name("--model", o->model);
 	if (o->pod)
 		check_name("--pod", o->pod);
+	check_shapes(o);
+}
+
+/* The checks of the Shapes block. */
+static void check_shapes(const struct opts *o)
+{
+	char ep[512];
+
+	if (o->topic && strlen(o->topic) > 2 * NAME_MAX_LEN + 7)
+		tc_usage_error("bad --topic: %zu bytes, limit %d", strlen(o->topic),
+			       2 * NAME_MAX_LEN + 7);
+	if (o->dp_ranks > 1) {
+		if (o->has_rank)
+			tc_usage_error("--rank and --dp-ranks cannot be combined: rank r's batches "
+				       "carry data_parallel_rank r");
+		opts_rank_endpoint("--pub", o->pub_ep, o->dp_ranks - 1, ep, sizeof ep);
+		if (o->replay_ep)
+			opts_rank_endpoint("--replay", o->replay_ep, o->dp_ranks - 1, ep, sizeof ep);
+	}
+	if ((o->lora || o->salt || o->mm_rate > 0) && !o->workload)
+		tc_usage_error("--lora, --salt and --mm shape the workload's prompts: add "
+			       "--workload (the script has lora, salt and mm commands)");
+	if ((o->hybrid || o->offload > 0 || o->dup_copies > 0) && !o->workload && !o->serve_ep)
+		tc_usage_error("--hybrid, --offload and --dup-copies shape the workload's and "
+			       "--serve's events (the script has group, offload and store)");
+	if (o->lora && (!*o->lora || strlen(o->lora) >= KVW_LORA_NAME_MAX))
+		tc_usage_error("bad --lora: 1 to %d bytes", KVW_LORA_NAME_MAX - 1);
+	if (o->salt && !*o->salt)
+		tc_usage_error("bad --salt '': an empty salt is no salt in vLLM");
+	if (!*o->offload_medium || strlen(o->offload_medium) >= KVW_MEDIUM_MAX)
+		tc_usage_error("bad --offload-medium: 1 to %d bytes", KVW_MEDIUM_MAX - 1);
+}
+
+void opts_rank_endpoint(const char *flag, const char *ep, unsigned r, char *out, size_t cap)
+{
+	const char *colon = strrchr(ep, ':');
+	uint64_t port;
+
+	if (r == 0) {
+		if ((size_t)snprintf(out, cap, "%s", ep) >= cap)
+			tc_usage_error("bad %s: endpoint longer than %zu bytes", flag, cap - 1);
+		return;
+	}
+	if (!colon || !tc_parse_dec(colon + 1, 65535, &port) || port == 0)
+		tc_usage_error("bad %s '%s': --dp-ranks needs a numeric port (rank r binds port "
+			       "+ r)", flag, ep);
+	if (port + r > 65535)
+		tc_usage_error("bad %s '%s': rank %u's port %" PRIu64 " exceeds 65535", flag, ep,
+			       r, port + r);
+	if ((size_t)snprintf(out, cap, "%.*s:%" PRIu64, (int)(colon - ep), ep, port + r) >= cap)
+		tc_usage_error("bad %s: endpoint longer than %zu bytes", flag, cap - 1);
 }
 
 
@@ -312,6 +456,8 @@ size_t opts_topic(const struct opts *o, char *topic, size_t cap)
 {
 	char pod[NAME_MAX_LEN + 1];
 
+	if (o->topic)
+		return (size_t)snprintf(topic, cap, "%s", o->topic);
 	if (o->pod) {
 		snprintf(pod, sizeof pod, "%s", o->pod);
 	} else {

@@ -1,14 +1,15 @@
 /*
- * pub.c — the fake pod's publisher, as vLLM's (reference/kv-events.md): the PUB socket
- * sending [topic, seq8, payload], the ring of the last --keep batches and the replay ROUTER
- * that answers from it, and, with --wait-subscribers, the XPUB subscription count.
+ * pub.c — the fake pod's publisher, as vLLM's (reference/kv-events.md): per data-parallel
+ * rank, the PUB socket sending [topic, seq8, payload], the ring of the last --keep batches
+ * and the replay ROUTER that answers from it, and, with --wait-subscribers, the XPUB
+ * subscription count (all ranks together).
  */
 #include "fakepod.h"
 
 #include <stdlib.h>
 
 /* Keeps a published batch for replay, taking ownership of data. */
-static void ring_add(struct fp *fp, uint64_t seq, void *data, size_t len)
+static void ring_add(struct fp *fp, struct rank *rk, uint64_t seq, void *data, size_t len)
 {
 	struct kept *k;
 
@@ -16,38 +17,41 @@ static void ring_add(struct fp *fp, uint64_t seq, void *data, size_t len)
 		free(data);
 		return;
 	}
-	if (fp->ring_n == fp->o.keep) {
-		free(fp->ring[fp->ring_head].data);
-		fp->ring_head = (fp->ring_head + 1) % fp->o.keep;
-		fp->ring_n--;
+	if (rk->ring_n == fp->o.keep) {
+		free(rk->ring[rk->ring_head].data);
+		rk->ring_head = (rk->ring_head + 1) % fp->o.keep;
+		rk->ring_n--;
 	}
-	k = &fp->ring[(fp->ring_head + fp->ring_n++) % fp->o.keep];
+	k = &rk->ring[(rk->ring_head + rk->ring_n++) % fp->o.keep];
 	k->seq = seq;
 	k->data = data;
 	k->len = len;
 }
 
-void ring_clear(struct fp *fp)
+void ring_clear(struct fp *fp, uint32_t r)
 {
-	for (size_t i = 0; i < fp->ring_n; i++)
-		free(fp->ring[(fp->ring_head + i) % fp->o.keep].data);
-	fp->ring_head = fp->ring_n = 0;
+	struct rank *rk = &fp->rk[r];
+
+	for (size_t i = 0; i < rk->ring_n; i++)
+		free(rk->ring[(rk->ring_head + i) % fp->o.keep].data);
+	rk->ring_head = rk->ring_n = 0;
 }
 
 void publish(struct fp *fp, struct action *a)
 {
+	struct rank *rk = &fp->rk[a->rank];
 	unsigned char seq8[8];
-	uint64_t seq = fp->seq++;
+	uint64_t seq = rk->seq++;
 
 	kvw_seq_put(seq8, seq);
-	if (fp->lose_left) {
-		fp->lose_left--;
+	if (rk->lose_left) {
+		rk->lose_left--;
 		fp->st.lost++;
 	} else {
 		const void *d[3] = { fp->topic, seq8, a->data };
 		size_t l[3] = { fp->topiclen, 8, a->len };
 
-		send_frames(fp->pub, 3, d, l);
+		send_frames(rk->pub, 3, d, l);
 	}
 	fp->st.batches++;
 	fp->st.events += a->nevents;
@@ -55,17 +59,22 @@ void publish(struct fp *fp, struct action *a)
 	fp->st.removed += a->nremoved;
 	fp->st.cleared += a->ncleared;
 	fp->st.raw += a->raw;
-	ring_add(fp, seq, a->data, a->len);
+	fp->st.extra_blocks += a->nextra;
+	fp->st.placeholders += a->nplaceholder;
+	fp->st.dup_blocks += a->ndup;
+	fp->st.group_events += a->ngroup;
+	ring_add(fp, rk, seq, a->data, a->len);
 	a->data = NULL;
 }
 
 /* Answers replay requests: every kept batch with seq >= start, then the end marker. */
-void handle_replay(struct fp *fp)
+void handle_replay(struct fp *fp, uint32_t r)
 {
+	struct rank *rk = &fp->rk[r];
 	struct frames f;
 	int budget = 64;
 
-	while (budget-- && recv_frames(fp->replay, &f)) {
+	while (budget-- && recv_frames(rk->replay, &f)) {
 		static const unsigned char end[8] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
 		const void *d[5];
 		size_t l[5];
@@ -91,8 +100,8 @@ void handle_replay(struct fp *fp)
 			l[n++] = fp->topiclen;
 		}
 		pre = n;
-		for (size_t i = 0; i < fp->ring_n; i++) {
-			const struct kept *k = &fp->ring[(fp->ring_head + i) % fp->o.keep];
+		for (size_t i = 0; i < rk->ring_n; i++) {
+			const struct kept *k = &rk->ring[(rk->ring_head + i) % fp->o.keep];
 			unsigned char seq8[8];
 
 			if (k->seq < start)
@@ -102,23 +111,23 @@ void handle_replay(struct fp *fp)
 			l[pre] = 8;
 			d[pre + 1] = k->data;
 			l[pre + 1] = k->len;
-			send_frames(fp->replay, pre + 2, d, l);
+			send_frames(rk->replay, pre + 2, d, l);
 		}
 		d[pre] = end;
 		l[pre] = 8;
 		d[pre + 1] = "";
 		l[pre + 1] = 0;
-		send_frames(fp->replay, pre + 2, d, l);
+		send_frames(rk->replay, pre + 2, d, l);
 		fp->st.replays++;
 		frames_close(&f);
 	}
 }
 
-void handle_xpub(struct fp *fp)
+void handle_xpub(struct fp *fp, uint32_t r)
 {
 	struct frames f;
 
-	while (recv_frames(fp->pub, &f)) {
+	while (recv_frames(fp->rk[r].pub, &f)) {
 		if (f.n >= 1 && FSIZE(&f, 0) >= 1) {
 			unsigned char b = *(const unsigned char *)FDATA(&f, 0);
 

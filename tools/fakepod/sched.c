@@ -1,9 +1,9 @@
 /*
  * sched.c — the fake pod's action queue: publications, script sequence changes (gap, lose,
  * restart) and served requests' completions, run in (due time, creation order) order, so that
- * delays of any size keep a defined order. Sequence numbers are assigned when a batch is
- * actually published. Also the simulated pod restart, which empties the queue of the old
- * process.
+ * delays of any size keep a defined order. Sequence numbers (each rank's own) are assigned
+ * when a batch is actually published. Also the simulated pod (or rank) restart, which empties
+ * the queue of the old process.
  *
  * The queue is a binary min-heap in fp->heap.
  */
@@ -62,18 +62,27 @@ struct action heap_pop(struct fp *fp)
 	return a;
 }
 
-void pod_restart(struct fp *fp, uint64_t order_limit)
+void pod_restart(struct fp *fp, uint64_t order_limit, int rank)
 {
+	bool all = rank < 0 || fp->nranks == 1;
 	size_t i, k = 0;
 
-	fp->seq = 0;
-	fp->lose_left = 0;
-	ring_clear(fp);
-	cache_clear(&fp->cache);
+	for (uint32_t r = 0; r < fp->nranks; r++) {
+		if (!all && r != (uint32_t)rank)
+			continue;
+		fp->rk[r].seq = 0;
+		fp->rk[r].lose_left = 0;
+		ring_clear(fp, r);
+	}
+	if (all)
+		cache_clear(&fp->cache);
+	else
+		cache_clear_rank(&fp->cache, (uint32_t)rank);
 	for (i = 0; i < fp->nheap; i++) {
 		struct action *a = &fp->heap[i];
 
-		if (a->order >= order_limit) {
+		if (a->order >= order_limit ||
+		    (!all && (a->kind == ACT_SERVE_DONE || a->rank != (uint32_t)rank))) {
 			fp->heap[k++] = *a;
 			continue;
 		}
@@ -97,13 +106,13 @@ static void run_action(struct fp *fp, struct action *a, uint64_t now)
 		publish(fp, a);
 		break;
 	case ACT_GAP:
-		fp->seq += a->n;
+		fp->rk[a->rank].seq += a->n;
 		break;
 	case ACT_LOSE:
-		fp->lose_left += a->n;
+		fp->rk[a->rank].lose_left += a->n;
 		break;
 	case ACT_RESTART:
-		pod_restart(fp, a->order);
+		pod_restart(fp, a->order, (int)a->rank);
 		break;
 	case ACT_SERVE_DONE:
 		serve_complete(fp, a->data, now);

@@ -1,8 +1,10 @@
 /*
  * script.c — the fake pod's script language, for tests that need exact events, sequence
  * gaps, restarts, delayed delivery and malformed payloads: one command per line (store,
- * remove, clear, flush, gap, lose, restart, delay, sleep, raw; --help lists them), read from
- * a file or standard input as it arrives, without blocking the poll loop.
+ * remove, clear, flush, gap, lose, restart, delay, sleep, raw, offload, and the settings
+ * rank, medium, group, locality, lora, salt, mm that shape the events after them; --help
+ * lists them), read from a file or standard input as it arrives, without blocking the poll
+ * loop.
  *
  * A bad line ends the run with exit status 2, after a message naming the line.
  */
@@ -63,6 +65,7 @@ static int script_store(struct fp *fp, char **save)
 	uint64_t parent = 0, v;
 	bool has_parent = false;
 	size_t n = 0, nblocks;
+	struct prompt_x px;
 
 	if (!arg)
 		return script_error(fp, "store: missing parent (a hash, or - for none)");
@@ -86,10 +89,15 @@ static int script_store(struct fp *fp, char **save)
 	nblocks = n / bs;
 	if (!nblocks)
 		return script_error(fp, "store: %zu tokens make no full block of %" PRIu32, n, bs);
+	px = (struct prompt_x){ .lora = fp->script_lora, .mm = fp->script_mm,
+				.nmm = fp->script_nmm, .mm_bare = fp->script_mm_bare,
+				.salt = has_parent ? NULL : fp->script_salt };
 	tc_grow(&fp->hbuf, &fp->hbuf_cap, nblocks, sizeof(*fp->hbuf));
-	engine_chain(parent, fp->toks, nblocks, bs, fp->hbuf);
+	engine_chain_x(parent, fp->toks, 0, nblocks, bs, &px, fp->hbuf);
+	fp->px = &px;
 	ev_add_stored(fp, &fp->pending, fp->hbuf, nblocks, has_parent, parent, fp->toks,
-		      nblocks * bs);
+		      nblocks * bs, 0);
+	fp->px = NULL;
 	for (size_t i = 0; i < nblocks; i++)
 		if (printf("0x%016llx\n", (unsigned long long)fp->hbuf[i]) < 0)
 			break;
@@ -101,23 +109,218 @@ static int script_store(struct fp *fp, char **save)
 	return 0;
 }
 
-static int script_remove(struct fp *fp, char **save)
+/*
+ * remove HASH[:N]... (counts on all or none) and offload MEDIUM HASH...: the hashes to
+ * fp->hbuf, the counts to fp->toks; their number, or -1 after an error.
+ */
+static ssize_t script_hashes(struct fp *fp, const char *cmd, char **save, bool counts_ok,
+			     bool *counts)
 {
 	char *arg;
 	size_t n = 0;
 
 	while ((arg = strtok_r(NULL, SCRIPT_SEPS, save))) {
+		char *colon = counts_ok ? strchr(arg, ':') : NULL;
+		uint64_t v = 0;
+
 		if (n == KVW_MAX_HASHES)
-			return script_error(fp, "remove: more than %u hashes", KVW_MAX_HASHES);
+			return script_error(fp, "%s: more than %u hashes", cmd, KVW_MAX_HASHES);
+		if (n && *counts != (colon != NULL))
+			return script_error(fp, "%s: a count after every hash or after none", cmd);
+		*counts = colon != NULL;
+		if (colon) {
+			*colon = '\0';
+			if (!tc_parse_dec(colon + 1, UINT32_MAX, &v))
+				return script_error(fp, "%s: bad count '%s': expected a decimal "
+						    "integer 0..%" PRIu32, cmd, colon + 1, UINT32_MAX);
+		}
 		tc_grow(&fp->hbuf, &fp->hbuf_cap, n + 1, sizeof(*fp->hbuf));
+		tc_grow(&fp->toks, &fp->toks_cap, n + 1, sizeof(*fp->toks));
+		fp->toks[n] = (uint32_t)v;
 		if (!tc_parse_hex64(arg, &fp->hbuf[n++]))
-			return script_error(fp, "remove: bad hash '%s': expected 1 to 16 hex digits, "
-					    "optionally prefixed by 0x", arg);
+			return script_error(fp, "%s: bad hash '%s': expected 1 to 16 hex digits, "
+					    "optionally prefixed by 0x", cmd, arg);
 	}
 	if (!n)
-		return script_error(fp, "remove: expected at least one hash");
-	ev_add_removed(fp, &fp->pending, fp->hbuf, n);
+		return script_error(fp, "%s: expected at least one hash", cmd);
+	return (ssize_t)n;
+}
+
+static int script_remove(struct fp *fp, char **save)
+{
+	bool counts = false;
+	ssize_t n = script_hashes(fp, "remove", save, true, &counts);
+
+	if (n < 0)
+		return -1;
+	ev_add_removed(fp, &fp->pending, fp->hbuf, (size_t)n, counts ? fp->toks : NULL);
 	return 0;
+}
+
+/* offload MEDIUM HASH...: an offload placeholder (vLLM's OffloadingConnector). */
+static int script_offload(struct fp *fp, char **save)
+{
+	char *medium = strtok_r(NULL, SCRIPT_SEPS, save);
+	bool counts = false;
+	struct kvw_event *e;
+	ssize_t n;
+
+	if (!medium)
+		return script_error(fp, "offload: missing medium");
+	if (strlen(medium) >= KVW_MEDIUM_MAX)
+		return script_error(fp, "offload: medium longer than %d bytes", KVW_MEDIUM_MAX - 1);
+	if ((n = script_hashes(fp, "offload", save, false, &counts)) < 0)
+		return -1;
+	fp->attr.medium = medium;
+	e = ev_add_stored(fp, &fp->pending, fp->hbuf, (size_t)n, false, 0, NULL, 0, 0);
+	e->block_size = 0;
+	return 0;
+}
+
+/* The argument of a setting: one word, or NULL for "-" (the default). -1 after an error. */
+static int setting_word(struct fp *fp, const char *cmd, char **save, size_t cap,
+			const char **word)
+{
+	char *arg = strtok_r(NULL, SCRIPT_SEPS, save);
+
+	if (!arg)
+		return script_error(fp, "%s: missing argument (- for the default)", cmd);
+	if (strtok_r(NULL, SCRIPT_SEPS, save))
+		return script_error(fp, "%s: too many arguments", cmd);
+	if (strlen(arg) >= cap)
+		return script_error(fp, "%s: '%s' is longer than %zu bytes", cmd, arg, cap - 1);
+	*word = strcmp(arg, "-") ? arg : NULL;
+	return 0;
+}
+
+/* Replaces *dst (malloc'd or NULL) by a copy of src (NULL: none). */
+static void set_str(char **dst, const char *src)
+{
+	free(*dst);
+	*dst = NULL;
+	if (src) {
+		size_t n = strlen(src) + 1;
+
+		*dst = tc_xrealloc(NULL, n);
+		memcpy(*dst, src, n);
+	}
+}
+
+static void mm_clear(struct fp *fp)
+{
+	for (size_t i = 0; i < fp->script_nmm; i++)
+		free((void *)fp->script_mm[i].id);
+	fp->script_nmm = 0;
+	fp->script_mm_bare = false;
+}
+
+void script_free(struct fp *fp)
+{
+	mm_clear(fp);
+	set_str(&fp->script_lora, NULL);
+	set_str(&fp->script_salt, NULL);
+}
+
+/* mm [bare] START:LEN:ID...|- */
+static int script_mm(struct fp *fp, char **save)
+{
+	char *arg = strtok_r(NULL, SCRIPT_SEPS, save);
+
+	mm_clear(fp);
+	if (arg && !strcmp(arg, "-") && !strtok_r(NULL, SCRIPT_SEPS, save))
+		return 0;
+	if (arg && !strcmp(arg, "bare")) {
+		fp->script_mm_bare = true;
+		arg = strtok_r(NULL, SCRIPT_SEPS, save);
+	}
+	if (!arg)
+		return script_error(fp, "mm: expected START:LEN:ID... or -");
+	for (; arg; arg = strtok_r(NULL, SCRIPT_SEPS, save)) {
+		char *c1 = strchr(arg, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		uint64_t start, len;
+		struct mm_item m;
+		size_t k;
+
+		if (c1)
+			*c1 = '\0';
+		if (c2)
+			*c2 = '\0';
+		if (!c2 || !c2[1] || !tc_parse_dec(arg, KVW_MAX_TOKENS, &start) ||
+		    !tc_parse_dec(c1 + 1, KVW_MAX_TOKENS, &len) || len == 0)
+			return script_error(fp, "mm: bad item: expected START:LEN:ID, START and "
+					    "LEN 0..%u (LEN > 0), ID not empty", KVW_MAX_TOKENS);
+		if (strlen(c2 + 1) >= KVW_LORA_NAME_MAX)
+			return script_error(fp, "mm: identifier longer than %d bytes",
+					    KVW_LORA_NAME_MAX - 1);
+		if (fp->script_nmm == FP_MAX_MM)
+			return script_error(fp, "mm: more than %d items", FP_MAX_MM);
+		m = (struct mm_item){ .start = (uint32_t)start, .len = (uint32_t)len };
+		set_str((char **)&m.id, c2 + 1);
+		/* Kept in start order, as vLLM lists a block's items. */
+		for (k = fp->script_nmm; k > 0 && fp->script_mm[k - 1].start > m.start; k--)
+			fp->script_mm[k] = fp->script_mm[k - 1];
+		fp->script_mm[k] = m;
+		fp->script_nmm++;
+	}
+	return 0;
+}
+
+/*
+ * The settings (rank, medium, group, locality, lora, salt, mm): 1 if cmd is one (applied,
+ * or -1 after an error), 0 if not.
+ */
+static int script_setting(struct fp *fp, const char *cmd, char **save)
+{
+	struct ev_attr *at = &fp->script_attr;
+	const char *w;
+	uint64_t v;
+
+	if (!strcmp(cmd, "rank")) {
+		if (script_count(fp, cmd, save, 0, fp->nranks - 1, &v))
+			return -1;
+		fp->script_rank = (uint32_t)v;
+	} else if (!strcmp(cmd, "medium")) {
+		if (setting_word(fp, cmd, save, KVW_MEDIUM_MAX, &w))
+			return -1;
+		snprintf(fp->script_medium, sizeof fp->script_medium, "%s", w ? w : "");
+		at->medium = w ? fp->script_medium : fp->o.medium;
+	} else if (!strcmp(cmd, "locality")) {
+		if (setting_word(fp, cmd, save, KVW_LOCALITY_MAX, &w))
+			return -1;
+		snprintf(fp->script_locality, sizeof fp->script_locality, "%s", w ? w : "");
+		at->locality = w ? fp->script_locality : NULL;
+	} else if (!strcmp(cmd, "lora")) {
+		if (setting_word(fp, cmd, save, KVW_LORA_NAME_MAX, &w))
+			return -1;
+		set_str(&fp->script_lora, w);
+	} else if (!strcmp(cmd, "salt")) {
+		if (setting_word(fp, cmd, save, 1u << 16, &w))
+			return -1;
+		set_str(&fp->script_salt, w);
+	} else if (!strcmp(cmd, "mm")) {
+		return script_mm(fp, save) ? -1 : 1;
+	} else if (!strcmp(cmd, "group")) {
+		char *idx = strtok_r(NULL, SCRIPT_SEPS, save), *kind;
+
+		if (idx && !strcmp(idx, "-") && !strtok_r(NULL, SCRIPT_SEPS, save)) {
+			at->has_group = false;
+			at->kind = NULL;
+			return 1;
+		}
+		kind = idx ? strtok_r(NULL, SCRIPT_SEPS, save) : NULL;
+		if (!kind || strtok_r(NULL, SCRIPT_SEPS, save) || !tc_parse_dec(idx, UINT32_MAX, &v))
+			return script_error(fp, "group: expected IDX KIND (KIND - for nil) or -");
+		if (strlen(kind) >= KVW_SPEC_KIND_MAX)
+			return script_error(fp, "group: kind longer than %d bytes",
+					    KVW_SPEC_KIND_MAX - 1);
+		snprintf(fp->script_kind, sizeof fp->script_kind, "%s", kind);
+		at->has_group = true;
+		at->group = (uint32_t)v;
+		at->kind = strcmp(kind, "-") ? fp->script_kind : NULL;
+	} else {
+		return 0;
+	}
+	return 1;
 }
 
 static int script_raw(struct fp *fp, char **save, uint64_t now)
@@ -147,6 +350,7 @@ static int script_raw(struct fp *fp, char **save, uint64_t now)
 	}
 	memset(&a, 0, sizeof a);
 	a.kind = ACT_PUBLISH;
+	a.rank = fp->script_rank;
 	a.raw = true;
 	a.data = p ? p : tc_xrealloc(NULL, 1);
 	a.len = n;
@@ -159,26 +363,35 @@ static int script_raw(struct fp *fp, char **save, uint64_t now)
 static int script_line(struct fp *fp, char *line, uint64_t now)
 {
 	char *save = NULL, *cmd = strtok_r(line, SCRIPT_SEPS, &save);
-	bool store, remove, clear;
+	bool store, remove, clear, offload;
 	struct action a;
 	uint64_t v;
+	int set;
 
 	if (!cmd || cmd[0] == '#')
 		return 0;
+	/* Settings shape the events after them, and publish nothing. */
+	if ((set = script_setting(fp, cmd, &save)))
+		return set < 0 ? -1 : 0;
 	store = !strcmp(cmd, "store");
 	remove = !strcmp(cmd, "remove");
 	clear = !strcmp(cmd, "clear");
+	offload = !strcmp(cmd, "offload");
 	if ((clear || !strcmp(cmd, "flush") || !strcmp(cmd, "restart")) &&
 	    strtok_r(NULL, SCRIPT_SEPS, &save))
 		return script_error(fp, "%s: no argument expected", cmd);
-	if (store || remove || clear) {
+	fp->attr = fp->script_attr;
+	fp->ev_rank = fp->script_rank;
+	if (store || remove || clear || offload) {
 		if (store && script_store(fp, &save))
 			return -1;
 		if (remove && script_remove(fp, &save))
 			return -1;
+		if (offload && script_offload(fp, &save))
+			return -1;
 		if (clear) {
 			ev_add(fp, &fp->pending, KVW_ALL_BLOCKS_CLEARED);
-			cache_clear(&fp->cache);
+			cache_clear_rank(&fp->cache, fp->script_rank);
 		}
 		if (fp->pending.n >= fp->o.batch)
 			flush_pending(fp, fp->pending.n, now);
@@ -188,6 +401,7 @@ static int script_line(struct fp *fp, char *line, uint64_t now)
 	flush_pending(fp, fp->pending.n, now);
 	memset(&a, 0, sizeof a);
 	a.due = now + fp->delay_ns;
+	a.rank = fp->script_rank;
 	if (!strcmp(cmd, "flush"))
 		return 0;
 	if (!strcmp(cmd, "restart")) {
@@ -214,8 +428,9 @@ static int script_line(struct fp *fp, char *line, uint64_t now)
 	}
 	if (!strcmp(cmd, "raw"))
 		return script_raw(fp, &save, now);
-	return script_error(fp, "unknown command '%s' (expected store, remove, clear, flush, gap, "
-			    "lose, restart, delay, sleep or raw)", cmd);
+	return script_error(fp, "unknown command '%s' (expected store, remove, offload, clear, "
+			    "flush, gap, lose, restart, delay, sleep, raw, or a setting: rank, "
+			    "medium, group, locality, lora, salt, mm)", cmd);
 }
 
 void script_open(struct fp *fp)
