@@ -44,6 +44,8 @@ struct kvidx {
 	uint64_t *ring_tail; /* consumer position per ring (writer-private copy of rh_tail) */
 	uint32_t drain_next; /* ring kvidx_drain() starts with */
 	int bell_fd;         /* doorbell socket, -1 until kvidx_writer_doorbell() */
+	bool created_ctl;    /* this writer created the registry (a failed open unlinks it) */
+	struct kvidx_open_info info;
 	/* Current data segment (read-write). */
 	uint64_t gen;   /* its generation */
 	bool published; /* named in ch_generation */

@@ -55,6 +55,98 @@ static void set_defaults(struct kvidx_writer_opts *o, const struct kvidx_writer_
 		o->stall_ms = KVIDX_DEFAULT_STALL_MS;
 }
 
+_Static_assert(KVIDX_MAX_PODS_PER_KEY == KV_MAX_PPK && KVIDX_MAX_PODS == KV_MAX_PODS &&
+		       KVIDX_MAX_READERS == KV_MAX_READERS &&
+		       KVIDX_MIN_RING_ENTRIES == KV_RING_MIN && KVIDX_MAX_RING_ENTRIES == KV_RING_MAX,
+	       "public limits are the format's");
+
+static int limit(struct kvidx_limit *why, const char *field, uint64_t value, uint64_t min,
+		 uint64_t max, const char *depends, uint64_t dep_value, const char *extra)
+{
+	if (why) {
+		why->field = field;
+		why->value = value;
+		why->min = min;
+		why->max = max;
+		why->depends = depends;
+		why->dep_value = dep_value;
+		if (depends)
+			snprintf(why->reason, sizeof(why->reason),
+				 "%s %llu is out of range for %s %llu (%llu..%llu)%s", field,
+				 (unsigned long long)value, depends, (unsigned long long)dep_value,
+				 (unsigned long long)min, (unsigned long long)max, extra);
+		else
+			snprintf(why->reason, sizeof(why->reason),
+				 "%s %llu is out of range (%llu..%llu)%s", field,
+				 (unsigned long long)value, (unsigned long long)min,
+				 (unsigned long long)max, extra);
+	}
+	return -EINVAL;
+}
+
+/* Checks o (defaults applied) against every limit; fills why for the first one broken. */
+static int check_opts(const struct kvidx_writer_opts *o, struct kvidx_limit *why)
+{
+	const struct kvidx_geometry *g = &o->geo;
+	uint32_t re = g->ring_entries;
+	struct kvidx_data_hdr plan;
+
+	if (kv_name_check(o->name) < 0) {
+		if (why) {
+			memset(why, 0, sizeof(*why));
+			why->field = "name";
+			snprintf(why->reason, sizeof(why->reason),
+				 "name must be 1..%d characters of [A-Za-z0-9_.-], not starting "
+				 "with '.'", KVIDX_NAME_MAX - 1);
+		}
+		return -EINVAL;
+	}
+	if (strlen(o->seed) >= sizeof(plan.dh_seed))
+		return limit(why, "seed", strlen(o->seed), 0, sizeof(plan.dh_seed) - 1, NULL, 0,
+			     " bytes");
+	if (o->algo != KVIDX_KEY_CBOR_FNV && o->algo != KVIDX_KEY_XXH64)
+		return limit(why, "algo", (uint64_t)o->algo, KVIDX_KEY_CBOR_FNV, KVIDX_KEY_XXH64,
+			     NULL, 0, "");
+	if (g->capacity > KVIDX_MAX_CAPACITY)
+		return limit(why, "capacity", g->capacity, 1, KVIDX_MAX_CAPACITY, NULL, 0, "");
+	if (g->pods_per_key > KVIDX_MAX_PODS_PER_KEY)
+		return limit(why, "pods_per_key", g->pods_per_key, 1, KVIDX_MAX_PODS_PER_KEY, NULL,
+			     0, "");
+	if (g->max_pods > KVIDX_MAX_PODS)
+		return limit(why, "max_pods", g->max_pods, 1, KVIDX_MAX_PODS, NULL, 0, "");
+	if (g->max_readers > KVIDX_MAX_READERS)
+		return limit(why, "max_readers", g->max_readers, 1, KVIDX_MAX_READERS, NULL, 0, "");
+	if (re < KV_RING_MIN || re > KV_RING_MAX || (re & (re - 1)))
+		return limit(why, "ring_entries", re, KV_RING_MIN, KV_RING_MAX, NULL, 0,
+			     ", a power of two");
+	if (o->block_size > KVIDX_MAX_BLOCK_SIZE)
+		return limit(why, "block_size", o->block_size, 1, KVIDX_MAX_BLOCK_SIZE, NULL, 0, "");
+	if (o->stall_ms > KVIDX_MAX_STALL_MS)
+		return limit(why, "stall_ms", o->stall_ms, 1, KVIDX_MAX_STALL_MS, NULL, 0, "");
+	/* The arena's unit indices are 32 bits: records and capacity share that budget
+	 * (kv_data_plan(): units = (capacity + records) x 1.25 + a largest entry). */
+	uint64_t fixed = 2 * (KV_MAX_PPK + 1) + 1, budget = (KV_UNIT_MAX - fixed) / 5 * 4;
+	uint64_t rmax = budget > g->capacity ? budget - g->capacity : 1;
+	if (g->records > rmax)
+		return limit(why, "records", g->records, 1, rmax, "capacity", g->capacity, "");
+	memset(&plan, 0, sizeof(plan));
+	if (kv_data_plan(&plan, g->capacity, g->records, g->pods_per_key, g->max_pods,
+			 g->max_readers) < 0)
+		return limit(why, "records", g->records, 1, rmax, "capacity", g->capacity,
+			     " (arena too large)");
+	return 0;
+}
+
+int kvidx_writer_check(const struct kvidx_writer_opts *opts, struct kvidx_limit *why)
+{
+	struct kvidx_writer_opts o;
+
+	if (!opts)
+		return -EINVAL;
+	set_defaults(&o, opts);
+	return check_opts(&o, why);
+}
+
 /*
  * Opens or creates the registry and takes the writer lock. Returns 0 or -errno/-KVIDX_E*.
  *
@@ -85,6 +177,8 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 	if (fstat(w->ctl_fd, &sb) < 0)
 		return -errno;
 	if (sb.st_size == 0) {
+		w->created_ctl = true;
+		w->info.flags |= KVIDX_OPEN_CREATED;
 		w->ctl_size = kv_ctl_size(o->geo.max_readers, o->geo.ring_entries);
 		w->max_readers = o->geo.max_readers;
 		w->ring_entries = o->geo.ring_entries;
@@ -117,6 +211,11 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 		rc = kv_ctl_validate(&probe, (size_t)sb.st_size);
 		if (rc < 0)
 			return rc;
+		w->info.flags |= KVIDX_OPEN_TAKEOVER;
+		/* The reader registry's geometry is kept while readers use it (reported). */
+		if (probe.ch_max_readers != o->geo.max_readers ||
+		    probe.ch_ring_entries != o->geo.ring_entries)
+			w->info.flags |= KVIDX_OPEN_GEOMETRY;
 		w->ctl_size = probe.ch_size;
 		w->max_readers = probe.ch_max_readers;
 		w->ring_entries = probe.ch_ring_entries;
@@ -141,6 +240,40 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o)
 	return 0;
 }
 
+/* What the previous generation's header says of its geometry, for kvidx_writer_open_info().
+ * Read with pread() from a validated copy: the segment is the predecessor's, trusted no more
+ * than any. */
+static void read_prev(struct kvidx *w, const struct kvidx_writer_opts *o)
+{
+	char path[KV_SHM_PATH_MAX];
+	struct kvidx_data_hdr h;
+	struct stat sb;
+	int fd;
+
+	w->info.prev_generation = w->prev_gen;
+	if (!w->prev_gen)
+		return;
+	kv_data_shm_name(path, w->name, w->prev_gen);
+	fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &sb) == 0 && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+	    kv_data_validate(&h, (size_t)sb.st_size) == 0) {
+		struct kvidx_geometry *p = &w->info.prev;
+		p->capacity = h.dh_capacity;
+		p->records = h.dh_records;
+		p->pods_per_key = h.dh_pods_per_key;
+		p->max_pods = h.dh_max_pods;
+		p->max_readers = h.dh_max_readers;
+		p->ring_entries = w->ring_entries;
+		if (p->capacity != o->geo.capacity || p->records != o->geo.records ||
+		    p->pods_per_key != o->geo.pods_per_key || p->max_pods != o->geo.max_pods ||
+		    p->max_readers != o->geo.max_readers)
+			w->info.flags |= KVIDX_OPEN_GEOMETRY;
+	}
+	close(fd);
+}
+
 /* Builds a fresh data generation and publishes it. */
 static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 {
@@ -156,6 +289,7 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 		return rc;
 	kv_data_shm_name(path, o->name, gen);
 	shm_unlink(path); /* a leftover of a writer that died while building it */
+	w->gen = gen;
 	w->data_fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (w->data_fd < 0)
 		return -errno;
@@ -220,6 +354,7 @@ int kvidx_writer_publish(struct kvidx *w)
 
 struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 {
+	char path[KV_SHM_PATH_MAX];
 	struct kvidx_writer_opts o;
 	struct kvidx *w;
 	int rc;
@@ -229,10 +364,8 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 		return NULL;
 	}
 	set_defaults(&o, opts);
-	if (kv_name_check(o.name) < 0 || strlen(o.seed) >= 64 ||
-	    (o.algo != KVIDX_KEY_CBOR_FNV && o.algo != KVIDX_KEY_XXH64) ||
-	    o.geo.max_readers > KV_MAX_READERS || o.geo.ring_entries < KV_RING_MIN ||
-	    o.geo.ring_entries > KV_RING_MAX || (o.geo.ring_entries & (o.geo.ring_entries - 1))) {
+	/* Everything is checked before anything is created (kvidx_writer_check()). */
+	if (check_opts(&o, NULL) < 0) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -245,19 +378,38 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 	strcpy(w->name, o.name);
 	w->stall_ns = (uint64_t)o.stall_ms * 1000000ull;
 	rc = ctl_open(w, &o);
-	if (rc == 0)
+	if (rc == 0) {
+		read_prev(w, &o);
 		rc = data_create(w, &o);
+		w->info.generation = w->gen;
+	}
 	if (rc == 0)
 		rc = kv_rcu_init(&w->rcu, w->ctl, w->rslots, w->ctl_fd, w->max_readers,
 				 w->epoch0, w->stall_ns, &w->arena, w->st);
 	if (rc == 0 && !o.defer_publish)
 		rc = kvidx_writer_publish(w);
 	if (rc < 0) {
+		/* Nothing left behind: what this call created goes (a registry that existed
+		 * before stays, with its readers). */
+		if (w->data_fd >= 0) {
+			kv_data_shm_name(path, w->name, w->gen);
+			shm_unlink(path);
+		}
+		if (w->created_ctl) {
+			kv_ctl_shm_name(path, w->name);
+			shm_unlink(path);
+		}
 		kvidx_writer_close(w, false);
 		errno = -rc;
 		return NULL;
 	}
 	return w;
+}
+
+int kvidx_writer_open_info(const struct kvidx *w, struct kvidx_open_info *out)
+{
+	*out = w->info;
+	return 0;
 }
 
 void kvidx_writer_close(struct kvidx *w, bool unlink)
