@@ -43,7 +43,7 @@ struct kvidx {
 	uint64_t prev_gen; /* generation current when opened (0: none), unlinked on publish */
 	uint64_t *ring_tail; /* consumer position per ring (writer-private copy of rh_tail) */
 	uint32_t drain_next; /* ring kvidx_drain() starts with */
-	int bell_fd;         /* doorbell socket, -1 until kvidx_writer_doorbell() */
+	struct kv_bell *bell; /* doorbell helper thread, NULL until kvidx_writer_doorbell() */
 	bool created_ctl;    /* this writer created the registry (a failed open unlinks it) */
 	struct kvidx_open_info info;
 	/* Current data segment (read-write). */
@@ -99,9 +99,11 @@ struct kvidx_reader {
 	struct kv_msg *ring_msgs;
 	uint32_t ring_entries;
 	uint64_t ring_head; /* private copy of rh_head */
-	int bell_fd;        /* socket to ring the writer's doorbell from, -1 until needed */
 	uint32_t commit_seq;
 };
+
+/* route.c: stops the doorbell's helper thread and frees it (w->bell may be NULL). */
+void kv_bell_stop(struct kvidx *w);
 
 /* table.c: the pod-clear sweep. start schedules a full pass over the slots; step advances it
  * by at most budget slots (and starts a pass by itself when tombstones pile up). */

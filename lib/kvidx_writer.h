@@ -254,13 +254,16 @@ int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *op
 
 /*
  * Waking up for commits without polling the rings. kvidx_writer_doorbell() returns a
- * non-blocking descriptor (a datagram socket in the abstract namespace, named after the index)
- * to include in the writer's poll set, or a negative errno (then poll the rings on a timer).
- * Before sleeping the writer calls kvidx_writer_idle(w, true): it announces the sleep and
- * returns true if commits are already waiting (then don't sleep). A reader committing while
- * the writer is idle sends one byte to the doorbell (a non-blocking send; lost bytes only
- * cost latency). After waking, kvidx_writer_idle(w, false) clears the announcement and
- * empties the doorbell.
+ * non-blocking eventfd to include in the writer's poll set (readable when commits may be
+ * waiting; the same descriptor on every call), or a negative errno (then poll the rings on a
+ * timer). It starts one helper thread that waits on a futex word in the reader registry:
+ * only processes that can map the registry (the index's owner and group) can ring it, from
+ * any network or PID namespace sharing /dev/shm, and the helper passes on at most one wake-up
+ * per 50 us, so a reader ringing without pause cannot make the writer spin. Before sleeping
+ * the writer calls kvidx_writer_idle(w, true): it announces the sleep and returns true if
+ * commits are already waiting (then don't sleep). A reader committing while the writer is
+ * idle rings (wait-free for the reader). After waking, kvidx_writer_idle(w, false) clears the
+ * announcement and empties the eventfd. kvidx_writer_close() stops the helper.
  */
 int kvidx_writer_doorbell(struct kvidx *w);
 bool kvidx_writer_idle(struct kvidx *w, bool idle);

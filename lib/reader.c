@@ -198,7 +198,6 @@ struct kvidx_reader *kvidx_reader_open(const char *name)
 	if (!r)
 		return NULL;
 	strcpy(r->name, name);
-	r->bell_fd = -1;
 	kv_ctl_shm_name(path, name);
 	r->ctl_fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
 	if (r->ctl_fd < 0) {
@@ -268,8 +267,6 @@ void kvidx_reader_close(struct kvidx_reader *r)
 		munmap(r->ctl, r->ctl_size);
 	if (r->ctl_fd >= 0)
 		close(r->ctl_fd);
-	if (r->bell_fd >= 0)
-		close(r->bell_fd);
 	free(r->row_of_pod);
 	free(r->rows);
 	free(r);

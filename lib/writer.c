@@ -374,7 +374,7 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 		errno = ENOMEM;
 		return NULL;
 	}
-	w->ctl_fd = w->data_fd = w->bell_fd = -1;
+	w->ctl_fd = w->data_fd = -1;
 	strcpy(w->name, o.name);
 	w->stall_ns = (uint64_t)o.stall_ms * 1000000ull;
 	rc = ctl_open(w, &o);
@@ -424,6 +424,7 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 		kv_ctl_shm_name(path, w->name);
 		shm_unlink(path);
 	}
+	kv_bell_stop(w); /* before the registry it waits on is unmapped */
 	if (w->data)
 		munmap(w->data, w->data_size);
 	if (w->ctl) {
@@ -432,8 +433,6 @@ void kvidx_writer_close(struct kvidx *w, bool unlink)
 	}
 	if (w->data_fd >= 0)
 		close(w->data_fd);
-	if (w->bell_fd >= 0)
-		close(w->bell_fd);
 	if (w->ctl_fd >= 0)
 		close(w->ctl_fd); /* drops the writer lock */
 	kv_rcu_fini(&w->rcu);

@@ -88,7 +88,9 @@ struct kvidx_ctl_hdr {
 	uint64_t ch_epoch;      /* RCU epoch, starts at 1; seq_cst-stored by kv_rcu_reclaim() */
 	int32_t ch_writer_pid;
 	uint32_t ch_writer_idle; /* 1 while the writer may sleep: committers ring its doorbell */
-	uint8_t ch_pad2[KVIDX_CACHELINE - 24];
+	/* Reader-written. */
+	uint32_t ch_bell; /* doorbell futex word: a committer adds 1 and FUTEX_WAKEs (route.c) */
+	uint8_t ch_pad2[KVIDX_CACHELINE - 28];
 };
 _Static_assert(sizeof(struct kvidx_ctl_hdr) == 2 * KVIDX_CACHELINE, "ctl header size");
 _Static_assert(offsetof(struct kvidx_ctl_hdr, ch_generation) == KVIDX_CACHELINE, "ctl lines");

@@ -6,13 +6,18 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,4 +157,54 @@ Test(hostile, ingestd_refuses_limits)
 		free(r.out);
 		cr_assert_eq(shm_entries(name), 0, "%s left segments behind", cases[i].args);
 	}
+}
+
+/* ---- item 6: the doorbell ---- */
+
+/*
+ * The old doorbell was an abstract socket named after the index: whoever bound the name first
+ * had it. Now a squatter on that name changes nothing, and a commit from a reader in another
+ * network namespace (root only) still makes the writer's descriptor readable.
+ */
+Test(hostile, doorbell_cannot_be_squatted)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "kvidx-doorbell-%s", name);
+	int sq = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(sq, 0);
+	cr_assert_eq(bind(sq, (struct sockaddr *)&a,
+			  (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)), 0);
+	struct kvidx_writer_opts o = { .geo = { .capacity = 100, .max_readers = 4 } };
+	w = tu_writer_open(name, &o);
+	int fd = kvidx_writer_doorbell(w);
+	cr_assert_geq(fd, 0, "doorbell: %s", strerror(-fd));
+	cr_assert_eq(kvidx_writer_doorbell(w), fd, "one descriptor");
+
+	for (int netns = 0; netns < 2; netns++) {
+		if (netns && geteuid() != 0)
+			break;
+		cr_assert_eq(kvidx_writer_idle(w, true), false, "nothing waiting yet");
+		pid_t pid = fork();
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			if (netns && unshare(CLONE_NEWNET) < 0)
+				_exit(3);
+			struct kvidx_reader *r = kvidx_reader_open(name);
+			uint64_t key = 7;
+			struct kvidx_route rt = { .corr_id = 1, .pod = 0, .prefill_pod = -1,
+						  .keys = &key, .nkeys = 1 };
+			_exit(!r || kvidx_commit(r, &rt) != 0);
+		}
+		int st;
+		cr_assert_eq(waitpid(pid, &st, 0), pid);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "committer status %d", st);
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		cr_assert_eq(poll(&p, 1, 10000), 1, "the commit did not ring (netns %d)", netns);
+		kvidx_writer_idle(w, false);
+		cr_assert_eq(poll(&p, 1, 0), 0, "idle(false) empties the doorbell");
+		cr_assert_gt(kvidx_drain(w, 100, &(struct kvidx_drain_ops){ 0 }), 0);
+	}
+	char b[8];
+	cr_assert_lt(recv(sq, b, sizeof(b), MSG_DONTWAIT), 0, "the squatter heard a wake-up");
+	close(sq);
 }
