@@ -49,7 +49,8 @@ struct kvidx; /* opaque writer handle */
 
 struct kvidx_writer_opts {
 	const char *name;              /* index name (NULL: KVIDX_DEFAULT_NAME) */
-	struct kvidx_geometry geo;
+	struct kvidx_geometry geo;     /* on a takeover, max_readers and ring_entries 0 keep the
+					  index's; another value recreates the reader registry */
 	enum kvidx_key_algo algo;      /* 0: cbor-fnv */
 	const char *seed;              /* NULL: "" */
 	uint32_t block_size;           /* 0: 16 */

@@ -19,7 +19,7 @@
  *  4. A slot's next owner continues at the head the previous one left, so a dead producer
  *     (SIGKILL between two messages) leaves nothing half-published: rh_head moves only after
  *     a whole commit is written.
- *  5. Doorbell: the writer stores ch_writer_idle = 1, full fence, then looks at every ring's
+ *  5. Doorbell: the writer stores ih_writer_idle = 1, full fence, then looks at every ring's
  *     head (kvidx_writer_idle()); a producer publishes its head, full fence, then reads the
  *     flag (doorbell_ring()). Store-load on both sides: a commit is either seen by the writer
  *     before it sleeps, or the producer rings.
@@ -61,7 +61,7 @@ static void doorbell_ring(struct kvidx_reader *r)
 	 * Pairs with the full fence in kvidx_writer_idle(): either the writer sees the new head
 	 * before sleeping, or this reader sees the flag and rings. */
 	fence_seqcst();
-	if (!ld_relaxed(&r->ctl->ch_writer_idle))
+	if (!ld_relaxed(&r->ih->ih_writer_idle))
 		return;
 	/* Rule 6: the new value is what the helper's FUTEX_WAIT compares; the wake is a shared
 	 * futex (no FUTEX_PRIVATE_FLAG), keyed on the registry's page, so it reaches the writer
@@ -259,7 +259,8 @@ struct kv_bell {
 	int efd;        /* the eventfd kvidx_writer_doorbell() returns */
 	int ctl_fd;     /* the registry's descriptor (for pread) */
 	uint32_t *word; /* &ctl->ch_bell in the writer's mapping (only passed to futex()) */
-	uint32_t stop;  /* set by kv_bell_stop() */
+	uint32_t stop;  /* set by kv_bell_stop_thread() */
+	bool running;   /* th exists */
 	uint64_t wakes; /* eventfd signals sent */
 };
 
@@ -293,6 +294,34 @@ static void *bell_main(void *arg)
 	return NULL;
 }
 
+void kv_bell_start_thread(struct kvidx *w, bool ring)
+{
+	struct kv_bell *b = w->bell;
+
+	if (!b || b->running)
+		return;
+	b->stop = 0;
+	b->ctl_fd = w->ctl_fd;
+	b->word = &w->ctl->ch_bell;
+	b->running = pthread_create(&b->th, NULL, bell_main, b) == 0;
+	/* Commits made while no thread waited (a restart): let the writer look at the rings. */
+	uint64_t one = 1;
+	if (ring)
+		(void)!write(b->efd, &one, sizeof(one));
+}
+
+void kv_bell_stop_thread(struct kvidx *w)
+{
+	struct kv_bell *b = w->bell;
+
+	if (!b || !b->running)
+		return;
+	__atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
+	futex(b->word, FUTEX_WAKE, 1, NULL); /* else it notices within KV_BELL_WAIT_NS */
+	pthread_join(b->th, NULL);
+	b->running = false;
+}
+
 int kvidx_writer_doorbell(struct kvidx *w)
 {
 	struct kv_bell *b;
@@ -308,15 +337,14 @@ int kvidx_writer_doorbell(struct kvidx *w)
 		free(b);
 		return rc;
 	}
-	b->ctl_fd = w->ctl_fd;
-	b->word = &w->ctl->ch_bell;
-	int rc = pthread_create(&b->th, NULL, bell_main, b);
-	if (rc) {
+	w->bell = b;
+	kv_bell_start_thread(w, false);
+	if (!b->running) {
 		close(b->efd);
 		free(b);
-		return -rc;
+		w->bell = NULL;
+		return -EAGAIN;
 	}
-	w->bell = b;
 	return b->efd;
 }
 
@@ -326,9 +354,7 @@ void kv_bell_stop(struct kvidx *w)
 
 	if (!b)
 		return;
-	__atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
-	futex(b->word, FUTEX_WAKE, 1, NULL); /* else it notices within KV_BELL_WAIT_NS */
-	pthread_join(b->th, NULL);
+	kv_bell_stop_thread(w);
 	close(b->efd);
 	free(b);
 	w->bell = NULL;
@@ -339,12 +365,12 @@ bool kvidx_writer_idle(struct kvidx *w, bool idle)
 	uint64_t buf;
 
 	if (!idle) {
-		st_relaxed(&w->ctl->ch_writer_idle, 0);
+		st_relaxed(&w->ih->ih_writer_idle, 0);
 		if (w->bell)
 			(void)!read(w->bell->efd, &buf, sizeof(buf)); /* empties the counter */
 		return false;
 	}
-	st_relaxed(&w->ctl->ch_writer_idle, 1);
+	st_relaxed(&w->ih->ih_writer_idle, 1);
 	fence_seqcst(); /* rule 5: pairs with the fence in doorbell_ring() */
 	for (uint32_t i = 0; i < w->max_readers; i++) {
 		struct kv_ring_hdr *rh = kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i);

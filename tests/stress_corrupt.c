@@ -4,9 +4,10 @@
  * Readers must treat segment contents as untrusted: a corrupt data segment may give wrong
  * answers or errors, never a crash or a hang. Two parts:
  *
- *   1. Attach checks on a copy of a valid index: a changed layout/ABI stamp in either segment
- *      is refused with KVIDX_EVERSION (by readers and by a writer taking over), bad magic,
- *      geometry, offsets, state or seed and truncated segments with KVIDX_ECORRUPT.
+ *   1. Attach checks on a copy of a valid index: a changed layout/ABI stamp in the index
+ *      header or the data segment is refused with KVIDX_EVERSION (by readers and by a writer
+ *      taking over), bad magic, geometry, offsets, state or seed and truncated objects with
+ *      KVIDX_ECORRUPT.
  *   2. Live corruption: a writer fills an index and goes idle; a forked child maps the data
  *      segment read-write and keeps writing random and plausible-but-wrong words into the
  *      slots, the arena, the pod table and the header (restoring a clean snapshot now and then,
@@ -230,23 +231,40 @@ static void attach_checks(uint64_t *rng)
 		  1ull << 43, 0, -KVIDX_EVERSION },
 		{ "data stamp: pod struct size", 1, offsetof(struct kvidx_data_hdr, dh_stamp),
 		  1ull << 20, 0, -KVIDX_EVERSION },
-		{ "registry stamp: layout version", 0, offsetof(struct kvidx_ctl_hdr, ch_stamp),
+		{ "index stamp: layout version", 0, offsetof(struct kvidx_idx_hdr, ih_stamp),
 		  1ull << 49, 0, -KVIDX_EVERSION },
-		{ "data magic", 1, offsetof(struct kvidx_data_hdr, dh_magic), 1, 0,
+		{ "index magic of layout 2 (a registry)", 0, offsetof(struct kvidx_idx_hdr, ih_magic),
+		  0, KV_CTL_MAGIC, -KVIDX_EVERSION },
+		{ "index magic", 0, offsetof(struct kvidx_idx_hdr, ih_magic), 1 << 9, 0,
 		  -KVIDX_ECORRUPT },
-		{ "registry magic", 0, offsetof(struct kvidx_ctl_hdr, ch_magic), 1 << 9, 0,
-		  -KVIDX_ECORRUPT },
-		{ "registry magic 0 (being created)", 0, offsetof(struct kvidx_ctl_hdr, ch_magic),
+		{ "index magic 0 (being created)", 0, offsetof(struct kvidx_idx_hdr, ih_magic),
 		  0, 0, -ENOENT },
-		{ "registry max_readers 0", 0, offsetof(struct kvidx_ctl_hdr, ch_max_readers), 0,
+		{ "index max_readers 0", 0, offsetof(struct kvidx_idx_hdr, ih_max_readers), 0,
 		  0, -KVIDX_ECORRUPT },
-		{ "registry size", 0, offsetof(struct kvidx_ctl_hdr, ch_size), 64, 0,
+		{ "index registry size", 0, offsetof(struct kvidx_idx_hdr, ih_reg_size), 64, 0,
 		  -KVIDX_ECORRUPT },
-		{ "registry generation absent", 0, offsetof(struct kvidx_ctl_hdr, ch_generation),
+		{ "index epoch above the limit", 0, offsetof(struct kvidx_idx_hdr, ih_epoch), 0,
+		  UINT64_MAX, -KVIDX_ECORRUPT },
+		{ "index generation absent", 0, offsetof(struct kvidx_idx_hdr, ih_generation),
 		  0, 9, -ENOENT },
-		{ "registry ring entries not a power of two", 0,
+		{ "index names a registry that does not exist", 0,
+		  offsetof(struct kvidx_idx_hdr, ih_reg_gen), 0, 7, -ENOENT },
+		{ "index ring entries not a power of two", 0,
+		  offsetof(struct kvidx_idx_hdr, ih_ring_entries) - 4, 1ull << 32, 0,
+		  -KVIDX_ECORRUPT },
+		{ "registry stamp: layout version", 2, offsetof(struct kvidx_ctl_hdr, ch_stamp),
+		  1ull << 49, 0, -KVIDX_ECORRUPT },
+		{ "registry magic", 2, offsetof(struct kvidx_ctl_hdr, ch_magic), 1 << 9, 0,
+		  -KVIDX_ECORRUPT },
+		{ "registry max_readers 0", 2, offsetof(struct kvidx_ctl_hdr, ch_max_readers), 0,
+		  0, -KVIDX_ECORRUPT },
+		{ "registry size", 2, offsetof(struct kvidx_ctl_hdr, ch_size), 64, 0,
+		  -KVIDX_ECORRUPT },
+		{ "registry generation", 2, offsetof(struct kvidx_ctl_hdr, ch_reg_gen), 1, 0,
+		  -KVIDX_ECORRUPT },
+		{ "registry ring entries not a power of two", 2,
 		  offsetof(struct kvidx_ctl_hdr, ch_ring_entries), 1, 0, -KVIDX_ECORRUPT },
-		{ "registry ring offset", 0, offsetof(struct kvidx_ctl_hdr, ch_ring_off), 64, 0,
+		{ "registry ring offset", 2, offsetof(struct kvidx_ctl_hdr, ch_ring_off), 64, 0,
 		  -KVIDX_ECORRUPT },
 		{ "data nslots", 1, offsetof(struct kvidx_data_hdr, dh_nslots), 1, 0,
 		  -KVIDX_ECORRUPT },
@@ -274,12 +292,16 @@ static void attach_checks(uint64_t *rng)
 		  KV_DATA_RETIRED, -KVIDX_ECORRUPT },
 	};
 
+	char vr[KV_SHM_PATH_MAX], cr[KV_SHM_PATH_MAX];
 	kv_ctl_shm_name(vc, v_name);
 	kv_data_shm_name(vd, v_name, 1);
+	kv_reg_shm_name(vr, v_name, 1);
 	kv_ctl_shm_name(cc, c_name);
 	kv_data_shm_name(cd, c_name, 1);
+	kv_reg_shm_name(cr, c_name, 1);
 	shm_copy(vc, cc);
 	shm_copy(vd, cd);
+	shm_copy(vr, cr);
 
 	/* The copy is a valid index: it attaches and answers. */
 	struct kvidx_reader *r = kvidx_reader_open(c_name);
@@ -293,10 +315,11 @@ static void attach_checks(uint64_t *rng)
 	if (found < 400)
 		fail("the copy answers only %d of 500 stored keys", found);
 
-	uint8_t *ctl = map_rw(cc, &csize), *data = map_rw(cd, &dsize);
+	size_t rsize;
+	uint8_t *ctl = map_rw(cc, &csize), *data = map_rw(cd, &dsize), *reg = map_rw(cr, &rsize);
 	for (size_t i = 0; i < sizeof(patches) / sizeof(patches[0]); i++) {
 		const struct patch *p = &patches[i];
-		uint8_t *at = (p->seg ? data : ctl) + p->off;
+		uint8_t *at = (p->seg == 2 ? reg : p->seg ? data : ctl) + p->off;
 		uint64_t old;
 		memcpy(&old, at, 8);
 		uint64_t v = p->xor_mask ? old ^ p->xor_mask : p->set;
@@ -314,19 +337,20 @@ static void attach_checks(uint64_t *rng)
 		expect_open("data seed without NUL", -KVIDX_ECORRUPT);
 		memcpy(h->dh_seed, seed, sizeof(seed));
 	}
-	/* A writer taking over a registry of another layout is refused the same way. */
+	/* A writer taking over an index of another layout is refused the same way. */
 	{
-		struct kvidx_ctl_hdr *h = (void *)ctl;
+		struct kvidx_idx_hdr *h = (void *)ctl;
 		struct kvidx_writer_opts o = { .name = c_name };
-		h->ch_stamp ^= 1ull << 48;
+		h->ih_stamp ^= 1ull << 48;
 		errno = 0;
 		struct kvidx *w2 = kvidx_writer_open(&o);
 		if (w2 || errno != KVIDX_EVERSION)
-			fail("a writer taking over a registry with another layout version: %p, "
+			fail("a writer taking over an index with another layout version: %p, "
 			     "errno %d, expected KVIDX_EVERSION", (void *)w2, errno);
-		h->ch_stamp ^= 1ull << 48;
+		h->ih_stamp ^= 1ull << 48;
 	}
 	expect_open("restored", 0);
+	munmap(reg, rsize);
 	munmap(ctl, csize);
 	munmap(data, dsize);
 
@@ -343,11 +367,16 @@ static void attach_checks(uint64_t *rng)
 	const off_t ccuts[] = { (off_t)csize - 64, 100, 0 };
 	for (size_t i = 0; i < sizeof(ccuts) / sizeof(ccuts[0]); i++) {
 		char what[64];
-		snprintf(what, sizeof(what), "registry truncated to %lld bytes",
+		snprintf(what, sizeof(what), "index header truncated to %lld bytes",
 			 (long long)ccuts[i]);
 		shm_truncate(cc, ccuts[i]);
 		expect_open(what, -KVIDX_ECORRUPT);
 		shm_copy(vc, cc);
+		snprintf(what, sizeof(what), "registry truncated to %lld bytes",
+			 (long long)(rsize - 64 * (i + 1) * (i + 1)));
+		shm_truncate(cr, (off_t)(rsize - 64 * (i + 1) * (i + 1)));
+		expect_open(what, -KVIDX_ECORRUPT);
+		shm_copy(vr, cr);
 	}
 	expect_open("restored", 0);
 	tt_unlink_index(c_name);
@@ -377,7 +406,7 @@ static void __attribute__((noreturn)) corrupter_main(const struct geom *g)
 		fail("out of memory");
 	memcpy(snap, base, size);
 	size_t csize;
-	kv_ctl_shm_name(path, idx_name);
+	kv_reg_shm_name(path, idx_name, 1);
 	struct kvidx_ctl_hdr *ch = map_rw(path, &csize);
 	uint64_t *slots = (uint64_t *)(base + g->slots_off);
 	uint64_t *arena = (uint64_t *)(base + g->arena_off);

@@ -33,10 +33,14 @@ void tt_unlink_index(const char *name)
 
 	if (!name[0])
 		return;
-	for (unsigned g = 1; g <= 2; g++) {
+	for (unsigned g = 1; g <= 8; g++) {
 		kv_data_shm_name(path, name, g);
 		shm_unlink(path);
+		kv_reg_shm_name(path, name, g);
+		shm_unlink(path);
 	}
+	kv_lock_shm_name(path, name);
+	shm_unlink(path);
 	kv_ctl_shm_name(path, name);
 	shm_unlink(path);
 }
