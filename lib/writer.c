@@ -752,8 +752,10 @@ int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 	for (uint32_t i = 0; i < w->max_pods; i++) {
 		struct kvidx_pod *p = &w->pods[i];
 		if (KV_POD_STATE(p->pd_word) == KV_POD_ACTIVE) {
-			if (strcmp(p->pd_name, name) == 0) {
-				if (model && strcmp(p->pd_model, model) != 0)
+			/* Bounded: the names are the writer's, but in shared memory (table.c,
+			 * rule 6). */
+			if (strncmp(p->pd_name, name, sizeof(p->pd_name)) == 0) {
+				if (model && strncmp(p->pd_model, model, sizeof(p->pd_model)) != 0)
 					pod_write_names(p, name, model);
 				return (int)i;
 			}

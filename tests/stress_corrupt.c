@@ -15,6 +15,10 @@
  *      processes keep calling every reader entry point. A reader that faults (SIGSEGV,
  *      SIGBUS) or stops making progress (alarm(): SIGALRM) fails the run; so does an answer
  *      outside the API's stated ranges.
+ *   3. The writer's side: the same corrupter scribbles into the data segment of a writer
+ *      process that keeps storing, removing, speculating, expiring, clearing and ticking. The
+ *      writer must neither crash nor hang (it checks what it reads back from its own segment),
+ *      and a fresh writer must then take the damaged index over and serve it.
  *
  * Usage: stress_corrupt --seconds N [--readers R] [--seed S]
  */
@@ -65,6 +69,8 @@ struct shared {
 	uint32_t stop;
 	struct tt_failbox fail;
 	uint64_t corruptions, restores, toggles, ctl_toggles;
+	uint32_t wready;
+	uint64_t wops, wticks;
 	struct role roles[MAX_ROLES];
 };
 
@@ -503,6 +509,54 @@ static void __attribute__((noreturn)) corrupter_main(const struct geom *g)
 	_exit(0);
 }
 
+/* ==== part 3: the writer's side =============================================================== */
+
+/* A writer that keeps changing a table the corrupter scribbles into: it must neither crash
+ * nor hang (it reads its own segment as untrusted: table.c, rule 6). */
+static void __attribute__((noreturn)) writer_main(void)
+{
+	uint64_t rng = opt.seed ^ 0x77777;
+
+	who = "writer";
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	struct kvidx *w = fill_index(idx_name, 4096, NKEYS, &rng);
+	__atomic_store_n(&sh->wready, 1, __ATOMIC_RELEASE);
+	uint64_t last_tick = 0;
+	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t now = kvidx_now_ns();
+		int pod = (int)tt_rnd_below(&rng, NPODS);
+		uint64_t k = keys[tt_rnd_below(&rng, NKEYS)];
+		switch (tt_rnd_below(&rng, 8)) {
+		case 0: case 1: case 2:
+			kvidx_store(w, pod, &k, 1, 1u << tt_rnd_below(&rng, 3), now);
+			break;
+		case 3: case 4:
+			kvidx_remove(w, pod, &k, 1, 0);
+			break;
+		case 5:
+			kvidx_speculate(w, pod, &k, 1, now, 1 + tt_rnd_below(&rng, 50));
+			break;
+		case 6:
+			kvidx_expire(w, now, 256);
+			break;
+		default:
+			if (tt_rnd_below(&rng, 64) == 0)
+				kvidx_clear_pod(w, pod);
+			else if (tt_rnd_below(&rng, 256) == 0 && kvidx_pod_remove(w, pod) == 0)
+				kvidx_pod_add(w, "10.0.0.99:8000", NULL);
+			break;
+		}
+		__atomic_add_fetch(&sh->wops, 1, __ATOMIC_RELAXED);
+		if (now - last_tick >= NS_MS) {
+			kvidx_writer_tick(w, now);
+			last_tick = now;
+			__atomic_add_fetch(&sh->wticks, 1, __ATOMIC_RELAXED);
+		}
+	}
+	kvidx_writer_close(w, false);
+	_exit(0);
+}
+
 static void check_lookup(int n, size_t max, const struct kvidx_rec *out)
 {
 	if (n == -KVIDX_ERETRY)
@@ -769,6 +823,62 @@ int main(int argc, char **argv)
 	kvidx_writer_close(w, true);
 	tt_unlink_index(idx_name);
 
+	/* Part 3: the writer's side, then a takeover of the damaged index. */
+	__atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
+	pid_t wpid = fork();
+	if (wpid < 0)
+		fail("fork: %s", strerror(errno));
+	if (wpid == 0)
+		writer_main();
+	children[nchildren++] = wpid;
+	uint64_t dl = kvidx_now_ns() + 30 * NS_S;
+	while (!__atomic_load_n(&sh->wready, __ATOMIC_ACQUIRE)) {
+		if (reap(wpid, "writer", false) || kvidx_now_ns() > dl)
+			fail("the writer did not start");
+		tt_sleep_us(1000);
+	}
+	cpid = fork();
+	if (cpid < 0)
+		fail("fork: %s", strerror(errno));
+	if (cpid == 0)
+		corrupter_main(&g);
+	children[nchildren++] = cpid;
+	uint64_t c0 = sh->corruptions;
+	end = kvidx_now_ns() + (opt.seconds / 2 + 1) * NS_S;
+	while (kvidx_now_ns() < end) {
+		if (tt_fail_posted(&sh->fail))
+			fail("child reported a failure");
+		if (reap(wpid, "writer", false))
+			fail("the writer exited early");
+		if (reap(cpid, "corrupter", false))
+			fail("corrupter exited early");
+		tt_sleep_us(10000);
+	}
+	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+	reap(wpid, "writer", true);
+	reap(cpid, "corrupter", true);
+	nchildren = 0;
+	{
+		struct kvidx_writer_opts o = { .name = idx_name };
+		struct kvidx *w3 = kvidx_writer_open(&o);
+		if (!w3)
+			fail("takeover of the scribbled index: %s", kvidx_strerror(-errno));
+		int pod = kvidx_pod_add(w3, "10.0.0.1:8000", NULL);
+		if (pod < 0 || kvidx_store(w3, pod, keys, 100, KVIDX_TIER_GPU, kvidx_now_ns()) != 100)
+			fail("the successor cannot store");
+		struct kvidx_reader *r3 = kvidx_reader_open(idx_name);
+		struct kvidx_rec rec[PPK];
+		int got = 0;
+		for (int i = 0; r3 && i < 100; i++)
+			got += kvidx_lookup(r3, keys[i], rec, PPK) == 1;
+		if (got != 100)
+			fail("after the takeover a reader finds %d of 100 keys", got);
+		kvidx_reader_close(r3);
+		kvidx_writer_close(w3, true);
+	}
+	tt_unlink_index(idx_name);
+	uint64_t wcorrupt = sh->corruptions - c0;
+
 	uint64_t ops = 0, opens = 0, refused = 0, retries = 0, found = 0;
 	for (unsigned i = 0; i < opt.readers; i++) {
 		ops += sh->roles[i].ops;
@@ -782,11 +892,13 @@ int main(int argc, char **argv)
 		     (unsigned long long)sh->corruptions);
 	printf("stress_corrupt: OK secs=%u readers=%u seed=%llu | attach checks passed | "
 	       "reader_ops=%llu found=%llu retries=%llu opens=%llu refused=%llu | "
-	       "corruptions=%llu restores=%llu header_toggles=%llu (registry %llu)\n",
+	       "corruptions=%llu restores=%llu header_toggles=%llu (registry %llu) | "
+	       "writer side: ops=%llu ticks=%llu corruptions=%llu, takeover ok\n",
 	       opt.seconds, opt.readers, (unsigned long long)opt.seed, (unsigned long long)ops,
 	       (unsigned long long)found, (unsigned long long)retries, (unsigned long long)opens,
 	       (unsigned long long)refused, (unsigned long long)sh->corruptions,
 	       (unsigned long long)sh->restores, (unsigned long long)sh->toggles,
-	       (unsigned long long)sh->ctl_toggles);
+	       (unsigned long long)sh->ctl_toggles, (unsigned long long)sh->wops,
+	       (unsigned long long)sh->wticks, (unsigned long long)wcorrupt);
 	return 0;
 }
