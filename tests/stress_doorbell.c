@@ -14,6 +14,10 @@
  *      the squatter must receive nothing.
  *   3. another network namespace: the committing reader first unshare(CLONE_NEWNET)s (needs
  *      root; skipped otherwise); its wake-ups must still arrive.
+ *   4. spam (layout 3 and later, where the doorbell is the registry's futex word): a hostile
+ *      reader bumps the word and FUTEX_WAKEs without pause while the writer idles; the writer
+ *      must wake at most about 20,000 times a second (the helper's limit, with slack) and
+ *      honest commits must still be drained on wake-ups.
  *
  * Fails (exit 1) on a missed wake-up in any phase or a byte received by the squatter.
  * Usage: stress_doorbell --seconds N
@@ -33,7 +37,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+#include "inspect.h"
 #include "kvidx_writer.h"
+#include "layout.h"
 #include "torture_util.h"
 
 #define NS_MS 1000000ull
@@ -44,6 +53,7 @@ static unsigned seconds = 10;
 
 struct shared {
 	uint32_t go, stop, commits;
+	uint64_t rings;
 };
 static struct shared *sh;
 
@@ -73,6 +83,26 @@ static void __attribute__((noreturn)) die(const char *msg)
 	tt_unlink_index(name);
 	exit(1);
 }
+
+#ifdef KV_IDX_MAGIC
+/* The hostile reader: rings the doorbell word as fast as it can until stop. */
+static void __attribute__((noreturn)) spammer(void)
+{
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	if (!r)
+		_exit(4);
+	uint32_t *bell = (uint32_t *)&kv_reader_ctl(r)->ch_bell;
+	while (!__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
+		tt_sleep_us(100);
+	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
+		__atomic_add_fetch(bell, 1, __ATOMIC_RELAXED);
+		syscall(SYS_futex, bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+		__atomic_add_fetch(&sh->rings, 1, __ATOMIC_RELAXED);
+	}
+	kvidx_reader_close(r);
+	_exit(0);
+}
+#endif
 
 /* The committing reader: waits for go, then commits every 1-3 ms until stop. */
 static void __attribute__((noreturn)) committer(bool netns)
@@ -107,7 +137,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* One phase: a writer loop for secs seconds with one committer. Returns 0 or -1 (no doorbell). */
-static int phase(const char *what, unsigned secs, bool netns, int squat_fd)
+static int phase(const char *what, unsigned secs, bool netns, int squat_fd, bool spam)
 {
 	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 1024, .max_readers = 8 } };
 	struct kvidx_drain_ops ops = { .route = on_route };
@@ -130,6 +160,12 @@ static int phase(const char *what, unsigned secs, bool netns, int squat_fd)
 		die("fork");
 	if (pid == 0)
 		committer(netns);
+	pid_t spid = -1;
+#ifdef KV_IDX_MAGIC
+	if (spam && (spid = fork()) == 0)
+		spammer();
+#endif
+	uint64_t wakes = 0, t0 = kvidx_now_ns();
 	__atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
 	uint64_t end = kvidx_now_ns() + secs * 1000000000ull, last_tick = 0;
 	while (kvidx_now_ns() < end) {
@@ -142,12 +178,16 @@ static int phase(const char *what, unsigned secs, bool netns, int squat_fd)
 		if (!kvidx_writer_idle(w, true)) {
 			struct pollfd p = { .fd = fd, .events = POLLIN };
 			woke_by_timeout = poll(&p, 1, 200) == 0;
+			wakes += !woke_by_timeout;
 		}
 		kvidx_writer_idle(w, false);
 		kvidx_drain(w, 4096, &ops);
 	}
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
 	int st;
+	double wps = (double)wakes * 1e9 / (double)(kvidx_now_ns() - t0);
+	if (spid > 0)
+		waitpid(spid, NULL, 0);
 	waitpid(pid, &st, 0);
 	woke_by_timeout = 0;
 	kvidx_drain(w, 4096, &ops);
@@ -168,6 +208,11 @@ static int phase(const char *what, unsigned secs, bool netns, int squat_fd)
 	       acc.n ? acc.lat[acc.n / 2] / 1e3 : 0, acc.n ? acc.lat[acc.n * 99 / 100] / 1e3 : 0,
 	       acc.n ? acc.lat[acc.n - 1] / 1e3 : 0,
 	       squat_fd >= 0 ? (got > 0 ? " squatter_received=yes" : " squatter_received=no") : "");
+	if (spam)
+		printf("stress_doorbell: %s: spammer rang %llu times, writer woke %.0f times/s\n",
+		       what, (unsigned long long)sh->rings, wps);
+	if (spam && wps > 25000)
+		die("the spammer made the writer wake more than 25,000 times a second");
 	if (acc.missed)
 		die("commits waited for a poll timeout: a wake-up was lost");
 	if (!acc.n)
@@ -200,9 +245,9 @@ int main(int argc, char **argv)
 	if (sh == MAP_FAILED)
 		die("mmap");
 	alarm(seconds + 60);
-	unsigned each = seconds / 3;
+	unsigned each = seconds / 4 ? seconds / 4 : 1;
 
-	bad |= phase("latency", each, false, -1) < 0;
+	bad |= phase("latency", each, false, -1, false) < 0;
 
 	/* The old doorbell's abstract name, taken before the writer starts. */
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -211,10 +256,13 @@ int main(int argc, char **argv)
 	if (sq < 0 || bind(sq, (struct sockaddr *)&a,
 			   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0)
 		die("binding the squatter");
-	bad |= phase("squatter", each, false, sq) < 0;
+	bad |= phase("squatter", each, false, sq, false) < 0;
 	close(sq);
 
-	bad |= phase("netns", each, true, -1) < 0;
+	bad |= phase("netns", each, true, -1, false) < 0;
+#ifdef KV_IDX_MAGIC
+	bad |= phase("spam", each, false, -1, true) < 0;
+#endif
 	tt_unlink_index(name);
 	if (bad)
 		die("no doorbell in some phase");
