@@ -59,7 +59,7 @@ struct kvidx {
 	struct kvidx_open_info info;
 	/* Current data segment (read-write). */
 	uint64_t gen;   /* its generation */
-	bool published; /* named in ch_generation */
+	bool published; /* named in ih_generation */
 	int data_fd;
 	void *data;
 	size_t data_size;

@@ -27,7 +27,7 @@ struct kv_rcu {
 	struct kvidx_reader_slot *rslots;
 	int ctl_fd;           /* for the readers' OFD liveness locks */
 	uint32_t max_readers; /* the writer's copy, validated when the registry was opened */
-	uint64_t epoch;       /* current epoch: the writer's copy of what it stored in ch_epoch */
+	uint64_t epoch;       /* current epoch: the writer's copy of what it stored in ih_epoch */
 	/* Limbo, a FIFO in retire (= epoch) order. */
 	struct kv_limbo_item *limbo;
 	size_t head, len, cap;

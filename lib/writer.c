@@ -6,13 +6,18 @@
  *
  * Concurrency model (the read side is in reader.c):
  *
- *  1. One writer: it holds an OFD write lock on byte 0 of the registry file for its lifetime.
- *     The kernel drops the lock when the process dies, so a successor can take over.
+ *  1. One writer: it holds an OFD write lock on byte 0 of /NAME.lock (0600: no reader can
+ *     open it, so none can hold it) for its lifetime. The kernel drops the lock when the
+ *     process dies, so a successor can take over.
  *  2. A generation is built completely, then marked live (release store of dh_state), then
- *     named current (release store of ch_generation). Readers map a generation only after an
- *     acquire load of ch_generation and check dh_state with an acquire load (reader.c).
+ *     named current (release store of ih_generation). Readers map a generation only after an
+ *     acquire load of ih_generation and check dh_state with an acquire load (reader.c).
  *  3. Pod words and pod names change with release stores readers pair with (see each store);
  *     everything else in the data segment is written by this process only.
+ *  4. The index header (/NAME) is written by this process only; the registry (/NAME.reg.K)
+ *     by readers too: the writer maps it under the SIGBUS guard (guard.h), never reads back
+ *     what it wrote there, and replaces it when it is truncated (reg_check(); readers follow
+ *     the release store of ih_reg_gen in reg_publish()).
  *
  * Progress: nothing here waits for a reader; every loop is bounded by max_readers or max_pods.
  */

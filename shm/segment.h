@@ -35,8 +35,8 @@ int kv_unlock(int fd, off_t byte);
 /* Whether another open file description holds a lock on byte: 1 yes, 0 no, -errno. */
 int kv_lock_held(int fd, off_t byte);
 
-#define KV_LOCK_WRITER 0
-#define KV_LOCK_READER(i) ((off_t)1 + (off_t)(i))
+#define KV_LOCK_WRITER 0 /* on /NAME.lock */
+#define KV_LOCK_READER(i) ((off_t)1 + (off_t)(i)) /* on the registry /NAME.reg.K */
 
 /* Registry layout: header, max_readers slots, then one ring (header + ring_entries messages)
  * per slot. */
