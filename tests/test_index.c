@@ -670,7 +670,7 @@ Test(index, earlier_now_does_not_expel)
 	struct kvidx_reader_slot *rs =
 		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
 		kv_reader_slot_index(r);
-	__atomic_store_n(&rs->rs_ctr, ctl->ch_epoch, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&rs->rs_ctr, kv_reader_idx(r)->ih_epoch, __ATOMIC_SEQ_CST);
 	uint64_t t = kvidx_now_ns();
 	kvidx_remove(w, a, &k, 1, 0);
 	kvidx_writer_tick(w, t + 100 * 1000000ull); /* the stall clock starts at t + 100 ms */
