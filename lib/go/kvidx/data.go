@@ -1,5 +1,5 @@
 // data.go — a data generation NAME.data.G: planning its layout from the geometry, validating
-// a header copy against the plan, and the read-only view lookups use (FORMAT.md 5, 6.4).
+// a header copy against the plan, and the read-only view lookups use (FORMAT.md 5, 6.8).
 
 package kvidx
 

@@ -235,7 +235,7 @@ func (c *ctl) slotOff(i uint32) uintptr { return uintptr(c.slotsOff) + uintptr(i
 
 func rsGen(st uint64) uint64 { return st >> 8 }
 
-// claim takes slot i if its OFD lock is free: the lock is the claim (FORMAT.md 6.3).
+// claim takes slot i if its OFD lock is free: the lock is the claim (FORMAT.md 6.7).
 func (r *Reader) claim(i uint32) bool {
 	c := &r.c
 	if lockTry(c.fd, lockReader0+int64(i)) != nil {
@@ -304,7 +304,7 @@ func (r *Reader) release() {
 }
 
 // switchGen maps the generation the index header names; bounded: a writer switching again
-// meanwhile is followed at most three times (FORMAT.md 6.4).
+// meanwhile is followed at most three times (FORMAT.md 6.8).
 func (r *Reader) switchGen() error {
 	err := error(ErrNotFound)
 	for tries := 0; tries < 3; tries++ {
