@@ -45,12 +45,12 @@ unsigned kv_arena_class(const struct kv_arena *a, unsigned need)
 	return a->ncls - 1;
 }
 
-unsigned kv_arena_class_of(const struct kv_arena *a, unsigned cap)
+int kv_arena_class_of(const struct kv_arena *a, unsigned cap)
 {
 	for (unsigned c = 0; c < a->ncls; c++)
 		if (a->cls_cap[c] == cap)
-			return c;
-	abort(); /* the writer only ever writes caps from its class table */
+			return (int)c;
+	return -1; /* not a cap the writer writes: the entry is damaged */
 }
 
 uint32_t kv_arena_alloc(struct kv_arena *a, unsigned cls)
@@ -58,8 +58,13 @@ uint32_t kv_arena_alloc(struct kv_arena *a, unsigned cls)
 	struct kv_u32vec *f = &a->freel[cls];
 	uint64_t units = 1 + (uint64_t)a->cls_cap[cls];
 
-	if (f->n)
-		return f->v[--f->n];
+	/* Free-list entries came back through RCU from the segment's meta words, which were
+	 * checked then (table.c, entry_check()); checked again against the arena's end. */
+	while (f->n) {
+		uint32_t idx = f->v[--f->n];
+		if (idx && (uint64_t)idx + units <= a->units)
+			return idx;
+	}
 	if (a->bump + units > a->units)
 		return 0;
 	uint32_t idx = (uint32_t)a->bump;
@@ -71,6 +76,9 @@ uint32_t kv_arena_alloc(struct kv_arena *a, unsigned cls)
 int kv_arena_free(struct kv_arena *a, uint32_t idx, unsigned cls)
 {
 	struct kv_u32vec *f = &a->freel[cls];
+
+	if (cls >= a->ncls || idx == 0 || idx >= a->bump)
+		return 0; /* not an entry this arena handed out: dropped (never reused) */
 
 	if (f->n == f->cap) {
 		size_t ncap = f->cap ? f->cap * 2 : 1024;

@@ -45,9 +45,9 @@ void kv_arena_fini(struct kv_arena *a);
 
 /* The smallest class whose entries hold need records (the largest class if none does). */
 unsigned kv_arena_class(const struct kv_arena *a, unsigned need);
-/* The class of an entry of capacity cap (as its meta word says; the writer only ever writes
- * caps from its class table, so anything else aborts). */
-unsigned kv_arena_class_of(const struct kv_arena *a, unsigned cap);
+/* The class of an entry of capacity cap (as its meta word says), or -1 if no class has that
+ * capacity (the writer only ever writes caps from its class table: the entry is damaged). */
+int kv_arena_class_of(const struct kv_arena *a, unsigned cap);
 
 /* An entry of class cls: its unit index, or 0 when neither the free list nor the bump
  * region has one. O(1). */

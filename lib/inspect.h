@@ -29,7 +29,9 @@ struct kv_view {
 struct kvidx; /* the writer handle (kvidx_writer.h) */
 
 const struct kv_view *kv_reader_view(struct kvidx_reader *r);
-const struct kvidx_ctl_hdr *kv_reader_ctl(struct kvidx_reader *r);
+const struct kvidx_ctl_hdr *kv_reader_ctl(struct kvidx_reader *r);   /* its registry */
+const struct kvidx_idx_hdr *kv_reader_idx(struct kvidx_reader *r);   /* the index header */
+uint64_t kv_reader_reg_gen(struct kvidx_reader *r);                  /* K of /NAME.reg.K */
 int kv_reader_slot_index(struct kvidx_reader *r);
 
 /*

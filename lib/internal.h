@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "arena.h"
 #include "inspect.h"
@@ -32,22 +33,34 @@
  */
 struct kvidx {
 	char name[KVIDX_NAME_MAX];
-	/* Registry segment (read-write). */
+	int lock_fd;      /* /NAME.lock: the writer lock (byte 0) */
+	/* Index header (/NAME, written by this writer only). */
+	int idx_fd;
+	struct kvidx_idx_hdr *ih;
+	bool created_idx; /* this writer created it (a failed open unlinks everything) */
+	gid_t group;      /* (gid_t)-1: none */
+	/* Registry /NAME.reg.K (read-write for readers; every word of it untrusted). */
 	int ctl_fd;
 	struct kvidx_ctl_hdr *ctl;
 	size_t ctl_size; /* what the writer mapped, and unmaps */
+	struct kvidx_ctl_hdr ctl_copy; /* the header line it wrote (reg_check() restores it) */
+	uint64_t reg_gen;     /* K */
+	uint64_t old_reg_gen; /* the predecessor's K, when replaced at open */
+	bool created_reg;
+	uint32_t reg_hit;     /* set by the SIGBUS guard on a fault in the registry (guard.h) */
 	struct kvidx_reader_slot *rslots;
 	uint32_t max_readers;
 	uint32_t ring_entries;
-	uint64_t epoch0;   /* epoch the registry had when opened (then rcu.epoch is the one) */
+	uint64_t epoch0;   /* epoch the index had when opened (then rcu.epoch is the one) */
 	uint64_t prev_gen; /* generation current when opened (0: none), unlinked on publish */
 	uint64_t *ring_tail; /* consumer position per ring (writer-private copy of rh_tail) */
 	uint32_t drain_next; /* ring kvidx_drain() starts with */
 	int drain_slot;      /* ring kvidx_drain() is handing over from, -1 outside it */
-	int bell_fd;         /* doorbell socket, -1 until kvidx_writer_doorbell() */
+	struct kv_bell *bell; /* doorbell helper thread, NULL until kvidx_writer_doorbell() */
+	struct kvidx_open_info info;
 	/* Current data segment (read-write). */
 	uint64_t gen;   /* its generation */
-	bool published; /* named in ch_generation */
+	bool published; /* named in ih_generation */
 	int data_fd;
 	void *data;
 	size_t data_size;
@@ -84,6 +97,10 @@ struct kv_row {
 
 struct kvidx_reader {
 	char name[KVIDX_NAME_MAX];
+	int idx_fd;
+	const struct kvidx_idx_hdr *ih; /* the index header, mapped PROT_READ */
+	uid_t owner;                    /* its owner: every other object must be theirs */
+	uint64_t reg_gen;               /* the registry this handle is registered in */
 	int ctl_fd;
 	struct kvidx_ctl_hdr *ctl;
 	size_t ctl_size;
@@ -100,9 +117,14 @@ struct kvidx_reader {
 	struct kv_msg *ring_msgs;
 	uint32_t ring_entries;
 	uint64_t ring_head; /* private copy of rh_head */
-	int bell_fd;        /* socket to ring the writer's doorbell from, -1 until needed */
 	uint32_t commit_seq;
 };
+
+/* route.c: stops the doorbell's helper thread and frees it (w->bell may be NULL); stops and
+ * restarts only the thread, keeping the eventfd, around a registry replacement. */
+void kv_bell_stop(struct kvidx *w);
+void kv_bell_stop_thread(struct kvidx *w);
+void kv_bell_start_thread(struct kvidx *w, bool ring);
 
 /* table.c: the pod-clear sweep. start schedules a full pass over the slots; step advances it
  * by at most budget slots (and starts a pass by itself when tombstones pile up). */

@@ -37,9 +37,20 @@ struct kvidx; /* opaque writer handle */
 #define KVIDX_DEFAULT_BLOCK_SIZE 16
 #define KVIDX_DEFAULT_STALL_MS 1000
 
+/* Limits of struct kvidx_writer_opts (kvidx_writer_check() says which one a value breaks). */
+#define KVIDX_MAX_CAPACITY (1ull << 31)
+#define KVIDX_MAX_PODS_PER_KEY 64
+#define KVIDX_MAX_PODS 4096
+#define KVIDX_MAX_READERS 4096
+#define KVIDX_MIN_RING_ENTRIES 64
+#define KVIDX_MAX_RING_ENTRIES (1u << 20)
+#define KVIDX_MAX_BLOCK_SIZE 65536
+#define KVIDX_MAX_STALL_MS 86400000u /* a day */
+
 struct kvidx_writer_opts {
 	const char *name;              /* index name (NULL: KVIDX_DEFAULT_NAME) */
-	struct kvidx_geometry geo;
+	struct kvidx_geometry geo;     /* on a takeover, max_readers and ring_entries 0 keep the
+					  index's; another value recreates the reader registry */
 	enum kvidx_key_algo algo;      /* 0: cbor-fnv */
 	const char *seed;              /* NULL: "" */
 	uint32_t block_size;           /* 0: 16 */
@@ -50,13 +61,58 @@ struct kvidx_writer_opts {
 };
 
 /*
- * Creates the index, or takes it over when its previous writer is gone: the reader registry is
- * kept and a new data generation is published (readers switch on their next lookup).
+ * Which limit an option breaks (kvidx_writer_check()). field names the option as in struct
+ * kvidx_writer_opts ("capacity", "records", "pods_per_key", "max_pods", "max_readers",
+ * "ring_entries", "block_size", "stall_ms", "seed", "name", "algo"); value is what was given
+ * (after defaults), [min, max] the allowed range. When the range depends on another option
+ * (records on capacity), depends names it and dep_value is its value; else depends is NULL.
+ * reason is one line of English saying all of it.
+ */
+struct kvidx_limit {
+	const char *field;
+	uint64_t value, min, max;
+	const char *depends;
+	uint64_t dep_value;
+	char reason[160];
+};
+
+/*
+ * Checks every option and the whole geometry against the limits above and the segment
+ * format, exactly as kvidx_writer_open() does before it creates anything. Returns 0, or
+ * -EINVAL with *why filled (why may be NULL). Pure: touches no shared memory.
+ */
+int kvidx_writer_check(const struct kvidx_writer_opts *opts, struct kvidx_limit *why);
+
+/*
+ * Creates the index, or takes it over when its previous writer is gone: a new data generation
+ * is published (readers switch on their next lookup); its geometry may differ from the
+ * previous one's (kvidx_writer_open_info() says what changed). Every option is checked first
+ * (kvidx_writer_check()); a call that fails leaves nothing behind in /dev/shm that was not
+ * there before.
  * Returns NULL with errno: -KVIDX_EWRITER's positive value (KVIDX_EWRITER) if another writer
- * is alive, KVIDX_EVERSION if an existing registry has another layout, EINVAL for bad
+ * is alive, KVIDX_EVERSION if an existing index has another layout, EINVAL for bad
  * options, or a system errno. Not thread-safe against itself.
  */
 struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts);
+
+/* What kvidx_writer_open() found and did (kvidx_writer_open_info()). */
+enum {
+	KVIDX_OPEN_CREATED = 1u << 0,  /* no index existed: created */
+	KVIDX_OPEN_TAKEOVER = 1u << 1, /* an index existed, its writer gone: taken over */
+	KVIDX_OPEN_GEOMETRY = 1u << 2, /* the previous generation had another geometry (prev) */
+	KVIDX_OPEN_REGISTRY = 1u << 3, /* the reader registry was recreated (another reader
+					  geometry, or damage): readers re-register by themselves */
+	KVIDX_OPEN_REBUILT = 1u << 4,  /* the index header was damaged and has been rebuilt */
+};
+struct kvidx_open_info {
+	unsigned flags;
+	uint64_t generation;        /* the generation this writer builds */
+	uint64_t prev_generation;   /* the one readers were using (0: none) */
+	struct kvidx_geometry prev; /* its geometry, when it could be read (else all 0) */
+};
+
+/* Fills *out for writer w. Returns 0. */
+int kvidx_writer_open_info(const struct kvidx *w, struct kvidx_open_info *out);
 
 /*
  * Publishes the generation kvidx_writer_open() built with defer_publish (a writer taking over
@@ -201,13 +257,16 @@ int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *op
 
 /*
  * Waking up for commits without polling the rings. kvidx_writer_doorbell() returns a
- * non-blocking descriptor (a datagram socket in the abstract namespace, named after the index)
- * to include in the writer's poll set, or a negative errno (then poll the rings on a timer).
- * Before sleeping the writer calls kvidx_writer_idle(w, true): it announces the sleep and
- * returns true if commits are already waiting (then don't sleep). A reader committing while
- * the writer is idle sends one byte to the doorbell (a non-blocking send; lost bytes only
- * cost latency). After waking, kvidx_writer_idle(w, false) clears the announcement and
- * empties the doorbell.
+ * non-blocking eventfd to include in the writer's poll set (readable when commits may be
+ * waiting; the same descriptor on every call), or a negative errno (then poll the rings on a
+ * timer). It starts one helper thread that waits on a futex word in the reader registry:
+ * only processes that can map the registry (the index's owner and group) can ring it, from
+ * any network or PID namespace sharing /dev/shm, and the helper passes on at most one wake-up
+ * per 50 us, so a reader ringing without pause cannot make the writer spin. Before sleeping
+ * the writer calls kvidx_writer_idle(w, true): it announces the sleep and returns true if
+ * commits are already waiting (then don't sleep). A reader committing while the writer is
+ * idle rings (wait-free for the reader). After waking, kvidx_writer_idle(w, false) clears the
+ * announcement and empties the eventfd. kvidx_writer_close() stops the helper.
  */
 int kvidx_writer_doorbell(struct kvidx *w);
 bool kvidx_writer_idle(struct kvidx *w, bool idle);

@@ -15,14 +15,23 @@
  *  3. Dead readers are found with F_OFD_GETLK on their slot byte (the kernel released the lock
  *     at death, whatever the pid is now, so pid reuse cannot fool it) and freed by CAS on
  *     rs_state, which a new owner claiming the slot (rd_claim(), reader.c) would have changed.
- *  4. A reader whose announced epoch has not moved for stall_ns is expelled: CAS rs_state from
- *     ACTIVE to EXPELLED, then a release fence before any entry is reused. The fence pairs
- *     with the acquire fence in rd_exit() (reader.c): a reader that read reused memory sees
- *     EXPELLED and discards its answer.
- *  5. The epoch is the writer's own (struct kv_rcu): it is stored into ch_epoch, never read
- *     back. Reader slots are untrusted input: a state that is neither ACTIVE nor EXPELLED
- *     holds nothing back, an announcement only delays reclamation until the stall limit, and
- *     every index is below the writer's own max_readers.
+ *  4. Stall: a reader that holds back a grace period is given stall_ns to reach the epoch
+ *     that was current when it started to (blocked_target): announcing 0 or an epoch in
+ *     [target, current] within that time clears it; anything else, whether it changes or
+ *     not, gets it expelled: CAS rs_state from ACTIVE to EXPELLED, then a release fence
+ *     before any entry is reused. The fence pairs with the acquire fence in rd_exit()
+ *     (reader.c): a reader that read reused memory sees EXPELLED and discards its answer.
+ *  5. The epoch is the writer's own (struct kv_rcu): it is stored into ih_epoch, in the index
+ *     header only the writer can write, and never read back. Reader slots are untrusted
+ *     input: a state that is neither ACTIVE nor EXPELLED holds nothing back; an announcement
+ *     above the current epoch (which no reader can have read) holds back everything, like
+ *     the oldest possible one, until the reader leaves or the stall limit expels it; every
+ *     index is below the writer's own max_readers. So no value a reader writes can make an
+ *     entry reusable while another registered reader may hold it, nor hold reclamation up
+ *     for longer than the stall limit.
+ *  6. After the registry is replaced (writer.c, reg_check()), readers inside a section of the
+ *     old one are no longer seen: nothing retired before the replacement is reused for one
+ *     stall limit (hold_epoch, hold_until), the longest section a reader is allowed.
  *
  * Progress: nothing here waits for a reader; every loop is bounded by max_readers or the limbo.
  */
@@ -33,12 +42,12 @@
 #include "rcu.h"
 #include "segment.h"
 
-int kv_rcu_init(struct kv_rcu *r, struct kvidx_ctl_hdr *ctl, struct kvidx_reader_slot *rslots,
+int kv_rcu_init(struct kv_rcu *r, uint64_t *epoch_word, struct kvidx_reader_slot *rslots,
 		int ctl_fd, uint32_t max_readers, uint64_t epoch, uint64_t stall_ns,
 		struct kv_arena *arena, struct kvidx_stats *st)
 {
 	memset(r, 0, sizeof(*r));
-	r->ctl = ctl;
+	r->epoch_word = epoch_word;
 	r->rslots = rslots;
 	r->ctl_fd = ctl_fd;
 	r->max_readers = max_readers;
@@ -46,9 +55,9 @@ int kv_rcu_init(struct kv_rcu *r, struct kvidx_ctl_hdr *ctl, struct kvidx_reader
 	r->stall_ns = stall_ns;
 	r->arena = arena;
 	r->st = st;
-	r->blocked_ctr = calloc(max_readers, sizeof(uint64_t));
+	r->blocked_target = calloc(max_readers, sizeof(uint64_t));
 	r->blocked_since = calloc(max_readers, sizeof(uint64_t));
-	if (!r->blocked_ctr || !r->blocked_since) {
+	if (!r->blocked_target || !r->blocked_since) {
 		kv_rcu_fini(r);
 		return -ENOMEM;
 	}
@@ -58,11 +67,27 @@ int kv_rcu_init(struct kv_rcu *r, struct kvidx_ctl_hdr *ctl, struct kvidx_reader
 void kv_rcu_fini(struct kv_rcu *r)
 {
 	free(r->limbo);
-	free(r->blocked_ctr);
+	free(r->blocked_target);
 	free(r->blocked_since);
 	r->limbo = NULL;
-	r->blocked_ctr = r->blocked_since = NULL;
+	r->blocked_target = r->blocked_since = NULL;
 	r->len = r->cap = r->head = 0;
+}
+
+void kv_rcu_hold(struct kv_rcu *r, uint64_t now)
+{
+	r->hold_epoch = r->epoch;
+	r->hold_until = now + r->stall_ns;
+}
+
+void kv_rcu_rebind(struct kv_rcu *r, struct kvidx_reader_slot *rslots, int ctl_fd,
+		   uint64_t now)
+{
+	r->rslots = rslots;
+	r->ctl_fd = ctl_fd;
+	memset(r->blocked_target, 0, r->max_readers * sizeof(uint64_t));
+	memset(r->blocked_since, 0, r->max_readers * sizeof(uint64_t));
+	kv_rcu_hold(r, now);
 }
 
 void kv_rcu_retire(struct kv_rcu *r, uint32_t idx, unsigned cls)
@@ -107,7 +132,7 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 
 	/* Rule 2: new epoch, full fence (pairs with the full fence in rd_enter()), then read
 	 * the announcements. */
-	st_seqcst(&r->ctl->ch_epoch, e);
+	st_seqcst(r->epoch_word, e);
 	fence_seqcst();
 	stat_add(&r->st->epochs, 1);
 	for (uint32_t i = 0; i < r->max_readers; i++) {
@@ -124,17 +149,20 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 		/* Pairs with the store of rs_ctr in rd_enter() (announce) and the release store
 		 * in rd_exit() (quiescent): seq_cst, so that it is ordered after the fence. */
 		uint64_t c = ld_seqcst(&s->rs_ctr);
-		if (c == 0 || c >= e) {
-			r->blocked_since[i] = 0;
+		if (c == 0 || c == e) {
+			r->blocked_since[i] = 0; /* quiescent, or protecting nothing retired yet */
 			continue;
 		}
-		/* This reader holds back reclamation. Same announcement for stall_ns: it is dead
-		 * or stalled (SIGSTOP, debugger, descheduled for a very long time). A now earlier
-		 * than the one that started the clock (the publish path reclaims with its own
-		 * clock reading, kvidx_writer_tick() with its caller's) is no stall: the
-		 * difference would wrap and expel a healthy reader. */
-		if (r->blocked_since[i] == 0 || r->blocked_ctr[i] != c) {
-			r->blocked_ctr[i] = c;
+		/* Holds the grace period back: c < e, or c > e (rule 5), which protects as much
+		 * as the oldest announcement: everything. Having reached the epoch it had to
+		 * reach is progress (rule 4): a new stall period starts from here. A now earlier
+		 * than the one that started the clock (the publish path reclaims with its own clock
+		 * reading, kvidx_writer_tick() with its caller's) is no stall: the difference
+		 * would wrap and expel a healthy reader. */
+		if (c < e && r->blocked_since[i] && c >= r->blocked_target[i])
+			r->blocked_since[i] = 0;
+		if (r->blocked_since[i] == 0) {
+			r->blocked_target[i] = e;
 			r->blocked_since[i] = now;
 		} else if (now >= r->blocked_since[i] && now - r->blocked_since[i] >= r->stall_ns) {
 			/* Rule 4. The CAS fails if the reader left or re-registered meanwhile (its
@@ -147,9 +175,16 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 			r->blocked_since[i] = 0;
 			continue;
 		}
+		if (c > e)
+			c = 0;
 		if (c < min)
 			min = c;
 	}
+	/* Rule 6. */
+	if (r->hold_until && now < r->hold_until && min > r->hold_epoch)
+		min = r->hold_epoch;
+	else if (r->hold_until && now >= r->hold_until)
+		r->hold_until = 0;
 	/* Rule 4: any expulsion above is ordered before the reuse of entries below. Pairs with
 	 * the acquire fence in rd_exit(). */
 	fence_release();

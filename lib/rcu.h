@@ -21,19 +21,23 @@ struct kv_limbo_item {
 };
 
 struct kv_rcu {
-	/* The registry: every word of it can be written by readers. The writer stores ch_epoch
-	 * and reads only reader slots, as untrusted input (rcu.c, rule 5). */
-	struct kvidx_ctl_hdr *ctl;
+	/* ih_epoch in the index header (written by the writer only), and the registry's slots:
+	 * every word of those can be written by readers, and is untrusted input (rcu.c, rule 5). */
+	uint64_t *epoch_word;
 	struct kvidx_reader_slot *rslots;
 	int ctl_fd;           /* for the readers' OFD liveness locks */
 	uint32_t max_readers; /* the writer's copy, validated when the registry was opened */
-	uint64_t epoch;       /* current epoch: the writer's copy of what it stored in ch_epoch */
+	uint64_t epoch;       /* current epoch: the writer's copy of what it stored in ih_epoch */
 	/* Limbo, a FIFO in retire (= epoch) order. */
 	struct kv_limbo_item *limbo;
 	size_t head, len, cap;
-	/* Reader stall detection (writer-private). */
-	uint64_t *blocked_ctr, *blocked_since;
+	/* Reader stall detection (writer-private): since when slot i has held back the grace
+	 * period, and the epoch it must reach (the one current then). */
+	uint64_t *blocked_target, *blocked_since;
 	uint64_t stall_ns;
+	/* After a registry replacement: nothing retired at or before hold_epoch is reused until
+	 * hold_until (readers inside a section of the old registry are invisible). */
+	uint64_t hold_epoch, hold_until;
 	struct kv_arena *arena; /* where reclaimed entries go */
 	struct kvidx_stats *st;
 };
@@ -43,9 +47,16 @@ struct kv_rcu {
  * the predecessor's, so that readers' announcements keep their meaning across a takeover).
  * Reclaimed entries go to arena. 0 or -ENOMEM.
  */
-int kv_rcu_init(struct kv_rcu *r, struct kvidx_ctl_hdr *ctl, struct kvidx_reader_slot *rslots,
+int kv_rcu_init(struct kv_rcu *r, uint64_t *epoch_word, struct kvidx_reader_slot *rslots,
 		int ctl_fd, uint32_t max_readers, uint64_t epoch, uint64_t stall_ns,
 		struct kv_arena *arena, struct kvidx_stats *st);
+
+/* The registry was replaced (same max_readers): new slots and descriptor; what is in limbo
+ * now is held back for one stall limit from now_ns. */
+void kv_rcu_rebind(struct kv_rcu *r, struct kvidx_reader_slot *rslots, int ctl_fd,
+		   uint64_t now_ns);
+/* Holds back everything in limbo now for one stall limit from now_ns. */
+void kv_rcu_hold(struct kv_rcu *r, uint64_t now_ns);
 void kv_rcu_fini(struct kv_rcu *r);
 
 /* Retires entry idx of class cls, unlinked from its slot (release-stored) just before: it

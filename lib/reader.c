@@ -25,12 +25,16 @@
  *     and frees its slot (rd_claim(), rd_reregister(), kvidx_reader_close()); the writer frees
  *     a dead reader's slot and expels a stalled one (reader_reap_if_dead(), kv_rcu_reclaim()
  *     in rcu.c). A CAS that loses to the other side's fails and changes nothing.
- *  7. A generation is mapped only after an acquire load of ch_generation (rd_switch(),
+ *  7. A generation is mapped only after an acquire load of ih_generation (rd_switch(),
  *     pairing with the release store in kvidx_writer_publish(), writer.c), and used only if
  *     an acquire load of its dh_state says LIVE (rd_map_gen(), pairing with the release store
  *     in data_create(), writer.c).
  *  8. Nothing read from the segment is trusted: indices are bounds-checked against geometry
  *     copied at attach, probes stop after max_probe slots, record counts at pods_per_key.
+ *  9. The index header (/NAME) is the writer's alone (readers map it PROT_READ and check that
+ *     no one else may write it); every other object must have its owner. It names the
+ *     registry (ih_reg_gen): when the writer replaces a damaged one, rd_enter() moves this
+ *     handle to the new one before touching the old, which it then leaves untouched.
  *
  * Progress: lookups and scoring are wait-free: no locks, no retry loops; the work is bounded
  * by n x (max_probe + pods_per_key). Switching to a new generation costs a few syscalls.
@@ -69,7 +73,10 @@ static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
 		close(fd);
 		return rc;
 	}
-	if ((size_t)sb.st_size < sizeof(struct kvidx_data_hdr)) {
+	/* Only the index's owner writes generations: an object of another user under this name
+	 * (made by a member of the group to feed readers a table of its own) is refused. */
+	if ((size_t)sb.st_size < sizeof(struct kvidx_data_hdr) || sb.st_uid != r->owner ||
+	    (sb.st_mode & 0022)) {
 		close(fd);
 		return -KVIDX_ECORRUPT;
 	}
@@ -140,9 +147,9 @@ static int rd_switch(struct kvidx_reader *r)
 	int rc = -ENOENT;
 
 	for (int tries = 0; tries < 3; tries++) {
-		/* Acquire pairs with the release store of ch_generation in kvidx_writer_publish()
+		/* Acquire pairs with the release store of ih_generation in kvidx_writer_publish()
 		 * (writer.c): the generation it names is built (rule 7). */
-		uint64_t g = ld_acquire(&r->ctl->ch_generation);
+		uint64_t g = ld_acquire(&r->ih->ih_generation);
 		if (g == 0)
 			return -ENOENT;
 		if (g == r->v.gen)
@@ -182,10 +189,112 @@ static bool rd_claim(struct kvidx_reader *r, struct kvidx_reader_slot *slots, ui
 	return false;
 }
 
+/* Leaves the registry this handle is registered in: frees the slot (if still_ours: the
+ * registry is intact; a replaced one is not touched, it may be truncated), unmaps, closes. */
+static void rd_reg_leave(struct kvidx_reader *r, bool still_ours)
+{
+	if (r->me && still_ours) {
+		/* Quiescent for good (rule 4: pairs with the seq_cst load of rs_ctr in
+		 * kv_rcu_reclaim()), then the slot freed by CAS (rule 6). */
+		st_release(&r->me->rs_ctr, 0);
+		uint64_t st = ld_seqcst(&r->me->rs_state);
+		cas_u64(&r->me->rs_state, st, (KV_RS_GEN(st) << 8) | KV_RS_FREE);
+		kv_unlock(r->ctl_fd, KV_LOCK_READER(r->slot));
+	}
+	if (r->ctl)
+		munmap(r->ctl, r->ctl_size);
+	if (r->ctl_fd >= 0)
+		close(r->ctl_fd); /* drops the slot lock */
+	r->ctl = NULL;
+	r->ctl_fd = -1;
+	r->me = NULL;
+	r->ring = NULL;
+}
+
+/*
+ * Attaches to the registry the index header names (rule 9): a fresh copy of the header's
+ * geometry, the registry object (the index owner's, of that size, with exactly the header the
+ * index names), a free slot in it. On success the previous registry (if any) is left.
+ * Returns 0, -ENOENT (none yet, or replaced meanwhile), -KVIDX_ECORRUPT, -KVIDX_ENOSLOT or
+ * -errno. Bounded: a few system calls and one pass over the slots.
+ */
+static int rd_reg_attach(struct kvidx_reader *r)
+{
+	char path[KV_SHM_PATH_MAX];
+	struct kvidx_idx_hdr ih;
+	struct kvidx_ctl_hdr probe;
+	struct stat sb;
+	struct kvidx_reader old = *r;
+	int rc;
+
+	/* Acquire pairs with the release store of ih_reg_gen in reg_publish() (writer.c): the
+	 * geometry read after it is that registry's. */
+	uint64_t k = ld_acquire(&r->ih->ih_reg_gen);
+	if (pread(r->idx_fd, &ih, sizeof(ih), 0) != (ssize_t)sizeof(ih))
+		return -KVIDX_ECORRUPT;
+	if ((rc = kv_idx_validate(&ih, KV_IDX_SIZE)) < 0)
+		return rc;
+	if (ih.ih_reg_gen != k)
+		return -ENOENT; /* replaced while we looked: the next call tries again */
+	kv_reg_shm_name(path, r->name, k);
+	int fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = -KVIDX_ECORRUPT;
+	if (fstat(fd, &sb) < 0 || sb.st_uid != r->owner || (uint64_t)sb.st_size < ih.ih_reg_size ||
+	    pread(fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe) ||
+	    kv_ctl_validate(&probe, (size_t)sb.st_size) < 0 || !kv_ctl_matches(&probe, &ih, k))
+		goto fail;
+	r->ctl_fd = fd;
+	r->ctl_size = probe.ch_size;
+	r->ctl = kv_map(fd, r->ctl_size, PROT_READ | PROT_WRITE);
+	r->me = NULL;
+	if (!r->ctl) {
+		rc = -errno;
+		goto fail;
+	}
+	/* Free slots first; then slots whose owner may have died (their lock is gone). The
+	 * slots are located from the validated copy, never from the shared header again. */
+	struct kvidx_reader_slot *slots = (void *)((char *)r->ctl + probe.ch_slots_off);
+	for (int pass = 0; pass < 2 && !r->me; pass++) {
+		for (uint32_t i = 0; i < probe.ch_max_readers && !r->me; i++) {
+			bool is_free = KV_RS_STATE(ld_relaxed(&slots[i].rs_state)) == KV_RS_FREE;
+			if (is_free == (pass == 0))
+				rd_claim(r, slots, i);
+		}
+	}
+	if (!r->me) {
+		rc = -KVIDX_ENOSLOT;
+		munmap(r->ctl, r->ctl_size);
+		goto fail;
+	}
+	r->reg_gen = k;
+	r->ring_entries = probe.ch_ring_entries;
+	r->ring = kv_ring_at(r->ctl, probe.ch_max_readers, probe.ch_ring_entries, r->slot);
+	r->ring_msgs = (struct kv_msg *)(r->ring + 1);
+	/* A previous owner's messages may still be queued: continue after them. */
+	r->ring_head = ld_relaxed(&r->ring->rh_head); /* our own producer index from now on */
+	/* The previous registry was replaced: do not touch it (it may be truncated). */
+	if (old.ctl) {
+		old.me = NULL;
+		rd_reg_leave(&old, false);
+	}
+	return 0;
+fail:
+	close(fd);
+	r->ctl = old.ctl;
+	r->ctl_fd = old.ctl_fd;
+	r->ctl_size = old.ctl_size;
+	r->me = old.me;
+	r->slot = old.slot;
+	r->state = old.state;
+	return rc;
+}
+
 struct kvidx_reader *kvidx_reader_open(const char *name)
 {
 	char path[KV_SHM_PATH_MAX];
-	struct kvidx_ctl_hdr probe;
+	struct kvidx_idx_hdr probe;
 	struct kvidx_reader *r;
 	struct stat sb;
 	int rc;
@@ -200,48 +309,36 @@ struct kvidx_reader *kvidx_reader_open(const char *name)
 	if (!r)
 		return NULL;
 	strcpy(r->name, name);
-	r->bell_fd = -1;
+	r->ctl_fd = -1;
 	kv_ctl_shm_name(path, name);
-	r->ctl_fd = shm_open(path, O_RDWR | O_CLOEXEC, 0);
-	if (r->ctl_fd < 0) {
+	r->idx_fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (r->idx_fd < 0) {
 		rc = -errno;
 		goto fail;
 	}
 	rc = -KVIDX_ECORRUPT;
-	if (fstat(r->ctl_fd, &sb) < 0 || (size_t)sb.st_size < sizeof(probe) ||
-	    pread(r->ctl_fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
+	if (fstat(r->idx_fd, &sb) < 0 || (size_t)sb.st_size < sizeof(probe) ||
+	    pread(r->idx_fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe))
 		goto fail;
-	if (probe.ch_magic == 0) {
+	if (probe.ih_magic == 0) {
 		rc = -ENOENT; /* a writer is creating it right now */
 		goto fail;
 	}
-	rc = kv_ctl_validate(&probe, (size_t)sb.st_size);
+	/* The index header is the owner's alone: one others may write is not trusted. */
+	if (sb.st_mode & 0022)
+		goto fail;
+	r->owner = sb.st_uid;
+	rc = kv_idx_validate(&probe, (size_t)sb.st_size);
 	if (rc < 0)
 		goto fail;
-	r->ctl_size = probe.ch_size;
-	r->ctl = kv_map(r->ctl_fd, r->ctl_size, PROT_READ | PROT_WRITE);
-	if (!r->ctl) {
+	r->ih = kv_map(r->idx_fd, KV_IDX_SIZE, PROT_READ);
+	if (!r->ih) {
 		rc = -errno;
 		goto fail;
 	}
-	/* Free slots first; then slots whose owner may have died (their lock is gone). */
-	rc = -KVIDX_ENOSLOT;
-	struct kvidx_reader_slot *slots = (void *)((char *)r->ctl + probe.ch_slots_off);
-	for (int pass = 0; pass < 2 && !r->me; pass++) {
-		for (uint32_t i = 0; i < probe.ch_max_readers && !r->me; i++) {
-			bool is_free = KV_RS_STATE(ld_relaxed(&slots[i].rs_state)) == KV_RS_FREE;
-			if (is_free == (pass == 0))
-				rd_claim(r, slots, i);
-		}
-	}
-	if (!r->me)
+	rc = rd_reg_attach(r);
+	if (rc < 0)
 		goto fail;
-	/* The ring geometry comes from the validated header copy, not from the live segment. */
-	r->ring_entries = probe.ch_ring_entries;
-	r->ring = kv_ring_at(r->ctl, probe.ch_max_readers, probe.ch_ring_entries, r->slot);
-	r->ring_msgs = (struct kv_msg *)(r->ring + 1);
-	/* A previous owner's messages may still be queued: continue after them. */
-	r->ring_head = ld_relaxed(&r->ring->rh_head); /* our own producer index from now on */
 	rc = rd_switch(r);
 	if (rc < 0)
 		goto fail;
@@ -256,22 +353,14 @@ void kvidx_reader_close(struct kvidx_reader *r)
 {
 	if (!r)
 		return;
-	if (r->me) {
-		/* Quiescent for good (rule 4: pairs with the seq_cst load of rs_ctr in
-		 * kv_rcu_reclaim()), then the slot freed by CAS (rule 6). */
-		st_release(&r->me->rs_ctr, 0);
-		uint64_t st = ld_seqcst(&r->me->rs_state);
-		cas_u64(&r->me->rs_state, st, (KV_RS_GEN(st) << 8) | KV_RS_FREE);
-		kv_unlock(r->ctl_fd, KV_LOCK_READER(r->slot));
-	}
+	/* A registry the index header no longer names may be truncated: left untouched. */
+	rd_reg_leave(r, r->ih && r->ctl && ld_relaxed(&r->ih->ih_reg_gen) == r->reg_gen);
 	if (r->v.base)
 		munmap(r->v.base, r->v.size);
-	if (r->ctl)
-		munmap(r->ctl, r->ctl_size);
-	if (r->ctl_fd >= 0)
-		close(r->ctl_fd);
-	if (r->bell_fd >= 0)
-		close(r->bell_fd);
+	if (r->ih)
+		munmap((void *)r->ih, KV_IDX_SIZE);
+	if (r->idx_fd >= 0)
+		close(r->idx_fd);
 	free(r->row_of_pod);
 	free(r->rows);
 	free(r);
@@ -297,7 +386,13 @@ static int rd_reregister(struct kvidx_reader *r)
 
 static int rd_enter(struct kvidx_reader *r)
 {
-	if (kvidx_unlikely(ld_relaxed(&r->ctl->ch_generation) != r->v.gen)) {
+	/* Rule 9: a replaced registry is left before anything in it is touched. */
+	if (kvidx_unlikely(ld_relaxed(&r->ih->ih_reg_gen) != r->reg_gen)) {
+		int rc = rd_reg_attach(r);
+		if (rc < 0)
+			return rc == -ENOENT ? -KVIDX_ERETRY : rc;
+	}
+	if (kvidx_unlikely(ld_relaxed(&r->ih->ih_generation) != r->v.gen)) {
 		int rc = rd_switch(r);
 		if (rc < 0 && !r->v.base)
 			return rc; /* else keep serving the generation we have */
@@ -307,7 +402,7 @@ static int rd_enter(struct kvidx_reader *r)
 		if (rc < 0)
 			return rc;
 	}
-	st_relaxed(&r->me->rs_ctr, ld_relaxed(&r->ctl->ch_epoch));
+	st_relaxed(&r->me->rs_ctr, ld_relaxed(&r->ih->ih_epoch));
 	/* Rule 2: the announcement is visible before any slot is read. Pairs with the full
 	 * fence in kv_rcu_reclaim(). */
 	fence_seqcst();
@@ -732,6 +827,16 @@ const struct kvidx_router *kv_view_router(const struct kv_view *v, int slot)
 const struct kvidx_ctl_hdr *kv_reader_ctl(struct kvidx_reader *r)
 {
 	return r->ctl;
+}
+
+const struct kvidx_idx_hdr *kv_reader_idx(struct kvidx_reader *r)
+{
+	return r->ih;
+}
+
+uint64_t kv_reader_reg_gen(struct kvidx_reader *r)
+{
+	return r->reg_gen;
 }
 
 int kv_reader_slot_index(struct kvidx_reader *r)

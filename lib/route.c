@@ -19,10 +19,17 @@
  *  4. A slot's next owner continues at the head the previous one left, so a dead producer
  *     (SIGKILL between two messages) leaves nothing half-published: rh_head moves only after
  *     a whole commit is written.
- *  5. Doorbell: the writer stores ch_writer_idle = 1, full fence, then looks at every ring's
+ *  5. Doorbell: the writer stores ih_writer_idle = 1, full fence, then looks at every ring's
  *     head (kvidx_writer_idle()); a producer publishes its head, full fence, then reads the
  *     flag (doorbell_ring()). Store-load on both sides: a commit is either seen by the writer
  *     before it sleeps, or the producer rings.
+ *  6. Ringing is a futex on the registry word ch_bell: the producer adds 1 and FUTEX_WAKEs;
+ *     the writer's helper thread (bell_main()) reads the word with pread(), signals its
+ *     eventfd if the word moved, and FUTEX_WAITs on the value it read. The kernel compares
+ *     the word with that value under the futex's hash-bucket lock, so an increment made
+ *     after the pread either makes the wait return at once or wakes it: none is lost. Only a
+ *     process that can map the registry (the index's owner and group) can ring, from any
+ *     namespace that shares /dev/shm; the helper rate-limits what it passes on.
  *
  * Progress: kvidx_commit() and kvidx_report_outcome() are wait-free: a full ring drops the
  * message and counts it (rs_dropped); they never wait for the writer. kvidx_drain() is bounded
@@ -32,19 +39,19 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
-/* The doorbell's abstract-namespace address for index name; returns the address length. */
-static socklen_t doorbell_addr(struct sockaddr_un *a, const char *name)
+static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
 {
-	memset(a, 0, sizeof(*a));
-	a->sun_family = AF_UNIX;
-	int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "kvidx-doorbell-%s", name);
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
 }
 
 /* Rings the writer's doorbell if it announced it may sleep. */
@@ -54,17 +61,13 @@ static void doorbell_ring(struct kvidx_reader *r)
 	 * Pairs with the full fence in kvidx_writer_idle(): either the writer sees the new head
 	 * before sleeping, or this reader sees the flag and rings. */
 	fence_seqcst();
-	if (!ld_relaxed(&r->ctl->ch_writer_idle))
+	if (!ld_relaxed(&r->ih->ih_writer_idle))
 		return;
-	if (r->bell_fd < 0) {
-		r->bell_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (r->bell_fd < 0)
-			return;
-	}
-	struct sockaddr_un a;
-	socklen_t len = doorbell_addr(&a, r->name);
-	char b = 1;
-	(void)!sendto(r->bell_fd, &b, 1, MSG_DONTWAIT, (struct sockaddr *)&a, len);
+	/* Rule 6: the new value is what the helper's FUTEX_WAIT compares; the wake is a shared
+	 * futex (no FUTEX_PRIVATE_FLAG), keyed on the registry's page, so it reaches the writer
+	 * in whatever process, network or PID namespace it runs. */
+	add_relaxed(&r->ctl->ch_bell, 1);
+	futex(&r->ctl->ch_bell, FUTEX_WAKE, 1, NULL);
 }
 
 /* Producer: room for need messages? */
@@ -240,38 +243,134 @@ static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
 	return used;
 }
 
+/*
+ * The writer's side of the doorbell: a helper thread waits on the registry's futex word and
+ * turns wake-ups into an eventfd the writer polls. It never loads the word itself (a reader
+ * may truncate the registry: a load would be SIGBUS, a futex call is -EFAULT); it reads it with
+ * pread() on the registry's descriptor. Rate limit: after signalling, it waits at least
+ * KV_BELL_MIN_NS before it looks again, so a reader ringing without pause wakes the writer at
+ * most 1 s / KV_BELL_MIN_NS times a second.
+ */
+#define KV_BELL_MIN_NS 50000ull       /* 50 us: at most 20,000 wake-ups a second */
+#define KV_BELL_WAIT_NS 100000000ull  /* re-check the word (and the stop flag) every 100 ms */
+
+struct kv_bell {
+	pthread_t th;
+	int efd;        /* the eventfd kvidx_writer_doorbell() returns */
+	int ctl_fd;     /* the registry's descriptor (for pread) */
+	uint32_t *word; /* &ctl->ch_bell in the writer's mapping (only passed to futex()) */
+	uint32_t stop;  /* set by kv_bell_stop_thread() */
+	bool running;   /* th exists */
+	uint64_t wakes; /* eventfd signals sent */
+};
+
+static void *bell_main(void *arg)
+{
+	struct kv_bell *b = arg;
+	const off_t off = offsetof(struct kvidx_ctl_hdr, ch_bell);
+	const struct timespec wait = { 0, (long)KV_BELL_WAIT_NS };
+	const struct timespec gap = { 0, (long)KV_BELL_MIN_NS };
+	uint32_t seen = 0;
+	bool first = true;
+
+	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
+		uint32_t v;
+		if (pread(b->ctl_fd, &v, sizeof(v), off) != (ssize_t)sizeof(v)) {
+			nanosleep(&wait, NULL); /* registry truncated: the writer recreates it */
+			continue;
+		}
+		if (!first && v != seen) {
+			uint64_t one = 1;
+			(void)!write(b->efd, &one, sizeof(one));
+			b->wakes++;
+			nanosleep(&gap, NULL);
+		}
+		first = false;
+		seen = v;
+		/* Returns at once if the word moved since the pread (EAGAIN), on a wake, after
+		 * the timeout, or with EFAULT (a truncated page): all just loop. */
+		futex(b->word, FUTEX_WAIT, v, &wait);
+	}
+	return NULL;
+}
+
+void kv_bell_start_thread(struct kvidx *w, bool ring)
+{
+	struct kv_bell *b = w->bell;
+
+	if (!b || b->running)
+		return;
+	b->stop = 0;
+	b->ctl_fd = w->ctl_fd;
+	b->word = &w->ctl->ch_bell;
+	b->running = pthread_create(&b->th, NULL, bell_main, b) == 0;
+	/* Commits made while no thread waited (a restart): let the writer look at the rings. */
+	uint64_t one = 1;
+	if (ring)
+		(void)!write(b->efd, &one, sizeof(one));
+}
+
+void kv_bell_stop_thread(struct kvidx *w)
+{
+	struct kv_bell *b = w->bell;
+
+	if (!b || !b->running)
+		return;
+	__atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
+	futex(b->word, FUTEX_WAKE, 1, NULL); /* else it notices within KV_BELL_WAIT_NS */
+	pthread_join(b->th, NULL);
+	b->running = false;
+}
+
 int kvidx_writer_doorbell(struct kvidx *w)
 {
-	struct sockaddr_un a;
-	socklen_t len = doorbell_addr(&a, w->name);
+	struct kv_bell *b;
 
-	if (w->bell_fd >= 0)
-		return w->bell_fd;
-	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* Abstract names vanish with their socket: a dead writer's cannot be in the way. */
-	if (bind(fd, (struct sockaddr *)&a, len) < 0) {
+	if (w->bell)
+		return w->bell->efd;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (b->efd < 0) {
 		int rc = -errno;
-		close(fd);
+		free(b);
 		return rc;
 	}
-	w->bell_fd = fd;
-	return fd;
+	w->bell = b;
+	kv_bell_start_thread(w, false);
+	if (!b->running) {
+		close(b->efd);
+		free(b);
+		w->bell = NULL;
+		return -EAGAIN;
+	}
+	return b->efd;
+}
+
+void kv_bell_stop(struct kvidx *w)
+{
+	struct kv_bell *b = w->bell;
+
+	if (!b)
+		return;
+	kv_bell_stop_thread(w);
+	close(b->efd);
+	free(b);
+	w->bell = NULL;
 }
 
 bool kvidx_writer_idle(struct kvidx *w, bool idle)
 {
-	char buf[64];
+	uint64_t buf;
 
 	if (!idle) {
-		st_relaxed(&w->ctl->ch_writer_idle, 0);
-		if (w->bell_fd >= 0)
-			while (recv(w->bell_fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-				;
+		st_relaxed(&w->ih->ih_writer_idle, 0);
+		if (w->bell)
+			(void)!read(w->bell->efd, &buf, sizeof(buf)); /* empties the counter */
 		return false;
 	}
-	st_relaxed(&w->ctl->ch_writer_idle, 1);
+	st_relaxed(&w->ih->ih_writer_idle, 1);
 	fence_seqcst(); /* rule 5: pairs with the fence in doorbell_ring() */
 	for (uint32_t i = 0; i < w->max_readers; i++) {
 		struct kv_ring_hdr *rh = kv_ring_at(w->ctl, w->max_readers, w->ring_entries, i);

@@ -20,6 +20,9 @@
  *     bounded steps.
  *  5. The observer and the stats of a change are called only after the change is published
  *     (notify(), from publish()): what they are told, readers can already see.
+ *  6. Nothing read back from the data segment is trusted: slot words and entries are checked
+ *     (entry_class(), entry_np(), slot_ok()) before use; a damaged one is dropped and counted
+ *     (stat bad_entries), never followed out of the arena and never reused.
  *
  * Progress: every call is bounded (probes by max_probe, cursors by their budget); none waits.
  */
@@ -56,10 +59,62 @@ static inline uint64_t *kv_unit(const struct kvidx *w, uint32_t idx)
 	return kv_arena_unit(&w->arena, idx);
 }
 
-/* The class of the published entry idx, from its own meta word. */
-static unsigned entry_class(const struct kvidx *w, uint32_t idx)
+/*
+ * Rule 6: the writer reads its own segment as untrusted too (root, or a stray write, may have
+ * changed it). An entry is used only if its index lies in the part of the arena handed out,
+ * its capacity is one of the writer's classes, its records fit that capacity and the arena.
+ * Its class, or -1.
+ */
+static int entry_class(const struct kvidx *w, uint32_t idx)
 {
-	return kv_arena_class_of(&w->arena, KV_META_CAP(kv_unit(w, idx)[1]));
+	if (idx == 0 || idx >= w->arena.bump)
+		return -1;
+	uint64_t meta = ld_relaxed(&kv_unit(w, idx)[1]);
+	unsigned cap = KV_META_CAP(meta);
+	int cls = kv_arena_class_of(&w->arena, cap);
+	if (cls < 0 || KV_META_NPODS(meta) > cap || (uint64_t)idx + 1 + cap > w->arena.units)
+		return -1;
+	return cls;
+}
+
+/* Records of entry idx the writer may read: its npods, never past ppk or the arena (the meta
+ * word may change under a scribbler between entry_class() and here). */
+static unsigned entry_np(const struct kvidx *w, uint32_t idx)
+{
+	unsigned np = KV_META_NPODS(ld_relaxed(&kv_unit(w, idx)[1]));
+
+	if (np > w->ppk)
+		np = w->ppk;
+	if ((uint64_t)idx + 1 + np > w->arena.units)
+		np = 0;
+	return np;
+}
+
+/* Whether slot word s at pos points at a usable entry; if it does not, the slot is dropped
+ * (made a TOMB, the entry leaked: never reused) and counted in stat bad_entries. */
+static bool slot_ok(struct kvidx *w, uint64_t pos, uint64_t s)
+{
+	if (entry_class(w, (uint32_t)s) >= 0)
+		return true;
+	/* Pairs with the acquire slot loads in rd_find(), scan_slots() and kv_reader_walk()
+	 * (reader.c); a TOMB carries no entry. */
+	st_release(&w->slots[pos], KV_SLOT_TOMB);
+	w->tombs++;
+	if (w->live_keys)
+		w->live_keys--;
+	stat_add(&w->st->bad_entries, 1);
+	return false;
+}
+
+/* Retires entry old (just unlinked) unless it is damaged (then it is leaked and counted). */
+static void retire(struct kvidx *w, uint32_t old)
+{
+	int cls = entry_class(w, old);
+
+	if (cls < 0)
+		stat_add(&w->st->bad_entries, 1);
+	else
+		kv_rcu_retire(&w->rcu, old, (unsigned)cls);
 }
 
 /* ---- records ---- */
@@ -98,7 +153,7 @@ static void buf_empty(struct kv_buf *b, uint64_t key)
 static void entry_load(const struct kvidx *w, uint32_t idx, struct kv_buf *b)
 {
 	const uint64_t *e = kv_unit(w, idx);
-	unsigned np = KV_META_NPODS(e[1]);
+	unsigned np = entry_np(w, idx);
 
 	buf_empty(b, e[0]);
 	for (unsigned i = 0; i < np; i++) {
@@ -168,7 +223,7 @@ static void buf_make_room(struct kv_buf *b, uint64_t now)
  * should be inserted (the first TOMB or the terminating EMPTY), or to -1 when the probe window
  * holds neither.
  */
-static uint32_t slot_find(const struct kvidx *w, uint64_t key, int64_t *pos)
+static uint32_t slot_find(struct kvidx *w, uint64_t key, int64_t *pos)
 {
 	uint64_t m = kv_mix(key), base = kv_home(m, w->nslots);
 	uint32_t fp = kv_fp(m);
@@ -180,7 +235,7 @@ static uint32_t slot_find(const struct kvidx *w, uint64_t key, int64_t *pos)
 			*pos = ins >= 0 ? ins : (int64_t)(base + p);
 			return 0;
 		}
-		if (s == KV_SLOT_TOMB) {
+		if (s == KV_SLOT_TOMB || ((uint32_t)(s >> 32) == fp && !slot_ok(w, base + p, s))) {
 			if (ins < 0)
 				ins = (int64_t)(base + p);
 			continue;
@@ -288,7 +343,7 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 		w->live_keys--;
 		stat_add(&w->st->keys, -1);
 		account(w, b);
-		kv_rcu_retire(&w->rcu, old, entry_class(w, old));
+		retire(w, old);
 		tomb_trim(w, (uint64_t)pos);
 		notify(w, b);
 		return 0;
@@ -317,7 +372,7 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 	 * (reader.c). */
 	st_release(&w->slots[pos], ((uint64_t)kv_fp(m) << 32) | idx);
 	if (old) {
-		kv_rcu_retire(&w->rcu, old, entry_class(w, old));
+		retire(w, old);
 	} else {
 		if (prev == KV_SLOT_TOMB)
 			w->tombs--;
@@ -333,7 +388,7 @@ static int publish(struct kvidx *w, int64_t pos, uint32_t old, struct kv_buf *b)
 static void victim_rank(const struct kvidx *w, uint32_t idx, unsigned *rank, uint64_t *newest)
 {
 	const uint64_t *e = kv_unit(w, idx);
-	unsigned np = KV_META_NPODS(e[1]);
+	unsigned np = entry_np(w, idx);
 
 	*rank = 0;
 	*newest = 0;
@@ -349,11 +404,14 @@ static void victim_rank(const struct kvidx *w, uint32_t idx, unsigned *rank, uin
 
 static void evict_slot(struct kvidx *w, uint64_t pos)
 {
-	uint32_t idx = (uint32_t)w->slots[pos];
+	uint64_t s = w->slots[pos];
+	uint32_t idx = (uint32_t)s;
 	struct kv_buf b;
 	unsigned rank;
 	uint64_t newest;
 
+	if (s == KV_SLOT_EMPTY || s == KV_SLOT_TOMB || !slot_ok(w, pos, s))
+		return;
 	victim_rank(w, idx, &rank, &newest);
 	entry_load(w, idx, &b);
 	for (unsigned i = 0; i < b.n; i++)
@@ -376,7 +434,7 @@ static bool evict_one(struct kvidx *w, uint64_t lo, uint64_t hi, bool spec_only)
 
 	for (unsigned seen = 0, steps = 0; seen < 32 && steps < (window ? hi - lo : end); steps++) {
 		uint64_t s = w->slots[pos];
-		if (s != KV_SLOT_EMPTY && s != KV_SLOT_TOMB) {
+		if (s != KV_SLOT_EMPTY && s != KV_SLOT_TOMB && slot_ok(w, pos, s)) {
 			unsigned rank;
 			uint64_t newest;
 			seen++;
@@ -602,7 +660,7 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 static bool entry_has_expired(const struct kvidx *w, uint32_t idx, uint64_t now)
 {
 	const uint64_t *e = kv_unit(w, idx);
-	unsigned np = KV_META_NPODS(e[1]);
+	unsigned np = entry_np(w, idx);
 
 	for (unsigned i = 0; i < np; i++)
 		if (rec_spec(e[2 + 2 * i]) && rec_expires(e[2 + 2 * i], e[3 + 2 * i]) <= now)
@@ -623,7 +681,8 @@ int kvidx_expire(struct kvidx *w, uint64_t now, size_t budget)
 		uint64_t sw = w->slots[pos];
 		if (++w->expire_pos >= end)
 			w->expire_pos = 0;
-		if (sw == KV_SLOT_EMPTY || sw == KV_SLOT_TOMB || !entry_has_expired(w, (uint32_t)sw, now))
+		if (sw == KV_SLOT_EMPTY || sw == KV_SLOT_TOMB || !slot_ok(w, pos, sw) ||
+		    !entry_has_expired(w, (uint32_t)sw, now))
 			continue;
 		entry_load(w, (uint32_t)sw, &b);
 		bool dirty = b.n != b.old_n;
@@ -670,7 +729,7 @@ void kv_sweep_step(struct kvidx *w, size_t budget)
 			tomb_trim(w, pos);
 			continue;
 		}
-		if (sw == KV_SLOT_EMPTY)
+		if (sw == KV_SLOT_EMPTY || !slot_ok(w, pos, sw))
 			continue;
 		entry_load(w, (uint32_t)sw, &b);
 		if (b.n != b.old_n && publish(w, (int64_t)pos, (uint32_t)sw, &b) < 0)

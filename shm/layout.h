@@ -1,16 +1,38 @@
 /*
- * layout.h — internal, never installed: the byte layout of kvidx's two shared-memory segments.
+ * layout.h — internal, never installed: the byte layout of kvidx's shared-memory objects.
  *
- * An index NAME lives in two kinds of POSIX shm objects (/dev/shm/...):
+ * An index NAME is four kinds of POSIX shm objects (/dev/shm/...):
  *
- *   /NAME           the registry segment, read-write for writer and readers: which data
- *                   generation is current, the RCU epoch, one cache-line slot per reader,
- *                   then one route ring per slot (struct kv_ring_hdr + ring_entries x 64 B).
- *                   OFD locks on its file (not its contents) carry liveness: byte 0 is held by
- *                   the writer, byte 1+i by the reader owning slot i. The kernel drops them when
- *                   the holder dies, whatever instruction it was at.
+ *   /NAME           the index header (struct kvidx_idx_hdr, one 4096-byte page), written by
+ *                   the writer only: created 0600, or 0640 with a group, and mapped PROT_READ
+ *                   by readers. It names the current data generation and registry, holds the
+ *                   RCU epoch, the writer's pid and its idle flag. Readers start here, and
+ *                   check that every other object they open has the same owner.
+ *   /NAME.lock      empty, 0600: the writer holds an OFD write lock on its byte 0 for its
+ *                   lifetime. Readers cannot open it, so they cannot hold it against a writer.
+ *   /NAME.reg.K     reader registry K, read-write for readers (0660 with a group): a header,
+ *                   the doorbell word, one cache-line slot per reader, then one route ring per
+ *                   slot (struct kv_ring_hdr + ring_entries x 64 B). OFD locks on byte 1+i of
+ *                   its file are held by the reader owning slot i. The writer recreates it as
+ *                   K+1 when it is damaged (truncated) or when a new writer asks for another
+ *                   reader geometry; readers follow ih_reg_gen and re-register.
  *   /NAME.data.G    data generation G: header, pod table, stats, slot array, entry arena.
  *                   Written by the writer only; readers map it PROT_READ.
+ *
+ * Index header (64-byte lines):
+ *
+ *   0    ih_magic, ih_stamp, ih_size (4096), ih_created_ns, ih_max_readers, ih_ring_entries,
+ *        ih_reg_size: the registry's geometry, written before ih_reg_gen names a registry
+ *   64   ih_generation (current data generation, release), ih_reg_gen (current registry,
+ *        release), ih_epoch (RCU epoch, seq_cst), ih_writer_pid, ih_writer_idle
+ *
+ * Registry K (offsets fixed by the geometry, checked against the index header):
+ *
+ *   0    struct kvidx_ctl_hdr line 0: magic, stamp, size, max_readers, slots_off (128),
+ *        created_ns, ring_off, ring_entries, reg_gen (= K). Written once by the writer.
+ *   64   ch_bell: the doorbell futex word (readers add 1 and FUTEX_WAKE)
+ *   128  struct kvidx_reader_slot[max_readers]
+ *   ...  per slot: struct kv_ring_hdr, then ring_entries struct kv_msg
  *
  * Data segment (offsets are fields of the header, each region 4096-aligned):
  *
@@ -36,13 +58,14 @@
  * The normative description of every byte, and of the protocol readers follow, is
  * shm/FORMAT.md; tests/test_format.c checks this header against it.
  *
- * Who writes what: every field of the data segment is written by the writer only. In the
- * registry, ch_* fields and rh_tail are written by the writer; a reader slot's rs_ctr, rs_pid,
- * rs_claimed_ns, rs_lookups, rs_commits, rs_dropped and its ring's rh_head and messages are
- * written by its reader, rs_expelled by the writer, rs_state by both with CAS (reader: claim,
- * re-register, leave; writer: free a dead slot, expel a stalled reader). Any process that can
- * map the registry can write all of it: the writer keeps its own copies of what it wrote
- * and treats every registry word it reads as untrusted.
+ * Who writes what: the index header and every data segment are written by the writer only.
+ * In the registry, the header's line 0 and rh_tail are written by the writer; ch_bell by
+ * committing readers; a reader slot's rs_ctr, rs_pid, rs_claimed_ns, rs_lookups, rs_commits,
+ * rs_dropped and its ring's rh_head and messages by its reader, rs_expelled by the writer,
+ * rs_state by both with CAS (reader: claim, re-register, leave; writer: free a dead slot,
+ * expel a stalled reader). Any process that can map the registry can write all of it, or
+ * truncate it: the writer never reads back what it wrote there, treats every registry word
+ * as untrusted, and survives a truncation (lib/guard.c).
  */
 #ifndef KVIDX_LAYOUT_H
 #define KVIDX_LAYOUT_H
@@ -52,9 +75,10 @@
 
 #include "atomics.h"
 
+#define KV_IDX_MAGIC 0x5844495844494b56ull  /* "VKIDXIDX" little-endian */
 #define KV_CTL_MAGIC 0x4c54435844494b56ull  /* "VKIDXCTL" little-endian */
 #define KV_DATA_MAGIC 0x4154414458444b56ull /* "VKDXDATA" little-endian */
-#define KV_LAYOUT_VERSION 5u
+#define KV_LAYOUT_VERSION 6u
 
 /*
  * Format stamp: the layout version and the sizes the format fixes, all constants of
@@ -76,13 +100,40 @@
 #define KV_MAX_PODS 4096
 #define KV_MAX_READERS 4096
 #define KV_MAX_PROBE 256 /* probe bound: readers look at most this many slots per key */
+#define KV_EPOCH_MAX (1ull << 62) /* an inherited epoch above this is damage: restart at 1 */
+#define KV_GEN_MAX (1ull << 62)   /* likewise for generation numbers */
 
 #define KV_REC_SPEC 0x1u /* record flag: speculative */
+
+/* ---- index header ---- */
+
+#define KV_IDX_SIZE 4096u
+
+struct kvidx_idx_hdr {
+	/* Written at creation, and before ih_reg_gen names a registry of another geometry. */
+	uint64_t ih_magic;
+	uint64_t ih_stamp;
+	uint64_t ih_size; /* KV_IDX_SIZE */
+	uint64_t ih_created_ns;
+	uint32_t ih_max_readers;  /* of the registry ih_reg_gen names */
+	uint32_t ih_ring_entries; /* ditto */
+	uint64_t ih_reg_size;     /* ditto: kv_ctl_size(max_readers, ring_entries) */
+	uint8_t ih_pad0[KVIDX_CACHELINE - 48];
+	/* Writer-written, loaded by readers on every call. */
+	uint64_t ih_generation; /* current data generation; release-stored after it is built */
+	uint64_t ih_reg_gen;    /* current registry /NAME.reg.K; release-stored after it is built */
+	uint64_t ih_epoch;      /* RCU epoch, starts at 1; seq_cst-stored by kv_rcu_reclaim() */
+	int32_t ih_writer_pid;
+	uint32_t ih_writer_idle; /* 1 while the writer may sleep: committers ring its doorbell */
+	uint8_t ih_pad1[KVIDX_CACHELINE - 32];
+};
+_Static_assert(sizeof(struct kvidx_idx_hdr) == 2 * KVIDX_CACHELINE, "index header size");
+_Static_assert(offsetof(struct kvidx_idx_hdr, ih_generation) == KVIDX_CACHELINE, "idx lines");
 
 /* ---- registry segment ---- */
 
 struct kvidx_ctl_hdr {
-	/* Immutable after creation. */
+	/* Written once by the writer when it creates the registry; never read back by it. */
 	uint64_t ch_magic;
 	uint64_t ch_stamp;
 	uint64_t ch_size;
@@ -92,16 +143,13 @@ struct kvidx_ctl_hdr {
 	uint64_t ch_ring_off;     /* first reader's ring; ring i at ch_ring_off + i * ring bytes */
 	uint32_t ch_ring_entries; /* messages per ring, a power of two */
 	uint32_t ch_pad3;
-	uint8_t ch_pad0[KVIDX_CACHELINE - 56];
-	/* Writer-written. */
-	uint64_t ch_generation; /* current data generation; release-stored after it is built */
-	uint64_t ch_epoch;      /* RCU epoch, starts at 1; seq_cst-stored by kv_rcu_reclaim() */
-	int32_t ch_writer_pid;
-	uint32_t ch_writer_idle; /* 1 while the writer may sleep: committers ring its doorbell */
-	uint8_t ch_pad2[KVIDX_CACHELINE - 24];
+	uint64_t ch_reg_gen;      /* K of /NAME.reg.K */
+	/* Reader-written. */
+	uint32_t ch_bell; /* doorbell futex word: a committer adds 1 and FUTEX_WAKEs (route.c) */
+	uint8_t ch_pad2[KVIDX_CACHELINE - 4];
 };
 _Static_assert(sizeof(struct kvidx_ctl_hdr) == 2 * KVIDX_CACHELINE, "ctl header size");
-_Static_assert(offsetof(struct kvidx_ctl_hdr, ch_generation) == KVIDX_CACHELINE, "ctl lines");
+_Static_assert(offsetof(struct kvidx_ctl_hdr, ch_bell) == KVIDX_CACHELINE, "ctl lines");
 
 /* rs_state: (claim generation << 8) | one of these. */
 enum { KV_RS_FREE = 0, KV_RS_ACTIVE = 1, KV_RS_EXPELLED = 2 };
@@ -209,7 +257,7 @@ _Static_assert(offsetof(struct kvidx_data_hdr, dh_routers_off) == 200, "routers 
 	X(stores) X(confirms) X(removes) X(speculations) X(expirations) X(pod_clears)        \
 	X(evict_spec) X(evict_confirmed) X(rec_evictions) X(store_failed) X(retired)         \
 	X(reclaimed) X(epochs) X(readers_dead) X(readers_expelled) X(sweep_passes)            \
-	X(route_commits) X(route_bad)
+	X(route_commits) X(route_bad) X(registry_rebuilds) X(registry_repairs) X(bad_entries)
 struct kvidx_stats {
 #define KV_STAT_FIELD(n) uint64_t n;
 	KV_STATS(KV_STAT_FIELD)

@@ -36,6 +36,16 @@ void kv_ctl_shm_name(char out[KV_SHM_PATH_MAX], const char *name)
 	snprintf(out, KV_SHM_PATH_MAX, "/%s", name);
 }
 
+void kv_lock_shm_name(char out[KV_SHM_PATH_MAX], const char *name)
+{
+	snprintf(out, KV_SHM_PATH_MAX, "/%s.lock", name);
+}
+
+void kv_reg_shm_name(char out[KV_SHM_PATH_MAX], const char *name, uint64_t reg_gen)
+{
+	snprintf(out, KV_SHM_PATH_MAX, "/%s.reg.%llu", name, (unsigned long long)reg_gen);
+}
+
 void kv_data_shm_name(char out[KV_SHM_PATH_MAX], const char *name, uint64_t gen)
 {
 	snprintf(out, KV_SHM_PATH_MAX, "/%s.data.%llu", name, (unsigned long long)gen);
@@ -124,6 +134,34 @@ int kv_ctl_validate(const struct kvidx_ctl_hdr *h, size_t size)
 	    h->ch_size != kv_ctl_size(h->ch_max_readers, re) || h->ch_size > size)
 		return -KVIDX_ECORRUPT;
 	return 0;
+}
+
+int kv_idx_validate(const struct kvidx_idx_hdr *h, size_t size)
+{
+	if (size < sizeof(*h))
+		return -KVIDX_ECORRUPT;
+	if (h->ih_magic == KV_CTL_MAGIC)
+		return -KVIDX_EVERSION; /* layout 2 kept the registry here */
+	if (h->ih_magic != KV_IDX_MAGIC)
+		return -KVIDX_ECORRUPT;
+	if (h->ih_stamp != KV_STAMP)
+		return -KVIDX_EVERSION;
+	uint32_t re = h->ih_ring_entries;
+	if (h->ih_size != KV_IDX_SIZE || size < KV_IDX_SIZE || h->ih_max_readers == 0 ||
+	    h->ih_max_readers > KV_MAX_READERS || re < KV_RING_MIN || re > KV_RING_MAX ||
+	    (re & (re - 1)) || h->ih_reg_size != kv_ctl_size(h->ih_max_readers, re) ||
+	    h->ih_epoch == 0 || h->ih_epoch > KV_EPOCH_MAX || h->ih_generation > KV_GEN_MAX ||
+	    h->ih_reg_gen == 0 || h->ih_reg_gen > KV_GEN_MAX)
+		return -KVIDX_ECORRUPT;
+	return 0;
+}
+
+bool kv_ctl_matches(const struct kvidx_ctl_hdr *r, const struct kvidx_idx_hdr *i, uint64_t k)
+{
+	return r->ch_magic == KV_CTL_MAGIC && r->ch_stamp == KV_STAMP &&
+	       r->ch_size == i->ih_reg_size && r->ch_max_readers == i->ih_max_readers &&
+	       r->ch_slots_off == sizeof(*r) && r->ch_ring_off == kv_ctl_ring_off(r->ch_max_readers) &&
+	       r->ch_ring_entries == i->ih_ring_entries && r->ch_reg_gen == k;
 }
 
 static uint64_t align4k(uint64_t x)

@@ -16,8 +16,11 @@
 
 /* 0 if name is a valid index name ([A-Za-z0-9_.-], 1..KVIDX_NAME_MAX-1 chars), else -EINVAL. */
 int kv_name_check(const char *name);
-/* "/NAME" and "/NAME.data.G" (shm_open names). */
+/* shm_open names: "/NAME" (the index header), "/NAME.lock" (the writer lock), "/NAME.reg.K"
+ * (registry K) and "/NAME.data.G" (data generation G). */
 void kv_ctl_shm_name(char out[KV_SHM_PATH_MAX], const char *name);
+void kv_lock_shm_name(char out[KV_SHM_PATH_MAX], const char *name);
+void kv_reg_shm_name(char out[KV_SHM_PATH_MAX], const char *name, uint64_t reg_gen);
 void kv_data_shm_name(char out[KV_SHM_PATH_MAX], const char *name, uint64_t gen);
 
 /* Maps fd (size bytes) shared; prot PROT_READ or PROT_READ|PROT_WRITE. NULL + errno. */
@@ -32,8 +35,8 @@ int kv_unlock(int fd, off_t byte);
 /* Whether another open file description holds a lock on byte: 1 yes, 0 no, -errno. */
 int kv_lock_held(int fd, off_t byte);
 
-#define KV_LOCK_WRITER 0
-#define KV_LOCK_READER(i) ((off_t)1 + (off_t)(i))
+#define KV_LOCK_WRITER 0 /* on /NAME.lock */
+#define KV_LOCK_READER(i) ((off_t)1 + (off_t)(i)) /* on the registry /NAME.reg.K */
 
 /* Registry layout: header, max_readers slots, then one ring (header + ring_entries messages)
  * per slot. */
@@ -54,6 +57,12 @@ static inline struct kv_ring_hdr *kv_ring_at(void *ctl, uint32_t max_readers, ui
  * Returns 0, -KVIDX_ECORRUPT (bad magic, sizes or offsets) or -KVIDX_EVERSION (stamp).
  */
 int kv_ctl_validate(const struct kvidx_ctl_hdr *h, size_t size);
+/* The index header: magic, stamp, size, registry geometry, and epoch and generations below
+ * KV_EPOCH_MAX / KV_GEN_MAX. Same returns; an old layout's registry (magic KV_CTL_MAGIC where
+ * the index header's is expected) is -KVIDX_EVERSION. */
+int kv_idx_validate(const struct kvidx_idx_hdr *h, size_t size);
+/* Whether registry header r is exactly the one index header i names (geometry, K). */
+bool kv_ctl_matches(const struct kvidx_ctl_hdr *r, const struct kvidx_idx_hdr *i, uint64_t k);
 int kv_data_validate(const struct kvidx_data_hdr *h, size_t size);
 
 /* Geometry -> data segment layout (fills the geometry and offset fields of h). -EINVAL if the

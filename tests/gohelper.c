@@ -41,6 +41,11 @@
  *                                    prompt") as it drains, and "BAD n" when route_bad grows,
  *                                    until stdin closes.
  *
+ *   kvidx-gohelper bell NAME         as drain, but ticks and sleeps on the doorbell (poll on
+ *                                    kvidx_writer_doorbell()'s eventfd, 1 s timeout) between
+ *                                    rounds: "WOKE" when the eventfd woke it, "REBUILT n" when
+ *                                    stat registry_rebuilds becomes n (a replaced registry).
+ *
  * Numbers are decimal, keys 0x-hex; lists are comma-separated, "-" for none.
  */
 #include <errno.h>
@@ -498,6 +503,45 @@ static int do_drain(const char *name, const char *model)
 	return 0;
 }
 
+static int do_bell(const char *name)
+{
+	struct kvidx_geometry geo = { .capacity = 1000, .max_pods = 8, .max_readers = 4,
+				      .ring_entries = 64 };
+	struct kvidx *w = writer(name, &geo, 0);
+	struct kvidx_drain_ops ops = { on_route, on_outcome, NULL };
+	uint64_t rebuilt = 0;
+	char pn[32];
+
+	for (int p = 0; p < 8; p++) {
+		snprintf(pn, sizeof(pn), "p%d", p);
+		kvidx_pod_add(w, pn, NULL);
+	}
+	int efd = kvidx_writer_doorbell(w);
+	if (efd < 0)
+		die("writer_doorbell", efd);
+	printf("READY\n");
+	fflush(stdout);
+	while (!stdin_closed(0)) {
+		kvidx_writer_tick(w, kvidx_now_ns());
+		uint64_t rb = kv_writer_stats(w)->registry_rebuilds;
+		if (rb != rebuilt) {
+			printf("REBUILT %" PRIu64 "\n", rb);
+			rebuilt = rb;
+		}
+		fflush(stdout);
+		if (!kvidx_writer_idle(w, true)) {
+			struct pollfd p = { .fd = efd, .events = POLLIN };
+			if (poll(&p, 1, 1000) > 0)
+				printf("WOKE\n");
+		}
+		kvidx_writer_idle(w, false);
+		kvidx_drain(w, 1024, &ops);
+		fflush(stdout);
+	}
+	kvidx_writer_close(w, true);
+	return 0;
+}
+
 /* ---- bench -------------------------------------------------------------------------------- */
 
 #define BCHAIN 2048
@@ -576,7 +620,9 @@ int main(int argc, char **argv)
 		return do_bench(argv[2], strtoull(argv[3], NULL, 0), (unsigned)strtoul(argv[4], NULL, 0));
 	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "drain"))
 		return do_drain(argv[2], argc == 4 ? argv[3] : NULL);
+	if (argc == 3 && !strcmp(argv[1], "bell"))
+		return do_bell(argv[2]);
 	fprintf(stderr, "usage: kvidx-gohelper build NAME SEED | churn NAME SEED STALL_MS | "
-			"bench NAME KEYS PROMPTS | drain NAME [MODEL]\n");
+			"bench NAME KEYS PROMPTS | drain NAME [MODEL] | bell NAME\n");
 	return 2;
 }

@@ -4,9 +4,10 @@
  * Readers must treat segment contents as untrusted: a corrupt data segment may give wrong
  * answers or errors, never a crash or a hang. Two parts:
  *
- *   1. Attach checks on a copy of a valid index: a changed layout/ABI stamp in either segment
- *      is refused with KVIDX_EVERSION (by readers and by a writer taking over), bad magic,
- *      geometry, offsets, state or seed and truncated segments with KVIDX_ECORRUPT.
+ *   1. Attach checks on a copy of a valid index: a changed layout/ABI stamp in the index
+ *      header or the data segment is refused with KVIDX_EVERSION (by readers and by a writer
+ *      taking over), bad magic, geometry, offsets, state or seed and truncated objects with
+ *      KVIDX_ECORRUPT.
  *   2. Live corruption: a writer fills an index and goes idle; a forked child maps the data
  *      segment read-write and keeps writing random and plausible-but-wrong words into the
  *      slots, the arena, the pod table and the header (restoring a clean snapshot now and then,
@@ -14,6 +15,10 @@
  *      processes keep calling every reader entry point. A reader that faults (SIGSEGV,
  *      SIGBUS) or stops making progress (alarm(): SIGALRM) fails the run; so does an answer
  *      outside the API's stated ranges.
+ *   3. The writer's side: the same corrupter scribbles into the data segment of a writer
+ *      process that keeps storing, removing, speculating, expiring, clearing and ticking. The
+ *      writer must neither crash nor hang (it checks what it reads back from its own segment),
+ *      and a fresh writer must then take the damaged index over and serve it.
  *
  * Usage: stress_corrupt --seconds N [--readers R] [--seed S]
  */
@@ -64,6 +69,8 @@ struct shared {
 	uint32_t stop;
 	struct tt_failbox fail;
 	uint64_t corruptions, restores, toggles, ctl_toggles;
+	uint32_t wready;
+	uint64_t wops, wticks;
 	struct role roles[MAX_ROLES];
 };
 
@@ -230,23 +237,40 @@ static void attach_checks(uint64_t *rng)
 		  1ull << 43, 0, -KVIDX_EVERSION },
 		{ "data stamp: pod struct size", 1, offsetof(struct kvidx_data_hdr, dh_stamp),
 		  1ull << 20, 0, -KVIDX_EVERSION },
-		{ "registry stamp: layout version", 0, offsetof(struct kvidx_ctl_hdr, ch_stamp),
+		{ "index stamp: layout version", 0, offsetof(struct kvidx_idx_hdr, ih_stamp),
 		  1ull << 49, 0, -KVIDX_EVERSION },
-		{ "data magic", 1, offsetof(struct kvidx_data_hdr, dh_magic), 1, 0,
+		{ "index magic of layout 2 (a registry)", 0, offsetof(struct kvidx_idx_hdr, ih_magic),
+		  0, KV_CTL_MAGIC, -KVIDX_EVERSION },
+		{ "index magic", 0, offsetof(struct kvidx_idx_hdr, ih_magic), 1 << 9, 0,
 		  -KVIDX_ECORRUPT },
-		{ "registry magic", 0, offsetof(struct kvidx_ctl_hdr, ch_magic), 1 << 9, 0,
-		  -KVIDX_ECORRUPT },
-		{ "registry magic 0 (being created)", 0, offsetof(struct kvidx_ctl_hdr, ch_magic),
+		{ "index magic 0 (being created)", 0, offsetof(struct kvidx_idx_hdr, ih_magic),
 		  0, 0, -ENOENT },
-		{ "registry max_readers 0", 0, offsetof(struct kvidx_ctl_hdr, ch_max_readers), 0,
+		{ "index max_readers 0", 0, offsetof(struct kvidx_idx_hdr, ih_max_readers), 0,
 		  0, -KVIDX_ECORRUPT },
-		{ "registry size", 0, offsetof(struct kvidx_ctl_hdr, ch_size), 64, 0,
+		{ "index registry size", 0, offsetof(struct kvidx_idx_hdr, ih_reg_size), 64, 0,
 		  -KVIDX_ECORRUPT },
-		{ "registry generation absent", 0, offsetof(struct kvidx_ctl_hdr, ch_generation),
+		{ "index epoch above the limit", 0, offsetof(struct kvidx_idx_hdr, ih_epoch), 0,
+		  UINT64_MAX, -KVIDX_ECORRUPT },
+		{ "index generation absent", 0, offsetof(struct kvidx_idx_hdr, ih_generation),
 		  0, 9, -ENOENT },
-		{ "registry ring entries not a power of two", 0,
+		{ "index names a registry that does not exist", 0,
+		  offsetof(struct kvidx_idx_hdr, ih_reg_gen), 0, 7, -ENOENT },
+		{ "index ring entries not a power of two", 0,
+		  offsetof(struct kvidx_idx_hdr, ih_ring_entries) - 4, 1ull << 32, 0,
+		  -KVIDX_ECORRUPT },
+		{ "registry stamp: layout version", 2, offsetof(struct kvidx_ctl_hdr, ch_stamp),
+		  1ull << 49, 0, -KVIDX_ECORRUPT },
+		{ "registry magic", 2, offsetof(struct kvidx_ctl_hdr, ch_magic), 1 << 9, 0,
+		  -KVIDX_ECORRUPT },
+		{ "registry max_readers 0", 2, offsetof(struct kvidx_ctl_hdr, ch_max_readers), 0,
+		  0, -KVIDX_ECORRUPT },
+		{ "registry size", 2, offsetof(struct kvidx_ctl_hdr, ch_size), 64, 0,
+		  -KVIDX_ECORRUPT },
+		{ "registry generation", 2, offsetof(struct kvidx_ctl_hdr, ch_reg_gen), 1, 0,
+		  -KVIDX_ECORRUPT },
+		{ "registry ring entries not a power of two", 2,
 		  offsetof(struct kvidx_ctl_hdr, ch_ring_entries), 1, 0, -KVIDX_ECORRUPT },
-		{ "registry ring offset", 0, offsetof(struct kvidx_ctl_hdr, ch_ring_off), 64, 0,
+		{ "registry ring offset", 2, offsetof(struct kvidx_ctl_hdr, ch_ring_off), 64, 0,
 		  -KVIDX_ECORRUPT },
 		{ "data nslots", 1, offsetof(struct kvidx_data_hdr, dh_nslots), 1, 0,
 		  -KVIDX_ECORRUPT },
@@ -274,12 +298,16 @@ static void attach_checks(uint64_t *rng)
 		  KV_DATA_RETIRED, -KVIDX_ECORRUPT },
 	};
 
+	char vr[KV_SHM_PATH_MAX], cr[KV_SHM_PATH_MAX];
 	kv_ctl_shm_name(vc, v_name);
 	kv_data_shm_name(vd, v_name, 1);
+	kv_reg_shm_name(vr, v_name, 1);
 	kv_ctl_shm_name(cc, c_name);
 	kv_data_shm_name(cd, c_name, 1);
+	kv_reg_shm_name(cr, c_name, 1);
 	shm_copy(vc, cc);
 	shm_copy(vd, cd);
+	shm_copy(vr, cr);
 
 	/* The copy is a valid index: it attaches and answers. */
 	struct kvidx_reader *r = kvidx_reader_open(c_name);
@@ -293,10 +321,11 @@ static void attach_checks(uint64_t *rng)
 	if (found < 400)
 		fail("the copy answers only %d of 500 stored keys", found);
 
-	uint8_t *ctl = map_rw(cc, &csize), *data = map_rw(cd, &dsize);
+	size_t rsize;
+	uint8_t *ctl = map_rw(cc, &csize), *data = map_rw(cd, &dsize), *reg = map_rw(cr, &rsize);
 	for (size_t i = 0; i < sizeof(patches) / sizeof(patches[0]); i++) {
 		const struct patch *p = &patches[i];
-		uint8_t *at = (p->seg ? data : ctl) + p->off;
+		uint8_t *at = (p->seg == 2 ? reg : p->seg ? data : ctl) + p->off;
 		uint64_t old;
 		memcpy(&old, at, 8);
 		uint64_t v = p->xor_mask ? old ^ p->xor_mask : p->set;
@@ -314,19 +343,20 @@ static void attach_checks(uint64_t *rng)
 		expect_open("data seed without NUL", -KVIDX_ECORRUPT);
 		memcpy(h->dh_seed, seed, sizeof(seed));
 	}
-	/* A writer taking over a registry of another layout is refused the same way. */
+	/* A writer taking over an index of another layout is refused the same way. */
 	{
-		struct kvidx_ctl_hdr *h = (void *)ctl;
+		struct kvidx_idx_hdr *h = (void *)ctl;
 		struct kvidx_writer_opts o = { .name = c_name };
-		h->ch_stamp ^= 1ull << 48;
+		h->ih_stamp ^= 1ull << 48;
 		errno = 0;
 		struct kvidx *w2 = kvidx_writer_open(&o);
 		if (w2 || errno != KVIDX_EVERSION)
-			fail("a writer taking over a registry with another layout version: %p, "
+			fail("a writer taking over an index with another layout version: %p, "
 			     "errno %d, expected KVIDX_EVERSION", (void *)w2, errno);
-		h->ch_stamp ^= 1ull << 48;
+		h->ih_stamp ^= 1ull << 48;
 	}
 	expect_open("restored", 0);
+	munmap(reg, rsize);
 	munmap(ctl, csize);
 	munmap(data, dsize);
 
@@ -343,11 +373,16 @@ static void attach_checks(uint64_t *rng)
 	const off_t ccuts[] = { (off_t)csize - 64, 100, 0 };
 	for (size_t i = 0; i < sizeof(ccuts) / sizeof(ccuts[0]); i++) {
 		char what[64];
-		snprintf(what, sizeof(what), "registry truncated to %lld bytes",
+		snprintf(what, sizeof(what), "index header truncated to %lld bytes",
 			 (long long)ccuts[i]);
 		shm_truncate(cc, ccuts[i]);
 		expect_open(what, -KVIDX_ECORRUPT);
 		shm_copy(vc, cc);
+		snprintf(what, sizeof(what), "registry truncated to %lld bytes",
+			 (long long)(rsize - 64 * (i + 1) * (i + 1)));
+		shm_truncate(cr, (off_t)(rsize - 64 * (i + 1) * (i + 1)));
+		expect_open(what, -KVIDX_ECORRUPT);
+		shm_copy(vr, cr);
 	}
 	expect_open("restored", 0);
 	tt_unlink_index(c_name);
@@ -377,7 +412,7 @@ static void __attribute__((noreturn)) corrupter_main(const struct geom *g)
 		fail("out of memory");
 	memcpy(snap, base, size);
 	size_t csize;
-	kv_ctl_shm_name(path, idx_name);
+	kv_reg_shm_name(path, idx_name, 1);
 	struct kvidx_ctl_hdr *ch = map_rw(path, &csize);
 	uint64_t *slots = (uint64_t *)(base + g->slots_off);
 	uint64_t *arena = (uint64_t *)(base + g->arena_off);
@@ -471,6 +506,54 @@ static void __attribute__((noreturn)) corrupter_main(const struct geom *g)
 		tt_sleep_us(tt_rnd_below(&rng, 2000));
 	}
 	memcpy(base, snap, size); /* leave the writer a header it can close */
+	_exit(0);
+}
+
+/* ==== part 3: the writer's side =============================================================== */
+
+/* A writer that keeps changing a table the corrupter scribbles into: it must neither crash
+ * nor hang (it reads its own segment as untrusted: table.c, rule 6). */
+static void __attribute__((noreturn)) writer_main(void)
+{
+	uint64_t rng = opt.seed ^ 0x77777;
+
+	who = "writer";
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	struct kvidx *w = fill_index(idx_name, 4096, NKEYS, &rng);
+	__atomic_store_n(&sh->wready, 1, __ATOMIC_RELEASE);
+	uint64_t last_tick = 0;
+	while (!__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t now = kvidx_now_ns();
+		int pod = (int)tt_rnd_below(&rng, NPODS);
+		uint64_t k = keys[tt_rnd_below(&rng, NKEYS)];
+		switch (tt_rnd_below(&rng, 8)) {
+		case 0: case 1: case 2:
+			kvidx_store(w, pod, &k, 1, 1u << tt_rnd_below(&rng, 3), now);
+			break;
+		case 3: case 4:
+			kvidx_remove(w, pod, &k, 1, 0);
+			break;
+		case 5:
+			kvidx_speculate(w, pod, &k, 1, now, 1 + tt_rnd_below(&rng, 50));
+			break;
+		case 6:
+			kvidx_expire(w, now, 256);
+			break;
+		default:
+			if (tt_rnd_below(&rng, 64) == 0)
+				kvidx_clear_pod(w, pod);
+			else if (tt_rnd_below(&rng, 256) == 0 && kvidx_pod_remove(w, pod) == 0)
+				kvidx_pod_add(w, "10.0.0.99:8000", NULL);
+			break;
+		}
+		__atomic_add_fetch(&sh->wops, 1, __ATOMIC_RELAXED);
+		if (now - last_tick >= NS_MS) {
+			kvidx_writer_tick(w, now);
+			last_tick = now;
+			__atomic_add_fetch(&sh->wticks, 1, __ATOMIC_RELAXED);
+		}
+	}
+	kvidx_writer_close(w, false);
 	_exit(0);
 }
 
@@ -740,6 +823,62 @@ int main(int argc, char **argv)
 	kvidx_writer_close(w, true);
 	tt_unlink_index(idx_name);
 
+	/* Part 3: the writer's side, then a takeover of the damaged index. */
+	__atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
+	pid_t wpid = fork();
+	if (wpid < 0)
+		fail("fork: %s", strerror(errno));
+	if (wpid == 0)
+		writer_main();
+	children[nchildren++] = wpid;
+	uint64_t dl = kvidx_now_ns() + 30 * NS_S;
+	while (!__atomic_load_n(&sh->wready, __ATOMIC_ACQUIRE)) {
+		if (reap(wpid, "writer", false) || kvidx_now_ns() > dl)
+			fail("the writer did not start");
+		tt_sleep_us(1000);
+	}
+	cpid = fork();
+	if (cpid < 0)
+		fail("fork: %s", strerror(errno));
+	if (cpid == 0)
+		corrupter_main(&g);
+	children[nchildren++] = cpid;
+	uint64_t c0 = sh->corruptions;
+	end = kvidx_now_ns() + (opt.seconds / 2 + 1) * NS_S;
+	while (kvidx_now_ns() < end) {
+		if (tt_fail_posted(&sh->fail))
+			fail("child reported a failure");
+		if (reap(wpid, "writer", false))
+			fail("the writer exited early");
+		if (reap(cpid, "corrupter", false))
+			fail("corrupter exited early");
+		tt_sleep_us(10000);
+	}
+	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+	reap(wpid, "writer", true);
+	reap(cpid, "corrupter", true);
+	nchildren = 0;
+	{
+		struct kvidx_writer_opts o = { .name = idx_name };
+		struct kvidx *w3 = kvidx_writer_open(&o);
+		if (!w3)
+			fail("takeover of the scribbled index: %s", kvidx_strerror(-errno));
+		int pod = kvidx_pod_add(w3, "10.0.0.1:8000", NULL);
+		if (pod < 0 || kvidx_store(w3, pod, keys, 100, KVIDX_TIER_GPU, kvidx_now_ns()) != 100)
+			fail("the successor cannot store");
+		struct kvidx_reader *r3 = kvidx_reader_open(idx_name);
+		struct kvidx_rec rec[PPK];
+		int got = 0;
+		for (int i = 0; r3 && i < 100; i++)
+			got += kvidx_lookup(r3, keys[i], rec, PPK) == 1;
+		if (got != 100)
+			fail("after the takeover a reader finds %d of 100 keys", got);
+		kvidx_reader_close(r3);
+		kvidx_writer_close(w3, true);
+	}
+	tt_unlink_index(idx_name);
+	uint64_t wcorrupt = sh->corruptions - c0;
+
 	uint64_t ops = 0, opens = 0, refused = 0, retries = 0, found = 0;
 	for (unsigned i = 0; i < opt.readers; i++) {
 		ops += sh->roles[i].ops;
@@ -753,11 +892,13 @@ int main(int argc, char **argv)
 		     (unsigned long long)sh->corruptions);
 	printf("stress_corrupt: OK secs=%u readers=%u seed=%llu | attach checks passed | "
 	       "reader_ops=%llu found=%llu retries=%llu opens=%llu refused=%llu | "
-	       "corruptions=%llu restores=%llu header_toggles=%llu (registry %llu)\n",
+	       "corruptions=%llu restores=%llu header_toggles=%llu (registry %llu) | "
+	       "writer side: ops=%llu ticks=%llu corruptions=%llu, takeover ok\n",
 	       opt.seconds, opt.readers, (unsigned long long)opt.seed, (unsigned long long)ops,
 	       (unsigned long long)found, (unsigned long long)retries, (unsigned long long)opens,
 	       (unsigned long long)refused, (unsigned long long)sh->corruptions,
 	       (unsigned long long)sh->restores, (unsigned long long)sh->toggles,
-	       (unsigned long long)sh->ctl_toggles);
+	       (unsigned long long)sh->ctl_toggles, (unsigned long long)sh->wops,
+	       (unsigned long long)sh->wticks, (unsigned long long)wcorrupt);
 	return 0;
 }

@@ -1737,17 +1737,19 @@ static void *map_ro(const char *path)
  * dead writer's stats are still read after its successor unlinked them). */
 static void monitor_open(unsigned gen)
 {
-	static const struct kvidx_ctl_hdr *ctl;
+	static const struct kvidx_idx_hdr *ih;
 	char path[KV_SHM_PATH_MAX];
 
-	if (!ctl) {
+	if (!ih) {
 		snprintf(path, sizeof(path), "/%s", idx_name);
-		ctl = map_ro(path);
+		ih = map_ro(path);
+		kv_reg_shm_name(path, idx_name, ld_acquire(&ih->ih_reg_gen));
+		const struct kvidx_ctl_hdr *ctl = map_ro(path);
 		mon_slots = (const void *)((const char *)ctl + ctl->ch_slots_off);
 	}
-	if (ld_acquire(&ctl->ch_generation) != gen)
-		fail("registry names generation %llu, expected %u",
-		     (unsigned long long)ctl->ch_generation, gen);
+	if (ld_acquire(&ih->ih_generation) != gen)
+		fail("index names generation %llu, expected %u",
+		     (unsigned long long)ih->ih_generation, gen);
 	snprintf(path, sizeof(path), "/%s.data.%u", idx_name, gen);
 	mon_hdr = map_ro(path);
 	mon_st = (const void *)((const char *)mon_hdr + mon_hdr->dh_stats_off);

@@ -28,6 +28,7 @@ struct fld {
 };
 
 #define FLD(tag, s, f) { tag, #f, offsetof(struct s, f), sizeof(((struct s *)0)->f) }
+#define IH(f) FLD("kvidx_idx_hdr", kvidx_idx_hdr, f)
 #define CTL(f) FLD("kvidx_ctl_hdr", kvidx_ctl_hdr, f)
 #define RS(f) FLD("kvidx_reader_slot", kvidx_reader_slot, f)
 #define RH(f) FLD("kv_ring_hdr", kv_ring_hdr, f)
@@ -37,9 +38,12 @@ struct fld {
 #define MSG_HDR(v) MSG(v, m_type), MSG(v, m_n), MSG(v, m_pad), MSG(v, m_seq), MSG(v, m_corr)
 
 static const struct fld fields[] = {
+	IH(ih_magic), IH(ih_stamp), IH(ih_size), IH(ih_created_ns), IH(ih_max_readers),
+	IH(ih_ring_entries), IH(ih_reg_size), IH(ih_pad0), IH(ih_generation), IH(ih_reg_gen),
+	IH(ih_epoch), IH(ih_writer_pid), IH(ih_writer_idle), IH(ih_pad1),
 	CTL(ch_magic), CTL(ch_stamp), CTL(ch_size), CTL(ch_max_readers), CTL(ch_slots_off),
-	CTL(ch_created_ns), CTL(ch_ring_off), CTL(ch_ring_entries), CTL(ch_pad3), CTL(ch_pad0),
-	CTL(ch_generation), CTL(ch_epoch), CTL(ch_writer_pid), CTL(ch_writer_idle), CTL(ch_pad2),
+	CTL(ch_created_ns), CTL(ch_ring_off), CTL(ch_ring_entries), CTL(ch_pad3), CTL(ch_reg_gen),
+	CTL(ch_bell), CTL(ch_pad2),
 	RS(rs_state), RS(rs_ctr), RS(rs_pid), RS(rs_pad), RS(rs_claimed_ns), RS(rs_lookups),
 	RS(rs_expelled), RS(rs_commits), RS(rs_dropped),
 	RH(rh_head), RH(rh_pad0), RH(rh_tail), RH(rh_pad1),
@@ -73,6 +77,7 @@ struct tag_size {
 };
 
 static const struct tag_size tags[] = {
+	{ "kvidx_idx_hdr", sizeof(struct kvidx_idx_hdr) },
 	{ "kvidx_ctl_hdr", sizeof(struct kvidx_ctl_hdr) },
 	{ "kvidx_reader_slot", sizeof(struct kvidx_reader_slot) },
 	{ "kv_ring_hdr", sizeof(struct kv_ring_hdr) },
@@ -93,10 +98,13 @@ struct cst {
 
 static const struct cst consts[] = {
 	{ "KV_LAYOUT_VERSION", KV_LAYOUT_VERSION },
+	{ "KV_IDX_MAGIC", KV_IDX_MAGIC },
 	{ "KV_CTL_MAGIC", KV_CTL_MAGIC },
 	{ "KV_DATA_MAGIC", KV_DATA_MAGIC },
 	{ "KV_STAMP", KV_STAMP },
 	{ "KV_CACHELINE", KVIDX_CACHELINE },
+	{ "KV_IDX_SIZE", KV_IDX_SIZE },
+	{ "KV_IDX_HDR_BYTES", sizeof(struct kvidx_idx_hdr) },
 	{ "KV_CTL_HDR_BYTES", sizeof(struct kvidx_ctl_hdr) },
 	{ "KV_RSLOT_BYTES", KV_RSLOT_BYTES },
 	{ "KV_RING_HDR_BYTES", sizeof(struct kv_ring_hdr) },
@@ -124,6 +132,8 @@ static const struct cst consts[] = {
 	{ "KV_MAX_PPK", KV_MAX_PPK },
 	{ "KV_MAX_PODS", KV_MAX_PODS },
 	{ "KV_MAX_READERS", KV_MAX_READERS },
+	{ "KV_EPOCH_MAX", KV_EPOCH_MAX },
+	{ "KV_GEN_MAX", KV_GEN_MAX },
 	{ "KV_MAX_CAPACITY", 1ull << 31 }, /* checked against kv_data_plan() below */
 	{ "KV_RING_MIN", KV_RING_MIN },
 	{ "KV_RING_MAX", KV_RING_MAX },
@@ -420,9 +430,79 @@ Test(format, plan_bounds_and_stamp)
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
 		cr_expect_eq(offs[i] % 4096, 0, "offset %zu not 4096-aligned", i);
 	cr_expect_eq(h.dh_stats_off, 4096);
-	cr_expect_eq(KV_STAMP, (5ull << 48) | (192ull << 32) | (2752ull << 16) | (64ull << 8) | 64);
+	cr_expect_eq(KV_STAMP, (6ull << 48) | (192ull << 32) | (2752ull << 16) | (64ull << 8) | 64);
 	/* Section 5.2's order: histograms, router statistics, then the slots. */
 	cr_expect_eq(h.dh_routers_off, (h.dh_hist_off + 256ull * KV_HIST_PER_POD * 192 * 8 + 4095) &
 					       ~4095ull);
 	cr_expect_eq(h.dh_slots_off, (h.dh_routers_off + 64ull * KV_ROUTER_BYTES + 4095) & ~4095ull);
+}
+
+/* Section 2 and 6: object names, the registry formulas, and what the validators accept. */
+Test(format, names_registry_formula_and_validation)
+{
+	char path[KV_SHM_PATH_MAX];
+
+	kv_ctl_shm_name(path, "ix");
+	cr_expect_str_eq(path, "/ix");
+	kv_lock_shm_name(path, "ix");
+	cr_expect_str_eq(path, "/ix.lock");
+	kv_reg_shm_name(path, "ix", 12);
+	cr_expect_str_eq(path, "/ix.reg.12");
+	kv_data_shm_name(path, "ix", 7);
+	cr_expect_str_eq(path, "/ix.data.7");
+	for (uint32_t n = 1; n <= KV_MAX_READERS; n *= 4) {
+		uint64_t rb = 128 + 64ull * KV_RING_MIN;
+		cr_expect_eq(kv_ctl_ring_off(n), 128 + 64ull * n);
+		cr_expect_eq(kv_ctl_ring_bytes(KV_RING_MIN), rb);
+		cr_expect_eq(kv_ctl_size(n, KV_RING_MIN), 128 + 64ull * n + n * rb);
+	}
+	cr_expect_eq(KV_LOCK_READER(5), 6);
+
+	/* An index header as section 6.1 describes it validates; each rule is enforced. */
+	static struct kvidx_idx_hdr ok, h;
+	memset(&ok, 0, sizeof(ok));
+	ok.ih_magic = KV_IDX_MAGIC;
+	ok.ih_stamp = KV_STAMP;
+	ok.ih_size = KV_IDX_SIZE;
+	ok.ih_max_readers = 8;
+	ok.ih_ring_entries = KV_RING_MIN;
+	ok.ih_reg_size = kv_ctl_size(8, KV_RING_MIN);
+	ok.ih_epoch = 1;
+	ok.ih_reg_gen = 1;
+	cr_expect_eq(kv_idx_validate(&ok, KV_IDX_SIZE), 0);
+	cr_expect_eq(kv_idx_validate(&ok, KV_IDX_SIZE - 1), -KVIDX_ECORRUPT);
+	h = ok; h.ih_magic = KV_CTL_MAGIC; /* a layout-4 registry at /NAME */
+	cr_expect_eq(kv_idx_validate(&h, KV_IDX_SIZE), -KVIDX_EVERSION);
+	h = ok; h.ih_stamp ^= 1ull << 48;
+	cr_expect_eq(kv_idx_validate(&h, KV_IDX_SIZE), -KVIDX_EVERSION);
+	h = ok; h.ih_epoch = 0;
+	cr_expect_eq(kv_idx_validate(&h, KV_IDX_SIZE), -KVIDX_ECORRUPT);
+	h = ok; h.ih_epoch = KV_EPOCH_MAX + 1;
+	cr_expect_eq(kv_idx_validate(&h, KV_IDX_SIZE), -KVIDX_ECORRUPT);
+	h = ok; h.ih_reg_gen = 0;
+	cr_expect_eq(kv_idx_validate(&h, KV_IDX_SIZE), -KVIDX_ECORRUPT);
+	h = ok; h.ih_generation = KV_GEN_MAX + 1;
+	cr_expect_eq(kv_idx_validate(&h, KV_IDX_SIZE), -KVIDX_ECORRUPT);
+	h = ok; h.ih_reg_size += 64;
+	cr_expect_eq(kv_idx_validate(&h, KV_IDX_SIZE), -KVIDX_ECORRUPT);
+	h = ok; h.ih_ring_entries = KV_RING_MIN + 1;
+	cr_expect_eq(kv_idx_validate(&h, KV_IDX_SIZE), -KVIDX_ECORRUPT);
+
+	/* A registry header matches the index header only with its geometry and K. */
+	struct kvidx_ctl_hdr c;
+	memset(&c, 0, sizeof(c));
+	c.ch_magic = KV_CTL_MAGIC;
+	c.ch_stamp = KV_STAMP;
+	c.ch_size = ok.ih_reg_size;
+	c.ch_max_readers = 8;
+	c.ch_slots_off = 128;
+	c.ch_ring_off = kv_ctl_ring_off(8);
+	c.ch_ring_entries = KV_RING_MIN;
+	c.ch_reg_gen = 1;
+	cr_expect_eq(kv_ctl_validate(&c, c.ch_size), 0);
+	cr_expect_eq(kv_ctl_validate(&c, c.ch_size - 1), -KVIDX_ECORRUPT);
+	cr_expect(kv_ctl_matches(&c, &ok, 1));
+	cr_expect(!kv_ctl_matches(&c, &ok, 2));
+	c.ch_reg_gen = 2;
+	cr_expect(!kv_ctl_matches(&c, &ok, 1));
 }

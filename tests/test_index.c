@@ -636,7 +636,7 @@ Test(index, stalled_reader_expelled_and_recovers)
 	struct kvidx_reader_slot *rs =
 		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
 		kv_reader_slot_index(r);
-	__atomic_store_n(&rs->rs_ctr, ctl->ch_epoch, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&rs->rs_ctr, kv_reader_idx(r)->ih_epoch, __ATOMIC_SEQ_CST);
 	uint64_t t = kvidx_now_ns();
 	/* Retired memory waits for it... */
 	kvidx_remove(w, a, &k, 1, 0);
@@ -671,7 +671,7 @@ Test(index, earlier_now_does_not_expel)
 	struct kvidx_reader_slot *rs =
 		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
 		kv_reader_slot_index(r);
-	__atomic_store_n(&rs->rs_ctr, ctl->ch_epoch, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&rs->rs_ctr, kv_reader_idx(r)->ih_epoch, __ATOMIC_SEQ_CST);
 	uint64_t t = kvidx_now_ns();
 	kvidx_remove(w, a, &k, 1, 0);
 	kvidx_writer_tick(w, t + 100 * 1000000ull); /* the stall clock starts at t + 100 ms */
@@ -760,7 +760,7 @@ Test(index, confirm_reported_once_when_publish_fails)
 	struct kvidx_reader_slot *rs =
 		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
 		kv_reader_slot_index(r);
-	__atomic_store_n(&rs->rs_ctr, __atomic_load_n(&ctl->ch_epoch, __ATOMIC_SEQ_CST),
+	__atomic_store_n(&rs->rs_ctr, __atomic_load_n(&kv_reader_idx(r)->ih_epoch, __ATOMIC_SEQ_CST),
 			 __ATOMIC_SEQ_CST);
 	/* Churn x (each change retires its entry) until the arena is spent. */
 	int rc = 0, rounds = 0;

@@ -37,7 +37,11 @@ void tt_unlink_index(const char *name)
 	for (unsigned g = 1; g <= 64; g++) {
 		kv_data_shm_name(path, name, g);
 		shm_unlink(path);
+		kv_reg_shm_name(path, name, g);
+		shm_unlink(path);
 	}
+	kv_lock_shm_name(path, name);
+	shm_unlink(path);
 	kv_ctl_shm_name(path, name);
 	shm_unlink(path);
 }

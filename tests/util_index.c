@@ -30,8 +30,12 @@ void tu_index_remove(const char *name, struct kvidx **w)
 		*w = NULL;
 	snprintf(path, sizeof(path), "/%s", name);
 	shm_unlink(path);
-	for (int g = 1; g <= 3; g++) {
+	snprintf(path, sizeof(path), "/%s.lock", name);
+	shm_unlink(path);
+	for (int g = 1; g <= 8; g++) {
 		snprintf(path, sizeof(path), "/%s.data.%d", name, g);
+		shm_unlink(path);
+		snprintf(path, sizeof(path), "/%s.reg.%d", name, g);
 		shm_unlink(path);
 	}
 }

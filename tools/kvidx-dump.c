@@ -97,6 +97,7 @@ struct dump {
 	struct kvidx_info info;
 	uint64_t now;
 	int lock_fd;              /* the registry opened again, to test liveness locks; or -1 */
+	int wlock_fd;             /* the writer lock file (owner only), or -1 */
 	uint32_t nreaders;        /* registry slots it is safe to look at */
 	struct pod_cache *pods;   /* names by pod index, looked up on first use */
 	uint32_t npods;
@@ -130,9 +131,11 @@ static bool pid_alive(int32_t pid)
  * library's own liveness test, which pid reuse cannot fool. */
 static int lock_held(const struct dump *d, off_t byte)
 {
-	if (d->lock_fd < 0)
+	int fd = byte == KV_LOCK_WRITER ? d->wlock_fd : d->lock_fd;
+
+	if (fd < 0)
 		return -1;
-	int rc = kv_lock_held(d->lock_fd, byte);
+	int rc = kv_lock_held(fd, byte);
 	return rc < 0 ? -1 : rc;
 }
 
@@ -547,7 +550,7 @@ static void dump_routers(struct dump *d)
 static void dump_stats(struct dump *d)
 {
 	const struct kvidx_stats *st = kv_reader_view(d->r)->st;
-	uint64_t epoch = ld_relaxed(&kv_reader_ctl(d->r)->ch_epoch);
+	uint64_t epoch = ld_relaxed(&kv_reader_idx(d->r)->ih_epoch);
 
 	if (d->json) {
 		tc_jw_open(&d->j, "stats", '{');
@@ -807,8 +810,11 @@ static int attach(struct dump *d)
 		return 1;
 	}
 	/* A second descriptor on the registry, only to test liveness locks; optional. */
-	kv_ctl_shm_name(path, d->name);
+	kv_reg_shm_name(path, d->name, kv_reader_reg_gen(d->r));
 	d->lock_fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
+	/* The writer's lock is on a file only the index owner can open: unknown to others. */
+	kv_lock_shm_name(path, d->name);
+	d->wlock_fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0);
 	return 0;
 }
 
@@ -869,7 +875,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct dump d = { .name = KVIDX_DEFAULT_NAME, .lock_fd = -1, .j = { .f = stdout } };
+	struct dump d = { .name = KVIDX_DEFAULT_NAME, .lock_fd = -1, .wlock_fd = -1, .j = { .f = stdout } };
 	uint64_t limit = DEFAULT_ENTRIES, key = 0;
 	unsigned sections = 0;
 	bool prometheus = false;
@@ -974,6 +980,8 @@ int main(int argc, char **argv)
 
 	if (d.lock_fd >= 0)
 		close(d.lock_fd);
+	if (d.wlock_fd >= 0)
+		close(d.wlock_fd);
 	kvidx_reader_close(d.r);
 	free(d.pods);
 	return tc_flush_stdout() ? 1 : status;

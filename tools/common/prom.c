@@ -217,6 +217,9 @@ static const char *stat_help(const char *n)
 		{ "sweep_passes", "Completed sweeps reclaiming the records of cleared pods." },
 		{ "route_commits", "Route commits consumed from the readers' rings." },
 		{ "route_bad", "Malformed, stale or truncated ring messages skipped." },
+		{ "registry_rebuilds", "Reader registries recreated after damage (truncation)." },
+		{ "registry_repairs", "Scribbled registry headers rewritten by the writer." },
+		{ "bad_entries", "Damaged table entries or slot words the writer dropped." },
 	};
 
 	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++)
@@ -527,7 +530,7 @@ static void render_index(FILE *f, struct kvidx_reader *r, const struct kv_view *
 #undef STAT_OUT
 
 	family(f, "kvidx_registry_epoch", "counter", "Reclamation epoch of the reader registry.");
-	fprintf(f, "kvidx_registry_epoch %" PRIu64 "\n", ld_relaxed(&ctl->ch_epoch));
+	fprintf(f, "kvidx_registry_epoch %" PRIu64 "\n", ld_relaxed(&kv_reader_idx(r)->ih_epoch));
 	family(f, "kvidx_reader_slots", "gauge", "Slots in the reader registry.");
 	fprintf(f, "kvidx_reader_slots %" PRIu32 "\n", nslots);
 	family(f, "kvidx_readers", "gauge",

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvidx_writer.h"
 #include "ttl.h"
 
 enum opt_kind {
@@ -443,6 +444,30 @@ static int add_pod(struct ing_config *c, const char *v, bool from_file, char *er
 	return 0;
 }
 
+/* Ranges of the numeric options that size the index: a value outside is refused with the
+ * option's name and the range (0 included: the defaults are what leaving an option out
+ * gives). Limits that depend on two options are checked by ing_config_check(). */
+static const struct {
+	enum opt_id id;
+	uint64_t min, max;
+} num_limits[] = {
+	{ O_CAPACITY, 1, KVIDX_MAX_CAPACITY },     { O_RECORDS, 1, UINT32_MAX },
+	{ O_PPK, 1, KVIDX_MAX_PODS_PER_KEY },      { O_MAX_PODS, 1, KVIDX_MAX_PODS },
+	{ O_MAX_READERS, 1, KVIDX_MAX_READERS },   { O_BLOCK_SIZE, 1, KVIDX_MAX_BLOCK_SIZE },
+	{ O_STALL_MS, 1, KVIDX_MAX_STALL_MS },     { O_ENGINE_MAP, 1, 1ull << 32 },
+};
+
+static int check_num_limit(const struct opt *o, const char *value, uint64_t u, char *err,
+			   size_t errlen)
+{
+	for (size_t i = 0; i < sizeof(num_limits) / sizeof(num_limits[0]); i++)
+		if (num_limits[i].id == o->id && (u < num_limits[i].min || u > num_limits[i].max))
+			return fail(err, errlen, "%s: %s is out of range (%llu..%llu)", o->name,
+				    value, (unsigned long long)num_limits[i].min,
+				    (unsigned long long)num_limits[i].max);
+	return 0;
+}
+
 int ing_config_set(struct ing_config *c, const char *key, const char *value, bool from_file,
 		   char *err, size_t errlen)
 {
@@ -459,7 +484,7 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 	case OPT_U32:
 		rc = parse_u64(key, value, o->kind == OPT_U32 ? UINT32_MAX : UINT64_MAX, &u, err,
 			       errlen);
-		if (rc < 0)
+		if (rc < 0 || (rc = check_num_limit(o, value, u, err, errlen)) < 0)
 			return rc;
 		break;
 	default:
@@ -815,8 +840,42 @@ int ing_config_parse_args(struct ing_config *c, int argc, char **argv, char *err
 	return 0;
 }
 
+/* The option (flag and config-file key) behind a field of struct kvidx_writer_opts. */
+static const char *flag_of(const char *field)
+{
+	static const char *const map[][2] = {
+		{ "capacity", "capacity" },       { "records", "records" },
+		{ "pods_per_key", "pods-per-key" }, { "max_pods", "max-pods" },
+		{ "max_readers", "max-readers" }, { "block_size", "block-size" },
+		{ "stall_ms", "stall-ms" },       { "seed", "seed" },
+		{ "name", "name" },               { "algo", "algo" },
+	};
+	for (size_t i = 0; field && i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strcmp(map[i][0], field))
+			return map[i][1];
+	return field ? field : "?";
+}
+
 int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 {
+	/* The whole geometry, as kvidx_writer_open() will check it before creating anything. */
+	struct kvidx_writer_opts wo = { .name = c->name, .geo = c->geo, .algo = c->algo,
+					.seed = c->seed, .block_size = c->block_size,
+					.stall_ms = c->stall_ms };
+	struct kvidx_limit lim;
+	if (kvidx_writer_check(&wo, &lim) < 0) {
+		if (lim.depends && !strcmp(lim.field, "records") && !c->geo.records)
+			return fail(err, errlen, "--capacity %llu needs --records at most %llu (the "
+				    "default, 2 x capacity, is %llu)",
+				    (unsigned long long)lim.dep_value, (unsigned long long)lim.max,
+				    (unsigned long long)lim.value);
+		if (lim.depends)
+			return fail(err, errlen, "--%s %llu with --%s %llu: at most %llu",
+				    flag_of(lim.field), (unsigned long long)lim.value,
+				    flag_of(lim.depends), (unsigned long long)lim.dep_value,
+				    (unsigned long long)lim.max);
+		return fail(err, errlen, "--%s: %s", flag_of(lim.field), lim.reason);
+	}
 	if (c->spec.floor_ms > c->spec.cap_ms)
 		return fail(err, errlen, "ttl-floor (%ums) is above ttl-cap (%ums)",
 			    c->spec.floor_ms, c->spec.cap_ms);

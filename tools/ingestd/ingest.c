@@ -81,6 +81,22 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 		ilog(ILOG_ERROR, "cannot open index '%s': %s", cfg->name, kvidx_strerror(rc));
 		return rc;
 	}
+	struct kvidx_open_info oi;
+	kvidx_writer_open_info(d->sh.w, &oi);
+	if (oi.flags & KVIDX_OPEN_GEOMETRY)
+		ilog(ILOG_WARN, "index '%s' had capacity %llu, records %llu, pods-per-key %u, "
+		     "max-pods %u, max-readers %u; generation %llu has capacity %llu, records %llu, "
+		     "pods-per-key %u, max-pods %u, max-readers %u (readers switch to it)",
+		     cfg->name, (unsigned long long)oi.prev.capacity,
+		     (unsigned long long)oi.prev.records, oi.prev.pods_per_key, oi.prev.max_pods,
+		     oi.prev.max_readers, (unsigned long long)oi.generation,
+		     (unsigned long long)o.geo.capacity, (unsigned long long)o.geo.records,
+		     o.geo.pods_per_key, o.geo.max_pods, o.geo.max_readers);
+	if (oi.flags & KVIDX_OPEN_REGISTRY)
+		ilog(ILOG_WARN, "index '%s': reader registry recreated (%s); readers re-register",
+		     cfg->name, oi.flags & KVIDX_OPEN_GEOMETRY ? "new reader geometry" : "damaged");
+	if (oi.flags & KVIDX_OPEN_REBUILT)
+		ilog(ILOG_WARN, "index '%s': its header was damaged and has been rebuilt", cfg->name);
 	d->bell_fd = kvidx_writer_doorbell(d->sh.w);
 	if (d->bell_fd < 0)
 		ilog(ILOG_WARN, "no commit doorbell (%s): route commits wait up to 1 ms",

@@ -1,5 +1,5 @@
 // data.go — a data generation NAME.data.G: planning its layout from the geometry, validating
-// a header copy against the plan, and the read-only view lookups use (FORMAT.md 5, 6.4).
+// a header copy against the plan, and the read-only view lookups use (FORMAT.md 5, 6.8).
 
 package kvidx
 
@@ -108,19 +108,21 @@ func (v *view) unmap() {
 	*v = view{}
 }
 
-// mapGen maps generation gen of index name and validates it (FORMAT.md 6.4).
-func mapGen(name string, gen uint64) (view, error) {
+// mapGen maps generation gen of index name and validates it (FORMAT.md 6.8); it must be
+// owner's and writable by no one else (FORMAT.md 2).
+func mapGen(name string, gen uint64, owner uint32) (view, error) {
 	var v view
 	fd, err := shmOpen(fmt.Sprintf("%s.data.%d", name, gen), syscall.O_RDONLY)
 	if err != nil {
 		return v, err
 	}
 	defer syscall.Close(fd)
-	size, err := fileSize(fd)
-	if err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
 		return v, err
 	}
-	if size < dataHdrBytes {
+	size := st.Size
+	if size < dataHdrBytes || st.Uid != owner || st.Mode&0o022 != 0 {
 		return v, ErrCorrupt
 	}
 	b, err := mmap(fd, int(size), false)

@@ -1,5 +1,5 @@
 // format.go — the constants and byte offsets of the segment format, as shm/FORMAT.md
-// specifies them (layout version 5). format_test.go checks them against that document.
+// specifies them (layout version 6). format_test.go checks them against that document.
 
 package kvidx
 
@@ -7,13 +7,16 @@ import "math/bits"
 
 // Constants of FORMAT.md section 3.
 const (
-	LayoutVersion = 5
+	LayoutVersion = 6
 
+	idxMagic  = 0x5844495844494b56
 	ctlMagic  = 0x4c54435844494b56
 	dataMagic = 0x4154414458444b56
 	stamp     = LayoutVersion<<48 | histBuckets<<32 | podBytes<<16 | msgBytes<<8 | rslotBytes
 
 	cacheline             = 64
+	idxSize               = 4096
+	idxHdrBytes           = 128
 	ctlHdrBytes           = 128
 	rslotBytes            = 64
 	ringHdrBytes          = 128
@@ -25,7 +28,7 @@ const (
 	podNamed              = 64
 	PodRanks              = 32 // ranks with a health area per pod
 	RankWords             = 8
-	statsWords            = 24
+	statsWords            = 27
 	histBuckets           = 192
 	histDecayS            = 60
 	histPerPod            = 8    // histograms per pod (FORMAT.md 5.5)
@@ -41,6 +44,8 @@ const (
 	maxPPK                = 64
 	MaxPods               = 4096
 	maxReaders            = 4096
+	epochMax              = 1 << 62
+	genMax                = 1 << 62
 	maxCapacity           = 1 << 31
 	ringMin               = 64
 	ringMax               = 1 << 20
@@ -73,7 +78,23 @@ const (
 	TierOther             = 0x8
 )
 
-// Registry header fields (FORMAT.md 6.1).
+// Index header fields (FORMAT.md 6.1).
+const (
+	ihMagic       = 0
+	ihStamp       = 8
+	ihSize        = 16
+	ihCreatedNs   = 24
+	ihMaxReaders  = 32
+	ihRingEntries = 36
+	ihRegSize     = 40
+	ihGeneration  = 64
+	ihRegGen      = 72
+	ihEpoch       = 80
+	ihWriterPid   = 88
+	ihWriterIdle  = 92
+)
+
+// Registry header fields (FORMAT.md 6.3).
 const (
 	chMagic       = 0
 	chStamp       = 8
@@ -83,13 +104,11 @@ const (
 	chCreatedNs   = 32
 	chRingOff     = 40
 	chRingEntries = 48
-	chGeneration  = 64
-	chEpoch       = 72
-	chWriterPid   = 80
-	chWriterIdle  = 84
+	chRegGen      = 56
+	chBell        = 64
 )
 
-// Reader slot fields (FORMAT.md 6.2).
+// Reader slot fields (FORMAT.md 6.5).
 const (
 	rsState     = 0
 	rsCtr       = 8
@@ -201,6 +220,7 @@ var StatNames = [...]string{
 	"confirms", "removes", "speculations", "expirations", "pod_clears", "evict_spec",
 	"evict_confirmed", "rec_evictions", "store_failed", "retired", "reclaimed", "epochs",
 	"readers_dead", "readers_expelled", "sweep_passes", "route_commits", "route_bad",
+	"registry_rebuilds", "registry_repairs", "bad_entries",
 }
 
 // Record word 0 and pod word fields (FORMAT.md 5.4, 5.8).

@@ -75,8 +75,10 @@ func TestFormatConstants(t *testing.T) {
 		t.Fatal("no constants table")
 	}
 	goConsts := map[string]uint64{
-		"KV_LAYOUT_VERSION": LayoutVersion, "KV_CTL_MAGIC": ctlMagic, "KV_DATA_MAGIC": dataMagic,
+		"KV_LAYOUT_VERSION": LayoutVersion, "KV_IDX_MAGIC": idxMagic, "KV_CTL_MAGIC": ctlMagic, "KV_DATA_MAGIC": dataMagic,
 		"KV_STAMP": stamp, "KV_CACHELINE": cacheline, "KV_CTL_HDR_BYTES": ctlHdrBytes,
+		"KV_IDX_SIZE": idxSize, "KV_IDX_HDR_BYTES": idxHdrBytes, "KV_EPOCH_MAX": epochMax,
+		"KV_GEN_MAX":     genMax,
 		"KV_RSLOT_BYTES": rslotBytes, "KV_RING_HDR_BYTES": ringHdrBytes, "KV_MSG_BYTES": msgBytes,
 		"KV_DATA_HDR_BYTES": dataHdrBytes, "KV_DATA_HDR_IMMUTABLE": dataHdrImmutable,
 		"KV_POD_BYTES": podBytes, "KV_POD_COUNTERS": PodCounters, "KV_POD_NAMED": podNamed,
@@ -128,8 +130,13 @@ func TestFormatOffsets(t *testing.T) {
 		"kvidx_ctl_hdr.ch_size": chSize, "kvidx_ctl_hdr.ch_max_readers": chMaxReaders,
 		"kvidx_ctl_hdr.ch_slots_off": chSlotsOff, "kvidx_ctl_hdr.ch_created_ns": chCreatedNs,
 		"kvidx_ctl_hdr.ch_ring_off": chRingOff, "kvidx_ctl_hdr.ch_ring_entries": chRingEntries,
-		"kvidx_ctl_hdr.ch_generation": chGeneration, "kvidx_ctl_hdr.ch_epoch": chEpoch,
-		"kvidx_ctl_hdr.ch_writer_pid": chWriterPid, "kvidx_ctl_hdr.ch_writer_idle": chWriterIdle,
+		"kvidx_ctl_hdr.ch_reg_gen": chRegGen, "kvidx_ctl_hdr.ch_bell": chBell,
+		"kvidx_idx_hdr.ih_magic": ihMagic, "kvidx_idx_hdr.ih_stamp": ihStamp,
+		"kvidx_idx_hdr.ih_size": ihSize, "kvidx_idx_hdr.ih_created_ns": ihCreatedNs,
+		"kvidx_idx_hdr.ih_max_readers": ihMaxReaders, "kvidx_idx_hdr.ih_ring_entries": ihRingEntries,
+		"kvidx_idx_hdr.ih_reg_size": ihRegSize, "kvidx_idx_hdr.ih_generation": ihGeneration,
+		"kvidx_idx_hdr.ih_reg_gen": ihRegGen, "kvidx_idx_hdr.ih_epoch": ihEpoch,
+		"kvidx_idx_hdr.ih_writer_pid": ihWriterPid, "kvidx_idx_hdr.ih_writer_idle": ihWriterIdle,
 		"kvidx_reader_slot.rs_state": rsState, "kvidx_reader_slot.rs_ctr": rsCtr,
 		"kvidx_reader_slot.rs_pid": rsPid, "kvidx_reader_slot.rs_claimed_ns": rsClaimedNs,
 		"kvidx_reader_slot.rs_lookups": rsLookups, "kvidx_reader_slot.rs_expelled": rsExpelledN,
@@ -163,7 +170,7 @@ func TestFormatOffsets(t *testing.T) {
 		"kvidx_pod.pd_model": pdModel, "kvidx_pod.pd_ctr": pdCtr,
 		"entry.key": 0, "entry.meta": 8, "record.w0": 0, "record.w1": 8,
 	}
-	sizes := map[string]uint64{"kvidx_ctl_hdr": ctlHdrBytes, "kvidx_reader_slot": rslotBytes,
+	sizes := map[string]uint64{"kvidx_idx_hdr": idxHdrBytes, "kvidx_ctl_hdr": ctlHdrBytes, "kvidx_reader_slot": rslotBytes,
 		"kv_ring_hdr": ringHdrBytes, "kv_msg/commit": msgBytes, "kv_msg/keys": msgBytes,
 		"kv_msg/outcome": msgBytes, "kvidx_data_hdr": dataHdrBytes, "kvidx_pod": podBytes,
 		"entry": unitBytes, "record": unitBytes}

@@ -7,7 +7,6 @@ package kvidx
 import (
 	"errors"
 	"regexp"
-	"syscall"
 )
 
 // DefaultName is the index name when Open is given "".
@@ -31,7 +30,8 @@ func (a Algo) String() string {
 // (a process that dies frees its slots by itself: the kernel drops their locks).
 type Reader struct {
 	name  string
-	c     ctl
+	ih    idx // the index header, read-only
+	c     ctl // the registry this Reader is registered in
 	slot  uint32
 	me    uintptr // offset of our slot in the registry
 	state uint64  // the rs_state we own
@@ -45,7 +45,6 @@ type Reader struct {
 	ringOff   uintptr
 	ringHead  uint64
 	commitSeq uint32
-	bellFd    int
 }
 
 type row struct {
@@ -58,8 +57,9 @@ type row struct {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,46}$`)
 
-// Open attaches to index name ("": DefaultName): maps the registry read-write, claims a
-// slot, maps the current data generation read-only and validates it. Errors: ErrNotFound,
+// Open attaches to index name ("": DefaultName): maps the index header read-only, the
+// registry it names read-write, claims a slot, maps the current data generation read-only
+// and validates it. Objects not owned by the index header's owner are refused (ErrCorrupt). Errors: ErrNotFound,
 // ErrVersion, ErrCorrupt, ErrNoSlot, or a system error (e.g. EACCES).
 func Open(name string) (*Reader, error) {
 	if name == "" {
@@ -68,13 +68,13 @@ func Open(name string) (*Reader, error) {
 	if !nameRE.MatchString(name) {
 		return nil, ErrInvalid
 	}
-	r := &Reader{name: name, bellFd: -1}
+	r := &Reader{name: name, c: ctl{fd: -1}}
 	var err error
-	r.c, err = openCtl(name)
+	r.ih, err = openIdx(name)
 	if err != nil {
 		return nil, err
 	}
-	if err = r.claimAny(); err == nil {
+	if err = r.attach(); err == nil {
 		err = r.switchGen()
 	}
 	if err != nil {
@@ -86,19 +86,17 @@ func Open(name string) (*Reader, error) {
 
 // Close frees the slot and unmaps everything. The Reader is unusable afterwards.
 func (r *Reader) Close() {
-	if r.c.m.b == nil {
+	if r.ih.m.b == nil {
 		return
 	}
-	if r.me != 0 {
+	// A registry the index header no longer names may be truncated: left untouched.
+	if r.me != 0 && r.c.m.b != nil && r.ih.m.ld64(ihRegGen) == r.c.regGen {
 		r.release()
-		r.me = 0
 	}
+	r.me = 0
 	r.v.unmap()
 	r.c.close()
-	if r.bellFd >= 0 {
-		syscall.Close(r.bellFd)
-		r.bellFd = -1
-	}
+	r.ih.close()
 }
 
 func (r *Reader) growScratch() {

@@ -1,15 +1,26 @@
-// registry.go — the registry segment NAME: header validation, claiming a reader slot (CAS +
-// OFD lock on its byte), the read-side section protocol (announce, full fence, expulsion
-// check), and the route-ring producer (commits, outcomes, doorbell). FORMAT.md 6-8. Kept in
-// one file so that a change of the registry's design stays local.
+// registry.go — the index header NAME (read-only), the registry NAME.reg.K it names (header
+// validation, following K when the writer replaces it, claiming a reader slot with CAS + an
+// OFD lock on byte 1+i of the registry file), the read-side section protocol (announce, full
+// fence, expulsion check), and the route-ring producer (commits, outcomes, the futex
+// doorbell). FORMAT.md 2, 6-8. Kept in one file so that a change of the registry's design
+// stays local.
 
 package kvidx
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"syscall"
+	"unsafe"
 )
+
+// idx is the mapped index header (read-only) and its owner.
+type idx struct {
+	fd    int
+	m     mapping
+	owner uint32 // st_uid of the index header: every other object must have it
+}
 
 // ctl is a mapped registry and the geometry of its validated header copy.
 type ctl struct {
@@ -20,19 +31,61 @@ type ctl struct {
 	slotsOff    uint64
 	ringOff     uint64
 	ringEntries uint32
+	regGen      uint64 // K of NAME.reg.K
 }
 
 func ringBytes(entries uint32) uint64 { return ringHdrBytes + uint64(entries)*msgBytes }
 
-// validateCtl checks a registry header copy as kv_ctl_validate() does (FORMAT.md 6.1).
-func validateCtl(h []byte, fileSize uint64) (ctl, error) {
+func ctlRingOff(maxRd uint32) uint64 { return ctlHdrBytes + uint64(maxRd)*rslotBytes }
+
+func ctlSize(maxRd, entries uint32) uint64 {
+	return ctlRingOff(maxRd) + uint64(maxRd)*ringBytes(entries)
+}
+
+func ringEntriesOK(re uint32) bool { return re >= ringMin && re <= ringMax && re&(re-1) == 0 }
+
+// idxHdr is a validated copy of the index header.
+type idxHdr struct {
+	maxReaders, ringEntries uint32
+	regSize, regGen         uint64
+}
+
+// validateIdx checks an index header copy as kv_idx_validate() does (FORMAT.md 6.1).
+func validateIdx(h []byte, fileSize uint64) (idxHdr, error) {
+	var x idxHdr
+	le := binary.LittleEndian
+	switch le.Uint64(h[ihMagic:]) {
+	case 0:
+		return x, ErrNotFound // a writer is (re)initialising it
+	case ctlMagic:
+		return x, ErrVersion // a layout-4 registry at /NAME
+	case idxMagic:
+	default:
+		return x, ErrCorrupt
+	}
+	if le.Uint64(h[ihStamp:]) != stamp {
+		return x, ErrVersion
+	}
+	x.maxReaders = le.Uint32(h[ihMaxReaders:])
+	x.ringEntries = le.Uint32(h[ihRingEntries:])
+	x.regSize = le.Uint64(h[ihRegSize:])
+	x.regGen = le.Uint64(h[ihRegGen:])
+	ep, g := le.Uint64(h[ihEpoch:]), le.Uint64(h[ihGeneration:])
+	if le.Uint64(h[ihSize:]) != idxSize || fileSize < idxSize || x.maxReaders == 0 ||
+		x.maxReaders > maxReaders || !ringEntriesOK(x.ringEntries) ||
+		x.regSize != ctlSize(x.maxReaders, x.ringEntries) || ep == 0 || ep > epochMax ||
+		g > genMax || x.regGen == 0 || x.regGen > genMax {
+		return x, ErrCorrupt
+	}
+	return x, nil
+}
+
+// validateCtl checks a registry header copy as kv_ctl_validate() and kv_ctl_matches() do
+// (FORMAT.md 6.3): a valid registry, and exactly the one index header x names as K.
+func validateCtl(h []byte, fileSize uint64, x idxHdr, k uint64) (ctl, error) {
 	var c ctl
 	le := binary.LittleEndian
-	magic := le.Uint64(h[chMagic:])
-	if magic == 0 {
-		return c, ErrNotFound // the first writer is initialising it
-	}
-	if magic != ctlMagic {
+	if le.Uint64(h[chMagic:]) != ctlMagic {
 		return c, ErrCorrupt
 	}
 	if le.Uint64(h[chStamp:]) != stamp {
@@ -43,36 +96,115 @@ func validateCtl(h []byte, fileSize uint64) (ctl, error) {
 	c.slotsOff = uint64(le.Uint32(h[chSlotsOff:]))
 	c.ringOff = le.Uint64(h[chRingOff:])
 	c.size = le.Uint64(h[chSize:])
-	re := c.ringEntries
-	wantRing := ctlHdrBytes + uint64(c.maxReaders)*rslotBytes
-	if c.maxReaders == 0 || c.maxReaders > maxReaders || re < ringMin || re > ringMax ||
-		re&(re-1) != 0 || c.slotsOff != ctlHdrBytes || c.ringOff != wantRing ||
-		c.size != wantRing+uint64(c.maxReaders)*ringBytes(re) || c.size > fileSize {
+	c.regGen = le.Uint64(h[chRegGen:])
+	if c.maxReaders == 0 || c.maxReaders > maxReaders || !ringEntriesOK(c.ringEntries) ||
+		c.slotsOff != ctlHdrBytes || c.ringOff != ctlRingOff(c.maxReaders) ||
+		c.size != ctlSize(c.maxReaders, c.ringEntries) || c.size > fileSize {
+		return c, ErrCorrupt
+	}
+	if c.size != x.regSize || c.maxReaders != x.maxReaders || c.ringEntries != x.ringEntries ||
+		c.regGen != k {
 		return c, ErrCorrupt
 	}
 	return c, nil
 }
 
-func openCtl(name string) (ctl, error) {
-	fd, err := shmOpen(name, syscall.O_RDWR)
-	if err != nil {
-		if err == syscall.ENOENT {
-			return ctl{}, ErrNotFound
-		}
-		return ctl{}, &os.PathError{Op: "open", Path: shmDir + name, Err: err}
+func openErr(name string, err error) error {
+	if err == syscall.ENOENT {
+		return ErrNotFound
 	}
-	size, err := fileSize(fd)
-	var h [ctlHdrBytes]byte
+	return &os.PathError{Op: "open", Path: shmDir + name, Err: err}
+}
+
+// openIdx opens and maps the index header read-only after the owner checks of FORMAT.md 2.
+func openIdx(name string) (idx, error) {
+	fd, err := shmOpen(name, syscall.O_RDONLY)
+	if err != nil {
+		return idx{fd: -1}, openErr(name, err)
+	}
+	var st syscall.Stat_t
+	var h [idxHdrBytes]byte
+	err = syscall.Fstat(fd, &st)
 	if err == nil {
 		var n int
 		n, err = syscall.Pread(fd, h[:], 0)
-		if err == nil && (size < ctlHdrBytes || n != ctlHdrBytes) {
+		if err == nil && (st.Size < idxHdrBytes || n != idxHdrBytes) {
+			err = ErrCorrupt
+		}
+	}
+	if err == nil && binary.LittleEndian.Uint64(h[ihMagic:]) == 0 {
+		err = ErrNotFound // a writer is creating it right now
+	}
+	if err == nil && st.Mode&0o022 != 0 {
+		err = ErrCorrupt // the index header is the owner's alone
+	}
+	if err == nil {
+		_, err = validateIdx(h[:], uint64(st.Size))
+	}
+	var x idx
+	if err == nil {
+		var b []byte
+		b, err = mmap(fd, idxSize, false)
+		if err == nil {
+			x.m = newMapping(b)
+		}
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return idx{fd: -1}, err
+	}
+	x.fd, x.owner = fd, st.Uid
+	return x, nil
+}
+
+func (x *idx) close() {
+	if x.m.b != nil {
+		_ = syscall.Munmap(x.m.b)
+	}
+	if x.fd >= 0 {
+		syscall.Close(x.fd)
+	}
+	*x = idx{fd: -1}
+}
+
+// openCtl opens and maps the registry the index header names now (FORMAT.md 6.3). ErrNotFound
+// if it was replaced while we looked (the next call tries again).
+func openCtl(name string, x *idx) (ctl, error) {
+	// Acquire: pairs with the writer's release store of ih_reg_gen; the geometry read after
+	// it is that registry's.
+	k := x.m.ld64(ihRegGen)
+	var ih [idxHdrBytes]byte
+	if n, err := syscall.Pread(x.fd, ih[:], 0); err != nil || n != idxHdrBytes {
+		return ctl{fd: -1}, ErrCorrupt
+	}
+	xh, err := validateIdx(ih[:], idxSize)
+	if err != nil {
+		return ctl{fd: -1}, err
+	}
+	if xh.regGen != k {
+		return ctl{fd: -1}, ErrNotFound
+	}
+	path := fmt.Sprintf("%s.reg.%d", name, k)
+	fd, err := shmOpen(path, syscall.O_RDWR)
+	if err != nil {
+		return ctl{fd: -1}, openErr(path, err)
+	}
+	var st syscall.Stat_t
+	var h [ctlHdrBytes]byte
+	err = syscall.Fstat(fd, &st)
+	if err == nil && (st.Uid != x.owner || uint64(st.Size) < xh.regSize) {
+		err = ErrCorrupt // someone else's object under the index's name, or short
+	}
+	if err == nil {
+		var n int
+		n, err = syscall.Pread(fd, h[:], 0)
+		if err == nil && n != ctlHdrBytes {
 			err = ErrCorrupt
 		}
 	}
 	var c ctl
 	if err == nil {
-		c, err = validateCtl(h[:], uint64(size))
+		c, err = validateCtl(h[:], uint64(st.Size), xh, k)
 	}
 	if err == nil {
 		var b []byte
@@ -83,7 +215,7 @@ func openCtl(name string) (ctl, error) {
 	}
 	if err != nil {
 		syscall.Close(fd)
-		return ctl{}, err
+		return ctl{fd: -1}, err
 	}
 	c.fd = fd
 	return c, nil
@@ -103,7 +235,7 @@ func (c *ctl) slotOff(i uint32) uintptr { return uintptr(c.slotsOff) + uintptr(i
 
 func rsGen(st uint64) uint64 { return st >> 8 }
 
-// claim takes slot i if its OFD lock is free: the lock is the claim (FORMAT.md 6.3).
+// claim takes slot i if its OFD lock is free: the lock is the claim (FORMAT.md 6.7).
 func (r *Reader) claim(i uint32) bool {
 	c := &r.c
 	if lockTry(c.fd, lockReader0+int64(i)) != nil {
@@ -144,6 +276,25 @@ func (r *Reader) claimAny() error {
 	return ErrNoSlot
 }
 
+// attach registers this Reader in the registry the index header names (FORMAT.md 6.3,
+// 6.7): on success the previous registry, if any, is left without being written (it may be
+// truncated: FORMAT.md 6.4); on failure the Reader keeps the one it had.
+func (r *Reader) attach() error {
+	c, err := openCtl(r.name, &r.ih)
+	if err != nil {
+		return err
+	}
+	old, oldSlot, oldMe, oldState, oldRing, oldHead := r.c, r.slot, r.me, r.state, r.ringOff, r.ringHead
+	r.c, r.me = c, 0
+	if err = r.claimAny(); err != nil {
+		r.c.close()
+		r.c, r.slot, r.me, r.state, r.ringOff, r.ringHead = old, oldSlot, oldMe, oldState, oldRing, oldHead
+		return err
+	}
+	old.close() // unmaps and closes, which drops our lock on the old slot
+	return nil
+}
+
 func (r *Reader) release() {
 	c := &r.c
 	c.m.st64(r.me+rsCtr, 0)
@@ -152,20 +303,20 @@ func (r *Reader) release() {
 	unlock(c.fd, lockReader0+int64(r.slot))
 }
 
-// switchGen maps the generation the registry names; bounded: a writer switching again
-// meanwhile is followed at most three times (FORMAT.md 6.4).
+// switchGen maps the generation the index header names; bounded: a writer switching again
+// meanwhile is followed at most three times (FORMAT.md 6.8).
 func (r *Reader) switchGen() error {
 	err := error(ErrNotFound)
 	for tries := 0; tries < 3; tries++ {
-		// Acquire: pairs with the writer's release store of ch_generation.
-		g := r.c.m.ld64(chGeneration)
+		// Acquire: pairs with the writer's release store of ih_generation.
+		g := r.ih.m.ld64(ihGeneration)
 		if g == 0 {
 			return ErrNotFound
 		}
 		if g == r.v.gen {
 			return nil
 		}
-		v, e := mapGen(r.name, g)
+		v, e := mapGen(r.name, g, r.ih.owner)
 		if e == nil {
 			r.v.unmap()
 			r.v = v
@@ -198,8 +349,17 @@ func (r *Reader) reregister() error {
 
 // enter starts a read-side section (FORMAT.md 7.1).
 func (r *Reader) enter() error {
+	// A replaced registry is left before anything in it is touched (FORMAT.md 6.4).
+	if r.ih.m.ld64(ihRegGen) != r.c.regGen {
+		if err := r.attach(); err != nil {
+			if err == ErrNotFound {
+				return ErrRetry
+			}
+			return err
+		}
+	}
 	m := &r.c.m
-	if m.ld64(chGeneration) != r.v.gen {
+	if r.ih.m.ld64(ihGeneration) != r.v.gen {
 		if err := r.switchGen(); err != nil && r.v.m.b == nil {
 			return err // else keep serving the generation we have
 		}
@@ -212,7 +372,7 @@ func (r *Reader) enter() error {
 	// The announcement, then a full fence before any slot is read: Go's atomic store is
 	// sequentially consistent (XCHG on amd64, STLR + the loads' LDAR ordering on arm64),
 	// which is that fence. Pairs with the full fence in kv_rcu_reclaim() (lib/writer.c).
-	m.st64(r.me+rsCtr, m.ld64(chEpoch))
+	m.st64(r.me+rsCtr, r.ih.m.ld64(ihEpoch))
 	if testHookEnter != nil {
 		testHookEnter(r)
 	}
@@ -272,9 +432,19 @@ func (r *Reader) ringPut(n uint64) {
 	// too, it orders the head before the idle-flag load below (the doorbell rule).
 	m.st64(r.ringOff+rhHead, r.ringHead)
 	m.st64(r.me+rsCommits, m.ld64(r.me+rsCommits)+1)
-	if m.ld32(chWriterIdle) != 0 {
-		doorbell(&r.bellFd, r.name)
+	if r.ih.m.ld32(ihWriterIdle) != 0 {
+		r.doorbell()
 	}
+}
+
+// doorbell rings the writer (FORMAT.md 8.4): add 1 to the registry's futex word, then
+// FUTEX_WAKE on it, a shared futex (no FUTEX_PRIVATE_FLAG) keyed on the registry's page, so
+// it reaches the writer's helper thread in whatever process. Errors are ignored: a lost
+// wake-up only costs latency.
+func (r *Reader) doorbell() {
+	w := r.c.m.p32(chBell)
+	atomicAdd32(w, 1)
+	_, _, _ = syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWake, 1, 0, 0, 0)
 }
 
 func (r *Reader) ringDrop() error {

@@ -1,11 +1,12 @@
 // sys_linux.go — the system calls the reader needs, through package syscall only (no cgo):
-// shm objects as files under /dev/shm, mmap, OFD byte locks, the writer's doorbell socket,
+// shm objects as files under /dev/shm, mmap, OFD byte locks, the futex doorbell,
 // and CLOCK_MONOTONIC.
 
 package kvidx
 
 import (
 	"errors"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -113,16 +114,7 @@ var clock = newMonoClock()
 // (C kvidx_now_ns()).
 func NowNs() uint64 { return clock.now() }
 
-// doorbell sends one byte to the writer's doorbell (FORMAT.md 8.4); errors are ignored.
-func doorbell(fd *int, name string) {
-	if *fd < 0 {
-		s, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_DGRAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return
-		}
-		*fd = s
-	}
-	// A leading '@' is Go's spelling of the abstract namespace's leading NUL.
-	sa := &syscall.SockaddrUnix{Name: "@kvidx-doorbell-" + name}
-	_ = syscall.Sendto(*fd, []byte{1}, syscall.MSG_DONTWAIT, sa)
-}
+// futexWake is FUTEX_WAKE (linux/futex.h), the same on every architecture.
+const futexWake = 1
+
+func atomicAdd32(p *uint32, d uint32) { atomic.AddUint32(p, d) }

@@ -413,7 +413,7 @@ func TestTortureReaderProcesses(t *testing.T) {
 				st := sup.c.m.ld64(sup.c.slotOff(uint32(p.slot)) + rsState)
 				ctr := sup.c.m.ld64(sup.c.slotOff(uint32(p.slot)) + rsCtr)
 				t.Fatalf("a reader stopped inside its section was never expelled: slot %d state %#x ctr %d epoch %d writer %v pid %d sup slot %d",
-					p.slot, st, ctr, sup.c.m.ld64(chEpoch), w.cmd.ProcessState, p.c.cmd.Process.Pid, sup.slot)
+					p.slot, st, ctr, sup.ih.m.ld64(ihEpoch), w.cmd.ProcessState, p.c.cmd.Process.Pid, sup.slot)
 			}
 			time.Sleep(time.Millisecond)
 		}

@@ -1,0 +1,305 @@
+/*
+ * test_attack.c — issue 10, item 1: what a member of the index's group, who can write (and
+ * truncate) the reader registry, can do to the writer. Each test plays one attack against a
+ * writer in this process, then checks that the writer survived it, that reclamation still
+ * works and never frees memory a reader in a section may hold, and that a fresh writer can
+ * take the index over. Written against the library's API and the registry's object only (found
+ * by name), so that the same file builds against the code before the fix; there every one of
+ * these tests failed (SIGBUS, a refused takeover, a reader never expelled, memory reclaimed
+ * under a reader).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "inspect.h"
+#include "kvidx_writer.h"
+#include "layout.h"
+#include "util_index.h"
+
+#define NS_MS 1000000ull
+#define NKEYS 100
+
+static char name[64];
+static struct kvidx *w;
+static uint64_t keys[NKEYS];
+
+static void init(void)
+{
+	tu_index_name(name, sizeof(name), "attack");
+	for (int i = 0; i < NKEYS; i++)
+		keys[i] = 0xa77ac0000ull + (uint64_t)i * 7919;
+}
+
+static void fini(void)
+{
+	tu_index_remove(name, &w);
+}
+
+TestSuite(attack, .init = init, .fini = fini);
+
+/* The registry object readers write: "/NAME.reg.K" for the highest K that exists, else
+ * "/NAME" (where the layout before the fix kept it). */
+static const char *registry_path(void)
+{
+	static char path[128];
+	char p[128];
+
+	snprintf(path, sizeof(path), "/%s", name);
+	for (int k = 1; k <= 8; k++) {
+		snprintf(p, sizeof(p), "/dev/shm/%s.reg.%d", name, k);
+		if (access(p, F_OK) == 0)
+			snprintf(path, sizeof(path), "/%s.reg.%d", name, k);
+	}
+	return path;
+}
+
+static void reg_write(off_t off, const void *buf, size_t n)
+{
+	int fd = shm_open(registry_path(), O_RDWR, 0);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, buf, n, off), (ssize_t)n);
+	close(fd);
+}
+
+static void reg_truncate(off_t len)
+{
+	int fd = shm_open(registry_path(), O_RDWR, 0);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, len), 0);
+	close(fd);
+}
+
+static struct kvidx *open_writer(uint32_t stall_ms)
+{
+	struct kvidx_writer_opts o = { .name = name,
+				       .geo = { .capacity = 200, .pods_per_key = 2, .max_pods = 4,
+						.max_readers = 4 },
+				       .stall_ms = stall_ms };
+	struct kvidx *x = kvidx_writer_open(&o);
+
+	cr_assert_not_null(x, "writer open: %s", kvidx_strerror(-errno));
+	cr_assert_eq(kvidx_pod_add(x, "10.9.9.9:8000", NULL), 0);
+	cr_assert_eq(kvidx_store(x, 0, keys, NKEYS, KVIDX_TIER_GPU, kvidx_now_ns()), NKEYS);
+	return x;
+}
+
+/* A fresh reader finds every stored key. */
+static void assert_serves(const char *what)
+{
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	struct kvidx_rec rec[2];
+	int found = 0;
+
+	cr_assert_not_null(r, "%s: reader open: %s", what, kvidx_strerror(-errno));
+	for (int i = 0; i < NKEYS; i++)
+		found += kvidx_lookup(r, keys[i], rec, 2) == 1;
+	cr_assert_eq(found, NKEYS, "%s: %d of %d keys found", what, found, NKEYS);
+	kvidx_reader_close(r);
+}
+
+/* The writer is gone (as if killed); a new one must take the index over. */
+static void assert_takeover(const char *what)
+{
+	kvidx_writer_close(w, false);
+	w = NULL;
+	struct kvidx_writer_opts o = { .name = name,
+				       .geo = { .capacity = 200, .pods_per_key = 2, .max_pods = 4,
+						.max_readers = 4 } };
+	w = kvidx_writer_open(&o);
+	cr_assert_not_null(w, "%s: takeover refused: %s", what, kvidx_strerror(-errno));
+	cr_assert_eq(kvidx_pod_add(w, "10.9.9.9:8000", NULL), 0);
+	cr_assert_eq(kvidx_store(w, 0, keys, NKEYS, KVIDX_TIER_GPU, kvidx_now_ns()), NKEYS);
+	kvidx_writer_tick(w, kvidx_now_ns());
+	assert_serves(what);
+}
+
+/* A reader truncates the registry under a running writer: the writer must not die of
+ * SIGBUS, must give readers a registry again, and a successor must be able to take over. */
+Test(attack, truncated_registry)
+{
+	w = open_writer(1000);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	cr_assert_not_null(r);
+	uint64_t now = kvidx_now_ns();
+	kvidx_writer_tick(w, now);
+	reg_truncate(0);
+	/* Every writer call that touches the registry, after the truncation. */
+	kvidx_remove(w, 0, keys, 10, 0);
+	kvidx_writer_tick(w, now + 1 * NS_MS);
+	kvidx_drain(w, 100, &(struct kvidx_drain_ops){ 0 });
+	kvidx_writer_idle(w, true);
+	kvidx_writer_idle(w, false);
+	kvidx_writer_tick(w, now + 200 * NS_MS);
+	cr_assert_eq(kvidx_store(w, 0, keys, 10, KVIDX_TIER_GPU, now), 10);
+	/* The reader that was attached moves to the new registry by itself. */
+	struct kvidx_rec rec[2];
+	int rc = kvidx_lookup(r, keys[0], rec, 2);
+	if (rc == -KVIDX_ERETRY)
+		rc = kvidx_lookup(r, keys[0], rec, 2);
+	cr_assert_eq(rc, 1, "the attached reader: %s", kvidx_strerror(rc));
+	kvidx_reader_close(r);
+	assert_serves("after the truncation");
+	/* Half a registry, then a takeover of the damaged index. */
+	reg_truncate(4096);
+	assert_takeover("truncated to 4096 bytes");
+	reg_truncate(0);
+	assert_takeover("truncated to 0 bytes");
+}
+
+/* A reader scribbles over the registry's header: readers must still be able to attach (the
+ * writer repairs it), and a successor must be able to take over. */
+Test(attack, scribbled_registry_header)
+{
+	uint8_t junk[128];
+
+	w = open_writer(1000);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 37 + 11);
+	reg_write(0, junk, sizeof(junk));
+	kvidx_writer_tick(w, kvidx_now_ns() + 200 * NS_MS);
+	assert_serves("after the header was scribbled");
+	reg_write(0, junk, sizeof(junk));
+	assert_takeover("scribbled header");
+}
+
+/* Root (or the writer's own user) scribbles the index header /NAME: a successor rebuilds. */
+Test(attack, scribbled_index_header)
+{
+	uint8_t junk[256];
+	char path[128];
+
+	w = open_writer(1000);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 53 + 5);
+	snprintf(path, sizeof(path), "/%s", name);
+	int fd = shm_open(path, O_RDWR, 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	close(fd);
+	assert_takeover("scribbled index header");
+}
+
+/* Offset of the epoch word in the layout before the fix (ch_epoch, in the registry). */
+#define OLD_CH_EPOCH 72
+
+/*
+ * A reader sets the registry's epoch word to UINT64_MAX and the writer restarts. The old
+ * writer took its epoch from there: the next one wrapped to 0, which means "quiescent", and a
+ * reader inside a section was not waited for. The oracle: entries retired while the only
+ * reader is inside a read-side section must not be reclaimed before the section ends.
+ */
+static struct kvidx_reader *walk_r;
+static int walk_calls;
+static uint64_t reclaimed_in_section;
+
+static void in_section(void *arg, uint64_t key, const struct kvidx_rec *recs, int n)
+{
+	(void)arg;
+	(void)key;
+	(void)recs;
+	(void)n;
+	if (walk_calls++)
+		return;
+	const struct kvidx_stats *st = kv_writer_stats(w);
+	uint64_t r0 = st->reclaimed, now = kvidx_now_ns();
+	cr_assert_eq(kvidx_remove(w, 0, keys, NKEYS, 0), NKEYS);
+	for (int i = 1; i <= 5; i++)
+		kvidx_writer_tick(w, now + (uint64_t)i * NS_MS);
+	reclaimed_in_section = st->reclaimed - r0;
+}
+
+Test(attack, epoch_wrap)
+{
+	uint64_t max = UINT64_MAX;
+
+	w = open_writer(1000);
+	reg_write(OLD_CH_EPOCH, &max, sizeof(max));
+	kvidx_writer_close(w, false);
+	w = open_writer(1000);
+	kvidx_writer_tick(w, kvidx_now_ns()); /* the old writer's epoch wrapped to 0 here */
+	walk_r = kvidx_reader_open(name);
+	cr_assert_not_null(walk_r);
+	int64_t n = kv_reader_walk(walk_r, 0, 1024, kvidx_now_ns(), in_section, NULL);
+	cr_assert_geq(n, 1, "walk: %lld", (long long)n);
+	cr_assert_eq(reclaimed_in_section, 0,
+		     "%llu entries retired during a reader's section were reclaimed in it",
+		     (unsigned long long)reclaimed_in_section);
+	/* Once the section is over, they are reclaimed. */
+	uint64_t now = kvidx_now_ns();
+	kvidx_writer_tick(w, now + 10 * NS_MS);
+	kvidx_writer_tick(w, now + 11 * NS_MS);
+	cr_assert_geq(kv_writer_stats(w)->reclaimed, NKEYS);
+	kvidx_reader_close(walk_r);
+	assert_takeover("epoch set to UINT64_MAX");
+}
+
+/*
+ * A reader that keeps announcing different old epochs: the old writer restarted the stall
+ * timer whenever the announced value changed, so it was never expelled and nothing retired
+ * was ever reclaimed. Stall detection is about not reaching the current epoch in time.
+ */
+Test(attack, changing_old_epochs_expelled)
+{
+	w = open_writer(50);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	cr_assert_not_null(r);
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
+	struct kvidx_reader_slot *rs = (struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
+				       kv_reader_slot_index(r);
+	uint64_t t = kvidx_now_ns();
+	for (int i = 0; i < 5; i++)
+		kvidx_writer_tick(w, t + (uint64_t)i * NS_MS); /* epoch well above 2 */
+	const struct kvidx_stats *st = kv_writer_stats(w);
+	cr_assert_eq(kvidx_remove(w, 0, keys, NKEYS, 0), NKEYS);
+	for (int i = 0; i < 40; i++) {
+		__atomic_store_n(&rs->rs_ctr, (uint64_t)(1 + i % 2), __ATOMIC_SEQ_CST);
+		kvidx_writer_tick(w, t + (uint64_t)(10 + 10 * i) * NS_MS);
+	}
+	cr_assert_geq(st->readers_expelled, 1, "a reader announcing old epochs was never expelled");
+	cr_assert_geq(st->reclaimed, NKEYS, "reclamation stopped: %llu reclaimed",
+		      (unsigned long long)st->reclaimed);
+	/* The expelled reader finds out and re-registers by itself. */
+	__atomic_store_n(&rs->rs_ctr, 0, __ATOMIC_SEQ_CST);
+	struct kvidx_rec rec[2];
+	int rc = kvidx_lookup(r, keys[0], rec, 2);
+	if (rc == -KVIDX_ERETRY)
+		rc = kvidx_lookup(r, keys[0], rec, 2);
+	cr_assert_geq(rc, 0);
+	kvidx_reader_close(r);
+	assert_takeover("after an expulsion");
+}
+
+/* An announcement from the future (above the current epoch) must not count as "passed". */
+Test(attack, future_epoch_is_not_quiescent)
+{
+	w = open_writer(1000);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	cr_assert_not_null(r);
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
+	struct kvidx_reader_slot *rs = (struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
+				       kv_reader_slot_index(r);
+	const struct kvidx_stats *st = kv_writer_stats(w);
+	uint64_t t = kvidx_now_ns();
+	/* The reader is "inside a section" with an announcement no writer ever made. */
+	__atomic_store_n(&rs->rs_ctr, UINT64_MAX, __ATOMIC_SEQ_CST);
+	cr_assert_eq(kvidx_remove(w, 0, keys, NKEYS, 0), NKEYS);
+	for (int i = 1; i <= 5; i++)
+		kvidx_writer_tick(w, t + (uint64_t)i * NS_MS);
+	cr_assert_eq(st->reclaimed, 0, "reclaimed under a reader announcing UINT64_MAX");
+	/* Past the stall limit it is expelled, and reclamation goes on. */
+	kvidx_writer_tick(w, t + 1100 * NS_MS);
+	kvidx_writer_tick(w, t + 1200 * NS_MS);
+	kvidx_writer_tick(w, t + 1201 * NS_MS);
+	cr_assert_geq(st->readers_expelled, 1);
+	cr_assert_geq(st->reclaimed, NKEYS);
+	kvidx_reader_close(r);
+}
