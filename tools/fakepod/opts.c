@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "listen.h"
 #include "parse.h"
 
 static void usage(FILE *f)
@@ -19,10 +20,10 @@ static void usage(FILE *f)
 "Usage: " PROG " [OPTION]...\n"
 "Plays one vLLM pod on the KV-cache event wire: publishes BlockStored, BlockRemoved and\n"
 "AllBlocksCleared batches on a ZMQ PUB socket as [topic, seq8, payload], topic\n"
-"kv@<pod>@<model>, from a synthetic workload, a script, and/or prompts served to a router.\n"
-"The workload runs when --workload is given or neither --script nor --serve is. The run\n"
+"kv@<pod>@<model>, from a synthetic workload, a script, and/or prompts served over HTTP.\n"
+"The workload runs when --workload is given or neither --script nor --http is. The run\n"
 "ends once every source is done: the workload after --count events, the script at its\n"
-"end; with --serve, or a workload without --count, only --duration or a signal ends it.\n"
+"end; with --http, or a workload without --count, only --duration or a signal ends it.\n"
 "Block hashes are engine hashes (XXH64 with a fakepod seed over the parent engine hash\n"
 "and the block's tokens; nil parent for a prompt's first block), never kvidx request keys.\n"
 "\n"
@@ -33,7 +34,7 @@ static void usage(FILE *f)
 "                         [\"\", topic, seq8, payload], then [\"\", topic, ff*8, \"\"]\n"
 "  --old-replay-framing   replay without the topic frame: [\"\", seq8, payload]\n"
 "  --keep N               batches kept for replay (default 10000; 0 keeps none)\n"
-"  --pod NAME             pod in the topic (default: host:port of --serve, else of --pub;\n"
+"  --pod NAME             pod in the topic (default: HOST:PORT of --http, else of --pub;\n"
 "                         a * or 0.0.0.0 host becomes 127.0.0.1)\n"
 "  --model M              model in the topic (default fake-model)\n"
 "  --encoding array|map   positional arrays (default) or type-tagged maps\n"
@@ -41,18 +42,18 @@ static void usage(FILE *f)
 "  --medium GPU|CPU       medium of the events (default GPU)\n"
 "  --block-size N         tokens per block, 1..65536 (default 16)\n"
 "  --rank N               data_parallel_rank of every batch (default: omitted, i.e. nil)\n"
-"  --wait-subscribers N   start nothing (workload, script, serve) before N subscriptions\n"
+"  --wait-subscribers N   start nothing (workload, script, HTTP) before N subscriptions\n"
 "                         have arrived; uses an XPUB socket (default 0: start at once)\n"
 "  --duration S           stop the sources after S seconds (default: no limit)\n"
 "  --linger-ms MS         after a normal end, keep answering replay for MS before\n"
 "                         exiting (default 200); also the sockets' ZMQ_LINGER\n"
 "\n"
 "Workload:\n"
-"  --workload             run the workload (with --serve too; not with --script)\n"
+"  --workload             run the workload (with --http too; not with --script)\n"
 "  --prefixes K           distinct shared prefixes, i.e. system prompts (default 8)\n"
 "  --prefix-blocks N      blocks per prefix (default 8)\n"
 "  --suffix-blocks N      fresh blocks after the prefix in each prompt (default 2)\n"
-"  --seed N               seed of the workload and of serve's random draws (default 1)\n"
+"  --seed N               seed of the workload and of the served fates (default 1)\n"
 "  --rate R               events per second, 0 = as fast as possible (default 1000)\n"
 "  --batch N              events per batch, also in script mode (default 1)\n"
 "  --cache-blocks C       LRU block cache size; evictions give BlockRemoved (default 1024)\n"
@@ -61,14 +62,17 @@ static void usage(FILE *f)
 "Script:\n"
 "  --script FILE          run the commands in FILE, - for standard input\n"
 "\n"
-"Serve:\n"
-"  --serve ENDPOINT       bind a ROUTER for prompts from a router worker (see below)\n"
-"  --prefill-ms MS        time from request to reply (default 50)\n"
+"HTTP (vLLM's OpenAI-compatible API, for routers; see below):\n"
+"  --http HOST:PORT       serve POST /v1/completions, /v1/chat/completions, /tokenize,\n"
+"                         GET /v1/models and /health here (e.g. 127.0.0.1:8000)\n"
+"  --prefill-ms MS        time from request to its answer (first streamed chunk)\n"
+"                         (default 50)\n"
 "  --jitter-ms MS         add a uniform 0..MS to both delays, per request (default 0)\n"
 "  --event-delay-ms MS    time from request to its BlockStored batch, at least the\n"
 "                         prefill time (default 100)\n"
-"  --fail-rate P          probability that prefill fails: reply failed, nothing stored\n"
-"  --cancel-rate P        probability of a cancellation: reply cancelled, nothing stored\n"
+"  --fail-rate P          probability that prefill fails: HTTP 500, nothing stored\n"
+"  --cancel-rate P        probability of a cancellation: the connection is closed\n"
+"                         without an answer, nothing stored\n"
 "  --drop-events P        probability that an ok request's event batch is never published\n"
 "                         (no sequence number used: replay cannot recover it)\n"
 "\n"
@@ -79,7 +83,7 @@ static void usage(FILE *f)
 "                         commas or spaces), chained from PARENT (hex engine hash, or -\n"
 "                         for a first block); prints each block's hash as 0x%016x\n"
 "  remove HASH...         BlockRemoved of these hex hashes\n"
-"  clear                  AllBlocksCleared (also empties the serve/workload cache)\n"
+"  clear                  AllBlocksCleared (also empties the served/workload cache)\n"
 "  flush                  publish the pending batch now\n"
 "  gap N                  skip N sequence numbers (a gap replay cannot fill)\n"
 "  lose N                 do not send the next N batches, but keep them for replay\n"
@@ -92,13 +96,18 @@ static void usage(FILE *f)
 "--batch events (so each is its own batch by default), on flush, before any other command,\n"
 "and at the end of the script. store and remove do not touch the cache.\n"
 "\n"
-"Serve protocol (msgpack, one frame): the client's DEALER sends [\"\", request] with\n"
-"request [corr_id uint64, model str, tokens [uint32...]]; after the prefill time the reply\n"
-"[corr_id, cached_tokens, status] comes back as [\"\", reply], status \"ok\", \"failed\" or\n"
-"\"cancelled\". cached_tokens counts the leading full blocks cached when the request\n"
-"arrived (a fully cached prompt reports one block less, as vLLM recomputes the last\n"
-"token). A request for a model other than --model (or \"\") fails at once. The new blocks\n"
-"of an ok request form one batch: BlockRemoved for its evictions, then BlockStored.\n"
+"HTTP: prompts are token ids or text; text goes through the stand-in tokenizer, one\n"
+"token per UTF-8 byte (its value), and chat messages through the template\n"
+"\"<|ROLE|>\\nCONTENT\\n\"... then \"<|assistant|>\\n\"; POST /tokenize shows the result.\n"
+"Answers come after the prefill time: usage.prompt_tokens_details.cached_tokens counts the\n"
+"leading full blocks cached when the request arrived (a fully cached prompt reports one\n"
+"block less, as vLLM recomputes the last token); \"stream\": true gives server-sent\n"
+"events (the usage chunk with stream_options.include_usage). A client that closes its\n"
+"connection before the end of prefill cancels the request. The new blocks of an ok\n"
+"request form one batch: BlockRemoved for its evictions, then BlockStored. Another\n"
+"model is 404; malformed requests 400, with OpenAI-style JSON errors. X-Request-Id is\n"
+"echoed. Faults for validation tools: header X-Fakepod-Fault: fail, cancel,\n"
+"drop-events, restart or delay=MS (this request's events after MS), comma-separated.\n"
 "\n"
 "Signals: SIGTERM and SIGINT exit at once (status 0). SIGUSR1 simulates a pod restart:\n"
 "sequence back to 0, cache and replay buffer emptied, queued batches dropped, requests in\n"
@@ -172,7 +181,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		O_PUB = 256, O_REPLAY, O_OLD, O_KEEP, O_POD, O_MODEL, O_ENCODING, O_HASHES,
 		O_MEDIUM, O_BS, O_RANK, O_WAIT, O_DURATION, O_LINGER, O_WORKLOAD, O_PREFIXES,
 		O_PBLOCKS, O_SBLOCKS, O_SEED, O_RATE, O_BATCH, O_CACHE, O_COUNT, O_SCRIPT,
-		O_SERVE, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP,
+		O_HTTP, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP,
 	};
 	static const struct option longopts[] = {
 		{ "pub", required_argument, NULL, O_PUB },
@@ -199,7 +208,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "cache-blocks", required_argument, NULL, O_CACHE },
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "script", required_argument, NULL, O_SCRIPT },
-		{ "serve", required_argument, NULL, O_SERVE },
+		{ "http", required_argument, NULL, O_HTTP },
 		{ "prefill-ms", required_argument, NULL, O_PREFILL },
 		{ "jitter-ms", required_argument, NULL, O_JITTER },
 		{ "event-delay-ms", required_argument, NULL, O_EVDELAY },
@@ -209,6 +218,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char err[160];
 	int c;
 
 	*o = (struct opts){
@@ -262,7 +272,11 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_CACHE: o->cache_blocks = opt_int("cache-blocks", optarg, 1, 1u << 26); break;
 		case O_COUNT: o->count = opt_int("count", optarg, 0, UINT64_MAX); break;
 		case O_SCRIPT: o->script = optarg; break;
-		case O_SERVE: o->serve_ep = optarg; break;
+		case O_HTTP:
+			if (tc_listen_check(optarg, err, sizeof(err)))
+				tc_usage_error("bad --http '%s': %s", optarg, err);
+			o->http_addr = optarg;
+			break;
 		case O_PREFILL: o->prefill_ms = opt_int("prefill-ms", optarg, 0, MAX_MS); break;
 		case O_JITTER: o->jitter_ms = opt_int("jitter-ms", optarg, 0, MAX_MS); break;
 		case O_EVDELAY: o->event_delay_ms = opt_int("event-delay-ms", optarg, 0, MAX_MS); break;
@@ -280,7 +294,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		tc_usage_error("unexpected argument '%s'", argv[optind]);
 	if (o->workload && o->script)
 		tc_usage_error("--workload and --script cannot be combined");
-	if (!o->script && !o->serve_ep)
+	if (!o->script && !o->http_addr)
 		o->workload = true;
 	if (o->fail_rate + o->cancel_rate > 1)
 		tc_usage_error("--fail-rate %g plus --cancel-rate %g exceed 1", o->fail_rate,
@@ -311,7 +325,7 @@ size_t opts_topic(const struct opts *o, char *topic, size_t cap)
 	if (o->pod) {
 		snprintf(pod, sizeof pod, "%s", o->pod);
 	} else {
-		if (!derive_pod(o->serve_ep ? o->serve_ep : o->pub_ep, pod, sizeof pod))
+		if (!derive_pod(o->http_addr ? o->http_addr : o->pub_ep, pod, sizeof pod))
 			tc_usage_error("the pod name derived from the endpoint is longer than %d "
 				       "bytes: use --pod", NAME_MAX_LEN);
 		check_name("pod name derived from the endpoint (use --pod)", pod);
