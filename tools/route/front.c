@@ -11,7 +11,7 @@
  *   3. forward the body unchanged (a stream without stream_options.include_usage gets it
  *      added, and the usage chunk that brings is not passed on) with X-Request-Id;
  *   4. stream the answer back unchanged, byte for byte, as it comes, with X-Request-Id,
- *      X-Kvidx-Pod and X-Kvidx-Decision;
+ *      X-Kvidx-Pod, X-Kvidx-Decision and X-Kvidx-Worker (this process's pid);
  *   5. report the outcome from the answer's usage (kvidx_report_outcome).
  *
  * The correlation id of the commit and the outcome is the request id: the client's
@@ -98,6 +98,7 @@ struct front {
 	struct MHD_Daemon *d;
 	int port;
 	bool kick;
+	char pid[16];             /* X-Kvidx-Worker: which front answered */
 	struct freq *suspended;
 	uint64_t ids, tok_rr;
 	/* results */
@@ -344,6 +345,7 @@ static enum MHD_Result queue_reply(struct freq *q)
 	if (q->call.ctype[0])
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, q->call.ctype);
 	MHD_add_response_header(r, "X-Request-Id", q->id);
+	MHD_add_response_header(r, "X-Kvidx-Worker", F->pid);
 	if (q->routed) {
 		MHD_add_response_header(r, "X-Kvidx-Pod", F->o->pods[q->d.cand].name);
 		MHD_add_response_header(r, "X-Kvidx-Decision", kind_name[q->d.kind]);
@@ -624,7 +626,7 @@ static void begin(struct freq *q)
 	json_error_t je;
 	json_t *p, *v;
 
-	q->req = json_loadb(q->body.s ? q->body.s : "", q->body.len, 0, &je);
+	q->req = json_loadb(q->body.s ? q->body.s : "", q->body.len, JSON_DECODE_ANY, &je);
 	if (!q->req) {
 		set_error(q, 400, "the body is not JSON: %s (line %d, column %d)", je.text,
 			  je.line, je.column);
@@ -864,6 +866,7 @@ int front_main(struct opts *o, int sigfd)
 	int fd, mfd, rc = 0;
 
 	F.o = o;
+	snprintf(F.pid, sizeof(F.pid), "%d", (int)getpid());
 	if (router_attach(&F.rt, o) < 0)
 		return 1;
 	if (client_init(&F.cl)) {
