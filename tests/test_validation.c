@@ -39,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "hist.h"
 #include "inspect.h"
 #include "kvidx_writer.h"
@@ -862,6 +864,103 @@ Test(validation, route_gives_up_unanswered_requests)
 	cr_assert(strstr(out, "\"status\":\"timeout\""), "%s", out);
 	cr_assert(strstr(out, "\"decisions\":3,") && strstr(out, "\"unanswered\":3,"), "%s",
 		  out);
+}
+
+/* The cell of the --validate JSON for (scenario, gap). */
+static json_t *cell_of(json_t *doc, const char *sc, int gap)
+{
+	size_t i;
+	json_t *c;
+
+	json_array_foreach(json_object_get(doc, "cells"), i, c)
+		if (!strcmp(json_string_value(json_object_get(c, "scenario")), sc) &&
+		    json_integer_value(json_object_get(c, "gap_ms")) == gap)
+			return c;
+	cr_assert_fail("no cell %s/%d", sc, gap);
+	return NULL;
+}
+
+static long long jget(json_t *c, const char *a, const char *b)
+{
+	json_t *v = json_object_get(c, a);
+
+	if (b)
+		v = json_object_get(v, b);
+	cr_assert(json_is_integer(v), "no %s.%s", a, b ? b : "");
+	return json_integer_value(v);
+}
+
+/*
+ * kvidx-route --validate against fakepods with a controlled event delay (150 ms, TTL 400 ms):
+ * in the success case the second request routes on the prediction below the event path and
+ * on confirmed blocks after it (below the TTL and beyond it), and the first request's
+ * prediction is confirmed while trusted; after a cancellation or a failed prefill the
+ * prediction lasts until the TTL (the second request routes on it and finds nothing: false
+ * warm), is lost at the TTL, and never looks confirmed.
+ */
+Test(validation, validate_tool_against_fakepods, .timeout = 60)
+{
+	const struct podcfg pc[2] = { { 150, NULL }, { 150, NULL } };
+	const struct idxcfg ic = { TTL_MS, "300ms", "10s" };
+	static char out[1 << 16];
+	char p0[160], p1[160];
+
+	start_all(2, pc, &ic);
+	snprintf(p0, sizeof(p0), "%s=http://%s", pod_name[0], pod_name[0]);
+	snprintf(p1, sizeof(p1), "%s=http://%s", pod_name[1], pod_name[1]);
+	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--validate",
+			       "--fakepods", "--scenarios", "success,cancel,fail", "--gaps",
+			       "40,300,600", "--pairs", "2", "--prefix-blocks", "8", "--json",
+			       "--quiet", NULL };
+	cr_assert_eq(run_tool("kvidx-route", args, NULL, out, sizeof(out)), 0, "%s", out);
+	json_error_t je;
+	json_t *doc = json_loads(out, 0, &je);
+	cr_assert_not_null(doc, "%s: %s", je.text, out);
+	cr_assert_eq(jget(doc, "ttl_ms", NULL), TTL_MS);
+
+	json_t *c = cell_of(doc, "success", 40);
+	cr_assert_eq(jget(c, "second", "predicted"), 2, "%s", out);
+	cr_assert_eq(jget(c, "same_pod", NULL), 2);
+	cr_assert_eq(jget(c, "cached_tokens", NULL), 2 * 8 * BS, "the prediction was true");
+	for (int g = 300; g <= 600; g += 300) {
+		c = cell_of(doc, "success", g);
+		cr_assert_eq(jget(c, "second", "confirmed"), 2, "gap %d: %s", g, out);
+		cr_assert_eq(jget(c, "same_pod", NULL), 2);
+	}
+	const int gaps[3] = { 40, 300, 600 };
+	for (int k = 0; k < 3; k++) {
+		int g = gaps[k];
+		c = cell_of(doc, "success", g);
+		cr_assert_eq(jget(c, "prediction", "confirmed"), 2,
+			     "success, gap %d: the prediction was not confirmed in time", g);
+		cr_assert_eq(jget(c, "index", "false_warm_routes"), 0);
+	}
+	const char *fails[] = { "cancel", "fail" };
+	for (int f = 0; f < 2; f++) {
+		for (int k = 0; k < 3; k++) {
+			int g = gaps[k];
+			c = cell_of(doc, fails[f], g);
+			cr_assert_eq(jget(c, "second", "confirmed"), 0,
+				     "%s, gap %d: looked confirmed: %s", fails[f], g, out);
+			cr_assert_eq(jget(c, "prediction", "confirmed"), 0);
+			cr_assert_eq(jget(c, "prediction", "lost"), 2, "%s, gap %d", fails[f], g);
+			double lost = json_real_value(json_object_get(
+				json_object_get(c, "prediction"), "lost_ms"));
+			cr_assert(lost >= TTL_MS - 20 && lost <= TTL_MS + 150,
+				  "%s, gap %d: lost %.1f ms after the commit", fails[f], g, lost);
+			cr_assert_eq(jget(c, "cached_tokens", NULL), 0);
+			if (g < TTL_MS) {
+				cr_assert_eq(jget(c, "second", "predicted"), 2,
+					     "%s, gap %d: the prediction lasts until the TTL",
+					     fails[f], g);
+				cr_assert_eq(jget(c, "index", "false_warm_routes"), 2);
+			} else {
+				cr_assert_eq(jget(c, "second", "nomatch"), 2,
+					     "%s, gap %d: beyond the TTL", fails[f], g);
+			}
+		}
+	}
+	json_decref(doc);
 }
 
 /* Usage errors exit 2, a missing index 1, --help 0 with the flags the README documents. */

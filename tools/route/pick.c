@@ -121,6 +121,11 @@ static void pods_maybe_refresh(struct router *rt, uint64_t now)
 	}
 }
 
+void route_refresh(struct router *rt)
+{
+	pods_refresh(rt, true);
+}
+
 bool pod_is_up(const struct pod *p, uint64_t now)
 {
 	return now >= p->down_until;

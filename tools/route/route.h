@@ -133,6 +133,9 @@ void route_report(struct router *rt, const struct decision *d, uint64_t corr,
 /* What d's match promised in cached tokens (a pod never reports a whole prompt cached). */
 uint32_t route_expected(const struct router *rt, const struct decision *d, uint32_t ntok);
 
+/* Looks every pod's index in the index up again. */
+void route_refresh(struct router *rt);
+
 /* Marks pod p unreachable for --down-ms. */
 void pod_down(struct router *rt, struct pod *p, uint64_t now);
 bool pod_is_up(const struct pod *p, uint64_t now);
