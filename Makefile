@@ -50,7 +50,7 @@ LIBS_TEST   := -lcriterion -lcurl -ljansson
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev
 DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
-              python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip
+              curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).

@@ -30,7 +30,6 @@
 #include "cli.h"
 #include "rng.h"
 
-#define MAX_INFLIGHT 4096         /* requests in flight at most; the input waits beyond */
 #define MAX_LINE (64u << 20)      /* bytes in one input line */
 #define VOCAB 50000u              /* synthetic tokens are drawn from [0, VOCAB) */
 #define MAX_FOLLOWUPS 1024        /* synthetic next turns waiting to be sent */
@@ -101,6 +100,8 @@ struct load {
 	struct tally t;
 	uint64_t status[S_COUNT], bad_lines, no_usage;
 	uint64_t fu_n, fu_same, fu_cached, fu_prompt;
+	struct samples ttft_all; /* every answer's TTFT, whatever its kind */
+	uint64_t t_last;         /* the last answer */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -224,6 +225,10 @@ static void print_summary(struct load *L)
 	struct router *rt = &L->rt;
 	int npods = L->direct ? o->npods : L->nseen;
 
+	double el = L->t_last > L->t0 ? (double)(L->t_last - L->t0) / 1e9 : 0;
+	double rps = el > 0 ? (double)L->status[S_OK] / el : 0;
+	double a50 = samples_q(&L->ttft_all, 0.5), a99 = samples_q(&L->ttft_all, 0.99);
+
 	for (int s = 0; s < S_COUNT; s++)
 		outcomes += L->status[s];
 	outcomes -= L->status[S_TIMEOUT] + L->status[S_UNREACHABLE];
@@ -240,14 +245,15 @@ static void print_summary(struct load *L)
 		       ",\"score_failed\":%" PRIu64 ",\"bad_lines\":%" PRIu64
 		       ",\"followups\":%" PRIu64 ",\"followups_same_pod\":%" PRIu64
 		       ",\"followup_cached_tokens\":%" PRIu64 ",\"followup_prompt_tokens\":%" PRIu64
-		       ",\"kinds\":{",
+		       ",\"elapsed_s\":%.3f,\"answers_per_s\":%.1f,\"ttft_p50_ms\":%.3f"
+		       ",\"ttft_p99_ms\":%.3f,\"kinds\":{",
 		       total, t->n[K_PREDICTED], t->n[K_CONFIRMED], t->n[K_NOMATCH], outcomes,
 		       L->status[S_OK], L->status[S_FAILED], L->status[S_CANCELLED],
 		       L->status[S_ERROR], L->status[S_TIMEOUT], L->status[S_UNREACHABLE], fw,
 		       t->false_warm[K_PREDICTED], t->false_warm[K_CONFIRMED], t->wasted, cached,
 		       prompt, L->no_usage, rt->commits_dropped, rt->reports_dropped, rt->retries,
 		       rt->score_failed, L->bad_lines, L->fu_n, L->fu_same, L->fu_cached,
-		       L->fu_prompt);
+		       L->fu_prompt, el, rps, a50, a99);
 		tally_print(t, stdout, true);
 		printf("},\"pods\":{");
 		for (int i = 0; i < npods; i++) {
@@ -271,6 +277,8 @@ static void print_summary(struct load *L)
 		       fw, t->false_warm[K_PREDICTED], t->false_warm[K_CONFIRMED], t->wasted, cached,
 		       prompt);
 		tally_print(t, stdout, false);
+		printf("summary: %" PRIu64 " answers in %.2f s (%.1f/s), TTFT p50 %.2f ms p99 %.2f ms\n",
+		       L->status[S_OK], el, rps, a50, a99);
 		printf("summary: next turns %" PRIu64 ", on the previous turn's pod %" PRIu64
 		       ", cached %" PRIu64 " of %" PRIu64 " prompt tokens\n",
 		       L->fu_n, L->fu_same, L->fu_cached, L->fu_prompt);
@@ -435,6 +443,10 @@ static void on_done(struct call *c, CURLcode rc)
 			samples_add(&L->t.ttft[k], ms_between(q->sent_ns, c->t_first));
 		samples_add(&L->t.total[k], ms_between(q->sent_ns, now));
 	}
+	if (st == S_OK && c->t_first)
+		samples_add(&L->ttft_all, ms_between(q->sent_ns, c->t_first));
+	if (st == S_OK)
+		L->t_last = now;
 	if (q->turn > 1 && st == S_OK) {
 		L->fu_n++;
 		L->fu_same += q->prev_pod >= 0 && q->pod == q->prev_pod;
@@ -675,7 +687,7 @@ static bool send_due(struct load *L)
 	for (;;) {
 		if ((o->count && L->made >= o->count) || (L->stop_at && now >= L->stop_at))
 			goto done;
-		if (L->ninflight >= MAX_INFLIGHT)
+		if (L->ninflight >= o->concurrency)
 			return true;
 		int f = followup_next(L);
 		if (f >= 0 && L->fu[f].due <= now) {
@@ -813,6 +825,7 @@ int load_main(struct opts *o, int sigfd)
 	if (L.direct)
 		router_close(&L.rt);
 	tally_free(&L.t);
+	samples_free(&L.ttft_all);
 	free(L.buf);
 	free(L.toks);
 	return rc;

@@ -81,13 +81,16 @@ static void usage(FILE *f)
 "  --followup-ms MS         mean of the exponential gap from an answer to the next turn\n"
 "                           (default 100)\n"
 "  --rate R               requests per second (synthetic default 10; with lines: default 0,\n"
-"                         each line as soon as it is read)\n"
+"                         each line as soon as it is read; 0: as fast as --concurrency\n"
+"                         allows)\n"
 "  --poisson              exponential gaps between requests (Poisson arrivals at --rate)\n"
 "                         instead of even spacing\n"
 "  --count N              stop after N requests, next turns included (default 0: no\n"
 "                         limit)\n"
 "  --duration S           stop sending after S seconds (default 0: no limit)\n"
 "  --max-tokens N         max_tokens of each request (default 4)\n"
+"  --concurrency N        requests in flight at most; the input waits beyond (default\n"
+"                         4096; with --rate 0 a closed loop of N clients)\n"
 "  --no-stream            ask for whole answers (TTFT is then the whole answer's time)\n"
 "\n"
 "Validation (--validate): pairs of requests sharing a long fresh prefix, the second sent\n"
@@ -196,7 +199,7 @@ enum {
 	O_NAME = 256, O_MODEL, O_POD, O_PREFILL, O_SPEC_WEIGHT, O_DOWN, O_CONNECT, O_TIMEOUT,
 	O_LISTEN, O_TRIES, O_FRONT, O_FILE, O_SYNTH, O_PREFIXES, O_PREFIX_BLOCKS,
 	O_SUFFIX_BLOCKS, O_SEED, O_FOLLOWUPS, O_FOLLOWUP_MS, O_RATE, O_POISSON, O_COUNT,
-	O_DURATION, O_MAX_TOKENS, O_NO_STREAM, O_VALIDATE, O_PAIRS, O_GAPS, O_SCENARIOS,
+	O_DURATION, O_MAX_TOKENS, O_CONCURRENCY, O_NO_STREAM, O_VALIDATE, O_PAIRS, O_GAPS, O_SCENARIOS,
 	O_FAKEPODS, O_DELAY, O_STAGGER, O_QUIET, O_JSON,
 };
 
@@ -227,6 +230,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "duration", required_argument, NULL, O_DURATION },
 		{ "max-tokens", required_argument, NULL, O_MAX_TOKENS },
+		{ "concurrency", required_argument, NULL, O_CONCURRENCY },
 		{ "no-stream", no_argument, NULL, O_NO_STREAM },
 		{ "validate", no_argument, NULL, O_VALIDATE },
 		{ "pairs", required_argument, NULL, O_PAIRS },
@@ -249,7 +253,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			    .prefix_blocks = 8, .suffix_blocks = 2, .seed = 1,
 			    .reply_timeout_ms = 300000, .connect_timeout_ms = 1000,
 			    .down_ms = 5000, .tries = 3, .spec_weight = 1.0, .followup_ms = 100,
-			    .max_tokens = 4, .stream = true, .pairs = 5, .stagger_ms = 50 };
+			    .max_tokens = 4, .concurrency = 4096, .stream = true, .pairs = 5, .stagger_ms = 50 };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
@@ -307,6 +311,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		case O_COUNT: o->count = opt_u64("count", optarg, 0, UINT32_MAX); break;
 		case O_DURATION: o->duration = opt_double("duration", optarg, 0, 1e7); break;
 		case O_MAX_TOKENS: o->max_tokens = opt_u64("max-tokens", optarg, 1, 65536); break;
+		case O_CONCURRENCY:
+			o->concurrency = opt_u64("concurrency", optarg, 1, 65536);
+			break;
 		case O_NO_STREAM: o->stream = false; break;
 		case O_VALIDATE: o->mode = M_VALIDATE; break;
 		case O_PAIRS: o->pairs = opt_u64("pairs", optarg, 1, 1000); break;

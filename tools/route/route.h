@@ -63,7 +63,7 @@ struct opts {
 	int npods, nprefill;
 	const char *fronts[MAX_FRONTS];
 	int nfronts;
-	uint64_t prefixes, prefix_blocks, suffix_blocks, count, seed, max_tokens;
+	uint64_t prefixes, prefix_blocks, suffix_blocks, count, seed, max_tokens, concurrency;
 	double rate, duration, spec_weight, followups, followup_ms;
 	uint64_t reply_timeout_ms, connect_timeout_ms, down_ms, tries;
 	bool stream, text;
