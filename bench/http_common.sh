@@ -41,7 +41,8 @@ wait_http() {
 	done
 }
 
-# json_field FILE KEY: a number from the one-line JSON summary in FILE.
+# json_field FILE KEY: a top-level member of the JSON summary, the last line of FILE.
 json_field() {
-	sed -n 's/.*"'"$2"'":\([0-9.]*\).*/\1/p' "$1" | tail -1
+	/usr/bin/python3 -c 'import json, sys
+print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2"
 }

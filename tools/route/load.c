@@ -800,6 +800,9 @@ int load_main(struct opts *o, int sigfd)
 			w[nw++] = (struct curl_waitfd){ .fd = L.fd, .events = CURL_WAIT_POLLIN };
 		}
 		int timeout = (int)(sending ? next_wait_ms(&L, 100) : 100);
+		/* Unpaced synthetic load (a closed loop): room for a request means send now. */
+		if (sending && o->synthetic && !L.period && L.ninflight < o->concurrency)
+			timeout = 0;
 		if (client_wait(&L.cl, w, nw, timeout) < 0) {
 			fprintf(stderr, PROG ": curl_multi_poll failed\n");
 			rc = 1;
