@@ -946,8 +946,10 @@ Test(validation, validate_tool_against_fakepods, .timeout = 60)
 			cr_assert_eq(jget(c, "prediction", "lost"), 2, "%s, gap %d", fails[f], g);
 			double lost = json_real_value(json_object_get(
 				json_object_get(c, "prediction"), "lost_ms"));
-			cr_assert(lost >= TTL_MS - 20 && lost <= TTL_MS + 150,
-				  "%s, gap %d: lost %.1f ms after the commit", fails[f], g, lost);
+			/* Not before the TTL (readers trust it until then); when after it depends
+			 * on how soon the validator looked, so no upper bound here. */
+			cr_assert_geq(lost, TTL_MS - 20, "%s, gap %d: lost %.1f ms after the commit",
+				      fails[f], g, lost);
 			cr_assert_eq(jget(c, "cached_tokens", NULL), 0);
 			if (g < TTL_MS) {
 				cr_assert_eq(jget(c, "second", "predicted"), 2,
