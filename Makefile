@@ -33,6 +33,7 @@ $(BUILD)/tools/common/%.o:         INC = $(INC_COMMON)
 $(BUILD)/tools/%.o:                INC = $(INC_TOOL)
 $(BUILD)/tools/ingestd/%.o:        INC = -Itools/ingestd $(INC_TOOL)
 $(BUILD)/tools/fakepod/%.o:        INC = -Itools/fakepod $(INC_TOOL)
+$(BUILD)/tools/route/%.o:          INC = -Itools/route $(INC_TOOL)
 $(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd $(INC_TOOL)
 $(BUILD)/bench/%.o:                INC = -Ibench $(INC_LIB)
 
@@ -40,15 +41,16 @@ $(BUILD)/bench/%.o:                INC = -Ibench $(INC_LIB)
 LIBS_CORE   := -lxxhash -lpthread -lrt
 LIBS_WIRE   := -lzmq -lmsgpackc
 LIBS_INGEST := $(LIBS_WIRE) -lck -lmicrohttpd -ljemalloc
-LIBS_TEST   := -lcriterion
+LIBS_HTTP   := -lmicrohttpd -lcurl -ljansson
+LIBS_TEST   := -lcriterion -lcurl -ljansson
 
 # Debian packages: BUILD_PKGS to build the library and the tools (`make` checks for them and
 # names the missing ones); DEB_PKGS for everything, installed by `make setup`, which test,
 # stress, bench and run call first.
 BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
-              libzmq3-dev libmicrohttpd-dev
+              libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev
 DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
-              python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
+              curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
               prometheus libxml2-utils python3-yaml
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
@@ -73,8 +75,9 @@ PROTO_A       := $(BUILD)/tools/libproto.a
 TOOL_ARCHIVES := $(PROTO_A) $(COMMON_A) $(LIBKVIDX)
 INGESTD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tools/ingestd/main.c,$(wildcard tools/ingestd/*.c)))
 FAKEPOD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/fakepod/*.c))
+ROUTE_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/route/*.c))
 TOOLS         := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/kvidx-*.c)) \
-                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-fakepod
+                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-fakepod $(BUILD)/bin/kvidx-route
 TEST_SRCS     := $(wildcard tests/test_*.c tests/util*.c)
 TEST_OBJS     := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 STRESS_SRCS   := $(wildcard tests/stress_*.c)
@@ -133,15 +136,19 @@ $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
 
 # The tools. Libraries per binary: the key calculator and the segment readers need libkvidx
 # alone; what speaks ZeroMQ/msgpack adds those; the writer adds Concurrency Kit, libmicrohttpd
-# (its metrics endpoint) and jemalloc.
+# (its metrics endpoint) and jemalloc; the fake pod serves HTTP (libmicrohttpd) with JSON
+# bodies (jansson); the router worker is an HTTP client (libcurl) and server too.
 LINK = @mkdir -p $(dir $@) && $(if $(Q),echo "  LD      $@" &&) $(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS)
 $(BUILD)/bin/kvidx-hash $(BUILD)/bin/kvidx-dump $(BUILD)/bin/kvidx-top: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ttl: LIBS = $(LIBS_CORE) -lm
-$(BUILD)/bin/kvidx-route $(BUILD)/bin/kvidx-fakepod: LIBS = $(LIBS_WIRE) $(LIBS_CORE)
+$(BUILD)/bin/kvidx-route: LIBS = $(LIBS_HTTP) $(LIBS_CORE)
+$(BUILD)/bin/kvidx-fakepod: LIBS = $(LIBS_WIRE) -lmicrohttpd -ljansson $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: LIBS = $(LIBS_INGEST) $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 $(BUILD)/bin/kvidx-fakepod: $(FAKEPOD_OBJS) $(TOOL_ARCHIVES)
+	$(LINK)
+$(BUILD)/bin/kvidx-route: $(ROUTE_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 $(BUILD)/bin/kvidx-%: $(BUILD)/tools/kvidx-%.o $(TOOL_ARCHIVES)
 	$(LINK)

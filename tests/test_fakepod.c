@@ -1,13 +1,13 @@
 /*
- * test_fakepod.c — Criterion tests for kvidx-fakepod (tools/kvidx-fakepod.c) and for the
- * serve request/reply codec it shares with the router tools (tools/proto/serve.c).
+ * test_fakepod.c — Criterion tests for kvidx-fakepod (tools/fakepod/): its KV events on the
+ * wire and its HTTP API (vLLM's OpenAI-compatible shapes, tools/fakepod/http.c).
  *
  * Each test starts $KVIDX_BIN/kvidx-fakepod as a child on loopback ports of its own, with
  * --wait-subscribers so that nothing is published before the test's SUB socket has
- * subscribed, drives it through its script on standard input, its replay ROUTER or its serve
- * ROUTER, and checks what comes out on the wire with the project's own decoder: topic,
- * sequence numbers, every event field, both encodings, replay framings, serve replies and the
- * timing of delayed events. The child is killed in teardown whatever happens.
+ * subscribed, drives it through its script on standard input, its replay ROUTER or its HTTP
+ * API, and checks what comes out on the wire with the project's own decoder: topic,
+ * sequence numbers, every event field, both encodings, replay framings, HTTP answers
+ * (cached tokens, streaming, errors, faults) and the timing of delayed events. The child is killed in teardown whatever happens.
  */
 #include <criterion/criterion.h>
 
@@ -25,7 +25,9 @@
 #include <zmq.h>
 
 #include "kvidx.h"
-#include "serve.h"
+#include <curl/curl.h>
+
+#include "util_http.h"
 #include "util_run.h"
 #include "wire.h"
 
@@ -366,7 +368,8 @@ Test(fakepod, help_and_usage_errors)
 		{ "--fail-rate", "1.5", NULL, "bad --fail-rate '1.5'" },
 		{ "--pod", "a@b", NULL, "must not contain '@'" },
 		{ "--script", "-", "--workload", "--workload and --script cannot be combined" },
-		{ "--serve", NULL, NULL, "option '--serve' requires an argument" },
+		{ "--http", NULL, NULL, "option '--http' requires an argument" },
+		{ "--http", "nowhere", NULL, "bad --http 'nowhere': expected HOST:PORT" },
 		{ "stray", NULL, NULL, "unexpected argument 'stray'" },
 	};
 	char line[256];
@@ -795,126 +798,243 @@ Test(fakepod, replay_old_framing)
 	got_free(&g[1]);
 }
 
-/* ---- serve ------------------------------------------------------------------------------------ */
+/* ---- HTTP --------------------------------------------------------------------------------------- */
 
-static void serve_send(void *dealer, uint64_t corr, const char *model, const uint32_t *t,
-		       size_t n)
+/* "127.0.0.1:PORT" of tu_port(n), for --http. */
+static const char *haddr(int n)
 {
-	msgpack_sbuffer sb;
-	const void *d[2];
-	size_t l[2];
+	static char b[10][32];
 
-	msgpack_sbuffer_init(&sb);
-	cr_assert_eq(kvs_encode_request(&sb, corr, model, t, n), 0);
-	d[0] = "";
-	l[0] = 0;
-	d[1] = sb.data;
-	l[1] = sb.size;
-	send_msg(dealer, 2, d, l);
-	msgpack_sbuffer_destroy(&sb);
+	snprintf(b[n], sizeof b[n], "127.0.0.1:%d", tu_port(n));
+	return b[n];
 }
 
-static struct kvs_reply serve_recv(void *dealer)
+/* POST /v1/completions of tokens t[0, n) (model NULL: none given); returns the status. */
+static long complete(int port_n, const char *model, const uint32_t *t, size_t n,
+		     const char *const *hdrs, struct tu_http *r)
 {
-	struct kvs_reply rp;
-	struct msg m;
-	char err[128];
+	static char body[1 << 16];
+	size_t k = 0;
 
-	cr_assert(recv_msg(dealer, &m), "no serve reply; child stderr: %s", child_stderr());
-	cr_assert_eq(m.n, 2, "reply of %d frames", m.n);
-	cr_assert_eq(m.len[0], 0, "no empty delimiter");
-	cr_assert_eq(kvs_decode_reply(m.data[1], m.len[1], &rp, err, sizeof err), 0, "%s", err);
-	msg_free(&m);
-	return rp;
+	k += (size_t)snprintf(body + k, sizeof body - k, "{");
+	if (model)
+		k += (size_t)snprintf(body + k, sizeof body - k, "\"model\":\"%s\",", model);
+	k += (size_t)snprintf(body + k, sizeof body - k, "\"max_tokens\":2,\"prompt\":[");
+	for (size_t i = 0; i < n; i++)
+		k += (size_t)snprintf(body + k, sizeof body - k, "%s%u", i ? "," : "", t[i]);
+	snprintf(body + k, sizeof body - k, "]}");
+	tu_http(tu_url(port_n, "/v1/completions"), body, hdrs, RCV_MS, r);
+	return r->status;
 }
 
-Test(fakepod, serve_cached_tokens_and_delayed_event)
+static long long cached_of(const struct tu_http *r)
+{
+	return tu_json_int(r->body, "usage.prompt_tokens_details.cached_tokens");
+}
+
+Test(fakepod, http_cached_tokens_and_delayed_event)
 {
 	struct got g = { 0 };
-	struct kvs_reply rp;
+	struct tu_http r;
 	uint32_t t[80];
 	uint64_t h[5], t0;
 	char topic[64];
-	void *sub, *dealer;
+	void *sub;
 
-	spawn("--serve", tu_endpoint(1), "--pub", tu_endpoint(0), "--prefill-ms", "20",
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--prefill-ms", "20",
 	      "--event-delay-ms", "200", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
 	sub = sock(ZMQ_SUB, tu_endpoint(0));
-	dealer = sock(ZMQ_DEALER, tu_endpoint(1));
 	seq_tokens(t, 500, 80);
 	for (int i = 0; i < 5; i++)
 		h[i] = engine_hash(i ? h[i - 1] : 0, t + 16 * i, 16);
 
-	/* A prompt without a full block stores nothing; its reply shows the pod has started. */
-	serve_send(dealer, 6, "fake-model", t, 15);
-	rp = serve_recv(dealer);
-	cr_assert(rp.corr_id == 6 && rp.status == KVS_OK && rp.cached_tokens == 0);
+	/* A prompt without a full block stores nothing; its answer shows the pod has started. */
+	cr_assert_eq(complete(1, "fake-model", t, 15, NULL, &r), 200, "%s; stderr %s", r.body,
+		     child_stderr());
+	cr_assert_eq(cached_of(&r), 0);
+	cr_assert_eq(tu_json_int(r.body, "usage.prompt_tokens"), 15);
+	cr_assert_eq(tu_json_int(r.body, "usage.completion_tokens"), 2);
+	cr_assert(strstr(r.body, "\"object\":\"text_completion\""), "%s", r.body);
+	tu_http_free(&r);
 
 	t0 = now_ms();
-	serve_send(dealer, 7, "fake-model", t, 64);
-	rp = serve_recv(dealer);
-	cr_assert_eq(rp.corr_id, 7);
-	cr_assert_eq(rp.status, KVS_OK);
-	cr_assert_eq(rp.cached_tokens, 0);
-	cr_assert_geq(now_ms() - t0, 18, "replied before the prefill time");
-	cr_assert_lt(now_ms() - t0, 150, "reply took %llu ms", (unsigned long long)(now_ms() - t0));
+	cr_assert_eq(complete(1, "fake-model", t, 64, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 0);
+	cr_assert_geq(now_ms() - t0, 18, "answered before the prefill time");
+	cr_assert_lt(now_ms() - t0, 150, "answer took %llu ms", (unsigned long long)(now_ms() - t0));
+	tu_http_free(&r);
 	expect_batch(sub, &g, 0);
 	cr_assert_geq(g.at_ms - t0, 195, "BlockStored after %llu ms, before --event-delay-ms",
 		      (unsigned long long)(g.at_ms - t0));
 	cr_assert_lt(g.at_ms - t0, 600, "BlockStored after %llu ms",
 		     (unsigned long long)(g.at_ms - t0));
 	snprintf(topic, sizeof topic, "kv@127.0.0.1:%d@fake-model", tu_port(1));
-	cr_assert_str_eq(g.topic, topic, "the pod is the serve endpoint");
+	cr_assert_str_eq(g.topic, topic, "the pod is the HTTP address");
 	cr_assert_eq(g.b.nevents, 1);
 	assert_stored(&g.b.events[0], h, 4, false, 0, 500);
 
-	/* The same prefix plus one block: 64 tokens cached, one block stored, chained. */
-	serve_send(dealer, 8, "", t, 80);
-	rp = serve_recv(dealer);
-	cr_assert_eq(rp.corr_id, 8);
-	cr_assert_eq(rp.status, KVS_OK);
-	cr_assert_eq(rp.cached_tokens, 64);
+	/* The same prefix plus one block (no model given): 64 tokens cached, one block stored,
+	 * chained. */
+	cr_assert_eq(complete(1, NULL, t, 80, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 64);
+	tu_http_free(&r);
 	expect_batch(sub, &g, 1);
 	assert_stored(&g.b.events[0], &h[4], 1, true, h[3], 500 + 64);
 
 	/* Fully cached: the last block is recomputed (vLLM), and nothing new is published. */
-	serve_send(dealer, 9, "fake-model", t, 80);
-	rp = serve_recv(dealer);
-	cr_assert_eq(rp.cached_tokens, 64);
-	/* Another model fails at once. */
-	serve_send(dealer, 10, "other-model", t, 80);
-	rp = serve_recv(dealer);
-	cr_assert_eq(rp.corr_id, 10);
-	cr_assert_eq(rp.status, KVS_FAILED);
+	cr_assert_eq(complete(1, "fake-model", t, 80, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 64);
+	tu_http_free(&r);
+	/* Another model: 404, an OpenAI-style error. */
+	cr_assert_eq(complete(1, "other-model", t, 80, NULL, &r), 404);
+	cr_assert_eq(tu_json_int(r.body, "error.code"), 404, "%s", r.body);
+	cr_assert(strstr(r.body, "The model `other-model` does not exist."), "%s", r.body);
+	tu_http_free(&r);
 	set_timeout(sub, 400);
 	cr_assert_not(recv_batch(sub, &g), "unexpected batch seq %llu", (unsigned long long)g.seq);
 	got_free(&g);
 }
 
-Test(fakepod, serve_failed_and_cancelled_store_nothing)
+/* Every endpoint, streaming and not, the stand-in tokenizer, the errors. */
+Test(fakepod, http_endpoints_and_errors)
+{
+	const char *id[] = { "X-Request-Id: test-42", NULL };
+	struct tu_http r;
+
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--prefill-ms", "30",
+	      "--event-delay-ms", "30", "--linger-ms", "0", NULL);
+	cr_assert(TU_WAIT_FOR((tu_http(tu_url(1, "/health"), NULL, NULL, 500, &r), r.status == 200)
+			      || (tu_http_free(&r), false), 3000), "no /health");
+	tu_http_free(&r);
+	tu_http(tu_url(1, "/v1/models"), NULL, NULL, RCV_MS, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.body, "\"id\":\"fake-model\"") && strstr(r.body, "\"object\":\"list\""),
+		  "%s", r.body);
+	tu_http_free(&r);
+
+	/* The stand-in tokenizer: one token per byte; the chat template around messages. */
+	tu_http(tu_url(1, "/tokenize"), "{\"prompt\":\"ab c\"}", NULL, RCV_MS, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.body, "\"count\":4") && strstr(r.body, "\"tokens\":[97,98,32,99]"),
+		  "%s", r.body);
+	tu_http_free(&r);
+	tu_http(tu_url(1, "/tokenize"),
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+		"\"add_generation_prompt\":false}", NULL, RCV_MS, &r);
+	cr_assert(strstr(r.body, "\"tokens\":[60,124,117,115,101,114,124,62,10,104,105,10]"),
+		  "<|user|>\\nhi\\n: %s", r.body);
+	tu_http_free(&r);
+
+	/* A text prompt repeated: cached tokens from the simulated prefix cache. */
+	static const char text[] = "{\"prompt\":\"0123456789abcdef0123456789abcdef.\","
+				   "\"max_tokens\":3}";
+	tu_http(tu_url(1, "/v1/completions"), text, id, RCV_MS, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert_str_eq(r.reqid, "test-42", "X-Request-Id echoed");
+	cr_assert(strstr(r.body, "\"id\":\"cmpl-test-42\"") && strstr(r.body, "\" t0 t1 t2\""),
+		  "%s", r.body);
+	cr_assert_eq(tu_json_int(r.body, "usage.prompt_tokens"), 33);
+	cr_assert_eq(cached_of(&r), 0);
+	tu_http_free(&r);
+	tu_http(tu_url(1, "/v1/completions"), text, NULL, RCV_MS, &r);
+	cr_assert_eq(cached_of(&r), 32, "%s", r.body);
+	tu_http_free(&r);
+
+	/* Streaming: one event per chunk, the first after prefill, usage at the end when asked. */
+	tu_http(tu_url(1, "/v1/completions"),
+		"{\"prompt\":\"0123456789abcdef0123456789abcdef!\",\"max_tokens\":3,"
+		"\"stream\":true,\"stream_options\":{\"include_usage\":true}}", NULL, RCV_MS, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.ctype, "text/event-stream"), "%s", r.ctype);
+	cr_assert_geq(r.t_first_ns - r.t_start_ns, 25000000ull, "first chunk before the prefill");
+	const char *p = r.body;
+	int events = 0;
+	while ((p = strstr(p, "data: ")))
+		events++, p++;
+	cr_assert_eq(events, 3 + 1 + 1, "3 tokens, usage, [DONE]: %s", r.body);
+	cr_assert(strstr(r.body, "\"choices\":[],\"usage\":{\"prompt_tokens\":33,"), "%s", r.body);
+	cr_assert(strstr(r.body, "\"cached_tokens\":32}"), "%s", r.body);
+	cr_assert(strstr(r.body, "\"finish_reason\":\"length\""), "%s", r.body);
+	cr_assert(strstr(r.body, "data: [DONE]\n\n"), "%s", r.body);
+	cr_assert_gt(r.chunks, 1, "streamed in pieces");
+	tu_http_free(&r);
+	tu_http(tu_url(1, "/v1/chat/completions"),
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"max_tokens\":2,"
+		"\"stream\":true}", NULL, RCV_MS, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.body, "\"object\":\"chat.completion.chunk\"") &&
+		  strstr(r.body, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"}") &&
+		  !strstr(r.body, "\"usage\""), "%s", r.body);
+	tu_http_free(&r);
+	tu_http(tu_url(1, "/v1/chat/completions"),
+		"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+		"\"hello\"}]}],\"max_completion_tokens\":1}", NULL, RCV_MS, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.body, "\"message\":{\"role\":\"assistant\",\"content\":\" t0\""), "%s",
+		  r.body);
+	cr_assert_eq(tu_json_int(r.body, "usage.prompt_tokens"), 9 + 5 + 1 + 14);
+	tu_http_free(&r);
+
+	/* Errors, OpenAI-style, with their status codes. */
+	static const struct {
+		const char *path, *body;
+		long status;
+		const char *msg;
+	} bad[] = {
+		{ "/v1/completions", "{\"prompt\":", 400, "not JSON" },
+		{ "/v1/completions", "[1,2]", 400, "JSON object" },
+		{ "/v1/completions", "{\"max_tokens\":2}", 400, "'prompt' is required" },
+		{ "/v1/completions", "{\"prompt\":[1,-2]}", 400, "'prompt'[1]" },
+		{ "/v1/completions", "{\"prompt\":[]}", 400, "non-empty" },
+		{ "/v1/completions", "{\"prompt\":[\"a\",\"b\"]}", 400, "one prompt per request" },
+		{ "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":0}", 400, "max_tokens" },
+		{ "/v1/completions", "{\"prompt\":\"a\",\"stream\":1}", 400, "'stream'" },
+		{ "/v1/chat/completions", "{\"messages\":[]}", 400, "messages" },
+		{ "/v1/chat/completions", "{\"messages\":[{\"content\":\"x\"}]}", 400, "role" },
+		{ "/tokenize", "{}", 400, "'prompt' or 'messages'" },
+		{ "/v1/nothing", "{}", 404, "no such endpoint" },
+		{ "/health", "{}", 405, "takes GET" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		tu_http(tu_url(1, bad[i].path), bad[i].body, NULL, RCV_MS, &r);
+		cr_assert_eq(r.status, bad[i].status, "%s %s: %ld %s", bad[i].path, bad[i].body,
+			     r.status, r.body);
+		cr_assert_eq(tu_json_int(r.body, "error.code"), bad[i].status, "%s", r.body);
+		cr_assert(strstr(r.body, bad[i].msg), "%s: %s lacks %s", bad[i].body, r.body,
+			  bad[i].msg);
+		cr_assert(strstr(r.ctype, "application/json"));
+		tu_http_free(&r);
+	}
+	tu_http(tu_url(1, "/v1/completions"), NULL, NULL, RCV_MS, &r);
+	cr_assert_eq(r.status, 405, "GET of a POST endpoint");
+	tu_http_free(&r);
+}
+
+Test(fakepod, http_failed_and_cancelled_store_nothing)
 {
 	static const char *const rates[] = { "--fail-rate", "--cancel-rate" };
-	static const enum kvs_status want[] = { KVS_FAILED, KVS_CANCELLED };
 
 	for (int k = 0; k < 2; k++) {
 		struct got g = { 0 };
-		struct kvs_reply rp;
+		struct tu_http r;
 		uint32_t t[32];
-		void *sub, *dealer;
+		void *sub;
 
-		spawn("--serve", tu_endpoint(2 * k + 1), "--pub", tu_endpoint(2 * k), rates[k], "1",
+		spawn("--http", haddr(2 * k + 1), "--pub", tu_endpoint(2 * k), rates[k], "1",
 		      "--prefill-ms", "10", "--event-delay-ms", "50", "--wait-subscribers", "1",
 		      "--linger-ms", "0", NULL);
 		sub = sock(ZMQ_SUB, tu_endpoint(2 * k));
-		dealer = sock(ZMQ_DEALER, tu_endpoint(2 * k + 1));
 		seq_tokens(t, 1, 32);
-		for (uint64_t corr = 1; corr <= 2; corr++) {
-			serve_send(dealer, corr, "fake-model", t, 32);
-			rp = serve_recv(dealer);
-			cr_assert_eq(rp.corr_id, corr);
-			cr_assert_eq(rp.status, want[k], "%s 1: status %s", rates[k],
-				     kvs_status_name(rp.status));
-			cr_assert_eq(rp.cached_tokens, 0, "%s 1: blocks were cached", rates[k]);
+		for (int i = 0; i < 2; i++) {
+			complete(2 * k + 1, "fake-model", t, 32, NULL, &r);
+			if (k == 0) {
+				cr_assert_eq(r.status, 500, "%s 1: %ld %s", rates[k], r.status, r.body);
+				cr_assert_eq(tu_json_int(r.body, "error.code"), 500, "%s", r.body);
+			} else {
+				cr_assert_eq(r.rc, CURLE_GOT_NOTHING, "%s 1: rc %d status %ld",
+					     rates[k], r.rc, r.status);
+			}
+			tu_http_free(&r);
 		}
 		set_timeout(sub, 300);
 		cr_assert_not(recv_batch(sub, &g), "%s 1: a batch was published", rates[k]);
@@ -923,48 +1043,111 @@ Test(fakepod, serve_failed_and_cancelled_store_nothing)
 	}
 }
 
-Test(fakepod, serve_dropped_event_still_caches)
+/* A client that leaves before the end of prefill cancels its request: nothing stored. */
+Test(fakepod, http_client_gone_cancels)
+{
+	struct got g = { 0 };
+	struct tu_http r;
+	uint32_t t[32];
+	void *sub;
+
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--prefill-ms", "300",
+	      "--event-delay-ms", "300", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
+	seq_tokens(t, 1, 32);
+	/* Wait for the pod to start: a prompt without a full block. */
+	cr_assert_eq(complete(1, NULL, t, 8, NULL, &r), 200);
+	tu_http_free(&r);
+	tu_http(tu_url(1, "/v1/completions"), "{\"prompt\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,"
+		"16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32]}", NULL, 60, &r);
+	cr_assert_eq(r.rc, CURLE_OPERATION_TIMEDOUT);
+	tu_http_free(&r);
+	set_timeout(sub, 700);
+	cr_assert_not(recv_batch(sub, &g), "a cancelled request stored blocks");
+	cr_assert_eq(complete(1, NULL, t, 32, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 0, "a cancelled request's blocks were cached");
+	tu_http_free(&r);
+	cr_assert_eq(kill(child.pid, SIGTERM), 0);
+	cr_assert_eq(tu_child_wait(&child, 3000), 0);
+	cr_assert(strstr(child_stderr(), "ok=2 failed=0 cancelled=1 "), "%s", child_stderr());
+	got_free(&g);
+}
+
+/* X-Fakepod-Fault: a forced failure, a restart, a delayed event, a bad fault. */
+Test(fakepod, http_fault_header)
+{
+	const char *fail[] = { "X-Fakepod-Fault: fail", NULL };
+	const char *delay[] = { "X-Fakepod-Fault: delay=300", NULL };
+	const char *restart[] = { "X-Fakepod-Fault: restart", NULL };
+	const char *bogus[] = { "X-Fakepod-Fault: explode", NULL };
+	struct got g = { 0 };
+	struct tu_http r;
+	uint32_t t[32];
+	uint64_t t0;
+	void *sub;
+
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--prefill-ms", "5",
+	      "--event-delay-ms", "5", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
+	seq_tokens(t, 1, 32);
+	cr_assert_eq(complete(1, NULL, t, 32, fail, &r), 500, "%s", r.body);
+	tu_http_free(&r);
+	set_timeout(sub, 200);
+	cr_assert_not(recv_batch(sub, &g), "a failed prefill stored blocks");
+	set_timeout(sub, RCV_MS);
+	t0 = now_ms();
+	cr_assert_eq(complete(1, NULL, t, 32, delay, &r), 200);
+	tu_http_free(&r);
+	expect_batch(sub, &g, 0);
+	cr_assert_geq(g.at_ms - t0, 290, "delay=300: the batch came after %llu ms",
+		      (unsigned long long)(g.at_ms - t0));
+	cr_assert_eq(complete(1, NULL, t, 32, restart, &r), 500);
+	tu_http_free(&r);
+	cr_assert_eq(complete(1, NULL, t, 32, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 0, "the restart left the cache");
+	tu_http_free(&r);
+	expect_batch(sub, &g, 0); /* the sequence starts over */
+	cr_assert_eq(complete(1, NULL, t, 32, bogus, &r), 400);
+	cr_assert(strstr(r.body, "unknown fault 'explode'"), "%s", r.body);
+	tu_http_free(&r);
+	got_free(&g);
+}
+
+Test(fakepod, http_dropped_event_still_caches)
 {
 	const char *err;
 	struct got g = { 0 };
-	struct kvs_reply rp;
+	struct tu_http r;
 	uint32_t t[32];
-	void *sub, *dealer;
+	void *sub;
 
-	spawn("--serve", tu_endpoint(1), "--pub", tu_endpoint(0), "--drop-events", "1",
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--drop-events", "1",
 	      "--prefill-ms", "5", "--event-delay-ms", "20", "--wait-subscribers", "1",
 	      "--linger-ms", "0", NULL);
 	sub = sock(ZMQ_SUB, tu_endpoint(0));
-	dealer = sock(ZMQ_DEALER, tu_endpoint(1));
 	seq_tokens(t, 1, 32);
-	serve_send(dealer, 1, "fake-model", t, 32);
-	rp = serve_recv(dealer);
-	cr_assert_eq(rp.status, KVS_OK);
-	cr_assert_eq(rp.cached_tokens, 0);
-	serve_send(dealer, 2, "fake-model", t, 32);
-	rp = serve_recv(dealer);
-	cr_assert_eq(rp.status, KVS_OK);
-	cr_assert_eq(rp.cached_tokens, 16, "the pod holds the blocks its event never announced");
+	cr_assert_eq(complete(1, "fake-model", t, 32, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 0);
+	tu_http_free(&r);
+	cr_assert_eq(complete(1, "fake-model", t, 32, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 16, "the pod holds the blocks its event never announced");
+	tu_http_free(&r);
 	set_timeout(sub, 200);
 	cr_assert_not(recv_batch(sub, &g), "a dropped event was published");
 
-	/* A malformed request gets no reply and does not stop the server. */
-	{
-		const void *d[2] = { "", "\x93\x01" };
-		size_t l[2] = { 0, 2 };
-
-		send_msg(dealer, 2, d, l);
-	}
-	serve_send(dealer, 3, "fake-model", t, 8);
-	rp = serve_recv(dealer);
-	cr_assert_eq(rp.corr_id, 3);
+	/* A malformed request gets a 400 and does not stop the server. */
+	tu_http(tu_url(1, "/v1/completions"), "\x93\x01", NULL, RCV_MS, &r);
+	cr_assert_eq(r.status, 400);
+	tu_http_free(&r);
+	cr_assert_eq(complete(1, "fake-model", t, 8, NULL, &r), 200);
+	tu_http_free(&r);
 
 	/* SIGUSR1 empties the cache. */
 	cr_assert_eq(kill(child.pid, SIGUSR1), 0);
 	usleep(50000);
-	serve_send(dealer, 4, "fake-model", t, 32);
-	rp = serve_recv(dealer);
-	cr_assert_eq(rp.cached_tokens, 0, "cache survived a restart");
+	cr_assert_eq(complete(1, "fake-model", t, 32, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 0, "cache survived a restart");
+	tu_http_free(&r);
 
 	cr_assert_eq(kill(child.pid, SIGTERM), 0);
 	cr_assert_eq(tu_child_wait(&child, 3000), 0);
@@ -974,31 +1157,31 @@ Test(fakepod, serve_dropped_event_still_caches)
 	got_free(&g);
 }
 
-Test(fakepod, script_clear_empties_the_serve_cache)
+Test(fakepod, script_clear_empties_the_served_cache)
 {
 	struct got g = { 0 };
-	struct kvs_reply rp;
+	struct tu_http r;
 	uint32_t t[48];
-	void *sub, *dealer;
+	void *sub;
 
-	spawn("--script", "-", "--serve", tu_endpoint(1), "--pub", tu_endpoint(0),
+	spawn("--script", "-", "--http", haddr(1), "--pub", tu_endpoint(0),
 	      "--prefill-ms", "0", "--event-delay-ms", "0", "--wait-subscribers", "1",
 	      "--linger-ms", "0", NULL);
 	sub = sock(ZMQ_SUB, tu_endpoint(0));
-	dealer = sock(ZMQ_DEALER, tu_endpoint(1));
 	seq_tokens(t, 7, 48);
-	serve_send(dealer, 1, "fake-model", t, 48);
-	cr_assert_eq(serve_recv(dealer).cached_tokens, 0);
+	cr_assert_eq(complete(1, "fake-model", t, 48, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 0);
+	tu_http_free(&r);
 	expect_batch(sub, &g, 0);
-	serve_send(dealer, 2, "fake-model", t, 40);
-	cr_assert_eq(serve_recv(dealer).cached_tokens, 32);
+	cr_assert_eq(complete(1, "fake-model", t, 40, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 32);
+	tu_http_free(&r);
 	say("clear");
 	expect_batch(sub, &g, 1);
 	cr_assert_eq(g.b.events[0].type, KVW_ALL_BLOCKS_CLEARED);
-	serve_send(dealer, 3, "fake-model", t, 40);
-	rp = serve_recv(dealer);
-	cr_assert_eq(rp.corr_id, 3);
-	cr_assert_eq(rp.cached_tokens, 0, "clear left blocks in the cache");
+	cr_assert_eq(complete(1, "fake-model", t, 40, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 0, "clear left blocks in the cache");
+	tu_http_free(&r);
 	/* The pod stores them again: a new BlockStored with the same engine hashes. */
 	expect_batch(sub, &g, 2);
 	cr_assert_eq(g.b.events[0].nhashes, 2);
@@ -1081,166 +1264,13 @@ Test(fakepod, workload_count_chains_and_evictions)
 	got_free(&g);
 }
 
-Test(fakepod, duration_ends_serve_mode)
+Test(fakepod, duration_ends_http_mode)
 {
 	uint64_t t0 = now_ms();
-	int rc = RUN("--serve", tu_endpoint(1), "--pub", tu_endpoint(0), "--duration", "0.3",
+	int rc = RUN("--http", haddr(1), "--pub", tu_endpoint(0), "--duration", "0.3",
 		     "--linger-ms", "0");
 
 	cr_assert_eq(rc, 0);
 	cr_assert_geq(now_ms() - t0, 290);
 	cr_assert(strstr(child_stderr(), "requests=0 "));
-}
-
-/* ---- serve codec ------------------------------------------------------------------------------- */
-
-Test(fakepod, codec_round_trips)
-{
-	struct kvs_request rq;
-	struct kvs_reply rp = { UINT64_MAX, 123456, KVS_CANCELLED }, back;
-	uint32_t t[300];
-	msgpack_sbuffer sb;
-	char err[128];
-
-	for (size_t i = 0; i < 300; i++)
-		t[i] = i % 3 ? (uint32_t)i : UINT32_MAX - (uint32_t)i;
-	msgpack_sbuffer_init(&sb);
-	kvs_request_init(&rq);
-	cr_assert_eq(kvs_encode_request(&sb, 1ull << 63, "m", t, 300), 0);
-	cr_assert_eq(kvs_decode_request(sb.data, sb.size, &rq, err, sizeof err), 0, "%s", err);
-	cr_assert_eq(rq.corr_id, 1ull << 63);
-	cr_assert_str_eq(rq.model, "m");
-	cr_assert_eq(rq.ntokens, 300);
-	cr_assert_arr_eq(rq.tokens, t, sizeof t);
-	msgpack_sbuffer_clear(&sb);
-	cr_assert_eq(kvs_encode_request(&sb, 0, "", NULL, 0), 0);
-	cr_assert_eq(kvs_decode_request(sb.data, sb.size, &rq, err, sizeof err), 0, "%s", err);
-	cr_assert_eq(rq.ntokens, 0);
-	cr_assert_str_eq(rq.model, "");
-
-	for (int s = KVS_OK; s <= KVS_CANCELLED; s++) {
-		rp.status = (enum kvs_status)s;
-		msgpack_sbuffer_clear(&sb);
-		cr_assert_eq(kvs_encode_reply(&sb, &rp), 0);
-		cr_assert_eq(kvs_decode_reply(sb.data, sb.size, &back, err, sizeof err), 0, "%s", err);
-		cr_assert_eq(back.corr_id, rp.corr_id);
-		cr_assert_eq(back.cached_tokens, rp.cached_tokens);
-		cr_assert_eq(back.status, rp.status);
-	}
-	cr_assert_str_eq(kvs_status_name(KVS_OK), "ok");
-	cr_assert_str_eq(kvs_status_name(KVS_FAILED), "failed");
-	cr_assert_str_eq(kvs_status_name(KVS_CANCELLED), "cancelled");
-	cr_assert_str_eq(kvs_status_name((enum kvs_status)7), "?");
-	rp.status = (enum kvs_status)7;
-	cr_assert_eq(kvs_encode_reply(&sb, &rp), -EINVAL);
-
-	/* Encoder limits. */
-	{
-		char longm[KVS_MODEL_MAX + 1];
-
-		memset(longm, 'a', KVS_MODEL_MAX);
-		longm[KVS_MODEL_MAX] = '\0';
-		cr_assert_eq(kvs_encode_request(&sb, 1, longm, t, 1), -EINVAL);
-		cr_assert_eq(kvs_encode_request(&sb, 1, NULL, t, 1), -EINVAL);
-		cr_assert_eq(kvs_encode_request(&sb, 1, "m", NULL, 1), -EINVAL);
-		cr_assert_eq(kvs_encode_request(&sb, 1, "m", t, KVS_MAX_TOKENS + 1ul), -EINVAL);
-	}
-	kvs_request_free(&rq);
-	msgpack_sbuffer_destroy(&sb);
-}
-
-static void req_fails(const void *p, size_t n, int rc, const char *msg)
-{
-	struct kvs_request rq;
-	char err[160];
-	int got;
-
-	kvs_request_init(&rq);
-	got = kvs_decode_request(p, n, &rq, err, sizeof err);
-	cr_assert_eq(got, rc, "expected %d, got %d (%s)", rc, got, err);
-	cr_assert_eq(rq.ntokens, 0);
-	if (msg)
-		cr_assert_str_eq(err, msg);
-	else
-		cr_assert(err[0]);
-	kvs_request_free(&rq);
-}
-
-static void rep_fails(const void *p, size_t n, const char *msg)
-{
-	struct kvs_reply rp;
-	char err[160];
-
-	cr_assert_eq(kvs_decode_reply(p, n, &rp, err, sizeof err), -EBADMSG, "accepted");
-	cr_assert_str_eq(err, msg);
-}
-
-#define REQ_FAILS(lit, rc, msg) req_fails(lit, sizeof(lit) - 1, rc, msg)
-#define REP_FAILS(lit, msg) rep_fails(lit, sizeof(lit) - 1, msg)
-
-Test(fakepod, codec_rejects_malformed)
-{
-	struct kvs_request rq;
-	msgpack_sbuffer sb;
-	uint32_t t[3] = { 1, 300, 70000 };
-	char err[160];
-
-	/* Every truncation of a valid request fails cleanly. */
-	msgpack_sbuffer_init(&sb);
-	cr_assert_eq(kvs_encode_request(&sb, 99999, "model", t, 3), 0);
-	for (size_t n = 0; n < sb.size; n++)
-		req_fails(sb.data, n, -EBADMSG, NULL);
-	/* Trailing bytes. */
-	msgpack_sbuffer_write(&sb, "\xc0", 1);
-	req_fails(sb.data, sb.size, -EBADMSG, "request: 1 trailing bytes");
-	msgpack_sbuffer_destroy(&sb);
-
-	REQ_FAILS("\x92\x01\xa1m", -EBADMSG, "request: expected 3 elements, got 2");
-	REQ_FAILS("\x94\x01\xa1m\x90\xc0", -EBADMSG, "request: expected 3 elements, got 4");
-	REQ_FAILS("\x81\x01\x02", -EBADMSG, "request: message: expected array, got map");
-	REQ_FAILS("\x93\xa1x\xa1m\x90", -EBADMSG, "request: corr_id: expected uint, got str");
-	REQ_FAILS("\x93\xff\xa1m\x90", -EBADMSG, "request: corr_id: expected uint, got a negative int");
-	REQ_FAILS("\x93\xd0\x80\xa1m\x90", -EBADMSG,
-		  "request: corr_id: expected uint, got a negative int");
-	REQ_FAILS("\x93\x01\xc4\x01m\x90", -EBADMSG, "request: model: expected str, got bin");
-	REQ_FAILS("\x93\x01\xa2m\x00\x90", -EBADMSG, "request: model: contains a NUL byte");
-	REQ_FAILS("\x93\x01\xa1m\x91\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00", -EBADMSG,
-		  "request: tokens[0]: expected uint, got float");
-	REQ_FAILS("\x93\x01\xa1m\x92\x01\xcf\x00\x00\x00\x01\x00\x00\x00\x00", -EBADMSG,
-		  "request: tokens[1]: 4294967296 out of range [0, 4294967295]");
-	REQ_FAILS("\x93\x01\xa1m\x92\x01\xe0", -EBADMSG,
-		  "request: tokens[1]: expected uint, got a negative int");
-	REQ_FAILS("\x93\x01\xa1m\x92\x01\xc1", -EBADMSG,
-		  "request: tokens[1]: expected uint, got reserved byte 0xc1");
-	REQ_FAILS("\x93\x01\xa1m\xa1x", -EBADMSG, "request: tokens: expected array, got str");
-	/* A claimed count larger than the bytes left is refused before any allocation. */
-	REQ_FAILS("\x93\x01\xa1m\xdd\x00\x3f\xff\xff\x01", -EBADMSG, "request: tokens: truncated");
-	REQ_FAILS("\x93\x01\xa1m\xdd\xff\xff\xff\xff\x01", -E2BIG,
-		  "request: tokens: 4294967295 tokens, limit 4194304");
-	{
-		unsigned char big[5 + KVS_MODEL_MAX + 1];
-
-		memcpy(big, "\x93\x01\xda", 3); /* str16 */
-		big[3] = KVS_MODEL_MAX >> 8;
-		big[4] = KVS_MODEL_MAX & 0xff;
-		memset(big + 5, 'a', KVS_MODEL_MAX);
-		big[5 + KVS_MODEL_MAX] = 0x90;
-		req_fails(big, sizeof big, -E2BIG, "request: model: 256 bytes, limit 255");
-	}
-	/* Signed formats with non-negative values are accepted. */
-	kvs_request_init(&rq);
-	cr_assert_eq(kvs_decode_request("\x93\xd3\x00\x00\x00\x00\x00\x00\x00\x05\xa1m\x91\xd1\x01\x00",
-					16, &rq, err, sizeof err), 0, "%s", err);
-	cr_assert_eq(rq.corr_id, 5);
-	cr_assert_eq(rq.ntokens, 1);
-	cr_assert_eq(rq.tokens[0], 256);
-	kvs_request_free(&rq);
-
-	REP_FAILS("\x93\x01\x02\xa3" "bad", "reply: status: unknown value 'bad'");
-	REP_FAILS("\x93\x01\x02\xa2" "\x01\x02", "reply: status: unknown value of 2 bytes");
-	REP_FAILS("\x93\x01\xce\x00\x00\x00\x01\xa3ok", "reply: status: truncated");
-	REP_FAILS("\x93\x01\xcf\x00\x00\x00\x01\x00\x00\x00\x00\xa2ok",
-		  "reply: cached_tokens: 4294967296 out of range [0, 4294967295]");
-	REP_FAILS("\x93\x01\x02\xa2ok\x00", "reply: 1 trailing bytes");
-	REP_FAILS("\x93\x01\x02\x01", "reply: status: expected str, got int");
 }

@@ -2,7 +2,7 @@
  * test_validation.c — Criterion suite "validation": the seed's "Validate with paired request
  * gaps" (seeds/prefix-cache-speculative-index-ttl.md) run through real processes on loopback.
  *
- * Each test starts kvidx-fakepod pods in serve mode (a fixed --event-delay-ms, no jitter),
+ * Each test starts kvidx-fakepod pods serving HTTP (a fixed --event-delay-ms, no jitter),
  * kvidx-ingestd subscribed to them with a short --ttl (400 ms), and kvidx-route reading
  * prompts from a pipe and printing its decisions as JSON lines. Prompts come in pairs that
  * share a long prefix (8 blocks) and differ in a short suffix (2 blocks); the second one is
@@ -23,7 +23,7 @@
  * TTL" waits until the prediction is gone and checks when that happened. Margins against the
  * event delay are 200 ms or more. Everything polls against deadlines.
  *
- * Ports: 20000 + (pid % 1000) * 10 + n, n < 10 (pod i: pub 3i, replay 3i+1, serve 3i+2).
+ * Ports: 20000 + (pid % 1000) * 10 + n, n < 10 (pod i: pub 3i, replay 3i+1, HTTP 3i+2).
  */
 #include <criterion/criterion.h>
 
@@ -39,10 +39,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "hist.h"
 #include "inspect.h"
 #include "kvidx_writer.h"
 #include "layout.h"
+#include "listen.h"
+#include "util_http.h"
 #include "util_index.h"
 #include "util_run.h"
 
@@ -160,7 +164,7 @@ static int64_t ctr(int pod, enum kv_pod_ctr c);
  */
 static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 {
-	static char delay[2][16], pods[2][256], rpods[2][128], ttl[16];
+	static char delay[2][16], pods[2][256], rpods[2][128], ttl[16], http[2][32];
 	const char *args[40];
 	int a;
 
@@ -168,7 +172,8 @@ static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 	for (int i = 0; i < n; i++) {
 		snprintf(delay[i], sizeof(delay[i]), "%u", pc[i].event_delay_ms);
 		a = 0;
-		args[a++] = "--serve", args[a++] = tu_endpoint(3 * i + 2);
+		snprintf(http[i], sizeof(http[i]), "127.0.0.1:%d", tu_port(3 * i + 2));
+		args[a++] = "--http", args[a++] = http[i];
 		args[a++] = "--pub", args[a++] = tu_endpoint(3 * i);
 		args[a++] = "--replay", args[a++] = tu_endpoint(3 * i + 1);
 		args[a++] = "--wait-subscribers", args[a++] = "1";
@@ -183,7 +188,7 @@ static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 		snprintf(pods[i], sizeof(pods[i]),
 			 "tcp://127.0.0.1:%d,replay=tcp://127.0.0.1:%d,name=127.0.0.1:%d",
 			 tu_port(3 * i), tu_port(3 * i + 1), tu_port(3 * i + 2));
-		snprintf(rpods[i], sizeof(rpods[i]), "127.0.0.1:%d=tcp://127.0.0.1:%d",
+		snprintf(rpods[i], sizeof(rpods[i]), "127.0.0.1:%d=http://127.0.0.1:%d",
 			 tu_port(3 * i + 2), tu_port(3 * i + 2));
 	}
 	a = 0;
@@ -785,11 +790,11 @@ Test(validation, synthetic_workload_runs_to_count)
 	const struct podcfg pc[2] = { { 20, NULL }, { 20, NULL } };
 	const struct idxcfg ic = { TTL_MS, "2s", "10s" };
 	static char out[1 << 16];
-	char p0[128], p1[128];
+	char p0[160], p1[160];
 
 	start_all(2, pc, &ic);
-	snprintf(p0, sizeof(p0), "%s=%s", pod_name[0], tu_endpoint(2));
-	snprintf(p1, sizeof(p1), "%s=%s", pod_name[1], tu_endpoint(5));
+	snprintf(p0, sizeof(p0), "%s=http://%s", pod_name[0], pod_name[0]);
+	snprintf(p1, sizeof(p1), "%s=http://%s", pod_name[1], pod_name[1]);
 	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--synthetic",
 			       "--count", "40", "--rate", "400", "--poisson", "--prefixes", "3",
 			       "--json", "--quiet", NULL };
@@ -809,9 +814,9 @@ Test(validation, synthetic_workload_runs_to_count)
 }
 
 /*
- * Without live pods, kvidx-route still routes (pods the index does not know get no commit),
- * breaks the ties by outstanding requests then round robin, gives each request up after
- * --reply-timeout-ms, and exits at the end of its input.
+ * With pods that accept connections but never answer, kvidx-route still routes (pods the
+ * index does not know get no commit), breaks the ties by outstanding requests then round
+ * robin, gives each request up after --reply-timeout-ms, and exits at the end of its input.
  */
 Test(validation, route_gives_up_unanswered_requests)
 {
@@ -823,9 +828,13 @@ Test(validation, route_gives_up_unanswered_requests)
 
 	struct kvidx *w = kvidx_writer_open(&o);
 	cr_assert_not_null(w, "%s", kvidx_strerror(-errno));
-	/* Nothing listens on these ports. */
-	snprintf(pod0, sizeof(pod0), "127.0.0.1:%d=%s", tu_port(8), tu_endpoint(8));
-	snprintf(pod1, sizeof(pod1), "127.0.0.1:%d=%s", tu_port(9), tu_endpoint(9));
+	/* These ports listen (the kernel completes connections) but nothing ever answers. */
+	char err[128];
+	int l0 = tc_listen_tcp(strchr(tu_url(8, ""), '/') + 2, false, 16, NULL, err, sizeof(err));
+	int l1 = tc_listen_tcp(strchr(tu_url(9, ""), '/') + 2, false, 16, NULL, err, sizeof(err));
+	cr_assert(l0 >= 0 && l1 >= 0, "%s", err);
+	snprintf(pod0, sizeof(pod0), "127.0.0.1:%d=%s", tu_port(8), tu_url(8, ""));
+	snprintf(pod1, sizeof(pod1), "127.0.0.1:%d=%s", tu_port(9), tu_url(9, ""));
 	for (unsigned k = 0; k < 3; k++) {
 		prompt(t, k, 0);
 		for (size_t i = 0; i < NTOK; i++)
@@ -837,6 +846,8 @@ Test(validation, route_gives_up_unanswered_requests)
 	uint64_t t0 = kvidx_now_ns();
 	int st = run_tool("kvidx-route", args, line, out, sizeof(out));
 	kvidx_writer_close(w, true);
+	close(l0);
+	close(l1);
 	cr_assert_eq(st, 0, "%s", out);
 	cr_assert_geq(kvidx_now_ns() - t0, 200 * NS_PER_MS);
 	for (unsigned k = 1; k <= 3; k++) {
@@ -855,6 +866,105 @@ Test(validation, route_gives_up_unanswered_requests)
 		  out);
 }
 
+/* The cell of the --validate JSON for (scenario, gap). */
+static json_t *cell_of(json_t *doc, const char *sc, int gap)
+{
+	size_t i;
+	json_t *c;
+
+	json_array_foreach(json_object_get(doc, "cells"), i, c)
+		if (!strcmp(json_string_value(json_object_get(c, "scenario")), sc) &&
+		    json_integer_value(json_object_get(c, "gap_ms")) == gap)
+			return c;
+	cr_assert_fail("no cell %s/%d", sc, gap);
+	return NULL;
+}
+
+static long long jget(json_t *c, const char *a, const char *b)
+{
+	json_t *v = json_object_get(c, a);
+
+	if (b)
+		v = json_object_get(v, b);
+	cr_assert(json_is_integer(v), "no %s.%s", a, b ? b : "");
+	return json_integer_value(v);
+}
+
+/*
+ * kvidx-route --validate against fakepods with a controlled event delay (150 ms, TTL 400 ms):
+ * in the success case the second request routes on the prediction below the event path and
+ * on confirmed blocks after it (below the TTL and beyond it), and the first request's
+ * prediction is confirmed while trusted; after a cancellation or a failed prefill the
+ * prediction lasts until the TTL (the second request routes on it and finds nothing: false
+ * warm), is lost at the TTL, and never looks confirmed.
+ */
+Test(validation, validate_tool_against_fakepods, .timeout = 60)
+{
+	const struct podcfg pc[2] = { { 150, NULL }, { 150, NULL } };
+	const struct idxcfg ic = { TTL_MS, "300ms", "10s" };
+	static char out[1 << 16];
+	char p0[160], p1[160];
+
+	start_all(2, pc, &ic);
+	snprintf(p0, sizeof(p0), "%s=http://%s", pod_name[0], pod_name[0]);
+	snprintf(p1, sizeof(p1), "%s=http://%s", pod_name[1], pod_name[1]);
+	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--validate",
+			       "--fakepods", "--scenarios", "success,cancel,fail", "--gaps",
+			       "40,300,600", "--pairs", "2", "--prefix-blocks", "8", "--json",
+			       "--quiet", NULL };
+	cr_assert_eq(run_tool("kvidx-route", args, NULL, out, sizeof(out)), 0, "%s", out);
+	json_error_t je;
+	json_t *doc = json_loads(out, 0, &je);
+	cr_assert_not_null(doc, "%s: %s", je.text, out);
+	cr_assert_eq(jget(doc, "ttl_ms", NULL), TTL_MS);
+
+	json_t *c = cell_of(doc, "success", 40);
+	cr_assert_eq(jget(c, "second", "predicted"), 2, "%s", out);
+	cr_assert_eq(jget(c, "same_pod", NULL), 2);
+	cr_assert_eq(jget(c, "cached_tokens", NULL), 2 * 8 * BS, "the prediction was true");
+	for (int g = 300; g <= 600; g += 300) {
+		c = cell_of(doc, "success", g);
+		cr_assert_eq(jget(c, "second", "confirmed"), 2, "gap %d: %s", g, out);
+		cr_assert_eq(jget(c, "same_pod", NULL), 2);
+	}
+	const int gaps[3] = { 40, 300, 600 };
+	for (int k = 0; k < 3; k++) {
+		int g = gaps[k];
+		c = cell_of(doc, "success", g);
+		cr_assert_eq(jget(c, "prediction", "confirmed"), 2,
+			     "success, gap %d: the prediction was not confirmed in time", g);
+		cr_assert_eq(jget(c, "index", "false_warm_routes"), 0);
+	}
+	const char *fails[] = { "cancel", "fail" };
+	for (int f = 0; f < 2; f++) {
+		for (int k = 0; k < 3; k++) {
+			int g = gaps[k];
+			c = cell_of(doc, fails[f], g);
+			cr_assert_eq(jget(c, "second", "confirmed"), 0,
+				     "%s, gap %d: looked confirmed: %s", fails[f], g, out);
+			cr_assert_eq(jget(c, "prediction", "confirmed"), 0);
+			cr_assert_eq(jget(c, "prediction", "lost"), 2, "%s, gap %d", fails[f], g);
+			double lost = json_real_value(json_object_get(
+				json_object_get(c, "prediction"), "lost_ms"));
+			/* Not before the TTL (readers trust it until then); when after it depends
+			 * on how soon the validator looked, so no upper bound here. */
+			cr_assert_geq(lost, TTL_MS - 20, "%s, gap %d: lost %.1f ms after the commit",
+				      fails[f], g, lost);
+			cr_assert_eq(jget(c, "cached_tokens", NULL), 0);
+			if (g < TTL_MS) {
+				cr_assert_eq(jget(c, "second", "predicted"), 2,
+					     "%s, gap %d: the prediction lasts until the TTL",
+					     fails[f], g);
+				cr_assert_eq(jget(c, "index", "false_warm_routes"), 2);
+			} else {
+				cr_assert_eq(jget(c, "second", "nomatch"), 2,
+					     "%s, gap %d: beyond the TTL", fails[f], g);
+			}
+		}
+	}
+	json_decref(doc);
+}
+
 /* Usage errors exit 2, a missing index 1, --help 0 with the flags the README documents. */
 Test(validation, tools_usage)
 {
@@ -862,16 +972,22 @@ Test(validation, tools_usage)
 	const char *help[] = { "--help", NULL };
 	const char *none[] = { NULL };
 	const char *badpod[] = { "--pod", "nameonly", NULL };
-	const char *badrate[] = { "--pod", "a:1=tcp://127.0.0.1:1", "--rate", "x", NULL };
-	const char *unknown[] = { "--pod", "a:1=tcp://127.0.0.1:1", "--bogus", NULL };
-	const char *both[] = { "--pod", "a:1=tcp://127.0.0.1:1", "--synthetic", "--file", "f",
+	const char *badrate[] = { "--pod", "a:1=http://127.0.0.1:1", "--rate", "x", NULL };
+	const char *unknown[] = { "--pod", "a:1=http://127.0.0.1:1", "--bogus", NULL };
+	const char *both[] = { "--pod", "a:1=http://127.0.0.1:1", "--synthetic", "--file", "f",
 			       NULL };
-	const char *noidx[] = { "--name", name, "--pod", "a:1=tcp://127.0.0.1:1", NULL };
+	const char *zmqpod[] = { "--pod", "a:1=tcp://127.0.0.1:1", NULL };
+	const char *badlisten[] = { "--pod", "a:1=http://127.0.0.1:1", "--listen", "x", NULL };
+	const char *frontpod[] = { "--pod", "a:1=http://127.0.0.1:1", "--front",
+				   "http://127.0.0.1:2", NULL };
+	const char *noidx[] = { "--name", name, "--pod", "a:1=http://127.0.0.1:1", NULL };
 	const char *topbad[] = { "--interval", "0", NULL };
 	const char *topnoidx[] = { "--name", name, "--once", NULL };
 
 	cr_assert_eq(run_tool("kvidx-route", help, NULL, out, sizeof(out)), 0);
-	const char *flags[] = { "--name", "--model", "--pod NAME=ENDPOINT", "--spec-weight",
+	const char *flags[] = { "--name", "--model", "--pod NAME=URL", "--spec-weight",
+				"--listen HOST:PORT", "--front URL", "--validate", "--pairs", "--gaps",
+				"--scenarios", "--fakepods", "--prefill NAME=URL", "--down-ms",
 				"--file", "--synthetic", "--prefixes", "--prefix-blocks",
 				"--suffix-blocks", "--seed", "--rate", "--poisson", "--count",
 				"--duration", "--reply-timeout-ms", "--quiet", "--json", "--help",
@@ -883,6 +999,9 @@ Test(validation, tools_usage)
 	cr_assert_eq(run_tool("kvidx-route", badrate, "", out, sizeof(out)), 2);
 	cr_assert_eq(run_tool("kvidx-route", unknown, "", out, sizeof(out)), 2);
 	cr_assert_eq(run_tool("kvidx-route", both, "", out, sizeof(out)), 2);
+	cr_assert_eq(run_tool("kvidx-route", zmqpod, "", out, sizeof(out)), 2);
+	cr_assert_eq(run_tool("kvidx-route", badlisten, "", out, sizeof(out)), 2);
+	cr_assert_eq(run_tool("kvidx-route", frontpod, "", out, sizeof(out)), 2);
 	cr_assert_eq(run_tool("kvidx-route", noidx, "", out, sizeof(out)), 1);
 
 	cr_assert_eq(run_tool("kvidx-top", help, NULL, out, sizeof(out)), 0);

@@ -1,27 +1,31 @@
 #!/bin/sh
 # run.sh BUILD_BIN_DIR — the demo behind `make run`: on loopback, three fake vLLM pods
-# (kvidx-fakepod --serve, with an event delay, jitter and small failure rates) in the shapes
-# real vLLM streams have (pod 0: vLLM's default topic "" and two data-parallel ranks; pod 1: a
-# hybrid model with CPU offloading and duplicate copies; pod 2: llm-d's kv@POD@MODEL topic),
-# a fourth pod playing a workload of LoRA, salted and multimodal prompts (not routed to),
-# kvidx-ingestd subscribed to them (with their replay sockets), two kvidx-route workers
-# sending a synthetic shared-prefix workload, and kvidx-top in the foreground. Ctrl-C (or
-# SIGTERM) stops every process this script started and removes the index from /dev/shm.
+# (kvidx-fakepod --http, vLLM's OpenAI-compatible API, with an event delay, jitter and small
+# failure rates) in the shapes real vLLM streams have (pod 0: vLLM's default topic "" and two
+# data-parallel ranks; pod 1: a hybrid model with CPU offloading and duplicate copies; pod 2:
+# llm-d's kv@POD@MODEL topic), a fourth pod playing a workload of LoRA, salted and multimodal
+# prompts (not routed to), kvidx-ingestd subscribed to their KV events (with their replay sockets),
+# two kvidx-route --listen front workers sharing one port (SO_REUSEPORT) and the index, a
+# third kvidx-route sending a synthetic multi-turn workload to that port, and kvidx-top in
+# the foreground. While it runs, curl the front (the line is printed). Ctrl-C (or SIGTERM)
+# stops every process this script started and removes the index from /dev/shm.
 #
 # Environment (all optional):
 #   KVIDX_RUN_NAME   index name (default kvidx-run)
-#   KVIDX_RUN_PORT   first TCP port; pod i uses PORT+10i .. PORT+10i+4 (default 25500)
-#   KVIDX_RUN_RATE   requests per second per router worker (default 8)
+#   KVIDX_RUN_PORT   first TCP port; pod i uses PORT+10i .. PORT+10i+4, the front
+#                    PORT+100 (default 25500)
+#   KVIDX_RUN_RATE   new conversations per second sent to the front (default 16)
 #   KVIDX_RUN_SECS   stop by itself after this many seconds (default: run until Ctrl-C)
 set -u
 
 BIN=${1:?usage: run.sh BUILD_BIN_DIR}
 NAME=${KVIDX_RUN_NAME:-kvidx-run}
 PORT=${KVIDX_RUN_PORT:-25500}
-RATE=${KVIDX_RUN_RATE:-8}
+RATE=${KVIDX_RUN_RATE:-16}
 SECS=${KVIDX_RUN_SECS:-}
 NPODS=3
-NROUTERS=2
+NFRONTS=2
+FRONT=$((PORT + 100))
 
 for t in kvidx-fakepod kvidx-ingestd kvidx-route kvidx-top; do
 	if [ ! -x "$BIN/$t" ]; then
@@ -61,7 +65,7 @@ cleanup() {
 	rm -f "/dev/shm/$NAME" "/dev/shm/$NAME".data.*
 	echo
 	echo "run.sh: stopped; index $NAME removed; logs kept in $LOGS"
-	for f in "$LOGS"/route-*.log; do
+	for f in "$LOGS"/front-*.log "$LOGS"/client.log; do
 		[ -f "$f" ] && sed -n 's/^summary: /  '"$(basename "$f" .log)"': /p' "$f"
 	done
 }
@@ -76,14 +80,14 @@ start() { # start LOGNAME PROGRAM ARGS...: background, output to LOGS/LOGNAME.lo
 	PIDS="$PIDS $!"
 }
 
-echo "run.sh: index $NAME, ports $PORT..$((PORT + 10 * NPODS + 4)) on 127.0.0.1"
+echo "run.sh: index $NAME, pods on ports $PORT..$((PORT + 10 * NPODS + 4)), front on $FRONT (127.0.0.1)"
 echo "run.sh: logs in $LOGS"
 echo "run.sh: in another terminal: $BIN/kvidx-ttl --name $NAME"
 echo "        (and $BIN/kvidx-dump --name $NAME for everything the index holds)"
 
 # Pods: events 80 ms after each request (plus 0..40 ms jitter), a few failed or cancelled
 # requests and lost events, so that early and stale expiries show up. Pod i publishes on
-# PORT+10i (rank r on + r), replays on PORT+10i+2 (+ r) and serves on PORT+10i+4.
+# PORT+10i (rank r on + r), replays on PORT+10i+2 (+ r) and serves HTTP on PORT+10i+4.
 podargs=""
 routeargs=""
 i=0
@@ -97,13 +101,13 @@ while [ $i -lt $NPODS ]; do
 	1) set -- --hybrid --offload 0.3 --dup-copies 0.1 --copy-counts --cache-blocks 128 ;;
 	*) set -- ;;
 	esac
-	start "pod-$i" "$BIN/kvidx-fakepod" --serve "tcp://127.0.0.1:$srv" \
+	start "pod-$i" "$BIN/kvidx-fakepod" --http "127.0.0.1:$srv" \
 		--pub "tcp://127.0.0.1:$pub" --replay "tcp://127.0.0.1:$rep" \
 		--prefill-ms 20 --event-delay-ms 80 --jitter-ms 40 \
 		--fail-rate 0.02 --cancel-rate 0.01 --drop-events 0.01 --seed $((i + 1)) "$@"
 	spec="tcp://127.0.0.1:$pub,replay=tcp://127.0.0.1:$rep,name=127.0.0.1:$srv$attrs"
 	podargs="$podargs --pod $spec"
-	routeargs="$routeargs --pod 127.0.0.1:$srv=tcp://127.0.0.1:$srv"
+	routeargs="$routeargs --pod 127.0.0.1:$srv=http://127.0.0.1:$srv"
 	i=$((i + 1))
 done
 # A pod no router sends to, whose own workload uses a LoRA adapter, salts and images.
@@ -130,14 +134,30 @@ if ! "$BIN/kvidx-top" --name "$NAME" --once >/dev/null 2>&1; then
 	exit 1
 fi
 
+# Two front workers on one port, one index: the kernel spreads connections over them.
 i=0
-while [ $i -lt $NROUTERS ]; do
+while [ $i -lt $NFRONTS ]; do
 	# shellcheck disable=SC2086
-	start "route-$i" "$BIN/kvidx-route" --name "$NAME" $routeargs --synthetic \
-		--prefixes 6 --prefix-blocks 8 --suffix-blocks 2 --rate "$RATE" --poisson \
-		--followups 0.5 --followup-ms 100 --seed $((i + 1)) --quiet
+	start "front-$i" "$BIN/kvidx-route" --name "$NAME" $routeargs \
+		--listen "127.0.0.1:$FRONT" --quiet
 	i=$((i + 1))
 done
+i=0
+while ! curl -sf "http://127.0.0.1:$FRONT/health" >/dev/null 2>&1 && [ $i -lt 50 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+
+# The client load: conversations of up to 4 turns, each next turn 100 ms (mean) after the
+# previous answer, sent to the fronts' port (it learns each decision from their headers).
+start client "$BIN/kvidx-route" --front "http://127.0.0.1:$FRONT" --synthetic \
+	--prefixes 6 --prefix-blocks 8 --suffix-blocks 2 --rate "$RATE" --poisson \
+	--followups 0.7 --followup-ms 100 --quiet
+
+echo "run.sh: the front serves OpenAI-style requests; in another terminal, for example:"
+echo "  curl -s http://127.0.0.1:$FRONT/v1/completions -H 'Content-Type: application/json' \\"
+echo "       -d '{\"prompt\": \"The quick brown fox jumps over the lazy dog, twice.\", \"max_tokens\": 4}'"
+echo "  (add -i to see X-Kvidx-Pod and X-Kvidx-Decision; /v1/chat/completions takes messages)"
 
 # The live view: in the background so that the traps run as soon as a signal arrives
 # (a shell runs traps only between commands); it shares the terminal and gets Ctrl-C too.

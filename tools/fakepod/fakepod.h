@@ -18,7 +18,8 @@
  *               placeholders, duplicate copies)
  *   workload.c  the synthetic workload
  *   script.c    the script language
- *   serve.c     --serve: prompts from a router, prefill, replies and their events
+ *   serve.c     a served request's life: cache lookup, fate, prefill, its events
+ *   http.c      --http: vLLM's OpenAI-compatible API (libmicrohttpd, jansson)
  */
 #ifndef KVIDX_FAKEPOD_H
 #define KVIDX_FAKEPOD_H
@@ -30,7 +31,6 @@
 #include <zmq.h>
 
 #include "log.h"
-#include "serve.h"
 #include "wire.h"
 
 #define PROG "kvidx-fakepod"
@@ -45,7 +45,7 @@
 /* ---- options (opts.c) --------------------------------------------------------------------- */
 
 struct opts {
-	const char *pub_ep, *replay_ep, *serve_ep, *script;
+	const char *pub_ep, *replay_ep, *http_addr, *script;
 	const char *pod, *model, *medium;
 	enum kvw_form form;
 	enum kvw_hash_form hash_form;
@@ -365,17 +365,57 @@ bool script_wants_input(const struct fp *fp);
 /* Frees what the script's lora, salt and mm commands keep. */
 void script_free(struct fp *fp);
 
-/* A served request being "prefilled" (serve.c). */
-struct inflight;
+/* ---- served requests (serve.c) and the HTTP API (http.c) ---------------------------------- */
 
-/* Answers the serve requests waiting on the ROUTER. */
-void handle_serve(struct fp *fp, uint64_t now);
-/* Prefill is over (ACT_SERVE_DONE): store the blocks of a success, reply, free q. */
+/* A served request being "prefilled" (serve.c), and its HTTP request (http.c). */
+struct inflight;
+struct hreq;
+
+enum srv_status {
+	SRV_OK,        /* prefill done; the pod stored the prompt's new full blocks */
+	SRV_FAILED,    /* prefill failed (or the pod restarted): nothing stored */
+	SRV_CANCELLED, /* the client went away (or --cancel-rate): nothing stored */
+};
+
+/* Faults a request asks for (http.c's X-Fakepod-Fault header). */
+struct srv_fault {
+	bool fail, cancel, drop_events, restart, has_delay;
+	uint64_t delay_ms;
+};
+
+/*
+ * A prompt arrived: looks up its cached prefix, draws its fate and queues its completion
+ * after the prefill time; the answer comes through http_answer(), maybe before this returns
+ * (no prefill time). Returns 0, or -1 if it failed at once (a restart fault, too much in
+ * flight): then nothing is queued and the caller answers.
+ */
+int serve_request(struct fp *fp, struct hreq *h, const uint32_t *tokens, size_t ntokens,
+		  const struct srv_fault *f, uint64_t now);
+/* Prefill is over (ACT_SERVE_DONE): store the blocks of a success, answer, free q. */
 void serve_complete(struct fp *fp, struct inflight *q, uint64_t now);
-/* Replies "failed" to q and frees it: its pod restarted. */
+/* Answers "failed" to q and frees it: its pod restarted. */
 void serve_fail(struct fp *fp, struct inflight *q);
-/* Frees q without a reply. */
+/* Frees q without an answer. */
 void free_inflight(struct fp *fp, struct inflight *q);
+/* q's connection is gone: it will not be answered. */
+void serve_detach(struct inflight *q);
+
+/* Binds the socket and starts the server (exits on failure). */
+void http_start(struct fp *fp);
+/* Ends every connection and stops the server. */
+void http_stop(struct fp *fp);
+/* How long the loop may wait for the server's descriptor (fp->http_fd), in ms; -1: forever.
+ * Runs the server first if a connection was resumed. */
+long http_timeout_ms(struct fp *fp);
+/* Does what the server's descriptor says is ready (never blocks). */
+void http_run(struct fp *fp);
+/* serve.c tells h which request it became, and that it is gone. */
+void http_bind(struct hreq *h, struct inflight *q);
+void http_detach(struct hreq *h);
+/* The outcome of h's prompt: queue the answer (resuming its connection). */
+void http_answer(struct fp *fp, struct hreq *h, enum srv_status st, uint32_t cached_tokens);
+/* Whether h's client has closed its connection (a cancellation). */
+bool http_peer_gone(struct hreq *h);
 
 /* ---- the pod ------------------------------------------------------------------------------ */
 
@@ -393,7 +433,7 @@ struct fp {
 	/* publishing (pub.c) */
 	char topic[2 * NAME_MAX_LEN + 8];
 	size_t topiclen;
-	void *zctx, *serve;
+	void *zctx;
 	bool xpub;
 	int sigfd;
 	struct kvw_enc enc;
@@ -454,11 +494,14 @@ struct fp {
 	bool wl_on, wl_done;
 	uint64_t wl_rng, wl_events, wl_next;
 
-	/* serve (serve.c) */
+	/* serve (serve.c, http.c) */
 	uint64_t srv_rng;
 	size_t ninflight;
-	struct kvs_request rq;
-	msgpack_sbuffer reply;
+	struct MHD_Daemon *httpd;
+	int http_fd;              /* its epoll descriptor */
+	struct hreq *suspended;   /* requests waiting for their prefill */
+	uint64_t http_ids;        /* request ids made up */
+	bool http_kick;           /* a connection was resumed: run the server before waiting */
 
 	struct ilog_limit rl_replay, rl_serve;
 	struct stats st;

@@ -16,10 +16,10 @@
  *     BlockRemoved for evictions, paced at a given event rate;
  *   - a script (script.c): one command per line, for tests that need exact events, sequence
  *     gaps, restarts, delayed delivery and malformed payloads;
- *   - a serve socket (serve.c): a ROUTER where a router worker "sends" prompts; the pod
- *     replies with the number of cached tokens after a simulated prefill and publishes the
- *     new blocks after a simulated route-to-event delay, with injectable failures,
- *     cancellations and lost events.
+ *   - an HTTP server (http.c, serve.c) speaking vLLM's OpenAI-compatible API: routers send
+ *     prompts; the pod answers with usage.prompt_tokens_details.cached_tokens after a
+ *     simulated prefill and publishes the new blocks after a simulated route-to-event
+ *     delay, with injectable failures, cancellations and lost events.
  *
  * Block hashes are the engine's, not kvidx request keys, as with a real vLLM (hash.c).
  *
@@ -101,8 +101,6 @@ static void setup(struct fp *fp)
 		if (o->keep)
 			fp->rk[r].ring = tc_xrealloc(NULL, o->keep * sizeof(*fp->rk[r].ring));
 	}
-	if (o->serve_ep)
-		fp->serve = bind_socket(fp, ZMQ_ROUTER, "--serve", o->serve_ep, KVS_MAX_MSG);
 
 	kvw_enc_init(&fp->enc);
 	fp->encopts.batch_form = fp->encopts.event_form = o->form;
@@ -110,16 +108,17 @@ static void setup(struct fp *fp)
 	cache_init(&fp->cache, (uint32_t)o->cache_blocks, fp->nranks);
 	fp->attr.medium = fp->script_attr.medium = o->medium;
 	fp->shape_rng = o->seed ^ 0x5a17e5a17e5a17e5ull;
-	kvs_request_init(&fp->rq);
-	msgpack_sbuffer_init(&fp->reply);
 	fp->wl_on = o->workload;
 	fp->wl_rng = o->seed;
 	fp->srv_rng = o->seed ^ 0x5e12e5e12e5e12e5ull;
 	script_open(fp);
+	if (o->http_addr)
+		http_start(fp);
 }
 
 static void teardown(struct fp *fp)
 {
+	http_stop(fp);
 	while (fp->nheap) {
 		struct action a = heap_pop(fp);
 
@@ -146,13 +145,9 @@ static void teardown(struct fp *fp)
 	script_free(fp);
 	cache_free(&fp->cache);
 	kvw_enc_free(&fp->enc);
-	kvs_request_free(&fp->rq);
-	msgpack_sbuffer_destroy(&fp->reply);
 	free(fp->sbuf);
 	free(fp->toks);
 	free(fp->hbuf);
-	if (fp->serve)
-		zmq_close(fp->serve);
 	zmq_ctx_term(fp->zctx);
 	if (fp->script_fd > STDIN_FILENO)
 		close(fp->script_fd);
@@ -182,7 +177,7 @@ static bool all_done(const struct fp *fp)
 		return false;
 	if (fp->stopping)
 		return true;
-	return !fp->o.serve_ep && (!fp->wl_on || fp->wl_done) &&
+	return !fp->o.http_addr && (!fp->wl_on || fp->wl_done) &&
 	       (!fp->script_on || fp->script_done);
 }
 
@@ -190,7 +185,7 @@ static void run(struct fp *fp)
 {
 	for (;;) {
 		zmq_pollitem_t items[4 + 2 * FP_MAX_RANKS];
-		int n = 0, i_sig, i_pub[FP_MAX_RANKS], i_replay[FP_MAX_RANKS], i_serve = -1;
+		int n = 0, i_sig, i_pub[FP_MAX_RANKS], i_replay[FP_MAX_RANKS], i_http = -1;
 		int i_script = -1;
 		uint64_t now = kvidx_now_ns(), next = UINT64_MAX;
 		long timeout;
@@ -239,6 +234,13 @@ static void run(struct fp *fp)
 		timeout = next == UINT64_MAX ? -1
 			  : next <= now ? 0 : (long)((next - now + NS_PER_MS - 1) / NS_PER_MS);
 
+		if (fp->httpd && fp->started) {
+			long ht = http_timeout_ms(fp);
+
+			if (ht >= 0 && (timeout < 0 || ht < timeout))
+				timeout = ht;
+		}
+
 		items[n] = (zmq_pollitem_t){ .fd = fp->sigfd, .events = ZMQ_POLLIN };
 		i_sig = n++;
 		for (uint32_t r = 0; r < fp->nranks; r++) {
@@ -255,9 +257,9 @@ static void run(struct fp *fp)
 				i_replay[r] = n++;
 			}
 		}
-		if (fp->serve && fp->started && !fp->stopping && !fp->lingering) {
-			items[n] = (zmq_pollitem_t){ .socket = fp->serve, .events = ZMQ_POLLIN };
-			i_serve = n++;
+		if (fp->httpd && fp->started) {
+			items[n] = (zmq_pollitem_t){ .fd = fp->http_fd, .events = ZMQ_POLLIN };
+			i_http = n++;
 		}
 		if (fp->started && !fp->stopping && script_wants_input(fp) &&
 		    fp->sleep_until <= now) {
@@ -280,8 +282,8 @@ static void run(struct fp *fp)
 			if (i_replay[r] >= 0 && (items[i_replay[r]].revents & ZMQ_POLLIN))
 				handle_replay(fp, r);
 		}
-		if (i_serve >= 0 && (items[i_serve].revents & ZMQ_POLLIN))
-			handle_serve(fp, now);
+		if (i_http >= 0)
+			http_run(fp); /* its timeouts too, not only what the descriptor says */
 		if (i_script >= 0 && (items[i_script].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
 			script_read(fp);
 	}

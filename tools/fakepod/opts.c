@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "listen.h"
 #include "parse.h"
 
 static void usage(FILE *f)
@@ -22,9 +23,9 @@ static void usage(FILE *f)
 "AllBlocksCleared batches on a ZMQ PUB socket as [topic, seq8, payload], topic\n"
 "kv@<pod>@<model> or --topic, from a synthetic workload, a script, and/or prompts served to\n"
 "a router, in the shapes vLLM 0.26+ streams have when asked (Shapes below).\n"
-"The workload runs when --workload is given or neither --script nor --serve is. The run\n"
+"The workload runs when --workload is given or neither --script nor --http is. The run\n"
 "ends once every source is done: the workload after --count events, the script at its\n"
-"end; with --serve, or a workload without --count, only --duration or a signal ends it.\n"
+"end; with --http, or a workload without --count, only --duration or a signal ends it.\n"
 "Block hashes are engine hashes (XXH64 with a fakepod seed over the parent engine hash\n"
 "and the block's tokens; nil parent for a prompt's first block), never kvidx request keys.\n"
 "\n"
@@ -35,7 +36,7 @@ static void usage(FILE *f)
 "                         [\"\", topic, seq8, payload], then [\"\", topic, ff*8, \"\"]\n"
 "  --old-replay-framing   replay without the topic frame: [\"\", seq8, payload]\n"
 "  --keep N               batches kept for replay (default 10000; 0 keeps none)\n"
-"  --pod NAME             pod in the topic (default: host:port of --serve, else of --pub;\n"
+"  --pod NAME             pod in the topic (default: HOST:PORT of --http, else of --pub;\n"
 "                         a * or 0.0.0.0 host becomes 127.0.0.1)\n"
 "  --model M              model in the topic (default fake-model)\n"
 "  --encoding array|map   positional arrays (default) or type-tagged maps\n"
@@ -45,7 +46,7 @@ static void usage(FILE *f)
 "  --rank N               data_parallel_rank of every batch (default: omitted, i.e. nil)\n"
 "  --ts-ahead-ms MS       stamp batches MS ahead of the wall clock, as a publisher whose\n"
 "                         clock runs ahead would (default 0)\n"
-"  --wait-subscribers N   start nothing (workload, script, serve) before N subscriptions\n"
+"  --wait-subscribers N   start nothing (workload, script, HTTP) before N subscriptions\n"
 "                         have arrived, all ranks together; uses XPUB sockets (default 0:\n"
 "                         start at once)\n"
 "  --duration S           stop the sources after S seconds (default: no limit)\n"
@@ -53,11 +54,11 @@ static void usage(FILE *f)
 "                         exiting (default 200); also the sockets' ZMQ_LINGER\n"
 "\n"
 "Workload:\n"
-"  --workload             run the workload (with --serve too; not with --script)\n"
+"  --workload             run the workload (with --http too; not with --script)\n"
 "  --prefixes K           distinct shared prefixes, i.e. system prompts (default 8)\n"
 "  --prefix-blocks N      blocks per prefix (default 8)\n"
 "  --suffix-blocks N      fresh blocks after the prefix in each prompt (default 2)\n"
-"  --seed N               seed of the workload and of serve's random draws (default 1)\n"
+"  --seed N               seed of the workload and of the served fates (default 1)\n"
 "  --rate R               events per second, 0 = as fast as possible (default 1000)\n"
 "  --batch N              events per batch, also in script mode (default 1)\n"
 "  --cache-blocks C       LRU block cache size; evictions give BlockRemoved (default 1024)\n"
@@ -66,14 +67,17 @@ static void usage(FILE *f)
 "Script:\n"
 "  --script FILE          run the commands in FILE, - for standard input\n"
 "\n"
-"Serve:\n"
-"  --serve ENDPOINT       bind a ROUTER for prompts from a router worker (see below)\n"
-"  --prefill-ms MS        time from request to reply (default 50)\n"
+"HTTP (vLLM's OpenAI-compatible API, for routers; see below):\n"
+"  --http HOST:PORT       serve POST /v1/completions, /v1/chat/completions, /tokenize,\n"
+"                         GET /v1/models and /health here (e.g. 127.0.0.1:8000)\n"
+"  --prefill-ms MS        time from request to its answer (first streamed chunk)\n"
+"                         (default 50)\n"
 "  --jitter-ms MS         add a uniform 0..MS to both delays, per request (default 0)\n"
 "  --event-delay-ms MS    time from request to its BlockStored batch, at least the\n"
 "                         prefill time (default 100)\n"
-"  --fail-rate P          probability that prefill fails: reply failed, nothing stored\n"
-"  --cancel-rate P        probability of a cancellation: reply cancelled, nothing stored\n"
+"  --fail-rate P          probability that prefill fails: HTTP 500, nothing stored\n"
+"  --cancel-rate P        probability of a cancellation: the connection is closed\n"
+"                         without an answer, nothing stored\n"
 "  --drop-events P        probability that an ok request's event batch is never published\n"
 "                         (no sequence number used: replay cannot recover it)\n"
 "\n"
@@ -109,7 +113,7 @@ static void usage(FILE *f)
 "                         copies, two BlockStored) and removed twice (default 0)\n"
 "  --copy-counts          those BlockRemoved carry remaining_copy_counts\n"
 "--lora, --salt and --mm shape the workload's prompts; --hybrid, --offload and --dup-copies\n"
-"the workload's and --serve's events; the script has commands of its own.\n"
+"the workload's and the HTTP requests' events; the script has commands of its own.\n"
 "\n"
 "  -h, --help             print this help and exit\n"
 "\n"
@@ -118,7 +122,7 @@ static void usage(FILE *f)
 "                         commas or spaces), chained from PARENT (hex engine hash, or -\n"
 "                         for a first block); prints each block's hash as 0x%016x\n"
 "  remove HASH...         BlockRemoved of these hex hashes\n"
-"  clear                  AllBlocksCleared (also empties the serve/workload cache)\n"
+"  clear                  AllBlocksCleared (also empties the served/workload cache)\n"
 "  flush                  publish the pending batch now\n"
 "  gap N                  skip N sequence numbers (a gap replay cannot fill)\n"
 "  lose N                 do not send the next N batches, but keep them for replay\n"
@@ -148,13 +152,18 @@ static void usage(FILE *f)
 "holds --batch events (so each is its own batch by default), on flush, before any other\n"
 "command, and at the end of the script. store and remove do not touch the cache.\n"
 "\n"
-"Serve protocol (msgpack, one frame): the client's DEALER sends [\"\", request] with\n"
-"request [corr_id uint64, model str, tokens [uint32...]]; after the prefill time the reply\n"
-"[corr_id, cached_tokens, status] comes back as [\"\", reply], status \"ok\", \"failed\" or\n"
-"\"cancelled\". cached_tokens counts the leading full blocks cached when the request\n"
-"arrived (a fully cached prompt reports one block less, as vLLM recomputes the last\n"
-"token). A request for a model other than --model (or \"\") fails at once. The new blocks\n"
-"of an ok request form one batch: BlockRemoved for its evictions, then BlockStored.\n"
+"HTTP: prompts are token ids or text; text goes through the stand-in tokenizer, one\n"
+"token per UTF-8 byte (its value), and chat messages through the template\n"
+"\"<|ROLE|>\\nCONTENT\\n\"... then \"<|assistant|>\\n\"; POST /tokenize shows the result.\n"
+"Answers come after the prefill time: usage.prompt_tokens_details.cached_tokens counts the\n"
+"leading full blocks cached when the request arrived (a fully cached prompt reports one\n"
+"block less, as vLLM recomputes the last token); \"stream\": true gives server-sent\n"
+"events (the usage chunk with stream_options.include_usage). A client that closes its\n"
+"connection before the end of prefill cancels the request. The new blocks of an ok\n"
+"request form one batch: BlockRemoved for its evictions, then BlockStored. Another\n"
+"model is 404; malformed requests 400, with OpenAI-style JSON errors. X-Request-Id is\n"
+"echoed. Faults for validation tools: header X-Fakepod-Fault: fail, cancel,\n"
+"drop-events, restart or delay=MS (this request's events after MS), comma-separated.\n"
 "\n"
 "Signals: SIGTERM and SIGINT exit at once (status 0). SIGUSR1 simulates a pod restart:\n"
 "sequence back to 0, cache and replay buffer emptied, queued batches dropped, requests in\n"
@@ -232,7 +241,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		O_PUB = 256, O_REPLAY, O_OLD, O_KEEP, O_POD, O_MODEL, O_ENCODING, O_HASHES,
 		O_MEDIUM, O_BS, O_RANK, O_WAIT, O_DURATION, O_LINGER, O_WORKLOAD, O_PREFIXES,
 		O_PBLOCKS, O_SBLOCKS, O_SEED, O_RATE, O_BATCH, O_CACHE, O_COUNT, O_SCRIPT,
-		O_SERVE, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP, O_TS_AHEAD,
+		O_HTTP, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP, O_TS_AHEAD,
 		/* Shapes */
 		O_TOPIC, O_DP_RANKS, O_LORA, O_LORA_SHARE, O_SALT, O_SALT_SHARE, O_MM, O_MM_BARE,
 		O_HYBRID, O_OFFLOAD, O_OFFLOAD_MEDIUM, O_DUP, O_COPY_COUNTS,
@@ -263,7 +272,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "cache-blocks", required_argument, NULL, O_CACHE },
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "script", required_argument, NULL, O_SCRIPT },
-		{ "serve", required_argument, NULL, O_SERVE },
+		{ "http", required_argument, NULL, O_HTTP },
 		{ "prefill-ms", required_argument, NULL, O_PREFILL },
 		{ "jitter-ms", required_argument, NULL, O_JITTER },
 		{ "event-delay-ms", required_argument, NULL, O_EVDELAY },
@@ -287,6 +296,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char err[160];
 	int c;
 
 	*o = (struct opts){
@@ -342,7 +352,11 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_CACHE: o->cache_blocks = opt_int("cache-blocks", optarg, 1, 1u << 26); break;
 		case O_COUNT: o->count = opt_int("count", optarg, 0, UINT64_MAX); break;
 		case O_SCRIPT: o->script = optarg; break;
-		case O_SERVE: o->serve_ep = optarg; break;
+		case O_HTTP:
+			if (tc_listen_check(optarg, err, sizeof(err)))
+				tc_usage_error("bad --http '%s': %s", optarg, err);
+			o->http_addr = optarg;
+			break;
 		case O_TS_AHEAD: o->ts_ahead_ms = opt_int("ts-ahead-ms", optarg, 0, MAX_MS); break;
 		case O_PREFILL: o->prefill_ms = opt_int("prefill-ms", optarg, 0, MAX_MS); break;
 		case O_JITTER: o->jitter_ms = opt_int("jitter-ms", optarg, 0, MAX_MS); break;
@@ -377,7 +391,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		tc_usage_error("unexpected argument '%s'", argv[optind]);
 	if (o->workload && o->script)
 		tc_usage_error("--workload and --script cannot be combined");
-	if (!o->script && !o->serve_ep)
+	if (!o->script && !o->http_addr)
 		o->workload = true;
 	if (o->fail_rate + o->cancel_rate > 1)
 		tc_usage_error("--fail-rate %g plus --cancel-rate %g exceed 1", o->fail_rate,
@@ -420,9 +434,9 @@ static void check_shapes(const struct opts *o)
 	if ((o->lora || o->salt || o->mm_rate > 0) && !o->workload)
 		tc_usage_error("--lora, --salt and --mm shape the workload's prompts: add "
 			       "--workload (the script has lora, salt and mm commands)");
-	if ((o->hybrid || o->offload > 0 || o->dup_copies > 0) && !o->workload && !o->serve_ep)
+	if ((o->hybrid || o->offload > 0 || o->dup_copies > 0) && !o->workload && !o->http_addr)
 		tc_usage_error("--hybrid, --offload and --dup-copies shape the workload's and "
-			       "--serve's events (the script has group, offload and store)");
+			       "--http requests' events (the script has group, offload and store)");
 	if (o->lora && (!*o->lora || strlen(o->lora) >= KVW_LORA_NAME_MAX))
 		tc_usage_error("bad --lora: 1 to %d bytes", KVW_LORA_NAME_MAX - 1);
 	if (o->salt && !*o->salt)
@@ -461,7 +475,7 @@ size_t opts_topic(const struct opts *o, char *topic, size_t cap)
 	if (o->pod) {
 		snprintf(pod, sizeof pod, "%s", o->pod);
 	} else {
-		if (!derive_pod(o->serve_ep ? o->serve_ep : o->pub_ep, pod, sizeof pod))
+		if (!derive_pod(o->http_addr ? o->http_addr : o->pub_ep, pod, sizeof pod))
 			tc_usage_error("the pod name derived from the endpoint is longer than %d "
 				       "bytes: use --pod", NAME_MAX_LEN);
 		check_name("pod name derived from the endpoint (use --pod)", pod);

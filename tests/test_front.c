@@ -1,0 +1,391 @@
+/*
+ * test_front.c — Criterion suite "front": kvidx-route --listen end to end on loopback, with
+ * kvidx-fakepod pods serving HTTP, kvidx-ingestd subscribed to them, and one or two fronts.
+ *
+ *   - a request through the front reaches the best-scored pod, its commit shows up in the
+ *     index as a prediction before the pod's event, the streamed answer is byte-identical
+ *     to the pod's own, and the outcome is reported to the index;
+ *   - a pod that cannot be reached is avoided (marked down; the request goes elsewhere);
+ *   - malformed requests get OpenAI-style JSON errors with their status codes;
+ *   - two fronts on one port (SO_REUSEPORT) share one index: each commits, and each routes
+ *     on the other's predictions.
+ *
+ * Events come 1 s after a request (--event-delay-ms), well inside the 3 s TTL, so that a
+ * prediction is observable as such; waits poll against deadlines.
+ *
+ * Ports: tu_port(n): pod i pub 2i, HTTP 2i+1 (i < 2); 6 the fronts; 7 a port nobody serves.
+ */
+#include <criterion/criterion.h>
+
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "inspect.h"
+#include "layout.h"
+#include "util_http.h"
+#include "util_index.h"
+#include "util_run.h"
+
+#define MODEL "fake-model"
+#define BS 16
+#define NS_PER_MS 1000000ull
+#define DEADLINE_MS 5000
+#define EVENT_MS "1000"
+
+static char name[64];
+static struct tu_child kids[8];
+static int nkids;
+static struct kvidx_reader *rd;
+static struct kvidx_info info;
+static char pod_name[2][KVIDX_POD_NAME_MAX];
+static int pod_idx[2];
+
+static void setup(void)
+{
+	tu_index_name(name, sizeof(name), "front");
+	nkids = 0;
+	rd = NULL;
+}
+
+static void teardown(void)
+{
+	for (int i = nkids - 1; i >= 0; i--)
+		tu_child_kill(&kids[i]);
+	nkids = 0;
+	if (rd)
+		kvidx_reader_close(rd);
+	rd = NULL;
+	tu_index_remove(name, NULL);
+}
+
+TestSuite(front, .init = setup, .fini = teardown, .timeout = 40);
+
+static struct tu_child *spawn(const char *tool, const char **args)
+{
+	char log[256];
+
+	cr_assert(nkids < (int)(sizeof(kids) / sizeof(kids[0])));
+	snprintf(log, sizeof(log), "/tmp/%s.%s.%d.log", name, tool, nkids + 1);
+	tu_spawn(&kids[nkids], tool, args, log, false);
+	return &kids[nkids++];
+}
+
+static int64_t ctr(int pod, enum kv_pod_ctr c)
+{
+	struct kvidx_info in;
+
+	if (kvidx_reader_info(rd, &in) < 0)
+		return -1;
+	return (int64_t)ld_relaxed(&kv_reader_view(rd)->pods[pod].pd_ctr[c]);
+}
+
+/* Two pods and ingestd; returns when the index knows both pods and their streams are up. */
+static void start_pods(void)
+{
+	static char http[2][32], pods[2][160];
+	const char *args[24];
+	int a;
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(http[i], sizeof(http[i]), "127.0.0.1:%d", tu_port(2 * i + 1));
+		snprintf(pod_name[i], sizeof(pod_name[i]), "%s", http[i]);
+		a = 0;
+		args[a++] = "--http", args[a++] = http[i];
+		args[a++] = "--pub", args[a++] = tu_endpoint(2 * i);
+		args[a++] = "--wait-subscribers", args[a++] = "1";
+		args[a++] = "--prefill-ms", args[a++] = "5";
+		args[a++] = "--event-delay-ms", args[a++] = EVENT_MS;
+		args[a++] = "--linger-ms", args[a++] = "0";
+		args[a] = NULL;
+		spawn("kvidx-fakepod", args);
+		snprintf(pods[i], sizeof(pods[i]), "%s,name=%s", tu_endpoint(2 * i), http[i]);
+	}
+	a = 0;
+	args[a++] = "--name", args[a++] = name;
+	args[a++] = "--capacity", args[a++] = "4096";
+	args[a++] = "--ttl", args[a++] = "3s";
+	args[a++] = "--pod", args[a++] = pods[0];
+	args[a++] = "--pod", args[a++] = pods[1];
+	args[a] = NULL;
+	spawn("kvidx-ingestd", args);
+	cr_assert(TU_WAIT_FOR((rd = kvidx_reader_open(name)) != NULL, DEADLINE_MS),
+		  "index %s did not appear", name);
+	cr_assert_eq(kvidx_reader_info(rd, &info), 0);
+	for (int i = 0; i < 2; i++) {
+		cr_assert(TU_WAIT_FOR((pod_idx[i] = kvidx_reader_pod_find(rd, pod_name[i])) >= 0,
+				      DEADLINE_MS));
+		cr_assert(TU_WAIT_FOR(ctr(pod_idx[i], KV_PC_connected) == 1 &&
+					      ctr(pod_idx[i], KV_PC_spec_paused) == 0,
+				      DEADLINE_MS), "pod %s: subscription not up", pod_name[i]);
+	}
+}
+
+/* A front on tu_port(6) with the given --pod arguments (NULL-terminated). */
+static struct tu_child *start_front(const char *const *pods)
+{
+	static char listen[32];
+	const char *args[24];
+	int a = 0;
+
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", tu_port(6));
+	args[a++] = "--name", args[a++] = name;
+	args[a++] = "--listen", args[a++] = listen;
+	args[a++] = "--json";
+	args[a++] = "--down-ms", args[a++] = "60000";
+	for (int i = 0; pods[i]; i++)
+		args[a++] = "--pod", args[a++] = pods[i];
+	args[a] = NULL;
+	return spawn("kvidx-route", args);
+}
+
+static const char *pod_arg(int i)
+{
+	static char b[2][160];
+
+	snprintf(b[i], sizeof(b[i]), "%s=http://%s", pod_name[i], pod_name[i]);
+	return b[i];
+}
+
+/* A body for /v1/completions: tokens of prefix p (pb blocks) then suffix s (sb blocks). */
+static char *body_of(unsigned p, unsigned pb, unsigned s, unsigned sb, bool stream)
+{
+	static char b[1 << 16];
+	size_t k = (size_t)snprintf(b, sizeof(b), "{\"model\":\"%s\",\"max_tokens\":3,%s"
+				    "\"prompt\":[", MODEL, stream ?
+				    "\"stream\":true,\"stream_options\":{\"include_usage\":true}," :
+				    "");
+	for (unsigned i = 0; i < pb * BS + sb * BS; i++)
+		k += (size_t)snprintf(b + k, sizeof(b) - k, "%s%u", i ? "," : "",
+				      i < pb * BS ? 7000000u * (p + 1) + i
+						  : 7000000u * (p + 1) + 1000u * (s + 1) + i);
+	snprintf(b + k, sizeof(b) - k, "]}");
+	return b;
+}
+
+/* The request key of block i of that prompt. */
+static uint64_t key_of(unsigned p, unsigned pb, unsigned s, unsigned sb, unsigned i)
+{
+	uint32_t t[1024];
+	uint64_t k[64];
+	unsigned n = (pb + sb) * BS;
+
+	for (unsigned j = 0; j < n; j++)
+		t[j] = j < pb * BS ? 7000000u * (p + 1) + j : 7000000u * (p + 1) + 1000u * (s + 1) + j;
+	cr_assert_eq(kvidx_key_chain(info.algo, kvidx_key_root(info.algo, info.seed, MODEL), t, n,
+				     info.block_size, k, 64), pb + sb);
+	return k[i];
+}
+
+/*
+ * Pod 1 holds a prefix (confirmed); a request with that prefix through the front goes to
+ * pod 1 on the confirmed match; its commit is a prediction of its new blocks until the
+ * event; the answer streams back byte-identical to what the pod itself answers; the outcome
+ * reaches the index.
+ */
+Test(front, routes_commits_streams_and_reports)
+{
+	const char *pods[3];
+	const char *hid[] = { "X-Request-Id: same-id", NULL };
+	struct tu_http r, direct;
+
+	start_pods();
+	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
+	start_front(pods);
+	/* Pod 1 learns prefix 0 (8 blocks), and the index hears of it. */
+	tu_http(tu_url(3, "/v1/completions"), body_of(0, 8, 0, 0, false), NULL, 3000, &r);
+	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
+	tu_http_free(&r);
+	cr_assert(TU_WAIT_FOR(tu_rec_state(rd, key_of(0, 8, 0, 0, 7), pod_idx[1], NULL) == TU_CONF,
+			      3000), "pod 1's BlockStored not applied");
+
+	/* Through the front: the prefix plus 2 blocks. */
+	tu_http(tu_url(6, "/v1/completions"), body_of(0, 8, 1, 2, true), hid, 5000, &r);
+	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
+	cr_assert_str_eq(r.pod, pod_name[1], "routed to %s, not the pod holding the prefix", r.pod);
+	cr_assert_str_eq(r.kind, "confirmed");
+	cr_assert_str_eq(r.reqid, "same-id", "the client's request id is the correlation id");
+	cr_assert(strstr(r.ctype, "text/event-stream"), "%s", r.ctype);
+	/* The commit: the new blocks are predicted on pod 1 before its event (1 s). */
+	uint64_t k9 = key_of(0, 8, 1, 2, 9);
+	cr_assert_eq(tu_rec_state(rd, k9, pod_idx[1], NULL), TU_SPEC,
+		     "the front's commit is not a prediction in the index");
+	cr_assert_eq(tu_rec_state(rd, k9, pod_idx[0], NULL), TU_ABSENT);
+	cr_assert(TU_WAIT_FOR(ctr(pod_idx[1], KV_PC_routes_confirmed) == 1, DEADLINE_MS));
+	/* The outcome: cached tokens from usage, reported. */
+	cr_assert(strstr(r.body, "\"cached_tokens\":128}"), "%s", r.body);
+	cr_assert(TU_WAIT_FOR(ctr(pod_idx[1], KV_PC_outcomes) == 1, DEADLINE_MS),
+		  "no outcome reported");
+	cr_assert_eq(ctr(pod_idx[1], KV_PC_false_warm_routes), 0);
+
+	/* Byte-identical: the same request again through the front and straight to the pod
+	 * (same id, and the pod's cache now holds the whole prompt for both). */
+	tu_http_free(&r);
+	for (int tries = 0; tries < 3; tries++) {
+		tu_http(tu_url(6, "/v1/completions"), body_of(0, 8, 1, 2, true), hid, 5000, &r);
+		tu_http(tu_url(3, "/v1/completions"), body_of(0, 8, 1, 2, true), hid, 5000,
+			&direct);
+		cr_assert(r.status == 200 && direct.status == 200);
+		cr_assert_str_eq(r.pod, pod_name[1]);
+		if (strstr(direct.body, "\"created\":") &&
+		    !strncmp(strstr(direct.body, "\"created\":"), strstr(r.body, "\"created\":"),
+			     20))
+			break;
+		/* A second boundary between the two answers: again. */
+		tu_http_free(&direct);
+		tu_http_free(&r);
+	}
+	cr_assert(strstr(r.body, "\"cached_tokens\":144}"), "%s", r.body);
+	cr_assert_eq(r.len, direct.len, "front %zu bytes, pod %zu bytes", r.len, direct.len);
+	cr_assert_arr_eq(r.body, direct.body, r.len, "front:\n%s\npod:\n%s", r.body, direct.body);
+	tu_http_free(&direct);
+	tu_http_free(&r);
+
+	/* A stream that did not ask for usage gets none, although the front read it. */
+	tu_http(tu_url(6, "/v1/completions"),
+		"{\"prompt\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17],\"stream\":true}", NULL,
+		5000, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert_null(strstr(r.body, "\"usage\""), "%s", r.body);
+	cr_assert(strstr(r.body, "data: [DONE]"), "%s", r.body);
+	tu_http_free(&r);
+	/* Text and chat go through a pod's /tokenize, then the same route. */
+	tu_http(tu_url(6, "/v1/chat/completions"),
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"route me by my tokens please\"}]}",
+		NULL, 5000, &r);
+	cr_assert_eq(r.status, 200, "%s", r.body);
+	cr_assert(strstr(r.body, "\"object\":\"chat.completion\""), "%s", r.body);
+	cr_assert_str_eq(r.kind, "nomatch");
+	tu_http_free(&r);
+}
+
+/* A pod nobody serves is tried at most once, marked down, and every request still answered. */
+Test(front, dead_pod_is_avoided)
+{
+	static char dead[96];
+	struct tu_http r;
+
+	start_pods();
+	snprintf(dead, sizeof(dead), "127.0.0.1:%d=http://127.0.0.1:%d", tu_port(7), tu_port(7));
+	const char *pods[] = { dead, pod_arg(0), NULL };
+	start_front(pods);
+	for (unsigned i = 0; i < 6; i++) {
+		tu_http(tu_url(6, "/v1/completions"), body_of(10 + i, 2, 0, 0, false), NULL, 5000,
+			&r);
+		cr_assert_eq(r.status, 200, "request %u: %d %ld %s", i, r.rc, r.status, r.body);
+		cr_assert_str_eq(r.pod, pod_name[0], "request %u went to %s", i, r.pod);
+		tu_http_free(&r);
+	}
+	cr_assert(TU_WAIT_FOR(ctr(pod_idx[0], KV_PC_outcomes) == 6, DEADLINE_MS));
+}
+
+/* OpenAI-style JSON errors with their status codes. */
+Test(front, malformed_requests_get_json_errors)
+{
+	const char *pods[3];
+	static const struct {
+		const char *path, *body;
+		long status;
+		const char *msg;
+	} bad[] = {
+		{ "/v1/completions", "{\"prompt\": [1, 2,", 400, "not JSON" },
+		{ "/v1/completions", "\"just a string\"", 400, "JSON object" },
+		{ "/v1/completions", "{\"max_tokens\": 3}", 400, "'prompt'" },
+		{ "/v1/completions", "{\"prompt\": [1, -5]}", 400, "token ids" },
+		{ "/v1/completions", "{\"prompt\": [1], \"stream\": \"yes\"}", 400, "'stream'" },
+		{ "/v1/chat/completions", "{\"messages\": []}", 400, "'messages'" },
+		{ "/v1/embeddings", "{}", 404, "no such endpoint" },
+		{ "/health", "{}", 405, "takes GET" },
+	};
+	struct tu_http r;
+
+	start_pods();
+	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
+	start_front(pods);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tu_http(tu_url(6, bad[i].path), bad[i].body, NULL, 5000, &r);
+		cr_assert_eq(r.status, bad[i].status, "%s %s: %d %ld %s", bad[i].path, bad[i].body,
+			     r.rc, r.status, r.body);
+		cr_assert(strstr(r.ctype, "application/json"), "%s", r.ctype);
+		cr_assert_eq(tu_json_int(r.body, "error.code"), bad[i].status, "%s", r.body);
+		cr_assert(strstr(r.body, "\"type\":\""), "%s", r.body);
+		cr_assert(strstr(r.body, bad[i].msg), "%s lacks %s", r.body, bad[i].msg);
+		tu_http_free(&r);
+	}
+	/* A pod's own verdict (an unknown model, from /tokenize) comes back as the pod said. */
+	tu_http(tu_url(6, "/v1/completions"), "{\"model\":\"nope\",\"prompt\":\"hello\"}", NULL,
+		5000, &r);
+	cr_assert_eq(r.status, 404, "%s", r.body);
+	cr_assert(strstr(r.body, "does not exist"), "%s", r.body);
+	tu_http_free(&r);
+	tu_http(tu_url(6, "/health"), NULL, NULL, 5000, &r);
+	cr_assert_eq(r.status, 200);
+	tu_http_free(&r);
+	tu_http(tu_url(6, "/v1/models"), NULL, NULL, 5000, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.body, "\"id\":\"fake-model\""), "%s", r.body);
+	tu_http_free(&r);
+}
+
+/*
+ * Two fronts on one port: the kernel spreads connections over both. A first turn answered
+ * by one worker leaves its prediction; the next turn, answered by the other worker before
+ * the pod's event, routes on it (predicted, same pod). Both ways round.
+ */
+Test(front, two_fronts_share_one_index)
+{
+	const char *pods[3];
+	struct tu_http r;
+	char want[16] = "";
+	unsigned p = 20;
+
+	start_pods();
+	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
+	start_front(pods);
+	start_front(pods);
+	for (unsigned round = 0; round < 2; round++) {
+		char first[16], pod[sizeof(r.pod)];
+		int tries = 0;
+
+		/* The first turn of a fresh prefix, through whichever worker the kernel picks;
+		 * in round 2, until it is the worker that saw the other's prediction in round 1. */
+		for (;; p++) {
+			tu_http(tu_url(6, "/v1/completions"), body_of(p, 4, 0, 0, false), NULL, 5000,
+				&r);
+			cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
+			cr_assert_str_eq(r.kind, "nomatch");
+			if (!want[0] || !strcmp(r.worker, want) || ++tries >= 60)
+				break;
+			tu_http_free(&r);
+		}
+		cr_assert_lt(tries, 60, "no connection went to worker %s", want);
+		snprintf(first, sizeof(first), "%s", r.worker);
+		snprintf(pod, sizeof(pod), "%s", r.pod);
+		tu_http_free(&r);
+		/* The next turn, until the other worker answers it (each a new connection). */
+		for (tries = 0; tries < 60; tries++) {
+			tu_http(tu_url(6, "/v1/completions"), body_of(p, 4, tries + 1, 1, false),
+				NULL, 5000, &r);
+			cr_assert_eq(r.status, 200);
+			cr_assert_str_eq(r.pod, pod, "a next turn left the pod of its prefix");
+			if (strcmp(r.worker, first))
+				break;
+			tu_http_free(&r);
+		}
+		cr_assert_lt(tries, 60, "every connection went to worker %s", first);
+		cr_assert_str_eq(r.kind, "predicted",
+				 "worker %s did not see worker %s's prediction", r.worker, first);
+		cr_assert_lt(r.t_end_ns - r.t_start_ns, 1000 * NS_PER_MS,
+			     "the answer came after the event: not a test of the prediction");
+		snprintf(want, sizeof(want), "%s", r.worker);
+		tu_http_free(&r);
+		p++;
+	}
+	/* Both workers committed: speculations from both rounds' first turns. */
+	cr_assert(TU_WAIT_FOR(ctr(pod_idx[0], KV_PC_speculations) +
+				      ctr(pod_idx[1], KV_PC_speculations) >= 8,
+			      DEADLINE_MS));
+}
