@@ -35,7 +35,7 @@ for t in kvidx-fakepod kvidx-ingestd kvidx-route kvidx-top; do
 done
 if [ -e "/dev/shm/$NAME" ]; then
 	echo "run.sh: /dev/shm/$NAME exists: another 'make run' is running, or a previous one" \
-	     "was killed (then: rm /dev/shm/$NAME /dev/shm/$NAME.data.*)" >&2
+	     "was killed (then: rm /dev/shm/$NAME /dev/shm/$NAME.lock /dev/shm/$NAME.reg.* /dev/shm/$NAME.data.*)" >&2
 	exit 1
 fi
 
@@ -62,7 +62,7 @@ cleanup() {
 		kill -KILL "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
-	rm -f "/dev/shm/$NAME" "/dev/shm/$NAME".data.*
+	rm -f "/dev/shm/$NAME" "/dev/shm/$NAME.lock" "/dev/shm/$NAME".reg.* "/dev/shm/$NAME".data.*
 	echo
 	echo "run.sh: stopped; index $NAME removed; logs kept in $LOGS"
 	for f in "$LOGS"/front-*.log "$LOGS"/client.log; do
