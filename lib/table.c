@@ -455,22 +455,32 @@ static int pod_gen(const struct kvidx *w, int pod, unsigned *gen)
 #define KV_PF_FAR 16
 #define KV_PF_NEAR 8
 
+/* GCC 12 drops __builtin_prefetch in these loops at -O2 (as dead code): an asm it keeps. */
+static inline void prefetch_line(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p);
+#endif
+}
+
 static inline void prefetch_keys(const struct kvidx *w, const uint64_t *keys, size_t n, size_t k)
 {
 	if (k + KV_PF_FAR < n)
-		__builtin_prefetch(&w->slots[kv_home(kv_mix(keys[k + KV_PF_FAR]), w->nslots)]);
+		prefetch_line(&w->slots[kv_home(kv_mix(keys[k + KV_PF_FAR]), w->nslots)]);
 	if (k + KV_PF_NEAR < n) {
 		uint64_t m = kv_mix(keys[k + KV_PF_NEAR]);
 		uint64_t s = w->slots[kv_home(m, w->nslots)];
 		if (s != KV_SLOT_EMPTY && s != KV_SLOT_TOMB && (uint32_t)(s >> 32) == kv_fp(m))
-			__builtin_prefetch(kv_unit(w, (uint32_t)s));
+			prefetch_line(kv_unit(w, (uint32_t)s));
 	}
 }
 
 static inline void prefetch_first(const struct kvidx *w, const uint64_t *keys, size_t n)
 {
 	for (size_t k = 0; k < n && k < KV_PF_FAR; k++)
-		__builtin_prefetch(&w->slots[kv_home(kv_mix(keys[k]), w->nslots)]);
+		prefetch_line(&w->slots[kv_home(kv_mix(keys[k]), w->nslots)]);
 }
 
 /*
