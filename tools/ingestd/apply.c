@@ -658,6 +658,8 @@ int ing_apply_batch(struct ing_apply *a, struct ing_stream *s, const struct kvw_
 			ing_stream_clear(a, s);
 			break;
 		}
+		if (a->between && i + 1 < b->nevents)
+			a->between(a->between_arg);
 	}
 	if (rc < 0)
 		ilog_limited(&t->lim, ILOG_ERROR, "pod %s: out of memory applying a batch; the rest "

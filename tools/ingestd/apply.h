@@ -93,6 +93,10 @@ struct ing_apply {
 	size_t items_cap, nitems;
 	struct ing_pend *pend; /* scratch: this event's new blocks (apply.c, defer_copy) */
 	size_t pend_cap, npend;
+	/* Called between two events of a batch when not NULL (ingestd drains route commits
+	 * there: a batch of 64 prompts is milliseconds of work a commit should not wait for). */
+	void (*between)(void *arg);
+	void *between_arg;
 };
 
 /* One pod in the index, shared by its ranks' streams. */
