@@ -247,7 +247,7 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 		if (port < 0)
 			bdie("no free port");
 		snprintf(ep[p], sizeof(ep[p]), "tcp://127.0.0.1:%d", port);
-		snprintf(podspec[p], sizeof(podspec[p]), "%s,name=127.0.0.1:%d", ep[p], port);
+		snprintf(podspec[p], sizeof(podspec[p]), "%.63s,name=127.0.0.1:%d", ep[p], port);
 		iargv[ia++] = "--pod";
 		iargv[ia++] = podspec[p];
 	}
