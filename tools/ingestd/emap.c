@@ -28,9 +28,47 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
-#define EMAP_CHUNK_SHIFT 14
+#define EMAP_CHUNK_SHIFT 17 /* 6 MiB of entries: three huge pages */
 #define EMAP_CHUNK (1u << EMAP_CHUNK_SHIFT)
+#define HUGE_PAGE (2ul << 20)
+
+/*
+ * Zeroed memory for a big table accessed at random places: from 2 MiB up, mapped on its own,
+ * aligned and advised onto transparent huge pages (where the kernel's THP mode is madvise or
+ * always), since a TLB miss on every access otherwise costs about as much as the access.
+ * big_free() takes the same size.
+ */
+static void *big_calloc(size_t n)
+{
+	size_t len = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	char *p, *a;
+
+	if (n < HUGE_PAGE)
+		return calloc(1, n);
+	p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (p + len + HUGE_PAGE > a + len)
+		munmap(a + len, (size_t)(p + len + HUGE_PAGE - (a + len)));
+	(void)madvise(a, len, MADV_HUGEPAGE); /* a hint: without it, ordinary pages */
+	return a;
+}
+
+static void big_free(void *p, size_t n)
+{
+	if (!p)
+		return;
+	if (n < HUGE_PAGE)
+		free(p);
+	else
+		munmap(p, (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
+}
 static uint64_t mix64(uint64_t x)
 {
 	/* splitmix64 finaliser: engine hashes in tests and some engines are small integers. */
@@ -58,7 +96,7 @@ int emap_held_init(struct emap_held *h)
 
 void emap_held_free(struct emap_held *h)
 {
-	free(h->s);
+	big_free(h->s, h->cap * sizeof(*h->s));
 	memset(h, 0, sizeof(*h));
 }
 
@@ -84,8 +122,12 @@ static size_t held_home(const struct emap_held *h, uint64_t key)
 
 void emap_held_prefetch(const struct emap_held *h, uint64_t key)
 {
-	if (h->cap)
-		__builtin_prefetch(&h->s[held_home(h, key)], 1);
+	if (h->cap) {
+		/* The slot and the line after it: deletion shifts the rest of the probe run. */
+		const char *p = (const char *)&h->s[held_home(h, key)];
+		__builtin_prefetch(p, 1);
+		__builtin_prefetch(p + 64, 1);
+	}
 }
 
 static struct emap_hslot *held_lookup(const struct emap_held *h, uint64_t key)
@@ -104,7 +146,7 @@ static struct emap_hslot *held_lookup(const struct emap_held *h, uint64_t key)
 static int held_grow(struct emap_held *h)
 {
 	size_t ncap = h->cap ? 2 * h->cap : 1024;
-	struct emap_hslot *ns = calloc(ncap, sizeof(*ns)), *old = h->s;
+	struct emap_hslot *ns = big_calloc(ncap * sizeof(*ns)), *old = h->s;
 	size_t ocap = h->cap;
 
 	if (!ns)
@@ -119,7 +161,7 @@ static int held_grow(struct emap_held *h)
 			j = (j + 1) & (ncap - 1);
 		ns[j] = old[i];
 	}
-	free(old);
+	big_free(old, ocap * sizeof(*old));
 	return 0;
 }
 
@@ -199,15 +241,23 @@ int emap_init(struct emap *m, uint64_t cap)
 	 * leaves a free word for every probe to end on). */
 	while (words < 2 * cap && words < (1ull << 32))
 		words <<= 1;
-	m->idx = calloc((size_t)words, sizeof(*m->idx));
+	m->idx = big_calloc((size_t)words * sizeof(*m->idx));
 	if (!m->chunks || !m->idx) {
 		free(m->chunks);
-		free(m->idx);
+		big_free(m->idx, (size_t)words * sizeof(*m->idx));
 		memset(m, 0, sizeof(*m));
 		return -ENOMEM;
 	}
 	m->imask = words - 1;
 	return 0;
+}
+
+/* Entries in chunk c: EMAP_CHUNK, fewer in the last one. */
+static size_t chunk_len(const struct emap *m, size_t c)
+{
+	uint64_t left = m->cap - (uint64_t)c * EMAP_CHUNK;
+
+	return left < EMAP_CHUNK ? (size_t)left : EMAP_CHUNK;
 }
 
 static struct emap_ent *slot(const struct emap *m, uint64_t i)
@@ -377,10 +427,10 @@ void emap_free(struct emap *m)
 			free(e->k.many);
 	}
 	for (size_t c = 0; c < m->nchunks; c++)
-		free(m->chunks[c]);
+		big_free(m->chunks[c], chunk_len(m, c) * sizeof(struct emap_ent));
 	free(m->chunks);
 	free(m->streams);
-	free(m->idx);
+	big_free(m->idx, (size_t)(m->imask + 1) * sizeof(*m->idx));
 	memset(m, 0, sizeof(*m));
 }
 
@@ -485,13 +535,13 @@ struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const 
 	/* The slot to write: allocate its chunk on first use. */
 	size_t c = (size_t)(m->head >> EMAP_CHUNK_SHIFT);
 	if (!m->chunks[c]) {
-		m->chunks[c] = calloc(EMAP_CHUNK, sizeof(struct emap_ent));
+		m->chunks[c] = big_calloc(chunk_len(m, c) * sizeof(struct emap_ent));
 		if (!m->chunks[c]) {
 			free(many);
 			errno = ENOMEM;
 			return NULL;
 		}
-		for (size_t i = 0; i < EMAP_CHUNK; i++)
+		for (size_t i = 0; i < chunk_len(m, c); i++)
 			m->chunks[c][i].prev = m->chunks[c][i].next = EMAP_NONE;
 	}
 	/* A replaced mapping goes first (it may be the very slot about to be reused). */
