@@ -190,6 +190,31 @@ static int bad(struct dctx *c, const char *field, size_t idx, const char *what,
 
 /* ---- decoder: pre-scan --------------------------------------------------------------------- */
 
+/* Big-endian loads of 2, 4 and 8 bytes (the integers of msgpack). */
+static inline uint64_t be16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return __builtin_bswap16(v);
+}
+
+static inline uint64_t be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return __builtin_bswap32(v);
+}
+
+static inline uint64_t be64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return __builtin_bswap64(v);
+}
+
 static uint64_t load_be(const uint8_t *p, size_t n)
 {
 	uint64_t v = 0;
@@ -227,6 +252,27 @@ static int scan_payload(struct dctx *c, const uint8_t *p, size_t len, uint64_t *
 
 		while (top > 0 && remain[top] == 0)
 			top--;
+		/* A run of integers (token ids, block hashes: most objects of a batch), with the
+		 * checks below in the same order; anything else, or a check failing, goes the
+		 * general way (which then reports it). */
+		while (remain[top] && pending <= len - pos) {
+			uint8_t ti = p[pos];
+			size_t f;
+			if (ti <= 0x7f || ti >= 0xe0)
+				f = 0;
+			else if (ti >= 0xcc && ti <= 0xd3)
+				f = (size_t)1 << ((ti - 0xcc) & 3);
+			else
+				break;
+			if (f > len - pos - 1)
+				break;
+			remain[top]--;
+			pending--;
+			(*nobj)++;
+			pos += 1 + f;
+		}
+		if (top > 0 && remain[top] == 0)
+			continue;
 		if (remain[top] == 0)
 			break;
 		if (pending > len - pos)
@@ -345,6 +391,31 @@ static int build_tree(struct dctx *c, const uint8_t *p, uint64_t nobj, msgpack_o
 		int kind = 0;  /* 1 array, 2 map */
 		uint8_t t;
 
+		/* A run of unsigned integers (token ids, block hashes): the bulk of a batch. */
+		for (o = st[top].next; st[top].left; st[top].left--, o++) {
+			t = p[pos];
+			if (t <= 0x7f) {
+				v = t;
+				pos += 1;
+			} else if (t == 0xcd) {
+				v = be16(p + pos + 1);
+				pos += 3;
+			} else if (t == 0xce) {
+				v = be32(p + pos + 1);
+				pos += 5;
+			} else if (t == 0xcc) {
+				v = p[pos + 1];
+				pos += 2;
+			} else if (t == 0xcf) {
+				v = be64(p + pos + 1);
+				pos += 9;
+			} else {
+				break;
+			}
+			o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+			o->via.u64 = v;
+		}
+		st[top].next = o;
 		if (st[top].left == 0) {
 			top--;
 			continue;
