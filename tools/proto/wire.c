@@ -255,8 +255,10 @@ static int scan_payload(struct dctx *c, const uint8_t *p, size_t len, uint64_t *
 		/* A run of integers (token ids, block hashes: most objects of a batch), with the
 		 * checks below in the same order; anything else, or a check failing, goes the
 		 * general way (which then reports it). */
-		while (remain[top] && pending <= len - pos) {
-			uint8_t ti = p[pos];
+		uint64_t r = remain[top], pend = pending;
+		size_t q = pos;
+		while (r && pend <= len - q) {
+			uint8_t ti = p[q];
 			size_t f;
 			if (ti <= 0x7f || ti >= 0xe0)
 				f = 0;
@@ -264,13 +266,16 @@ static int scan_payload(struct dctx *c, const uint8_t *p, size_t len, uint64_t *
 				f = (size_t)1 << ((ti - 0xcc) & 3);
 			else
 				break;
-			if (f > len - pos - 1)
+			if (f > len - q - 1)
 				break;
-			remain[top]--;
-			pending--;
-			(*nobj)++;
-			pos += 1 + f;
+			r--;
+			pend--;
+			q += 1 + f;
 		}
+		*nobj += pending - pend;
+		remain[top] = r;
+		pending = pend;
+		pos = q;
 		if (top > 0 && remain[top] == 0)
 			continue;
 		if (remain[top] == 0)
