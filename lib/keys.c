@@ -60,36 +60,38 @@ static inline uint64_t fnv1a(uint64_t h, const void *buf, size_t len)
 	return h;
 }
 
+static inline uint64_t fnv1a_byte(uint64_t h, unsigned b)
+{
+	return (h ^ (b & 0xffu)) * FNV64_PRIME;
+}
+
 /*
  * Feeds the head of a CBOR data item (major type and argument) to the hash. Canonical CBOR
  * requires the shortest form: the argument in the initial byte below 24, else in 1, 2, 4 or 8
- * big-endian bytes.
+ * big-endian bytes. The bytes go straight into the hash (no staging buffer): token ids make
+ * this the inner loop of keying a block.
  */
 static inline uint64_t fnv_cbor_head(uint64_t h, unsigned major, uint64_t v)
 {
-	unsigned char b[9];
-	size_t n, i;
-
-	if (v < 24) {
-		b[0] = (unsigned char)(major | v);
-		return fnv1a(h, b, 1);
+	if (v < 24)
+		return fnv1a_byte(h, major | (unsigned)v);
+	if (v <= 0xff)
+		return fnv1a_byte(fnv1a_byte(h, major | 24), (unsigned)v);
+	if (v <= 0xffff) {
+		h = fnv1a_byte(h, major | 25);
+		h = fnv1a_byte(h, (unsigned)(v >> 8));
+		return fnv1a_byte(h, (unsigned)v);
 	}
-	if (v <= 0xff) {
-		b[0] = (unsigned char)(major | 24);
-		n = 1;
-	} else if (v <= 0xffff) {
-		b[0] = (unsigned char)(major | 25);
-		n = 2;
-	} else if (v <= 0xffffffffull) {
-		b[0] = (unsigned char)(major | 26);
-		n = 4;
-	} else {
-		b[0] = (unsigned char)(major | 27);
-		n = 8;
+	if (v <= 0xffffffffull) {
+		h = fnv1a_byte(h, major | 26);
+		for (int i = 3; i >= 0; i--)
+			h = fnv1a_byte(h, (unsigned)(v >> (8 * i)));
+		return h;
 	}
-	for (i = 0; i < n; i++)
-		b[1 + i] = (unsigned char)(v >> (8 * (n - 1 - i)));
-	return fnv1a(h, b, 1 + n);
+	h = fnv1a_byte(h, major | 27);
+	for (int i = 7; i >= 0; i--)
+		h = fnv1a_byte(h, (unsigned)(v >> (8 * i)));
+	return h;
 }
 
 /* ---- one block's hash, either algorithm ----------------------------------------------- */

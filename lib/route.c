@@ -387,11 +387,20 @@ int kvidx_drain(struct kvidx *w, size_t budget, const struct kvidx_drain_ops *op
 	static __thread uint64_t keybuf[KVIDX_MAX_COMMIT_KEYS];
 	size_t used = 0;
 
+	char *ring0 = (char *)kv_ring_at(w->ctl, w->max_readers, w->ring_entries, 0);
+	uint64_t stride = kv_ctl_ring_bytes(w->ring_entries);
+
 	/* Start where the last call stopped, so that a small budget cannot starve later rings.
-	 * Rings of free slots may still hold what a dead owner sent: drain them too. */
+	 * Rings of free slots may still hold what a dead owner sent: drain them too. ingestd
+	 * calls this between every two events, so an empty ring costs one load: relaxed, since
+	 * it only decides whether to look; drain_one()'s acquire load of rh_head orders the
+	 * messages it reads. */
 	for (uint32_t n = 0; n < w->max_readers && used < budget; n++) {
 		uint32_t i = w->drain_next;
-		w->drain_next = (i + 1) % w->max_readers;
+		const struct kv_ring_hdr *rh = (const void *)(ring0 + (uint64_t)i * stride);
+		w->drain_next = i + 1 == w->max_readers ? 0 : i + 1;
+		if (ld_relaxed(&rh->rh_head) == w->ring_tail[i])
+			continue;
 		w->drain_slot = (int)i; /* kv_writer_drain_slot() */
 		used += drain_one(w, i, budget - used, ops, keybuf);
 	}

@@ -13,6 +13,15 @@
 
 #define ITEM_NOSTART INT64_MIN
 
+/*
+ * Prefetch distances, in engine blocks of one event. The engine-key map, the per-pod held
+ * counts and the table are far larger than the caches and every block touches each at a
+ * random place: loading the lines for block i + PF_FAR (index) and i + PF_NEAR (entry) while
+ * working on block i overlaps those misses instead of taking them one after another.
+ */
+#define PF_FAR 16
+#define PF_NEAR 8
+
 void ing_apply_init(struct ing_apply *a, struct kvidx *w, struct emap *emap,
 		    enum kvidx_key_algo algo, const char *seed, uint32_t block_size)
 {
@@ -32,6 +41,9 @@ void ing_apply_free(struct ing_apply *a)
 	free(a->items);
 	free(a->item_start);
 	free(a->item_blk);
+	free(a->pend);
+	a->pend = NULL;
+	a->pend_cap = a->npend = 0;
 	a->keys = a->rm = NULL;
 	a->tail = NULL;
 	a->items = NULL;
@@ -347,6 +359,63 @@ static uint64_t key_block(struct ing_apply *a, uint64_t last, const uint32_t *to
 	return k;
 }
 
+/* ---- prefetching and deferred copies ----------------------------------------------------------- */
+
+/* Starts the engine-map misses of the blocks after block i of hashes[0..n). */
+static void prefetch_ahead(struct ing_apply *a, uint64_t token, const uint64_t *h, size_t n,
+			   size_t i)
+{
+	if (i + PF_FAR < n)
+		emap_prefetch(a->emap, token, h[i + PF_FAR]);
+	if (i + PF_NEAR < n)
+		emap_prefetch_entry(a->emap, token, h[i + PF_NEAR]);
+}
+
+static void prefetch_start(struct ing_apply *a, uint64_t token, const uint64_t *h, size_t n)
+{
+	for (size_t i = 0; i < n && i < PF_FAR; i++)
+		emap_prefetch(a->emap, token, h[i]);
+}
+
+/*
+ * The first copy of each block an event added to the map is counted after the event's loop
+ * (flush_copies), with the held-count slots prefetched ahead: each is a miss in a table of
+ * every key the pod holds. Same result as counting at once: an entry put earlier in the same
+ * event is either still there with no copy on the tier (counted now), or was replaced or
+ * evicted meanwhile (then counting it at once would have been undone: skipped), and any
+ * immediate add_copy flushes first (so a duplicate hash in one event counts as before).
+ */
+static void defer_copy(struct ing_apply *a, struct emap_ent *e)
+{
+	uint32_t n;
+	const uint64_t *k = emap_keys(e, &n);
+
+	a->pend[a->npend++] = (struct ing_pend){ .e = e, .ehash = e->ehash, .key0 = n ? k[0] : 0,
+						 .has_key = n > 0 };
+}
+
+static void add_copy(struct ing_target *t, struct emap_ent *e, unsigned tier);
+
+static void flush_copies(struct ing_apply *a, struct ing_target *t, uint64_t token,
+			 unsigned tier)
+{
+	unsigned ti = tier_index(tier);
+
+	for (size_t j = 0; j < a->npend && j < PF_NEAR; j++)
+		if (a->pend[j].has_key)
+			emap_held_prefetch(&t->held, a->pend[j].key0);
+	for (size_t j = 0; j < a->npend; j++) {
+		struct ing_pend *p = &a->pend[j];
+
+		if (j + PF_NEAR < a->npend && a->pend[j + PF_NEAR].has_key)
+			emap_held_prefetch(&t->held, a->pend[j + PF_NEAR].key0);
+		if (p->e->token != token || p->e->ehash != p->ehash || p->e->copies[ti])
+			continue;
+		add_copy(t, p->e, tier);
+	}
+	a->npend = 0;
+}
+
 /* ---- BlockStored ------------------------------------------------------------------------------ */
 
 static bool shape_ok(struct ing_apply *a, struct ing_target *t, const struct kvw_event *ev)
@@ -380,6 +449,7 @@ static int block_stored(struct ing_apply *a, struct ing_stream *s, const struct 
 	size_t nk = 0;
 	bool lost = false; /* the chain's pending index block had items that were not kept */
 	unsigned tier;
+	int rc = 0;
 
 	if (!kvw_is_prefix_group(ev)) {
 		t->other_groups |= gbit;
@@ -407,6 +477,9 @@ static int block_stored(struct ing_apply *a, struct ing_stream *s, const struct 
 	}
 	if (!a->tail && !(a->tail = malloc(I * sizeof(*a->tail))))
 		return -ENOMEM;
+	if (reserve(&a->pend, &a->pend_cap, ev->nhashes, sizeof(*a->pend)))
+		return -ENOMEM;
+	a->npend = 0;
 	a->nitems = 0;
 	if (ev->has_parent) {
 		struct emap_ent *pe = emap_find(a->emap, s->token, ev->parent);
@@ -426,20 +499,27 @@ static int block_stored(struct ing_apply *a, struct ing_stream *s, const struct 
 	} else {
 		last = root_of(a, t, ev->lora_name[0] ? ev->lora_name : model);
 	}
+	prefetch_start(a, s->token, ev->hashes, ev->nhashes);
 	for (size_t i = 0; i < ev->nhashes; i++) {
 		const uint32_t *tok = ev->tokens + i * E;
-		struct emap_ent *e = emap_find(a->emap, s->token, ev->hashes[i]);
+		struct emap_ent *e;
 		size_t nk0 = nk;
 		uint32_t pos = 0, n;
 
+		prefetch_ahead(a, s->token, ev->hashes, ev->nhashes, i);
+		e = emap_find(a->emap, s->token, ev->hashes[i]);
 		if (e) {
 			/* Known: one more copy of it (or a re-announcement, see README). */
 			const uint32_t *pt;
 			const uint64_t *k = emap_keys(e, &n);
 
+			if (a->npend)
+				flush_copies(a, t, s->token, tier);
 			add_copy(t, e, tier);
-			if (push_keys(a, &nk, k, n))
-				return -ENOMEM;
+			if (push_keys(a, &nk, k, n)) {
+				rc = -ENOMEM;
+				break;
+			}
 			last = emap_chain(e, &pt, &ntail);
 			if (ntail)
 				memcpy(a->tail, pt, ntail * sizeof(*pt));
@@ -458,8 +538,10 @@ static int block_stored(struct ing_apply *a, struct ing_stream *s, const struct 
 			}
 			break;
 		}
-		if (reserve(&a->keys, &a->keys_cap, nk + E / I + 1, sizeof(*a->keys)))
-			return -ENOMEM;
+		if (reserve(&a->keys, &a->keys_cap, nk + E / I + 1, sizeof(*a->keys))) {
+			rc = -ENOMEM;
+			break;
+		}
 		/* Finish the index block the chain left open, then whole ones, then a new tail. */
 		if (ntail) {
 			uint32_t take = I - ntail < E ? I - ntail : E;
@@ -485,10 +567,12 @@ static int block_stored(struct ing_apply *a, struct ing_stream *s, const struct 
 				     strerror(errno));
 			continue;
 		}
-		add_copy(t, e, tier);
+		defer_copy(a, e);
 	}
-	store(a, t, a->keys, nk, tier, now);
-	return 0;
+	flush_copies(a, t, s->token, tier);
+	if (rc == 0)
+		store(a, t, a->keys, nk, tier, now);
+	return rc;
 }
 
 /* ---- BlockRemoved ----------------------------------------------------------------------------- */
@@ -512,10 +596,18 @@ static int block_removed(struct ing_apply *a, struct ing_stream *s, const struct
 		return 0;
 	}
 	ti = tier_index(tier);
+	prefetch_start(a, s->token, ev->hashes, ev->nhashes);
 	for (size_t i = 0; i < ev->nhashes; i++) {
-		struct emap_ent *e = emap_find(a->emap, s->token, ev->hashes[i]);
+		struct emap_ent *e;
 		uint32_t left, n;
 		const uint64_t *k;
+
+		prefetch_ahead(a, s->token, ev->hashes, ev->nhashes, i);
+		if (i + PF_NEAR / 2 < ev->nhashes &&
+		    (e = emap_find(a->emap, s->token, ev->hashes[i + PF_NEAR / 2])) &&
+		    e->copies[ti] && (k = emap_keys(e, &n)) && n)
+			emap_held_prefetch(&t->held, k[0]);
+		e = emap_find(a->emap, s->token, ev->hashes[i]);
 
 		if (!e || !e->copies[ti]) {
 			skip(t, KV_PC_unknown_removed, 1);
@@ -566,6 +658,8 @@ int ing_apply_batch(struct ing_apply *a, struct ing_stream *s, const struct kvw_
 			ing_stream_clear(a, s);
 			break;
 		}
+		if (a->between && i + 1 < b->nevents)
+			a->between(a->between_arg);
 	}
 	if (rc < 0)
 		ilog_limited(&t->lim, ILOG_ERROR, "pod %s: out of memory applying a batch; the rest "

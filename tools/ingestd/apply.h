@@ -66,6 +66,14 @@
 #include "log.h"
 #include "wire.h"
 
+/* A block whose first copy is counted at the end of its event (apply.c, flush_copies). */
+struct ing_pend {
+	struct emap_ent *e;
+	uint64_t ehash; /* e's, to tell whether e still holds that block */
+	uint64_t key0;  /* its first request key, for prefetching */
+	bool has_key;
+};
+
 /* Process-wide: the writer, the key scheme and scratch space. */
 struct ing_apply {
 	struct kvidx *w;
@@ -83,6 +91,12 @@ struct ing_apply {
 	int64_t *item_start;  /* their first token in the index block, INT64_MIN: unknown */
 	uint32_t *item_blk;   /* the engine block that listed them */
 	size_t items_cap, nitems;
+	struct ing_pend *pend; /* scratch: this event's new blocks (apply.c, defer_copy) */
+	size_t pend_cap, npend;
+	/* Called between two events of a batch when not NULL (ingestd drains route commits
+	 * there: a batch of 64 prompts is milliseconds of work a commit should not wait for). */
+	void (*between)(void *arg);
+	void *between_arg;
 };
 
 /* One pod in the index, shared by its ranks' streams. */

@@ -1,17 +1,20 @@
 /*
  * emap.c — the engine-key -> request-key map of kvidx-ingestd (see emap.h).
  *
- * Why Concurrency Kit's ck_hs and not liburcu's rculfhash: the map is private to the one ingest
- * thread, so nothing reads it concurrently. rculfhash would make every lookup enter an RCU
- * read-side section, allocate a node per entry and free removed nodes through call_rcu — cost
- * that only pays off with concurrent readers. ck_hs is a plain open-addressing set of pointers
- * (single-writer mode, usable single-threaded without any fences mattering), with no per-entry
- * node of its own: the entries live in our own slot chunks, which also give the FIFO order for
- * eviction for free (the slots are a ring). Deletes leave tombstones that ck_hs reuses on
- * insert; a periodic ck_hs_gc() keeps probe sequences short.
+ * The index is a plain open-addressing table of 64-bit words sized once at start for the map's
+ * capacity (load <= 1/2: linear probes stay short): the low 32 bits of the key's hash, which
+ * also give its home slot, and the entry's slot number + 1 (0: empty). A probe reads one
+ * cache line of words and dereferences an entry only when its 32 hash bits match, so a lookup
+ * of an absent key costs one cache miss, and emap_prefetch() lets a caller start that miss
+ * for the next blocks of an event while it works on this one. Deletion shifts later members
+ * of the probe run back (no tombstones, no periodic clean-up), computing homes from the words
+ * alone. Nothing is allocated per event: the entries live in slot chunks allocated once as
+ * the map fills, which also give the FIFO order for eviction for free (the slots are a ring).
+ * (It replaced Concurrency Kit's ck_hs, whose pointer set dereferenced an entry on every
+ * probe step, grew by rehashing and needed tombstone collection: a third of ingestd's time.)
  *
- * Entries never move once written (chunks are never reallocated), so ck_hs can hold their
- * addresses, and the streams' lists link slot numbers. A slot whose token is 0 is dead
+ * Entries never move once written (chunks are never reallocated), so the index and the
+ * streams' lists name them by slot number. A slot whose token is 0 is dead
  * (replaced, deleted or never written) and on no list. A closed stream's entries keep a token
  * no stream slot has any more: lookups never find them, and unlinking one leaves the stream
  * table alone (the list it is on belongs to nobody).
@@ -25,38 +28,47 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
-#define EMAP_CHUNK_SHIFT 14
+#define EMAP_CHUNK_SHIFT 17 /* 6 MiB of entries: three huge pages */
 #define EMAP_CHUNK (1u << EMAP_CHUNK_SHIFT)
-#define EMAP_GC_EVERY 65536 /* removals between ck_hs_gc() passes */
+#define HUGE_PAGE (2ul << 20)
 
-/* What lookups pass to ck_hs: the key part of an entry. */
-struct emap_key {
-	uint64_t token;
-	uint64_t ehash;
-};
-
-static void *hs_malloc(size_t n)
+/*
+ * Zeroed memory for a big table accessed at random places: from 2 MiB up, mapped on its own,
+ * aligned and advised onto transparent huge pages (where the kernel's THP mode is madvise or
+ * always), since a TLB miss on every access otherwise costs about as much as the access.
+ * big_free() takes the same size.
+ */
+static void *big_calloc(size_t n)
 {
-	return malloc(n);
+	size_t len = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	char *p, *a;
+
+	if (n < HUGE_PAGE)
+		return calloc(1, n);
+	p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+		 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (p + len + HUGE_PAGE > a + len)
+		munmap(a + len, (size_t)(p + len + HUGE_PAGE - (a + len)));
+	(void)madvise(a, len, MADV_HUGEPAGE); /* a hint: without it, ordinary pages */
+	return a;
 }
 
-static void *hs_realloc(void *p, size_t old, size_t n, bool defer)
+static void big_free(void *p, size_t n)
 {
-	(void)old;
-	(void)defer;
-	return realloc(p, n);
+	if (!p)
+		return;
+	if (n < HUGE_PAGE)
+		free(p);
+	else
+		munmap(p, (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
 }
-
-static void hs_free(void *p, size_t n, bool defer)
-{
-	(void)n;
-	(void)defer; /* single-threaded: nobody can still be reading the old map */
-	free(p);
-}
-
-static struct ck_malloc hs_alloc = { hs_malloc, hs_realloc, hs_free };
-
 static uint64_t mix64(uint64_t x)
 {
 	/* splitmix64 finaliser: engine hashes in tests and some engines are small integers. */
@@ -68,18 +80,10 @@ static uint64_t mix64(uint64_t x)
 	return x;
 }
 
-static unsigned long hs_hash(const void *obj, unsigned long seed)
+/* The 32 hash bits of (token, ehash) the index keeps; their low bits are the home slot. */
+static uint32_t ent_hash(uint64_t token, uint64_t ehash)
 {
-	const struct emap_key *k = obj;
-
-	return (unsigned long)mix64(k->ehash ^ (k->token * 0x9e3779b97f4a7c15ull) ^ seed);
-}
-
-static bool hs_compare(const void *a, const void *b)
-{
-	const struct emap_key *x = a, *y = b;
-
-	return x->token == y->token && x->ehash == y->ehash;
+	return (uint32_t)mix64(ehash ^ (token * 0x9e3779b97f4a7c15ull) ^ 0x5bd1e995);
 }
 
 /* ---- held counts ------------------------------------------------------------------------- */
@@ -92,7 +96,7 @@ int emap_held_init(struct emap_held *h)
 
 void emap_held_free(struct emap_held *h)
 {
-	free(h->s);
+	big_free(h->s, h->cap * sizeof(*h->s));
 	memset(h, 0, sizeof(*h));
 }
 
@@ -116,6 +120,16 @@ static size_t held_home(const struct emap_held *h, uint64_t key)
 	return (size_t)mix64(key) & (h->cap - 1);
 }
 
+void emap_held_prefetch(const struct emap_held *h, uint64_t key)
+{
+	if (h->cap) {
+		/* The slot and the line after it: deletion shifts the rest of the probe run. */
+		const char *p = (const char *)&h->s[held_home(h, key)];
+		__builtin_prefetch(p, 1);
+		__builtin_prefetch(p + 64, 1);
+	}
+}
+
 static struct emap_hslot *held_lookup(const struct emap_held *h, uint64_t key)
 {
 	if (!h->cap)
@@ -132,7 +146,7 @@ static struct emap_hslot *held_lookup(const struct emap_held *h, uint64_t key)
 static int held_grow(struct emap_held *h)
 {
 	size_t ncap = h->cap ? 2 * h->cap : 1024;
-	struct emap_hslot *ns = calloc(ncap, sizeof(*ns)), *old = h->s;
+	struct emap_hslot *ns = big_calloc(ncap * sizeof(*ns)), *old = h->s;
 	size_t ocap = h->cap;
 
 	if (!ns)
@@ -147,7 +161,7 @@ static int held_grow(struct emap_held *h)
 			j = (j + 1) & (ncap - 1);
 		ns[j] = old[i];
 	}
-	free(old);
+	big_free(old, ocap * sizeof(*old));
 	return 0;
 }
 
@@ -215,26 +229,121 @@ uint32_t emap_held_get(const struct emap_held *h, uint64_t key, unsigned ti)
 
 int emap_init(struct emap *m, uint64_t cap)
 {
+	uint64_t words = 16;
+
 	memset(m, 0, sizeof(*m));
 	if (cap == 0 || cap >= EMAP_NONE)
 		return -EINVAL;
 	m->cap = cap;
 	m->nchunks = (size_t)((cap + EMAP_CHUNK - 1) / EMAP_CHUNK);
 	m->chunks = calloc(m->nchunks, sizeof(*m->chunks));
-	if (!m->chunks)
-		return -ENOMEM;
-	if (!ck_hs_init(&m->hs, CK_HS_MODE_SPMC | CK_HS_MODE_OBJECT | CK_HS_MODE_DELETE, hs_hash,
-			hs_compare, &hs_alloc, 1024, 0x5bd1e995)) {
+	/* Load <= 1/2; homes come from 32 hash bits, so at most 2^32 words (and cap < 2^32 - 1
+	 * leaves a free word for every probe to end on). */
+	while (words < 2 * cap && words < (1ull << 32))
+		words <<= 1;
+	m->idx = big_calloc((size_t)words * sizeof(*m->idx));
+	if (!m->chunks || !m->idx) {
 		free(m->chunks);
-		m->chunks = NULL;
+		big_free(m->idx, (size_t)words * sizeof(*m->idx));
+		memset(m, 0, sizeof(*m));
 		return -ENOMEM;
 	}
+	m->imask = words - 1;
 	return 0;
+}
+
+/* Entries in chunk c: EMAP_CHUNK, fewer in the last one. */
+static size_t chunk_len(const struct emap *m, size_t c)
+{
+	uint64_t left = m->cap - (uint64_t)c * EMAP_CHUNK;
+
+	return left < EMAP_CHUNK ? (size_t)left : EMAP_CHUNK;
 }
 
 static struct emap_ent *slot(const struct emap *m, uint64_t i)
 {
 	return &m->chunks[i >> EMAP_CHUNK_SHIFT][i & (EMAP_CHUNK - 1)];
+}
+
+/* ---- the index: word = 32 hash bits << 32 | slot + 1; 0 empty ---- */
+
+static uint64_t iword(uint32_t h, uint64_t slotno)
+{
+	return (uint64_t)h << 32 | (slotno + 1);
+}
+
+static uint64_t ihome(const struct emap *m, uint32_t h)
+{
+	return h & m->imask;
+}
+
+/* The index position of (token, ehash) with hash h, or -1. */
+static int64_t ifind(const struct emap *m, uint32_t h, uint64_t token, uint64_t ehash)
+{
+	for (uint64_t i = ihome(m, h);; i = (i + 1) & m->imask) {
+		uint64_t w = m->idx[i];
+		if (!w)
+			return -1;
+		if ((uint32_t)(w >> 32) != h)
+			continue;
+		const struct emap_ent *e = slot(m, (uint32_t)w - 1);
+		if (e->token == token && e->ehash == ehash)
+			return (int64_t)i;
+	}
+}
+
+static void iinsert(struct emap *m, uint32_t h, uint64_t slotno)
+{
+	uint64_t i = ihome(m, h);
+
+	while (m->idx[i])
+		i = (i + 1) & m->imask;
+	m->idx[i] = iword(h, slotno);
+}
+
+/* Removes the word of slot slotno (hash h): backward-shift deletion, homes from the words. */
+static void iremove(struct emap *m, uint32_t h, uint64_t slotno)
+{
+	uint64_t want = iword(h, slotno), i, j;
+
+	for (i = ihome(m, h); m->idx[i] != want; i = (i + 1) & m->imask)
+		if (!m->idx[i])
+			return; /* cannot happen: every live entry is indexed */
+	m->idx[i] = 0;
+	for (j = i;;) {
+		j = (j + 1) & m->imask;
+		uint64_t w = m->idx[j];
+		if (!w)
+			return;
+		uint64_t k = ihome(m, (uint32_t)(w >> 32));
+		/* Slot j's word stays if its home lies cyclically in (i, j]. */
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		m->idx[i] = w;
+		m->idx[j] = 0;
+		i = j;
+	}
+}
+
+void emap_prefetch(const struct emap *m, uint64_t token, uint64_t ehash)
+{
+	__builtin_prefetch(&m->idx[ihome(m, ent_hash(token, ehash))]);
+}
+
+void emap_prefetch_entry(const struct emap *m, uint64_t token, uint64_t ehash)
+{
+	uint32_t h = ent_hash(token, ehash);
+
+	/* The first few words of the probe run only: a hint need not be complete. */
+	for (uint64_t i = ihome(m, h), n = 0; n < 4; i = (i + 1) & m->imask, n++) {
+		uint64_t w = m->idx[i];
+		if (!w)
+			return;
+		if ((uint32_t)(w >> 32) == h) {
+			__builtin_prefetch(slot(m, (uint32_t)w - 1));
+			return;
+		}
+	}
 }
 
 /* The open stream of token, or NULL. */
@@ -283,12 +392,12 @@ static void ent_unref(struct emap_held *h, const struct emap_ent *e)
 				emap_held_dec(h, k[i], t);
 }
 
-/* Takes e off its stream's list and out of the hash set; the slot goes dead. unref: drop its
- * held references too. */
-static void ent_release(struct emap *m, struct emap_ent *e, bool unref)
+/* Takes the entry of slot no off its stream's list and out of the index; the slot goes dead.
+ * unref: drop its held references too. */
+static void ent_release(struct emap *m, uint64_t no, bool unref)
 {
+	struct emap_ent *e = slot(m, no);
 	struct emap_stream *st = stream_of(m, e->token);
-	struct emap_key key = { e->token, e->ehash };
 
 	if (unref && st)
 		ent_unref(st->held, e);
@@ -300,16 +409,12 @@ static void ent_release(struct emap *m, struct emap_ent *e, bool unref)
 		slot(m, e->next)->prev = e->prev;
 	if (st)
 		st->n--;
-	ck_hs_remove(&m->hs, CK_HS_HASH(&m->hs, hs_hash, &key), &key);
+	iremove(m, ent_hash(e->token, e->ehash), no);
 	if (e->flags & ENT_MANY)
 		free(e->k.many);
 	memset(e, 0, sizeof(*e));
 	e->prev = e->next = EMAP_NONE;
 	m->live--;
-	if (++m->removes_since_gc >= EMAP_GC_EVERY) {
-		ck_hs_gc(&m->hs, 0, 0);
-		m->removes_since_gc = 0;
-	}
 }
 
 void emap_free(struct emap *m)
@@ -322,10 +427,10 @@ void emap_free(struct emap *m)
 			free(e->k.many);
 	}
 	for (size_t c = 0; c < m->nchunks; c++)
-		free(m->chunks[c]);
+		big_free(m->chunks[c], chunk_len(m, c) * sizeof(struct emap_ent));
 	free(m->chunks);
 	free(m->streams);
-	ck_hs_destroy(&m->hs);
+	big_free(m->idx, (size_t)(m->imask + 1) * sizeof(*m->idx));
 	memset(m, 0, sizeof(*m));
 }
 
@@ -381,31 +486,33 @@ void emap_stream_drain(struct emap *m, uint64_t token,
 	if (!st)
 		return;
 	while (st->head != EMAP_NONE) {
-		struct emap_ent *e = slot(m, st->head);
+		uint32_t no = st->head;
 		if (fn)
-			fn(arg, e);
-		ent_release(m, e, true);
+			fn(arg, slot(m, no));
+		ent_release(m, no, true);
 	}
 	emap_stream_close(m, token);
 }
 
 struct emap_ent *emap_find(struct emap *m, uint64_t token, uint64_t ehash)
 {
-	struct emap_key key = { token, ehash };
+	int64_t i;
 
 	if (!stream_of(m, token))
 		return NULL; /* closed: its entries only wait to age out */
-	return ck_hs_get(&m->hs, CK_HS_HASH(&m->hs, hs_hash, &key), &key);
+	i = ifind(m, ent_hash(token, ehash), token, ehash);
+	return i < 0 ? NULL : slot(m, (uint32_t)m->idx[i] - 1);
 }
 
 struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const uint64_t *keys,
 			  uint32_t nkeys, uint64_t last, const uint32_t *tail, uint32_t ntail,
 			  uint32_t flags)
 {
-	struct emap_key key = { token, ehash };
+	uint32_t h = ent_hash(token, ehash);
 	struct emap_stream *st = stream_of(m, token);
 	uint64_t *many = NULL;
-	struct emap_ent *e, *prev;
+	struct emap_ent *e;
+	int64_t prev;
 	bool use_many = !(nkeys == 1 && ntail == 0 && last == keys[0]);
 
 	if (!st || nkeys > UINT16_MAX || ntail > UINT16_MAX) {
@@ -428,23 +535,23 @@ struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const 
 	/* The slot to write: allocate its chunk on first use. */
 	size_t c = (size_t)(m->head >> EMAP_CHUNK_SHIFT);
 	if (!m->chunks[c]) {
-		m->chunks[c] = calloc(EMAP_CHUNK, sizeof(struct emap_ent));
+		m->chunks[c] = big_calloc(chunk_len(m, c) * sizeof(struct emap_ent));
 		if (!m->chunks[c]) {
 			free(many);
 			errno = ENOMEM;
 			return NULL;
 		}
-		for (size_t i = 0; i < EMAP_CHUNK; i++)
+		for (size_t i = 0; i < chunk_len(m, c); i++)
 			m->chunks[c][i].prev = m->chunks[c][i].next = EMAP_NONE;
 	}
 	/* A replaced mapping goes first (it may be the very slot about to be reused). */
-	prev = ck_hs_get(&m->hs, CK_HS_HASH(&m->hs, hs_hash, &key), &key);
-	if (prev)
-		ent_release(m, prev, true);
+	prev = ifind(m, h, token, ehash);
+	if (prev >= 0)
+		ent_release(m, (uint32_t)m->idx[prev] - 1, true);
 	e = slot(m, m->head);
 	/* Evict the slot's current (oldest) entry if it is still live. */
 	if (e->token) {
-		ent_release(m, e, true);
+		ent_release(m, m->head, true);
 		m->evictions++;
 	}
 	e->token = token;
@@ -457,14 +564,7 @@ struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const 
 		e->k.many = many;
 	else
 		e->k.one = keys[0];
-	if (!ck_hs_put(&m->hs, CK_HS_HASH(&m->hs, hs_hash, &key), e)) {
-		if (use_many)
-			free(many);
-		memset(e, 0, sizeof(*e));
-		e->prev = e->next = EMAP_NONE;
-		errno = ENOMEM;
-		return NULL;
-	}
+	iinsert(m, h, m->head);
 	/* Link at the head of its stream. */
 	uint32_t no = (uint32_t)m->head;
 	e->prev = EMAP_NONE;
@@ -482,10 +582,10 @@ struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const 
 
 int emap_del(struct emap *m, uint64_t token, uint64_t ehash)
 {
-	struct emap_ent *e = emap_find(m, token, ehash);
+	int64_t i;
 
-	if (!e)
+	if (!stream_of(m, token) || (i = ifind(m, ent_hash(token, ehash), token, ehash)) < 0)
 		return 0;
-	ent_release(m, e, true);
+	ent_release(m, (uint32_t)m->idx[i] - 1, true);
 	return 1;
 }

@@ -26,13 +26,13 @@
  * then stays until the pod is cleared, as before reference counting).
  *
  * Single-threaded: only the ingest thread uses these. Memory: 48 bytes per entry slot
- * (allocated in chunks as the map fills) plus the hash set's pointer array, plus a heap array
+ * (allocated in chunks as the map fills) plus an index of 8-byte words sized at start (the
+ * next power of two >= 2 x cap, zero pages until touched), plus a heap array
  * per entry with more than one key or a chain tail; 24 bytes per held slot (load <= 1/2).
  */
 #ifndef KVIDX_INGEST_EMAP_H
 #define KVIDX_INGEST_EMAP_H
 
-#include <ck_hs.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -60,6 +60,8 @@ void emap_held_reset(struct emap_held *h);
 int emap_held_inc(struct emap_held *h, uint64_t key, unsigned ti);
 /* Drops one reference; returns the new count (0 also when there was none). */
 uint32_t emap_held_dec(struct emap_held *h, uint64_t key, unsigned ti);
+/* Starts loading the slot a later inc / dec / get of key reads first (a hint). */
+void emap_held_prefetch(const struct emap_held *h, uint64_t key);
 /* The count of (key, ti). */
 uint32_t emap_held_get(const struct emap_held *h, uint64_t key, unsigned ti);
 
@@ -86,7 +88,8 @@ struct emap_stream {
 };
 
 struct emap {
-	ck_hs_t hs;
+	uint64_t *idx;            /* the index (emap.c): 32 hash bits << 32 | slot + 1, 0 empty */
+	uint64_t imask;           /* index words - 1 */
 	struct emap_ent **chunks; /* slot i is chunks[i >> EMAP_CHUNK_SHIFT][i & mask] */
 	size_t nchunks;
 	uint64_t cap;        /* slots */
@@ -94,7 +97,6 @@ struct emap {
 	uint64_t used;       /* slots ever written, capped at cap */
 	uint64_t live;       /* entries findable */
 	uint64_t evictions;  /* live entries dropped to make room */
-	uint64_t removes_since_gc;
 	struct emap_stream *streams; /* token = generation << 32 | index + 1 */
 	size_t nstreams, streams_cap;
 	uint32_t stream_gen;
@@ -122,7 +124,14 @@ void emap_stream_drain(struct emap *m, uint64_t token,
 /* Entries of stream token (0 if the token is closed). */
 uint64_t emap_stream_entries(const struct emap *m, uint64_t token);
 
+/* Starts loading the index line a later emap_find / emap_put of (token, ehash) reads (a hint:
+ * no effect on the map). */
+void emap_prefetch(const struct emap *m, uint64_t token, uint64_t ehash);
+/* The same for the entry itself, once the index line is loaded (else it costs that miss). */
+void emap_prefetch_entry(const struct emap *m, uint64_t token, uint64_t ehash);
+
 /* The entry of (token, ehash), or NULL. Valid until the next emap_put or emap_del. */
+
 struct emap_ent *emap_find(struct emap *m, uint64_t token, uint64_t ehash);
 
 /*

@@ -53,6 +53,12 @@ static int bind_open(struct ingestd *d)
 	return 0;
 }
 
+/* Between two events of a batch: route commits in the rings go in now. */
+static void drain_between(void *arg)
+{
+	ing_pod_drain(arg);
+}
+
 int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 {
 	struct kvidx_writer_opts o;
@@ -118,6 +124,8 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	}
 	ing_apply_init(&d->sh.ap, d->sh.w, &d->sh.emap, cfg->algo, cfg->seed, cfg->block_size);
 	d->sh.ap.remote_tier = cfg->remote_tier;
+	d->sh.ap.between = drain_between;
+	d->sh.ap.between_arg = &d->sh;
 	kvw_batch_init(&d->sh.batch);
 	d->sh.zctx = zmq_ctx_new();
 	if (!d->sh.zctx) {
@@ -240,6 +248,7 @@ static unsigned read_bind(struct ingestd *d)
 		for (int i = 0; i < n; i++)
 			zmq_msg_close(&f[i]);
 		ing_maybe_tick(&d->sh, kvidx_now_ns());
+		ing_pod_drain(&d->sh);
 	}
 	return reads;
 }

@@ -4,10 +4,13 @@
  * zmq_poll loop (1 ms timeout, so kvidx_writer_tick() runs every millisecond), SIGHUP
  * reconciliation of the config file's pod list, and a clean shutdown.
  *
- * Route commits: right after each poll wake-up and again at the end of each round the loop
- * drains the routers' rings (spec_drain, at most ING_DRAIN_BUDGET messages), so a prediction
- * is in the table before the events of the same round are applied and can be confirmed by
- * them. An idle loop drains at least every millisecond (the poll timeout).
+ * Route commits: right after each poll wake-up, between every two events
+ * applied and after every batch (ing_pod_drain(): a round of busy pods applies up to
+ * ING_READ_BUDGET batches of up to hundreds of events each, a commit must not wait for that), and at the end of each round the loop drains the
+ * routers' rings (spec_drain, at most ING_DRAIN_BUDGET messages), so a prediction is in the
+ * table before the events after it are applied and can be confirmed by them. An idle loop
+ * drains at least every millisecond (the poll timeout), at once when a commit rings the
+ * doorbell.
  *
  * Threads: two, plus the metrics server's (which only reads the segment).
  *   ingest thread  the loop: sockets, the apply path, route drain, writer tick, housekeeping.
@@ -31,7 +34,6 @@
 #include "pods.h"
 #include "spec.h"
 
-#define ING_DRAIN_BUDGET 4096 /* route-ring messages consumed per drain */
 
 struct ingestd {
 	struct ing_config *cfg; /* borrowed; pods of cfg are the initial set */

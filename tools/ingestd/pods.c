@@ -20,6 +20,11 @@
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
+int ing_pod_drain(struct ing_shared *sh)
+{
+	return sh->spec ? spec_drain(sh->spec, ING_DRAIN_BUDGET, kvidx_now_ns()) : 0;
+}
+
 void ing_maybe_tick(struct ing_shared *sh, uint64_t now)
 {
 	if (now - sh->last_tick_ns >= NS_PER_MS) {
@@ -811,6 +816,7 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 		ing_pod_live(sh, p, tmodel, seq, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
 		close_frames(f, n);
 		ing_maybe_tick(sh, kvidx_now_ns());
+		ing_pod_drain(sh);
 	}
 	p->round_reads += reads;
 	return reads;

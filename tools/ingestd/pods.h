@@ -61,6 +61,7 @@
 
 #include <zmq.h>
 
+#define ING_DRAIN_BUDGET 4096 /* route-ring messages consumed per drain */
 #define ING_READ_BUDGET 256   /* messages read from one socket per poll round */
 #define ING_SUB_HWM 100000    /* SUB receive high-water mark (vLLM's PUB uses 100,000) */
 
@@ -135,6 +136,10 @@ struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, cons
 /* Closes the stream's sockets and frees p; its group goes with its last stream, and then
  * (remove) the pod leaves the index (kvidx_pod_remove). */
 void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove);
+
+/* Drains route commits (spec_drain, ING_DRAIN_BUDGET) between two event batches; returns the
+ * number of ring messages consumed. */
+int ing_pod_drain(struct ing_shared *sh);
 
 /* Connect mode: reads up to ING_READ_BUDGET messages from the SUB (returns how many). */
 unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p);

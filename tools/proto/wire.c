@@ -2,18 +2,19 @@
  * wire.c — decoder and encoder for vLLM's KV-cache event payloads (see wire.h and
  * reference/kv-events.md), plus the topic and sequence-frame helpers.
  *
- * Decoding runs in three steps. A pre-scan walks the raw bytes without building anything, so
- * that msgpack-c is only ever given a single, complete, bounded object (see scan_payload()).
- * msgpack-c then builds its object tree, and the schema walk copies what kvidx needs out of
- * it into plain C arrays, checking the type and range of every element on the way.
+ * Decoding runs in three steps. A pre-scan walks the raw bytes without building anything and
+ * checks that they are a single, complete, bounded object (see scan_payload()), counting its
+ * objects. build_tree() then builds msgpack-c's object tree (msgpack_object) from them in one
+ * pass into a pool the batch keeps, and the schema walk copies what kvidx needs out of it into
+ * plain C arrays, checking the type and range of every element on the way.
  *
  * Memory: the decoded arrays live in pools owned by the caller's struct kvw_batch, grown
  * with realloc and never shrunk, so a long-lived batch reaches a steady state in which the
  * schema walk allocates nothing. The alternative, handing the caller the msgpack_zone, would
  * tie the events' lifetime to msgpack-c's object tree and make every consumer deal with
  * msgpack types; copying into flat arrays costs one pass over data that is hot in cache
- * anyway. msgpack_unpack_next() itself still creates and frees one zone per payload (a
- * single 8 KiB chunk for typical batches); it is released before kvw_decode_batch() returns.
+ * anyway. The tree's nodes live in the batch too (kvw_nodes), so a steady state allocates
+ * nothing at all.
  */
 #include "wire.h"
 
@@ -189,6 +190,31 @@ static int bad(struct dctx *c, const char *field, size_t idx, const char *what,
 
 /* ---- decoder: pre-scan --------------------------------------------------------------------- */
 
+/* Big-endian loads of 2, 4 and 8 bytes (the integers of msgpack). */
+static inline uint64_t be16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return __builtin_bswap16(v);
+}
+
+static inline uint64_t be32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return __builtin_bswap32(v);
+}
+
+static inline uint64_t be64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return __builtin_bswap64(v);
+}
+
 static uint64_t load_be(const uint8_t *p, size_t n)
 {
 	uint64_t v = 0;
@@ -209,7 +235,7 @@ static uint64_t load_be(const uint8_t *p, size_t n)
  * msgpack-c's allocations to about 24 bytes per payload byte (one msgpack_object per
  * object). The walk keeps one counter per open container and does not recurse.
  */
-static int scan_payload(struct dctx *c, const uint8_t *p, size_t len)
+static int scan_payload(struct dctx *c, const uint8_t *p, size_t len, uint64_t *nobj)
 {
 	uint64_t remain[KVW_MAX_DEPTH + 1]; /* remain[0]: the root level, one object */
 	uint64_t pending = 1;               /* objects still expected, all levels together */
@@ -226,6 +252,32 @@ static int scan_payload(struct dctx *c, const uint8_t *p, size_t len)
 
 		while (top > 0 && remain[top] == 0)
 			top--;
+		/* A run of integers (token ids, block hashes: most objects of a batch), with the
+		 * checks below in the same order; anything else, or a check failing, goes the
+		 * general way (which then reports it). */
+		uint64_t r = remain[top], pend = pending;
+		size_t q = pos;
+		while (r && pend <= len - q) {
+			uint8_t ti = p[q];
+			size_t f;
+			if (ti <= 0x7f || ti >= 0xe0)
+				f = 0;
+			else if (ti >= 0xcc && ti <= 0xd3)
+				f = (size_t)1 << ((ti - 0xcc) & 3);
+			else
+				break;
+			if (f > len - q - 1)
+				break;
+			r--;
+			pend--;
+			q += 1 + f;
+		}
+		*nobj += pending - pend;
+		remain[top] = r;
+		pending = pend;
+		pos = q;
+		if (top > 0 && remain[top] == 0)
+			continue;
 		if (remain[top] == 0)
 			break;
 		if (pending > len - pos)
@@ -235,6 +287,7 @@ static int scan_payload(struct dctx *c, const uint8_t *p, size_t len)
 				    (unsigned long long)pending, pos, len - pos);
 		remain[top]--;
 		pending--;
+		(*nobj)++;
 		t = p[pos++];
 		if (t <= 0x7f || t >= 0xe0) {
 			/* positive or negative fixint */
@@ -310,6 +363,208 @@ static int scan_payload(struct dctx *c, const uint8_t *p, size_t len)
 	return 0;
 }
 
+/*
+ * Builds the object tree of payload p, which scan_payload() checked and found to hold nobj
+ * objects, into the batch's node pool: the tree msgpack_unpack_next() would build (same
+ * types, integers signed only when negative, strings, bins and exts pointing into the
+ * payload), with no allocation once the pool has grown. It replaced msgpack-c's unpacker,
+ * whose per-object callbacks and zone allocations were a quarter of ingestd's time: token
+ * ids make most objects of a batch fixints, which take three instructions here.
+ */
+static int reserve(void *arrp, size_t *cap, size_t need, size_t elsize);
+
+static int build_tree(struct dctx *c, const uint8_t *p, uint64_t nobj, msgpack_object *root)
+{
+	struct kvw_batch *b = c->b;
+	struct {
+		msgpack_object *next;
+		uint64_t left;
+	} st[KVW_MAX_DEPTH + 2];
+	msgpack_object *nodes;
+	size_t pos = 0, used = 0;
+	int top = 0;
+
+	if (reserve(&b->kvw_nodes, &b->kvw_node_cap, nobj, sizeof(*b->kvw_nodes)))
+		return fail(c, -ENOMEM, "out of memory");
+	nodes = b->kvw_nodes;
+	st[0].next = root;
+	st[0].left = 1;
+	while (top >= 0) {
+		msgpack_object *o;
+		uint64_t n = 0, v;
+		size_t lb = 0; /* bytes of a big-endian length or count */
+		int kind = 0;  /* 1 array, 2 map */
+		uint8_t t;
+
+		/* A run of unsigned integers (token ids, block hashes): the bulk of a batch. */
+		for (o = st[top].next; st[top].left; st[top].left--, o++) {
+			t = p[pos];
+			if (t <= 0x7f) {
+				v = t;
+				pos += 1;
+			} else if (t == 0xcd) {
+				v = be16(p + pos + 1);
+				pos += 3;
+			} else if (t == 0xce) {
+				v = be32(p + pos + 1);
+				pos += 5;
+			} else if (t == 0xcc) {
+				v = p[pos + 1];
+				pos += 2;
+			} else if (t == 0xcf) {
+				v = be64(p + pos + 1);
+				pos += 9;
+			} else {
+				break;
+			}
+			o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+			o->via.u64 = v;
+		}
+		st[top].next = o;
+		if (st[top].left == 0) {
+			top--;
+			continue;
+		}
+		st[top].left--;
+		o = st[top].next++;
+		t = p[pos++];
+		if (t <= 0x7f) {
+			o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+			o->via.u64 = t;
+			continue;
+		}
+		if (t >= 0xe0) {
+			o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+			o->via.i64 = (int8_t)t;
+			continue;
+		}
+		if (t <= 0x8f) {
+			kind = 2;
+			n = t & 0x0f;
+		} else if (t <= 0x9f) {
+			kind = 1;
+			n = t & 0x0f;
+		} else if (t <= 0xbf) {
+			o->type = MSGPACK_OBJECT_STR;
+			o->via.str.size = t & 0x1f;
+			o->via.str.ptr = (const char *)p + pos;
+			pos += t & 0x1f;
+			continue;
+		} else {
+			switch (t) {
+			case 0xc0:
+				o->type = MSGPACK_OBJECT_NIL;
+				continue;
+			case 0xc2:
+			case 0xc3:
+				o->type = MSGPACK_OBJECT_BOOLEAN;
+				o->via.boolean = t == 0xc3;
+				continue;
+			case 0xc4: case 0xc5: case 0xc6: /* bin 8/16/32 */
+				lb = (size_t)1 << (t - 0xc4);
+				o->type = MSGPACK_OBJECT_BIN;
+				o->via.bin.size = (uint32_t)load_be(p + pos, lb);
+				o->via.bin.ptr = (const char *)p + pos + lb;
+				pos += lb + o->via.bin.size;
+				continue;
+			case 0xc7: case 0xc8: case 0xc9: /* ext 8/16/32: length, type, data */
+				lb = (size_t)1 << (t - 0xc7);
+				o->type = MSGPACK_OBJECT_EXT;
+				o->via.ext.size = (uint32_t)load_be(p + pos, lb);
+				o->via.ext.type = (int8_t)p[pos + lb];
+				o->via.ext.ptr = (const char *)p + pos + lb + 1;
+				pos += lb + 1 + o->via.ext.size;
+				continue;
+			case 0xca: { /* float 32 */
+				uint32_t u = (uint32_t)load_be(p + pos, 4);
+				float f;
+				memcpy(&f, &u, sizeof(f));
+				o->type = MSGPACK_OBJECT_FLOAT32;
+				o->via.f64 = f;
+				pos += 4;
+				continue;
+			}
+			case 0xcb: { /* float 64 */
+				uint64_t u = load_be(p + pos, 8);
+				o->type = MSGPACK_OBJECT_FLOAT64;
+				memcpy(&o->via.f64, &u, sizeof(u));
+				pos += 8;
+				continue;
+			}
+			case 0xcc: case 0xcd: case 0xce: case 0xcf: /* uint 8/16/32/64 */
+				lb = (size_t)1 << (t - 0xcc);
+				o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+				o->via.u64 = load_be(p + pos, lb);
+				pos += lb;
+				continue;
+			case 0xd0: case 0xd1: case 0xd2: case 0xd3: { /* int 8/16/32/64 */
+				lb = (size_t)1 << (t - 0xd0);
+				v = load_be(p + pos, lb);
+				int64_t x = lb == 1 ? (int8_t)v : lb == 2 ? (int16_t)v :
+					    lb == 4 ? (int32_t)v : (int64_t)v;
+				pos += lb;
+				if (x < 0) {
+					o->type = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+					o->via.i64 = x;
+				} else {
+					o->type = MSGPACK_OBJECT_POSITIVE_INTEGER;
+					o->via.u64 = (uint64_t)x;
+				}
+				continue;
+			}
+			case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: /* fixext 1..16 */
+				o->type = MSGPACK_OBJECT_EXT;
+				o->via.ext.size = 1u << (t - 0xd4);
+				o->via.ext.type = (int8_t)p[pos];
+				o->via.ext.ptr = (const char *)p + pos + 1;
+				pos += 1 + o->via.ext.size;
+				continue;
+			case 0xd9: case 0xda: case 0xdb: /* str 8/16/32 */
+				lb = (size_t)1 << (t - 0xd9);
+				o->type = MSGPACK_OBJECT_STR;
+				o->via.str.size = (uint32_t)load_be(p + pos, lb);
+				o->via.str.ptr = (const char *)p + pos + lb;
+				pos += lb + o->via.str.size;
+				continue;
+			case 0xdc: case 0xdd: /* array 16/32 */
+				lb = (size_t)2 << (t - 0xdc);
+				kind = 1;
+				n = load_be(p + pos, lb);
+				pos += lb;
+				break;
+			case 0xde: case 0xdf: /* map 16/32 */
+				lb = (size_t)2 << (t - 0xde);
+				kind = 2;
+				n = load_be(p + pos, lb);
+				pos += lb;
+				break;
+			default: /* 0xc1: scan_payload() refused it */
+				return fail(c, -EBADMSG, "payload: reserved byte 0x%02x", t);
+			}
+		}
+		/* A container: its elements (a map's keys and values alternating, as in a
+		 * msgpack_object_kv array) take the next nodes of the pool. */
+		uint64_t elems = kind == 2 ? 2 * n : n;
+		if (used + elems > nobj || top + 1 >= (int)(sizeof(st) / sizeof(st[0])))
+			return fail(c, -EBADMSG, "payload: inconsistent object count");
+		if (kind == 1) {
+			o->type = MSGPACK_OBJECT_ARRAY;
+			o->via.array.size = (uint32_t)n;
+			o->via.array.ptr = nodes + used;
+		} else {
+			o->type = MSGPACK_OBJECT_MAP;
+			o->via.map.size = (uint32_t)n;
+			o->via.map.ptr = (msgpack_object_kv *)(void *)(nodes + used);
+		}
+		if (elems) {
+			st[++top].next = nodes + used;
+			st[top].left = elems;
+			used += elems;
+		}
+	}
+	return 0;
+}
+
 /* ---- decoder: pools ------------------------------------------------------------------------ */
 
 /*
@@ -344,6 +599,7 @@ void kvw_batch_init(struct kvw_batch *b)
 
 void kvw_batch_free(struct kvw_batch *b)
 {
+	free(b->kvw_nodes);
 	free(b->events);
 	free(b->kvw_hashes);
 	free(b->kvw_tokens);
@@ -862,9 +1118,8 @@ int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, cha
 		     size_t errlen)
 {
 	struct dctx c = { .b = out, .err = err, .errlen = errlen, .sname = "batch" };
-	msgpack_unpacked up;
-	msgpack_unpack_return ur;
-	size_t off = 0;
+	msgpack_object root;
+	uint64_t nobj = 0;
 	int rc;
 
 	if (errlen)
@@ -882,19 +1137,11 @@ int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, cha
 	if (len > KVW_MAX_PAYLOAD)
 		return fail(&c, -E2BIG, "payload: %zu bytes, at most %u allowed", len,
 			    KVW_MAX_PAYLOAD);
-	if ((rc = scan_payload(&c, payload, len)))
+	if ((rc = scan_payload(&c, payload, len, &nobj)))
 		return rc;
-
-	msgpack_unpacked_init(&up);
-	ur = msgpack_unpack_next(&up, payload, len, &off);
-	if (ur != MSGPACK_UNPACK_SUCCESS || off != len) {
-		msgpack_unpacked_destroy(&up);
-		if (ur == MSGPACK_UNPACK_NOMEM_ERROR)
-			return fail(&c, -ENOMEM, "out of memory in msgpack-c");
-		return fail(&c, -EBADMSG, "payload: rejected by msgpack-c (%d)", (int)ur);
-	}
-	rc = decode_root(&c, &up.data);
-	msgpack_unpacked_destroy(&up);
+	rc = build_tree(&c, payload, nobj, &root);
+	if (rc == 0)
+		rc = decode_root(&c, &root);
 	if (rc) {
 		/* Nothing of a rejected batch stays visible. */
 		out->ts = 0;

@@ -178,6 +178,8 @@ struct kvw_batch {
 	size_t kvw_nxbytes, kvw_xbyte_cap;
 	uint32_t *kvw_rem;
 	size_t kvw_nrem, kvw_rem_cap;
+	msgpack_object *kvw_nodes; /* the payload's object tree (wire.c, build_tree) */
+	size_t kvw_node_cap;
 };
 
 /* ---- decoder ------------------------------------------------------------------------------- */
