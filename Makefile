@@ -40,16 +40,16 @@ $(BUILD)/bench/%.o:                INC = -Ibench $(INC_LIB)
 # External libraries, per binary: each links what it uses and nothing more.
 LIBS_CORE   := -lxxhash -lpthread -lrt
 LIBS_WIRE   := -lzmq -lmsgpackc
-LIBS_INGEST := $(LIBS_WIRE) -lck -lmicrohttpd -ljemalloc
+LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc
 LIBS_HTTP   := -lmicrohttpd -lcurl -ljansson
 LIBS_TEST   := -lcriterion -lcurl -ljansson
 
 # Debian packages: BUILD_PKGS to build the library and the tools (`make` checks for them and
 # names the missing ones); DEB_PKGS for everything, installed by `make setup`, which test,
 # stress, bench and run call first.
-BUILD_PKGS := build-essential pkg-config libck-dev libjemalloc-dev libmsgpack-dev libxxhash-dev \
+BUILD_PKGS := build-essential pkg-config libjemalloc-dev libmsgpack-dev libxxhash-dev \
               libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev
-DEB_PKGS   := $(BUILD_PKGS) liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
+DEB_PKGS   := $(BUILD_PKGS) libck-dev liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
               curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
               prometheus libxml2-utils python3-yaml
 
@@ -135,7 +135,7 @@ $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 # The tools. Libraries per binary: the key calculator and the segment readers need libkvidx
-# alone; what speaks ZeroMQ/msgpack adds those; the writer adds Concurrency Kit, libmicrohttpd
+# alone; what speaks ZeroMQ/msgpack adds those; the writer adds libmicrohttpd
 # (its metrics endpoint) and jemalloc; the fake pod serves HTTP (libmicrohttpd) with JSON
 # bodies (jansson); the router worker is an HTTP client (libcurl) and server too.
 LINK = @mkdir -p $(dir $@) && $(if $(Q),echo "  LD      $@" &&) $(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS)
@@ -158,7 +158,7 @@ BENCH_UTIL  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out bench/bench_%.c,$(wildca
 $(BUILD)/bin/stress_%: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(LIBKVIDX)
 	$(LINK)
-$(BUILD)/bin/bench_%: LIBS = -lhiredis -lurcu-cds -lurcu $(LIBS_INGEST) $(LIBS_CORE) -lm
+$(BUILD)/bin/bench_%: LIBS = -lhiredis -lurcu-cds -lurcu -lck $(LIBS_INGEST) $(LIBS_CORE) -lm
 $(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(LIBKVIDX)
 	$(LINK)
 # The C side of the Go reader's tests (lib/go/kvidx): index builder, churner, ring drainer.
