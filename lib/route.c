@@ -262,6 +262,8 @@ struct kv_bell {
 	uint32_t stop;  /* set by kv_bell_stop_thread() */
 	bool running;   /* th exists */
 	uint64_t wakes; /* eventfd signals sent */
+	uint32_t base;  /* the word when the thread was started (base_ok: read) */
+	bool base_ok;
 };
 
 static void *bell_main(void *arg)
@@ -270,8 +272,10 @@ static void *bell_main(void *arg)
 	const off_t off = offsetof(struct kvidx_ctl_hdr, ch_bell);
 	const struct timespec wait = { 0, (long)KV_BELL_WAIT_NS };
 	const struct timespec gap = { 0, (long)KV_BELL_MIN_NS };
-	uint32_t seen = 0;
-	bool first = true;
+	/* The baseline was read before the thread existed (kv_bell_start_thread()), so a ring
+	 * between pthread_create() and this thread's first pread is not taken for it. */
+	uint32_t seen = b->base;
+	bool first = !b->base_ok;
 
 	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t v;
@@ -303,6 +307,8 @@ void kv_bell_start_thread(struct kvidx *w, bool ring)
 	b->stop = 0;
 	b->ctl_fd = w->ctl_fd;
 	b->word = &w->ctl->ch_bell;
+	b->base_ok = pread(b->ctl_fd, &b->base, sizeof(b->base),
+			   offsetof(struct kvidx_ctl_hdr, ch_bell)) == (ssize_t)sizeof(b->base);
 	b->running = pthread_create(&b->th, NULL, bell_main, b) == 0;
 	/* Commits made while no thread waited (a restart): let the writer look at the rings. */
 	uint64_t one = 1;
