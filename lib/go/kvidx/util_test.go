@@ -45,7 +45,8 @@ func indexName(t testing.TB, tag string) string {
 	t.Cleanup(func() {
 		matches, _ := filepath.Glob(shmDir + name + "*")
 		for _, m := range matches {
-			if base := filepath.Base(m); base == name || strings.HasPrefix(base, name+".data.") {
+			if base := filepath.Base(m); base == name || base == name+".lock" ||
+				strings.HasPrefix(base, name+".data.") || strings.HasPrefix(base, name+".reg.") {
 				os.Remove(m)
 			}
 		}
