@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "benchlib.h"
+#include "fixture.h"
 #include "host.h"
 #include "inspect.h"
 #include "rand.h"
@@ -108,60 +109,6 @@ static void parse_opts(int argc, char **argv)
 }
 
 static char g_bindir[4096];
-
-static void find_bindir(void)
-{
-	if (o.bin) {
-		snprintf(g_bindir, sizeof(g_bindir), "%s", o.bin);
-		return;
-	}
-	ssize_t n = readlink("/proc/self/exe", g_bindir, sizeof(g_bindir) - 1);
-	if (n <= 0)
-		bdie("readlink /proc/self/exe: %s", strerror(errno));
-	g_bindir[n] = 0;
-	char *slash = strrchr(g_bindir, '/');
-	if (slash)
-		*slash = 0;
-}
-
-static pid_t spawn(char *const argv[], const char *errfile)
-{
-	pid_t pid = fork();
-
-	if (pid < 0)
-		bdie("fork: %s", strerror(errno));
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (fd >= 0)
-			dup2(fd, 2);
-		execv(argv[0], argv);
-		fprintf(stderr, PROG ": exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	guard_pid(pid);
-	return pid;
-}
-
-static void reap(pid_t pid, int sig)
-{
-	if (pid <= 0)
-		return;
-	if (sig)
-		kill(pid, sig);
-	waitpid(pid, NULL, 0);
-	guard_unpid(pid);
-}
-
-static uint64_t pods_sum(const struct kv_view *v, enum kv_pod_ctr c)
-{
-	uint64_t s = 0;
-
-	for (uint32_t i = 0; i < v->max_pods; i++)
-		if (KV_POD_STATE(ld_relaxed(&v->pods[i].pd_word)) == KV_POD_ACTIVE)
-			s += ld_relaxed(&v->pods[i].pd_ctr[c]);
-	return s;
-}
 
 /* ---- a router process ---- */
 
@@ -256,7 +203,7 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 	iargv[ia] = NULL;
 	for (uint32_t p = 0; p <= o.pods; p++)
 		snprintf(errf[p], sizeof(errf[p]), "/tmp/%s.%u.log", M->name, p);
-	ip = spawn(iargv, errf[o.pods]);
+	ip = bl_spawn(iargv, -1, errf[o.pods]);
 
 	struct kvidx_reader *r = NULL;
 	for (int i = 0; i < 500 && !r; i++) {
@@ -264,7 +211,7 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 		r = kvidx_reader_open(M->name);
 	}
 	if (!r) {
-		reap(ip, SIGTERM);
+		bl_reap(ip, SIGTERM);
 		bdie("kvidx-ingestd did not create index %s (log: %s)", M->name, errf[o.pods]);
 	}
 	const struct kv_view *v = kv_reader_view(r);
@@ -294,7 +241,7 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 				  cnt, "--batch", "64", "--prefixes", "1024", "--prefix-blocks", "4",
 				  "--suffix-blocks", "60", "--cache-blocks", "262144", "--seed", seed,
 				  "--wait-subscribers", "1", "--linger-ms", "1000", NULL };
-		fp[p] = spawn(fargv, errf[p]);
+		fp[p] = bl_spawn(fargv, -1, errf[p]);
 	}
 	/* The window opens at the first block event: the routers start then. */
 	uint64_t t_first = 0, b0 = 0, s0 = 0, t_last = now_ns(), b_last = 0, e = 0;
@@ -302,12 +249,12 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 	for (;;) {
 		sleep_ns(1000000);
 		uint64_t now = now_ns();
-		uint64_t b = pods_sum(v, KV_PC_blocks_stored) + pods_sum(v, KV_PC_blocks_removed);
-		e = pods_sum(v, KV_PC_events);
+		uint64_t b = fx_pods_sum(v, KV_PC_blocks_stored) + fx_pods_sum(v, KV_PC_blocks_removed);
+		e = fx_pods_sum(v, KV_PC_events);
 		if (!t_first && b > 0) {
 			t_first = now;
 			b0 = b;
-			s0 = pods_sum(v, KV_PC_speculations);
+			s0 = fx_pods_sum(v, KV_PC_speculations);
 			cpu0 = proc_cpu_s(ip);
 			__atomic_store_n(&M->go, 1, __ATOMIC_RELEASE);
 		}
@@ -323,11 +270,11 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 			break;
 	}
 	uint64_t t_end = now_ns();
-	uint64_t spec = pods_sum(v, KV_PC_speculations) - s0;
+	uint64_t spec = fx_pods_sum(v, KV_PC_speculations) - s0;
 	double cpu1 = proc_cpu_s(ip);
 	__atomic_store_n(&M->stop, 1, __ATOMIC_RELEASE);
 	for (uint32_t i = 0; i < o.routers; i++)
-		reap(rp[i], 0);
+		bl_reap(rp[i], 0);
 	res.secs = (double)(t_end - t_first) / 1e9;
 	res.ev_rate = (double)(b_last - b0) / res.secs;
 	res.spec_rate = (double)spec / res.secs;
@@ -343,8 +290,8 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 	res.commit_rate = (double)commits / res.secs;
 	kvidx_reader_close(r);
 	for (uint32_t p = 0; p < o.pods; p++)
-		reap(fp[p], SIGTERM);
-	reap(ip, SIGTERM);
+		bl_reap(fp[p], SIGTERM);
+	bl_reap(ip, SIGTERM);
 	bl_unlink_index(M->name);
 	guard_name(1, NULL);
 	if (res.complete)
@@ -366,7 +313,7 @@ int main(int argc, char **argv)
 
 	parse_opts(argc, argv);
 	bench_start(o.arg.json);
-	find_bindir();
+	bl_find_bindir(o.bin, g_bindir, sizeof(g_bindir));
 	M = shared_alloc(sizeof(*M));
 	g_lat = shared_alloc((size_t)MAXR * MAX_LAT * sizeof(float));
 	printf("%s: %u run(s): %u fakepods x %" PRIu64 " events, %u routers committing %u keys; "

@@ -121,70 +121,11 @@ static void parse_opts(int argc, char **argv)
 static char g_bindir[4096];
 static char g_sum_ingest[400] = "ingest=skipped", g_sum_raw[400];
 
-static void find_bindir(void)
-{
-	if (o.bin) {
-		snprintf(g_bindir, sizeof(g_bindir), "%s", o.bin);
-		return;
-	}
-	ssize_t n = readlink("/proc/self/exe", g_bindir, sizeof(g_bindir) - 1);
-	if (n <= 0)
-		bdie("readlink /proc/self/exe: %s", strerror(errno));
-	g_bindir[n] = 0;
-	char *slash = strrchr(g_bindir, '/');
-	if (slash)
-		*slash = 0;
-}
-
-static pid_t spawn(char *const argv[], int cpu, const char *errfile)
-{
-	pid_t pid = fork();
-
-	if (pid < 0)
-		bdie("fork: %s", strerror(errno));
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (cpu >= 0)
-			pin_cpu(cpu);
-		if (errfile) {
-			int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-			if (fd >= 0)
-				dup2(fd, 2);
-		}
-		execv(argv[0], argv);
-		fprintf(stderr, PROG ": exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	guard_pid(pid);
-	return pid;
-}
-
-static void reap(pid_t pid, int sig)
-{
-	if (pid <= 0)
-		return;
-	if (sig)
-		kill(pid, sig);
-	waitpid(pid, NULL, 0);
-	guard_unpid(pid);
-}
-
 struct ingest_res {
 	double rate, cpu_rate, cores, ev_rate, secs;
 	uint64_t blocks, events, gaps, clears;
 	bool complete;
 };
-
-/* Sums a counter over every active pod. */
-static uint64_t pods_sum(const struct kv_view *v, enum kv_pod_ctr c)
-{
-	uint64_t s = 0;
-
-	for (uint32_t i = 0; i < v->max_pods; i++)
-		if (KV_POD_STATE(ld_relaxed(&v->pods[i].pd_word)) == KV_POD_ACTIVE)
-			s += ld_relaxed(&v->pods[i].pd_ctr[c]);
-	return s;
-}
 
 static struct ingest_res ingest_run(int run, int ncpu)
 {
@@ -211,26 +152,26 @@ static struct ingest_res ingest_run(int run, int ncpu)
 			  "--suffix-blocks", "60", "--cache-blocks", "262144",
 			  "--wait-subscribers", "1", "--linger-ms", "0", NULL };
 
-	pid_t ip = spawn(iargv, ncpu >= 2 ? 1 : -1, errf[0]);
+	pid_t ip = bl_spawn(iargv, ncpu >= 2 ? 1 : -1, errf[0]);
 	struct kvidx_reader *r = NULL;
 	for (int i = 0; i < 500 && !r; i++) {
 		sleep_ns(10000000);
 		r = kvidx_reader_open(name);
 	}
 	if (!r) {
-		reap(ip, SIGTERM);
+		bl_reap(ip, SIGTERM);
 		bdie("kvidx-ingestd did not create index %s (log: %s)", name, errf[0]);
 	}
 	const struct kv_view *v = kv_reader_view(r);
-	pid_t fp = spawn(fargv, ncpu >= 2 ? 0 : -1, errf[1]);
+	pid_t fp = bl_spawn(fargv, ncpu >= 2 ? 0 : -1, errf[1]);
 
 	uint64_t t_first = 0, b_first = 0, t_last = now_ns(), b_last = 0, e = 0;
 	double cpu_first = 0;
 	for (;;) {
 		sleep_ns(1000000);
 		uint64_t now = now_ns();
-		uint64_t b = pods_sum(v, KV_PC_blocks_stored) + pods_sum(v, KV_PC_blocks_removed);
-		e = pods_sum(v, KV_PC_events);
+		uint64_t b = fx_pods_sum(v, KV_PC_blocks_stored) + fx_pods_sum(v, KV_PC_blocks_removed);
+		e = fx_pods_sum(v, KV_PC_events);
 		if (!t_first && b > 0) {
 			t_first = now;
 			b_first = b;
@@ -256,11 +197,11 @@ static struct ingest_res ingest_run(int run, int ncpu)
 	res.cores = (cpu_end - cpu_first) / res.secs;
 	res.cpu_rate = cpu_end > cpu_first ? (double)res.blocks / (cpu_end - cpu_first) : NAN;
 	res.ev_rate = (double)e / res.secs;
-	res.gaps = pods_sum(v, KV_PC_seq_gaps);
-	res.clears = pods_sum(v, KV_PC_clears);
+	res.gaps = fx_pods_sum(v, KV_PC_seq_gaps);
+	res.clears = fx_pods_sum(v, KV_PC_clears);
 	kvidx_reader_close(r);
-	reap(fp, SIGTERM);
-	reap(ip, SIGTERM);
+	bl_reap(fp, SIGTERM);
+	bl_reap(ip, SIGTERM);
 	bl_unlink_index(name);
 	guard_name(1, NULL);
 	if (!res.complete)
@@ -566,7 +507,7 @@ int main(int argc, char **argv)
 
 	parse_opts(argc, argv);
 	bench_start(o.arg.json);
-	find_bindir();
+	bl_find_bindir(o.bin, g_bindir, sizeof(g_bindir));
 	printf("%s: end to end %u run(s) of %" PRIu64 " events; raw ops on %" PRIu64 " keys, %"
 	       PRIu64 " ops; load %.2f\n", PROG, o.runs, o.events, o.keys, o.ops, loadavg1());
 	if (!o.no_ingest)

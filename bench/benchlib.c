@@ -9,9 +9,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "benchlib.h"
+#include "host.h"
 #include "kvidx_writer.h"
 #include "report.h"
 
@@ -147,4 +152,52 @@ void bench_start(const char *json_path)
 	signal(SIGINT, guard_signal);
 	signal(SIGTERM, guard_signal);
 	signal(SIGHUP, guard_signal);
+}
+
+void bl_find_bindir(const char *given, char *dir, size_t n)
+{
+	if (given) {
+		snprintf(dir, n, "%s", given);
+		return;
+	}
+	ssize_t len = readlink("/proc/self/exe", dir, n - 1);
+	if (len <= 0)
+		bdie("readlink /proc/self/exe: %s", strerror(errno));
+	dir[len] = 0;
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+}
+
+pid_t bl_spawn(char *const argv[], int cpu, const char *errfile)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		bdie("fork: %s", strerror(errno));
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (cpu >= 0)
+			pin_cpu(cpu);
+		if (errfile) {
+			int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+			if (fd >= 0)
+				dup2(fd, 2);
+		}
+		execv(argv[0], argv);
+		fprintf(stderr, "%s: exec %s: %s\n", bl_prog, argv[0], strerror(errno));
+		_exit(127);
+	}
+	guard_pid(pid);
+	return pid;
+}
+
+void bl_reap(pid_t pid, int sig)
+{
+	if (pid <= 0)
+		return;
+	if (sig)
+		kill(pid, sig);
+	waitpid(pid, NULL, 0);
+	guard_unpid(pid);
 }

@@ -68,4 +68,12 @@ int guard_pid(pid_t pid);
 /* Forgets a child guard_pid() registered. */
 void guard_unpid(pid_t pid);
 
+/* The folder of the tools a benchmark runs: given (--bin), else the benchmark's own. */
+void bl_find_bindir(const char *given, char *dir, size_t n);
+/* Starts argv[0] (pinned to cpu unless < 0, stderr to errfile when set), killed with the
+ * benchmark (PR_SET_PDEATHSIG and guard_pid()). Exits on failure. */
+pid_t bl_spawn(char *const argv[], int cpu, const char *errfile);
+/* Sends sig (0: none) to a child bl_spawn() started and waits for it. */
+void bl_reap(pid_t pid, int sig);
+
 #endif /* KVIDX_BENCHLIB_H */

@@ -6,6 +6,7 @@
 
 #include "benchlib.h"
 #include "fixture.h"
+#include "inspect.h"
 
 int pod_name(char *buf, size_t len, unsigned p)
 {
@@ -28,4 +29,14 @@ struct kvidx *writer_with_pods(const struct kvidx_writer_opts *wo, uint32_t npod
 			bdie("kvidx_pod_add gave %d for pod %u", rc, p);
 	}
 	return w;
+}
+
+uint64_t fx_pods_sum(const struct kv_view *v, enum kv_pod_ctr c)
+{
+	uint64_t s = 0;
+
+	for (uint32_t i = 0; i < v->max_pods; i++)
+		if (KV_POD_STATE(ld_relaxed(&v->pods[i].pd_word)) == KV_POD_ACTIVE)
+			s += ld_relaxed(&v->pods[i].pd_ctr[c]);
+	return s;
 }

@@ -24,4 +24,9 @@ int pod_name(char *buf, size_t len, unsigned p);
  */
 struct kvidx *writer_with_pods(const struct kvidx_writer_opts *wo, uint32_t npods, bool strict);
 
+struct kv_view;
+enum kv_pod_ctr;
+/* A per-pod counter summed over every active pod of a reader's view (relaxed loads). */
+uint64_t fx_pods_sum(const struct kv_view *v, enum kv_pod_ctr c);
+
 #endif /* KVIDX_BENCH_FIXTURE_H */
