@@ -104,8 +104,12 @@ void bl_unlink_index(const char *name)
 
 	snprintf(p, sizeof(p), "/%.*s", KVIDX_NAME_MAX, name);
 	shm_unlink(p);
+	snprintf(p, sizeof(p), "/%.*s.lock", KVIDX_NAME_MAX, name);
+	shm_unlink(p);
 	for (int g = 1; g <= 8; g++) {
 		snprintf(p, sizeof(p), "/%.*s.data.%d", KVIDX_NAME_MAX, name, g);
+		shm_unlink(p);
+		snprintf(p, sizeof(p), "/%.*s.reg.%d", KVIDX_NAME_MAX, name, g);
 		shm_unlink(p);
 	}
 }
