@@ -67,6 +67,14 @@ void tc_grow(void *pv, size_t *cap, size_t need, size_t size)
 	*cap = c;
 }
 
+void tc_buf_add(struct tc_buf *b, const void *p, size_t n)
+{
+	tc_grow(&b->s, &b->cap, b->len + n + 1, 1);
+	memcpy(b->s + b->len, p, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
 int tc_flush_stdout(void)
 {
 	if (fflush(stdout) || ferror(stdout)) {

@@ -36,6 +36,15 @@ void *tc_xrealloc(void *p, size_t n);
  */
 void tc_grow(void *pv, size_t *cap, size_t need, size_t size);
 
+/* A growable byte string, always NUL-terminated once anything was added; zero-initialised
+ * it is empty. free(b.s) releases it. */
+struct tc_buf {
+	char *s;
+	size_t len, cap;
+};
+/* Appends n bytes of p to b (tc_grow(): no memory ends the tool). */
+void tc_buf_add(struct tc_buf *b, const void *p, size_t n);
+
 /*
  * Flushes standard output. Returns 0, or 1 after "PROG: writing standard output: <why>",
  * as a tool's exit status.

@@ -64,10 +64,6 @@
 #define CONN_LIMIT 4096
 #define CONN_TIMEOUT_S 120         /* idle keep-alive connections are closed after this */
 
-struct sb {
-	char *s;
-	size_t len, cap;
-};
 
 enum hstate { H_READ, H_WAIT, H_READY };
 enum hkind { EP_COMPLETIONS, EP_CHAT };
@@ -76,7 +72,7 @@ struct hreq {
 	struct fp *fp;
 	struct MHD_Connection *conn;
 	struct hreq *prev, *next; /* suspended requests (fp->suspended) */
-	struct sb body;
+	struct tc_buf body;
 	bool too_big, in_handler, suspended;
 	enum hstate state;
 	struct inflight *q;
@@ -97,21 +93,13 @@ struct obuf {
 
 /* ---- small builders ------------------------------------------------------------------------ */
 
-static void sb_add(struct sb *b, const char *s, size_t n)
+static void sb_str(struct tc_buf *b, const char *s)
 {
-	tc_grow(&b->s, &b->cap, b->len + n + 1, 1);
-	memcpy(b->s + b->len, s, n);
-	b->len += n;
-	b->s[b->len] = '\0';
-}
-
-static void sb_str(struct sb *b, const char *s)
-{
-	sb_add(b, s, strlen(s));
+	tc_buf_add(b, s, strlen(s));
 }
 
 /* Appends "data: JSON\n\n" and frees j. */
-static void sb_event(struct sb *b, json_t *j)
+static void sb_event(struct tc_buf *b, json_t *j)
 {
 	char *s = json_dumps(j, JSON_COMPACT);
 
@@ -348,11 +336,11 @@ static enum MHD_Result queue_success(struct hreq *h)
 {
 	char id[200];
 	json_int_t created = (json_int_t)time(NULL);
-	struct sb b = { 0 };
+	struct tc_buf b = { 0 };
 
 	snprintf(id, sizeof(id), "%s-%s", h->kind == EP_CHAT ? "chatcmpl" : "cmpl", h->id);
 	if (!h->stream) {
-		struct sb text = { 0 };
+		struct tc_buf text = { 0 };
 		json_t *choice;
 		char t[32];
 
@@ -726,7 +714,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		if (h->body.len + *size > MAX_BODY)
 			h->too_big = true;
 		else
-			sb_add(&h->body, data, *size);
+			tc_buf_add(&h->body, data, *size);
 		*size = 0;
 		return MHD_YES;
 	}

@@ -55,18 +55,13 @@
 enum fstate { F_READ, F_TOKENIZE, F_FORWARD, F_REPLY, F_ERROR };
 enum fep { EP_COMPLETIONS, EP_CHAT, EP_MODELS };
 
-struct buf {
-	char *s;
-	size_t len, cap;
-};
-
 struct front;
 
 struct freq {
 	struct front *F;
 	struct MHD_Connection *conn;
 	struct freq *sprev, *snext; /* while suspended: F->suspended */
-	struct buf body;
+	struct tc_buf body;
 	bool too_big, suspended, queued;
 	enum fstate state;
 	enum fep ep;
@@ -82,7 +77,7 @@ struct freq {
 	unsigned tries;
 	struct call call;
 	/* the answer */
-	struct buf out;
+	struct tc_buf out;
 	size_t out_pos;
 	bool up_done, up_failed;
 	struct sse sse;
@@ -107,14 +102,6 @@ struct front {
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
-
-static void buf_add(struct buf *b, const char *p, size_t n)
-{
-	tc_grow(&b->s, &b->cap, b->len + n + 1, 1);
-	memcpy(b->s + b->len, p, n);
-	b->len += n;
-	b->s[b->len] = '\0';
-}
 
 static uint64_t fnv64(const char *s)
 {
@@ -209,7 +196,7 @@ static void on_event(void *arg, const char *ev, size_t len)
 	usage_parse(ev, len, true, &q->u, &only);
 	if (q->inject_usage && only)
 		return; /* the usage chunk the client did not ask for */
-	buf_add(&q->out, ev, len);
+	tc_buf_add(&q->out, ev, len);
 }
 
 static size_t fwd_data(struct call *c, const char *p, size_t n)
@@ -226,7 +213,7 @@ static size_t fwd_data(struct call *c, const char *p, size_t n)
 	if (q->stream && c->status == 200 && strstr(c->ctype, "event-stream"))
 		sse_feed(&q->sse, p, n, on_event, q);
 	else
-		buf_add(&q->out, p, n);
+		tc_buf_add(&q->out, p, n);
 	wake(q);
 	return n;
 }
@@ -270,7 +257,7 @@ static void fwd_done(struct call *c, CURLcode rc)
 		return;
 	}
 	if (q->stream && q->sse.len) /* an unterminated last event: pass it on */
-		buf_add(&q->out, q->sse.buf, q->sse.len), q->sse.len = 0;
+		tc_buf_add(&q->out, q->sse.buf, q->sse.len), q->sse.len = 0;
 	q->up_done = true;
 	q->up_failed = rc != CURLE_OK;
 	if (!q->u.have && !q->stream && c->status == 200 && q->out.len)
@@ -511,7 +498,7 @@ static size_t tok_data(struct call *c, const char *p, size_t n)
 
 	if (q->out.len + n > MAX_BODY)
 		return 0; /* aborts the transfer */
-	buf_add(&q->out, p, n);
+	tc_buf_add(&q->out, p, n);
 	return n;
 }
 
@@ -784,7 +771,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		if (q->body.len + *size > MAX_BODY)
 			q->too_big = true;
 		else
-			buf_add(&q->body, data, *size);
+			tc_buf_add(&q->body, data, *size);
 		*size = 0;
 		return MHD_YES;
 	}

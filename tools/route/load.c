@@ -56,8 +56,7 @@ struct lreq {
 	unsigned turn;
 	int prev_pod; /* the pod of the previous turn, -1 for a first turn */
 	struct sse sse;
-	char *raw;    /* a whole (not streamed) answer */
-	size_t raw_len, raw_cap;
+	struct tc_buf raw;    /* a whole (not streamed) answer */
 	struct usage u;
 };
 
@@ -313,7 +312,7 @@ static void lreq_free(struct lreq *q)
 {
 	call_destroy(&q->call);
 	sse_free(&q->sse);
-	free(q->raw);
+	free(q->raw.s);
 	free(q->toks);
 	free(q);
 }
@@ -331,10 +330,8 @@ static size_t on_data(struct call *c, const char *p, size_t n)
 
 	if (c->status == 200 && strstr(c->ctype, "event-stream"))
 		sse_feed(&q->sse, p, n, on_event, q);
-	else if (q->raw_len + n < (16u << 20)) { /* a whole answer (JSON), parsed at the end */
-		tc_grow(&q->raw, &q->raw_cap, q->raw_len + n + 1, 1);
-		memcpy(q->raw + q->raw_len, p, n);
-		q->raw_len += n;
+	else if (q->raw.len + n < (16u << 20)) { /* a whole answer (JSON), parsed at the end */
+		tc_buf_add(&q->raw, p, n);
 	}
 	return n;
 }
@@ -410,8 +407,8 @@ static void on_done(struct call *c, CURLcode rc)
 		if (st == S_UNREACHABLE)
 			pod_down(&L->rt, &L->o->pods[q->pod], now);
 	}
-	if (st == S_OK && !q->u.have && q->raw_len)
-		usage_parse(q->raw, q->raw_len, false, &q->u, NULL);
+	if (st == S_OK && !q->u.have && q->raw.len)
+		usage_parse(q->raw.s, q->raw.len, false, &q->u, NULL);
 	if (st == S_OK && !q->u.have)
 		L->no_usage++;
 	if (q->u.have)

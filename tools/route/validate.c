@@ -70,8 +70,7 @@ struct vreq {
 	uint64_t corr, t_sent;
 	struct decision d;
 	struct sse sse;
-	char *raw;
-	size_t raw_len, raw_cap;
+	struct tc_buf raw;
 	struct usage u;
 	long status;
 	CURLcode rc;
@@ -178,10 +177,8 @@ static size_t on_data(struct call *c, const char *p, size_t n)
 
 	if (strstr(c->ctype, "event-stream")) {
 		sse_feed(&q->sse, p, n, on_event, q);
-	} else if (q->raw_len + n < (1u << 20)) {
-		tc_grow(&q->raw, &q->raw_cap, q->raw_len + n + 1, 1);
-		memcpy(q->raw + q->raw_len, p, n);
-		q->raw_len += n;
+	} else if (q->raw.len + n < (1u << 20)) {
+		tc_buf_add(&q->raw, p, n);
 	}
 	return n;
 }
@@ -193,8 +190,8 @@ static void on_done(struct call *c, CURLcode rc)
 	q->done = true;
 	q->rc = rc;
 	q->status = c->status;
-	if (!q->u.have && q->raw_len)
-		usage_parse(q->raw, q->raw_len, false, &q->u, NULL);
+	if (!q->u.have && q->raw.len)
+		usage_parse(q->raw.s, q->raw.len, false, &q->u, NULL);
 	/* The outcome, as any router reports it: what the pod cached, 0 for no answer. */
 	route_report(&q->V->rt, &q->d, q->corr,
 		     rc == CURLE_OK && c->status == 200 ? q->u.cached_tokens : 0,
@@ -290,7 +287,7 @@ static void free_req(struct vreq *q)
 {
 	call_destroy(&q->call);
 	sse_free(&q->sse);
-	free(q->raw);
+	free(q->raw.s);
 }
 
 /* Runs one cell; false if stopped by a signal. */
