@@ -56,6 +56,26 @@ Test(cli, durations_need_units_everywhere)
 {
 	expect_usage("kvidx-top", "--interval 250", "bad --interval '250': needs a unit");
 	expect_usage("kvidx-ttl", "--p99 250", "bad --p99 '250': needs a unit");
+	expect_usage("kvidx-fakepod", "--duration 5",
+		     "bad --duration '5': needs a unit (us, ms, s or m)");
+	expect_usage("kvidx-fakepod", "--duration 5sec", "bad --duration '5sec': expected a duration");
+	expect_usage("kvidx-fakepod", "--duration 0", "bad --duration '0': must be longer than 0");
+}
+
+/* The same flags with a unit run: a workload of --count events ends before --duration. */
+Test(cli, durations_with_units_are_accepted)
+{
+	const char *const durs[] = { "5s", "250ms" };
+
+	for (size_t i = 0; i < sizeof(durs) / sizeof(durs[0]); i++) {
+		struct tu_run r = tu_run_tool("kvidx-fakepod", "--pub %s --workload --rate 0 "
+					      "--count 10 --linger-ms 0 --duration %s 2>&1",
+					      tu_endpoint(0), durs[i]);
+		cr_assert_eq(r.status, 0, "kvidx-fakepod --duration %s: exit %d: %s", durs[i],
+			     r.status, r.out);
+		cr_assert(strstr(r.out, "events=10 "), "--duration %s: %s", durs[i], r.out);
+		free(r.out);
+	}
 }
 
 Test(cli, ttl_lq_and_percentiles_exclude_each_other)

@@ -1267,7 +1267,7 @@ Test(fakepod, workload_count_chains_and_evictions)
 Test(fakepod, duration_ends_http_mode)
 {
 	uint64_t t0 = now_ms();
-	int rc = RUN("--http", haddr(1), "--pub", tu_endpoint(0), "--duration", "0.3",
+	int rc = RUN("--http", haddr(1), "--pub", tu_endpoint(0), "--duration", "300ms",
 		     "--linger-ms", "0");
 
 	cr_assert_eq(rc, 0);

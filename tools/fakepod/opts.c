@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "listen.h"
 #include "parse.h"
+#include "ttl.h"
 
 static void usage(FILE *f)
 {
@@ -49,7 +50,8 @@ static void usage(FILE *f)
 "  --wait-subscribers N   start nothing (workload, script, HTTP) before N subscriptions\n"
 "                         have arrived, all ranks together; uses XPUB sockets (default 0:\n"
 "                         start at once)\n"
-"  --duration S           stop the sources after S seconds (default: no limit)\n"
+"  --duration D           stop the sources after D, a duration with a unit: 30s, 1.5m,\n"
+"                         500ms (default: no limit)\n"
 "  --linger-ms MS         after a normal end, keep answering replay for MS before\n"
 "                         exiting (default 200); also the sockets' ZMQ_LINGER\n"
 "\n"
@@ -193,6 +195,17 @@ static double opt_num(const char *name, const char *arg, double lo, double hi)
 		tc_usage_error("bad --%s '%s': expected a number in [%g, %g]", name, arg, lo, hi);
 	return v;
 }
+/* A duration D in the tools' one grammar (ttl_parse_duration()), in seconds. */
+static double opt_dur(const char *name, const char *arg)
+{
+	double v;
+	int rc = ttl_parse_duration(arg, &v);
+
+	if (rc < 0)
+		tc_usage_error("bad --%s '%s': %s", name, arg, ttl_duration_error(rc));
+	return v;
+}
+
 /* Which of the two words a and b arg is: 0 or 1. */
 static int opt_pick(const char *name, const char *arg, const char *a, const char *b)
 {
@@ -336,10 +349,9 @@ void opts_parse(int argc, char **argv, struct opts *o)
 			break;
 		case O_WAIT: o->wait_subs = opt_int("wait-subscribers", optarg, 0, 1000000); break;
 		case O_DURATION:
-			o->duration = opt_num("duration", optarg, 0, 1e9);
-			if (o->duration <= 0)
-				tc_usage_error("bad --duration '%s': expected a number of "
-					       "seconds > 0", optarg);
+			o->duration = opt_dur("duration", optarg);
+			if (!(o->duration > 0))
+				tc_usage_error("bad --duration '%s': must be longer than 0", optarg);
 			break;
 		case O_LINGER: o->linger_ms = opt_int("linger-ms", optarg, 0, MAX_MS); break;
 		case O_WORKLOAD: o->workload = true; break;

@@ -40,7 +40,7 @@ func TestCommitThroughIngestd(t *testing.T) {
 	pub := fmt.Sprintf("tcp://127.0.0.1:%d", freePort(t))
 	const pod = "10.9.0.1:8000"
 	startDaemon(t, fakepod, "--pub", pub, "--pod", pod, "--model", "m", "--workload",
-		"--rate", "50", "--duration", "60", "--linger-ms", "0")
+		"--rate", "50", "--duration", "60s", "--linger-ms", "0")
 	startDaemon(t, ingestd, "--name", name, "--capacity", "4096", "--ttl", "20s", "--stale-limit", "60s",
 		"--pod", pub+",name="+pod)
 	var r *Reader
