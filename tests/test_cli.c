@@ -2,8 +2,8 @@
  * test_cli.c — the command-line conventions every tool shares (tools/common/cli.c, attach.c,
  * ttl.c): the same message and exit status 2 for the same mistake in every tool (issue 10,
  * item 5): a value given to --help, an index name that breaks the naming rule, a duration
- * without a unit; and the per-tool checks that used to be missing (--lq with --p99, a seed
- * longer than an index holds).
+ * without a unit (refused; accepted with one: issue 8); and the per-tool checks that used to
+ * be missing (--lq with --p99, a seed longer than an index holds).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -60,6 +60,27 @@ Test(cli, durations_need_units_everywhere)
 		     "bad --duration '5': needs a unit (us, ms, s or m)");
 	expect_usage("kvidx-fakepod", "--duration 5sec", "bad --duration '5sec': expected a duration");
 	expect_usage("kvidx-fakepod", "--duration 0", "bad --duration '0': must be longer than 0");
+	expect_usage("kvidx-route", "--pod a:1=http://127.0.0.1:1 --duration 5",
+		     "bad --duration '5': needs a unit (us, ms, s or m)");
+	expect_usage("kvidx-route", "--validate --pod a:1=http://127.0.0.1:1 --gaps 40ms,300",
+		     "bad --gaps '300': needs a unit (us, ms, s or m)");
+	expect_usage("kvidx-route", "--validate --pod a:1=http://127.0.0.1:1 --gaps 1.5ms",
+		     "bad --gaps '1.5ms': finer than a millisecond");
+	expect_usage("kvidx-route", "--validate --pod a:1=http://127.0.0.1:1 --gaps 11m",
+		     "bad --gaps '11m': at most 10m");
+	/* A flag whose name carries its unit takes a whole number. */
+	expect_usage("kvidx-route", "--pod a:1=http://127.0.0.1:1 --followup-ms 1.5",
+		     "--followup-ms: expected an integer");
+}
+
+/* Parsed: the run goes on to attach to the (absent) index, exit 1, not 2. */
+static void expect_parsed(const char *tool, const char *args)
+{
+	struct tu_run r = tu_run_tool(tool, "--name kvidx-cli-absent %s 2>&1", args);
+
+	cr_assert_eq(r.status, 1, "%s %s: exit %d: %s", tool, args, r.status, r.out);
+	cr_assert(strstr(r.out, "'kvidx-cli-absent' not found"), "%s %s: %s", tool, args, r.out);
+	free(r.out);
 }
 
 /* The same flags with a unit run: a workload of --count events ends before --duration. */
@@ -76,6 +97,10 @@ Test(cli, durations_with_units_are_accepted)
 		cr_assert(strstr(r.out, "events=10 "), "--duration %s: %s", durs[i], r.out);
 		free(r.out);
 	}
+	expect_parsed("kvidx-route", "--pod a:1=http://127.0.0.1:1 --duration 5s");
+	expect_parsed("kvidx-route", "--pod a:1=http://127.0.0.1:1 --duration 250ms");
+	expect_parsed("kvidx-route", "--validate --pod a:1=http://127.0.0.1:1 --gaps 250ms,5s,0");
+	expect_parsed("kvidx-route", "--pod a:1=http://127.0.0.1:1 --followup-ms 250");
 }
 
 Test(cli, ttl_lq_and_percentiles_exclude_each_other)

@@ -910,7 +910,7 @@ Test(validation, validate_tool_against_fakepods, .timeout = 60)
 	snprintf(p1, sizeof(p1), "%s=http://%s", pod_name[1], pod_name[1]);
 	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--validate",
 			       "--fakepods", "--scenarios", "success,cancel,fail", "--gaps",
-			       "40,300,600", "--pairs", "2", "--prefix-blocks", "8", "--json",
+			       "40ms,300ms,0.6s", "--pairs", "2", "--prefix-blocks", "8", "--json",
 			       "--quiet", NULL };
 	cr_assert_eq(run_tool("kvidx-route", args, NULL, out, sizeof(out)), 0, "%s", out);
 	json_error_t je;

@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "listen.h"
 #include "parse.h"
+#include "ttl.h"
 
 static void usage(FILE *f)
 {
@@ -87,7 +88,8 @@ static void usage(FILE *f)
 "                         instead of even spacing\n"
 "  --count N              stop after N requests, next turns included (default 0: no\n"
 "                         limit)\n"
-"  --duration S           stop sending after S seconds (default 0: no limit)\n"
+"  --duration D           stop sending after D, a duration with a unit: 30s, 2m\n"
+"                         (default 0: no limit)\n"
 "  --max-tokens N         max_tokens of each request (default 4)\n"
 "  --concurrency N        requests in flight at most; the input waits beyond (default\n"
 "                         4096; with --rate 0 a closed loop of N clients)\n"
@@ -97,8 +99,9 @@ static void usage(FILE *f)
 "a gap after the first; see the README's TTL guide.\n"
 "  --validate             run the validation and print its table\n"
 "  --pairs N              pairs per gap and scenario (default 5)\n"
-"  --gaps LIST            gaps in ms, comma-separated (default: below p50, near p95 of the\n"
-"                         pods' confirmation latency, near the TTL and beyond it)\n"
+"  --gaps LIST            gaps, durations with a unit, comma-separated: 40ms,300ms,1.8s\n"
+"                         (default: below p50, near p95 of the pods' confirmation\n"
+"                         latency, near the TTL and beyond it)\n"
 "  --scenarios LIST       of success, cancel, fail, restart, delay (default success,cancel;\n"
 "                         with --fakepods all five)\n"
 "  --fakepods             the pods are kvidx-fakepod: faults through X-Fakepod-Fault\n"
@@ -153,6 +156,17 @@ static double opt_double(const char *flag, const char *s, double min, double max
 	v = strtod(s, &end);
 	if (end == s || *end || errno || !(v == v && v - v == 0) || v < min || v > max)
 		tc_usage_error("--%s: expected a number in %g..%g, got '%s'", flag, min, max, s);
+	return v;
+}
+
+/* A duration D in the tools' one grammar (ttl_parse_duration()), in seconds. */
+static double opt_duration(const char *flag, const char *s)
+{
+	double v;
+	int rc = ttl_parse_duration(s, &v);
+
+	if (rc < 0)
+		tc_usage_error("bad --%s '%s': %s", flag, s, ttl_duration_error(rc));
 	return v;
 }
 
@@ -301,7 +315,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		case O_SEED: o->seed = opt_u64("seed", optarg, 0, UINT64_MAX); break;
 		case O_FOLLOWUPS: o->followups = opt_double("followups", optarg, 0, 1); break;
 		case O_FOLLOWUP_MS:
-			o->followup_ms = opt_double("followup-ms", optarg, 0, 3600000);
+			o->followup_ms = (double)opt_u64("followup-ms", optarg, 0, 3600000);
 			break;
 		case O_RATE:
 			o->rate = opt_double("rate", optarg, 0, 1e7);
@@ -309,7 +323,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_POISSON: o->poisson = true; break;
 		case O_COUNT: o->count = opt_u64("count", optarg, 0, UINT32_MAX); break;
-		case O_DURATION: o->duration = opt_double("duration", optarg, 0, 1e7); break;
+		case O_DURATION: o->duration = opt_duration("duration", optarg); break;
 		case O_MAX_TOKENS: o->max_tokens = opt_u64("max-tokens", optarg, 1, 65536); break;
 		case O_CONCURRENCY:
 			o->concurrency = opt_u64("concurrency", optarg, 1, 65536);

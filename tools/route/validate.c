@@ -44,6 +44,7 @@
 #include "inspect.h"
 #include "layout.h"
 #include "rng.h"
+#include "ttl.h"
 
 #define MAX_GAPS 8
 #define MAX_PAIRS 1000
@@ -483,20 +484,38 @@ static void print_json(struct val *V, struct cell *cells, size_t nc, double p50,
 
 /* ---- the run ------------------------------------------------------------------------------- */
 
-static size_t parse_list(const char *s, uint64_t *out, size_t max, const char *flag)
+/*
+ * --gaps: up to max durations in the tools' one grammar (ttl_parse_duration()),
+ * comma-separated, each as whole milliseconds of at most 10 minutes. Usage errors exit 2.
+ */
+static size_t parse_gaps(const char *s, uint64_t *out, size_t max)
 {
 	char buf[256], *save = NULL;
 	size_t n = 0;
 
+	if (strlen(s) >= sizeof(buf))
+		tc_usage_error("bad --gaps: longer than %zu bytes", sizeof(buf) - 1);
 	snprintf(buf, sizeof(buf), "%s", s);
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		char *end;
-		unsigned long long v = strtoull(t, &end, 10);
-		if (end == t || *end || n == max || v > 600000)
-			tc_usage_error("--%s: expected up to %zu numbers of ms, comma-separated",
-				       flag, max);
-		out[n++] = v;
+		double sec, ms, frac;
+		int rc = ttl_parse_duration(t, &sec);
+
+		if (rc < 0)
+			tc_usage_error("bad --gaps '%s': %s", t, ttl_duration_error(rc));
+		ms = sec * 1000;
+		if (ms > 600000)
+			tc_usage_error("bad --gaps '%s': at most 10m", t);
+		uint64_t whole = (uint64_t)(ms + 0.5);
+		frac = ms - (double)whole;
+		if (frac > 1e-6 || frac < -1e-6)
+			tc_usage_error("bad --gaps '%s': finer than a millisecond", t);
+		if (n == max)
+			tc_usage_error("bad --gaps '%s': at most %zu gaps", s, max);
+		out[n++] = whole;
 	}
+	if (!n)
+		tc_usage_error("bad --gaps '%s': expected durations, comma-separated (40ms,1.5s)",
+			       s);
 	return n;
 }
 
@@ -528,6 +547,8 @@ int validate_main(struct opts *o, int sigfd)
 		for (int k = 0; k < SC_COUNT; k++)
 			want[k] = k < SC_FAIL || o->fakepods;
 	}
+	if (o->gaps) /* before the index is read: a usage error is exit 2, not 1 */
+		ngaps = parse_gaps(o->gaps, gaps, MAX_GAPS);
 	V.o = o;
 	V.sigfd = sigfd;
 	if (router_attach(&V.rt, o) < 0)
@@ -543,9 +564,7 @@ int validate_main(struct opts *o, int sigfd)
 	live_timing(&V, &p50, &p95);
 	if (!o->delay_ms)
 		o->delay_ms = V.ttl_ms + 500;
-	if (o->gaps) {
-		ngaps = parse_list(o->gaps, gaps, MAX_GAPS, "gaps");
-	} else {
+	if (!o->gaps) {
 		gaps[ngaps++] = p50 > 0 ? (uint64_t)(p50 / 2) : 20;
 		gaps[ngaps++] = p95 > 0 ? (uint64_t)p95 : V.ttl_ms / 2;
 		gaps[ngaps++] = V.ttl_ms * 9 / 10;
