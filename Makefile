@@ -35,7 +35,7 @@ $(BUILD)/tools/ingestd/%.o:        INC = -Itools/ingestd $(INC_TOOL)
 $(BUILD)/tools/fakepod/%.o:        INC = -Itools/fakepod $(INC_TOOL)
 $(BUILD)/tools/route/%.o:          INC = -Itools/route $(INC_TOOL)
 $(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd $(INC_TOOL)
-$(BUILD)/bench/%.o:                INC = -Ibench $(INC_LIB)
+$(BUILD)/bench/%.o:                INC = -Ibench $(INC_COMMON)
 
 # External libraries, per binary: each links what it uses and nothing more.
 LIBS_CORE   := -lxxhash -lpthread -lrt
@@ -159,7 +159,7 @@ $(BUILD)/bin/stress_%: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(LIBKVIDX)
 	$(LINK)
 $(BUILD)/bin/bench_%: LIBS = -lhiredis -lurcu-cds -lurcu -lck $(LIBS_INGEST) $(LIBS_CORE) -lm
-$(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(LIBKVIDX)
+$(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(COMMON_A) $(LIBKVIDX)
 	$(LINK)
 # The C side of the Go reader's tests (lib/go/kvidx): index builder, churner, ring drainer.
 GOHELPER := $(BUILD)/bin/kvidx-gohelper

@@ -45,6 +45,7 @@
 #include "report.h"
 #include "score.h"
 #include "stats.h"
+#include "ttl.h"
 
 const char bl_prog[] = PROG;
 
@@ -107,7 +108,7 @@ struct world {
 
 static void usage(FILE *f)
 {
-	fputs("Usage: " PROG " [--quick] [--keys N] [--seconds S] [--pods P] [--no-naive] "
+	fputs("Usage: " PROG " [--quick] [--keys N] [--duration D] [--pods P] [--no-naive] "
 	      "[--json FILE]\n"
 	      "Workload 2 of the kvidx benchmark suite: 1, 2 and 4 reader processes score 512-block\n"
 	      "prompts while the writer applies 0, 100k and 1M block events per second (driven\n"
@@ -115,10 +116,10 @@ static void usage(FILE *f)
 	      "shared rwlock table. Prints table rows ('| ...') and one line starting with '"
 	      PROG " '.\n"
 	      "\n"
-	      "  --quick        1 Mi keys, 0.3 s per configuration\n"
+	      "  --quick        1 Mi keys, 300ms per configuration\n"
 	      "  --keys N       keys in the table (default 8Mi; k/m suffixes)\n"
-	      "  --seconds S    timed time per configuration (default 3, in 3 interleaved\n"
-	      "                 rounds; --quick: 0.3 in one)\n"
+	      "  --duration D   timed time per configuration, a duration with a unit (default\n"
+	      "                 3s, in 3 interleaved rounds; --quick: 300ms in one)\n"
 	      "  --pods P       pods, 2..4096 (default 64)\n"
 	      "  --no-naive     skip the rwlock-table baseline\n"
 	      "  --no-pin       no CPU pinning (by default the writer has the last CPU to itself\n"
@@ -130,7 +131,7 @@ static void usage(FILE *f)
 static void parse_opts(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "keys", required_argument, NULL, 'n' },   { "seconds", required_argument, NULL, 's' },
+		{ "keys", required_argument, NULL, 'n' },   { "duration", required_argument, NULL, 's' },
 		{ "pods", required_argument, NULL, 'p' },   { "no-naive", no_argument, NULL, 'N' },
 		{ "no-pin", no_argument, NULL, 'P' },       BL_OPTIONS_TAIL,
 	};
@@ -142,13 +143,20 @@ static void parse_opts(int argc, char **argv)
 	while ((c = bl_getopt(argc, argv, lo, usage, &o.arg)) != -1) {
 		switch (c) {
 		case 'n': keys = parse_num("--keys", optarg, 64 * BLOCKS, 1ull << 30); break;
-		case 's':
-			secs = atof(optarg);
+		case 's': {
+			int rc = ttl_parse_duration(optarg, &secs); /* the tools' one grammar */
+			if (rc < 0) {
+				fprintf(stderr, PROG ": bad --duration '%s': %s\n", optarg,
+					ttl_duration_error(rc));
+				exit(2);
+			}
 			if (!(secs > 0 && secs < 3600)) {
-				fprintf(stderr, PROG ": --seconds: expected 0 < S < 3600\n");
+				fprintf(stderr, PROG ": bad --duration '%s': expected more than 0 and "
+					"less than 60m\n", optarg);
 				exit(2);
 			}
 			break;
+		}
 		case 'p': o.pods = (uint32_t)parse_num("--pods", optarg, 2, 4096); break;
 		case 'N': o.no_naive = true; break;
 		case 'P': o.no_pin = true; break;
