@@ -15,7 +15,8 @@
 #   KVIDX_RUN_PORT   first TCP port; pod i uses PORT+10i .. PORT+10i+4, the front
 #                    PORT+100 (default 25500)
 #   KVIDX_RUN_RATE   new conversations per second sent to the front (default 16)
-#   KVIDX_RUN_SECS   stop by itself after this many seconds (default: run until Ctrl-C)
+#   KVIDX_RUN_SECS   stop by itself after this many seconds, a whole number (default: run
+#                    until Ctrl-C)
 set -u
 
 BIN=${1:?usage: run.sh BUILD_BIN_DIR}
@@ -23,6 +24,12 @@ NAME=${KVIDX_RUN_NAME:-kvidx-run}
 PORT=${KVIDX_RUN_PORT:-25500}
 RATE=${KVIDX_RUN_RATE:-16}
 SECS=${KVIDX_RUN_SECS:-}
+case $SECS in # its name carries the unit: a whole number, as for the tools' -ms flags
+*[!0-9]*)
+	echo "run.sh: KVIDX_RUN_SECS '$SECS': expected a whole number of seconds" >&2
+	exit 2
+	;;
+esac
 NPODS=3
 NFRONTS=2
 FRONT=$((PORT + 100))
