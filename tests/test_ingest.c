@@ -30,6 +30,7 @@
 
 #include "config.h"
 #include "emap.h"
+#include "fifomap.h"
 #include "inspect.h"
 #include "kvidx.h"
 #include "layout.h"
@@ -1136,6 +1137,73 @@ Test(ingest, example_config_parses)
 	cr_assert_eq(rc, 0, "%s", err);
 	cr_assert_eq(ing_config_check(&c, err, sizeof(err)), 0, "%s", err);
 	ing_config_free(&c);
+}
+
+/* ---- unit tests: the FIFO map under both private maps --------------------------------------- */
+
+struct fm_test_ent {
+	uint64_t key;
+	uint64_t live;
+};
+
+/* Hash bits that collide on purpose: four values whose homes are the last two and first two
+ * index words, so probe runs wrap around the end and deletions shift across it. */
+static uint32_t fm_test_hash(const struct fifomap *m, uint64_t key)
+{
+	return (uint32_t)((m->imask - 1 + key % 4) & m->imask);
+}
+
+static uint64_t fm_test_find(const struct fifomap *m, uint64_t key)
+{
+	uint32_t h = fm_test_hash(m, key);
+
+	for (uint64_t pos = FM_NONE, no; (no = fm_scan(m, h, &pos)) != FM_NONE;)
+		if (((struct fm_test_ent *)fm_slot(m, no))->key == key)
+			return no;
+	return FM_NONE;
+}
+
+Test(ingest, fifomap_colliding_hashes_against_a_model)
+{
+	enum { CAP = 24, KEYS = 60 };
+	struct fifomap m;
+	uint64_t where[KEYS]; /* the model: slot of each live key, FM_NONE if absent */
+	unsigned seed = 7;
+
+	cr_assert_eq(fm_init(&m, 0, 8), -EINVAL);
+	cr_assert_eq(fm_init(&m, CAP, sizeof(struct fm_test_ent)), 0);
+	cr_assert_eq(m.imask + 1, 64, "index words: the power of two >= 2 x cap");
+	for (int k = 0; k < KEYS; k++)
+		where[k] = FM_NONE;
+	for (int op = 0; op < 20000; op++) {
+		seed = seed * 1103515245u + 12345u;
+		uint64_t key = (seed >> 8) % KEYS;
+		uint64_t no = fm_test_find(&m, key);
+		cr_assert_eq(no, where[key], "op %d: key %llu found in slot %lld, model says %lld",
+			     op, (unsigned long long)key, (long long)no, (long long)where[key]);
+		if (no != FM_NONE) { /* delete */
+			fm_unindex(&m, fm_test_hash(&m, key), no);
+			((struct fm_test_ent *)fm_slot(&m, no))->live = 0;
+			where[key] = FM_NONE;
+			continue;
+		}
+		/* insert, evicting what occupies the oldest slot */
+		uint64_t slot = fm_slot_of(&m, m.pushes);
+		struct fm_test_ent *e = fm_slot(&m, slot);
+		if (e->live) {
+			cr_assert_eq(where[e->key], slot);
+			fm_unindex(&m, fm_test_hash(&m, e->key), slot);
+			where[e->key] = FM_NONE;
+		}
+		*e = (struct fm_test_ent){ .key = key, .live = 1 };
+		cr_assert_eq(fm_push(&m, fm_test_hash(&m, key)), slot);
+		where[key] = slot;
+	}
+	/* Every live key is still found after all the shifting; nothing else is. */
+	for (uint64_t k = 0; k < KEYS; k++)
+		cr_assert_eq(fm_test_find(&m, k), where[k]);
+	cr_assert_eq(fm_oldest(&m), m.pushes - CAP);
+	fm_free(&m);
 }
 
 /* ---- unit tests: engine-key map ----------------------------------------------------------------- */

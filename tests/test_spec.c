@@ -863,7 +863,7 @@ Test(spec, fifo_map_against_a_model)
 	unsigned seed = 12345;
 
 	cr_assert_eq(spec_fifo_init(&f, CAP), 0);
-	cr_assert_eq(f.cap, CAP);
+	cr_assert_eq(f.fm.cap, CAP);
 	for (int op = 0; op < 50000; op++) {
 		seed = seed * 1103515245u + 12345u;
 		uint64_t key = (seed >> 8) % KEYS;

@@ -1,23 +1,19 @@
 /*
  * emap.c — the engine-key -> request-key map of kvidx-ingestd (see emap.h).
  *
- * The index is a plain open-addressing table of 64-bit words sized once at start for the map's
- * capacity (load <= 1/2: linear probes stay short): the low 32 bits of the key's hash, which
- * also give its home slot, and the entry's slot number + 1 (0: empty). A probe reads one
- * cache line of words and dereferences an entry only when its 32 hash bits match, so a lookup
- * of an absent key costs one cache miss, and emap_prefetch() lets a caller start that miss
- * for the next blocks of an event while it works on this one. Deletion shifts later members
- * of the probe run back (no tombstones, no periodic clean-up), computing homes from the words
- * alone. Nothing is allocated per event: the entries live in slot chunks allocated once as
- * the map fills, which also give the FIFO order for eviction for free (the slots are a ring).
- * (It replaced Concurrency Kit's ck_hs, whose pointer set dereferenced an entry on every
- * probe step, grew by rehashing and needed tombstone collection: a third of ingestd's time.)
+ * The entries live in a fifomap (fifomap.h): a ring of slots in insertion order, which gives
+ * the FIFO order for eviction for free, found through an open-addressing index of hash words
+ * sized at start, so nothing is allocated per event and a lookup of an absent key costs one
+ * cache miss (emap_prefetch() lets a caller start it for the next blocks of an event while it
+ * works on this one). (It replaced Concurrency Kit's ck_hs, whose pointer set dereferenced an
+ * entry on every probe step, grew by rehashing and needed tombstone collection: a third of
+ * ingestd's time.)
  *
- * Entries never move once written (chunks are never reallocated), so the index and the
- * streams' lists name them by slot number. A slot whose token is 0 is dead
- * (replaced, deleted or never written) and on no list. A closed stream's entries keep a token
- * no stream slot has any more: lookups never find them, and unlinking one leaves the stream
- * table alone (the list it is on belongs to nobody).
+ * Entries never move once written, so the index and the streams' lists name them by slot
+ * number. A slot whose token is 0 is dead (replaced, deleted or never written) and on no
+ * list. A closed stream's entries keep a token no stream slot has any more: lookups never
+ * find them, and unlinking one leaves the stream table alone (the list it is on belongs to
+ * nobody).
  *
  * The held counts are a plain open-addressing table (one per pod): every apply touches them,
  * and a node per key through ck_hs would cost a malloc each.
@@ -28,47 +24,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
-#define EMAP_CHUNK_SHIFT 17 /* 6 MiB of entries: three huge pages */
-#define EMAP_CHUNK (1u << EMAP_CHUNK_SHIFT)
-#define HUGE_PAGE (2ul << 20)
-
-/*
- * Zeroed memory for a big table accessed at random places: from 2 MiB up, mapped on its own,
- * aligned and advised onto transparent huge pages (where the kernel's THP mode is madvise or
- * always), since a TLB miss on every access otherwise costs about as much as the access.
- * big_free() takes the same size.
- */
-static void *big_calloc(size_t n)
-{
-	size_t len = (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-	char *p, *a;
-
-	if (n < HUGE_PAGE)
-		return calloc(1, n);
-	p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-		 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	a = (char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-	if (a > p)
-		munmap(p, (size_t)(a - p));
-	if (p + len + HUGE_PAGE > a + len)
-		munmap(a + len, (size_t)(p + len + HUGE_PAGE - (a + len)));
-	(void)madvise(a, len, MADV_HUGEPAGE); /* a hint: without it, ordinary pages */
-	return a;
-}
-
-static void big_free(void *p, size_t n)
-{
-	if (!p)
-		return;
-	if (n < HUGE_PAGE)
-		free(p);
-	else
-		munmap(p, (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
-}
 static uint64_t mix64(uint64_t x)
 {
 	/* splitmix64 finaliser: engine hashes in tests and some engines are small integers. */
@@ -96,7 +52,7 @@ int emap_held_init(struct emap_held *h)
 
 void emap_held_free(struct emap_held *h)
 {
-	big_free(h->s, h->cap * sizeof(*h->s));
+	fm_zfree(h->s, h->cap * sizeof(*h->s));
 	memset(h, 0, sizeof(*h));
 }
 
@@ -146,7 +102,7 @@ static struct emap_hslot *held_lookup(const struct emap_held *h, uint64_t key)
 static int held_grow(struct emap_held *h)
 {
 	size_t ncap = h->cap ? 2 * h->cap : 1024;
-	struct emap_hslot *ns = big_calloc(ncap * sizeof(*ns)), *old = h->s;
+	struct emap_hslot *ns = fm_zalloc(ncap * sizeof(*ns)), *old = h->s;
 	size_t ocap = h->cap;
 
 	if (!ns)
@@ -161,7 +117,7 @@ static int held_grow(struct emap_held *h)
 			j = (j + 1) & (ncap - 1);
 		ns[j] = old[i];
 	}
-	big_free(old, ocap * sizeof(*old));
+	fm_zfree(old, ocap * sizeof(*old));
 	return 0;
 }
 
@@ -229,121 +185,34 @@ uint32_t emap_held_get(const struct emap_held *h, uint64_t key, unsigned ti)
 
 int emap_init(struct emap *m, uint64_t cap)
 {
-	uint64_t words = 16;
-
 	memset(m, 0, sizeof(*m));
-	if (cap == 0 || cap >= EMAP_NONE)
-		return -EINVAL;
-	m->cap = cap;
-	m->nchunks = (size_t)((cap + EMAP_CHUNK - 1) / EMAP_CHUNK);
-	m->chunks = calloc(m->nchunks, sizeof(*m->chunks));
-	/* Load <= 1/2; homes come from 32 hash bits, so at most 2^32 words (and cap < 2^32 - 1
-	 * leaves a free word for every probe to end on). */
-	while (words < 2 * cap && words < (1ull << 32))
-		words <<= 1;
-	m->idx = big_calloc((size_t)words * sizeof(*m->idx));
-	if (!m->chunks || !m->idx) {
-		free(m->chunks);
-		big_free(m->idx, (size_t)words * sizeof(*m->idx));
-		memset(m, 0, sizeof(*m));
-		return -ENOMEM;
-	}
-	m->imask = words - 1;
-	return 0;
+	return fm_init(&m->fm, cap, sizeof(struct emap_ent));
 }
 
-/* Entries in chunk c: EMAP_CHUNK, fewer in the last one. */
-static size_t chunk_len(const struct emap *m, size_t c)
+static struct emap_ent *slot(const struct emap *m, uint64_t no)
 {
-	uint64_t left = m->cap - (uint64_t)c * EMAP_CHUNK;
-
-	return left < EMAP_CHUNK ? (size_t)left : EMAP_CHUNK;
+	return fm_slot(&m->fm, no);
 }
 
-static struct emap_ent *slot(const struct emap *m, uint64_t i)
+/* The slot of (token, ehash) with hash h, or FM_NONE. */
+static uint64_t ifind(const struct emap *m, uint32_t h, uint64_t token, uint64_t ehash)
 {
-	return &m->chunks[i >> EMAP_CHUNK_SHIFT][i & (EMAP_CHUNK - 1)];
-}
-
-/* ---- the index: word = 32 hash bits << 32 | slot + 1; 0 empty ---- */
-
-static uint64_t iword(uint32_t h, uint64_t slotno)
-{
-	return (uint64_t)h << 32 | (slotno + 1);
-}
-
-static uint64_t ihome(const struct emap *m, uint32_t h)
-{
-	return h & m->imask;
-}
-
-/* The index position of (token, ehash) with hash h, or -1. */
-static int64_t ifind(const struct emap *m, uint32_t h, uint64_t token, uint64_t ehash)
-{
-	for (uint64_t i = ihome(m, h);; i = (i + 1) & m->imask) {
-		uint64_t w = m->idx[i];
-		if (!w)
-			return -1;
-		if ((uint32_t)(w >> 32) != h)
-			continue;
-		const struct emap_ent *e = slot(m, (uint32_t)w - 1);
+	for (uint64_t pos = FM_NONE, no; (no = fm_scan(&m->fm, h, &pos)) != FM_NONE;) {
+		const struct emap_ent *e = slot(m, no);
 		if (e->token == token && e->ehash == ehash)
-			return (int64_t)i;
+			return no;
 	}
-}
-
-static void iinsert(struct emap *m, uint32_t h, uint64_t slotno)
-{
-	uint64_t i = ihome(m, h);
-
-	while (m->idx[i])
-		i = (i + 1) & m->imask;
-	m->idx[i] = iword(h, slotno);
-}
-
-/* Removes the word of slot slotno (hash h): backward-shift deletion, homes from the words. */
-static void iremove(struct emap *m, uint32_t h, uint64_t slotno)
-{
-	uint64_t want = iword(h, slotno), i, j;
-
-	for (i = ihome(m, h); m->idx[i] != want; i = (i + 1) & m->imask)
-		if (!m->idx[i])
-			return; /* cannot happen: every live entry is indexed */
-	m->idx[i] = 0;
-	for (j = i;;) {
-		j = (j + 1) & m->imask;
-		uint64_t w = m->idx[j];
-		if (!w)
-			return;
-		uint64_t k = ihome(m, (uint32_t)(w >> 32));
-		/* Slot j's word stays if its home lies cyclically in (i, j]. */
-		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
-			continue;
-		m->idx[i] = w;
-		m->idx[j] = 0;
-		i = j;
-	}
+	return FM_NONE;
 }
 
 void emap_prefetch(const struct emap *m, uint64_t token, uint64_t ehash)
 {
-	__builtin_prefetch(&m->idx[ihome(m, ent_hash(token, ehash))]);
+	fm_prefetch(&m->fm, ent_hash(token, ehash));
 }
 
 void emap_prefetch_entry(const struct emap *m, uint64_t token, uint64_t ehash)
 {
-	uint32_t h = ent_hash(token, ehash);
-
-	/* The first few words of the probe run only: a hint need not be complete. */
-	for (uint64_t i = ihome(m, h), n = 0; n < 4; i = (i + 1) & m->imask, n++) {
-		uint64_t w = m->idx[i];
-		if (!w)
-			return;
-		if ((uint32_t)(w >> 32) == h) {
-			__builtin_prefetch(slot(m, (uint32_t)w - 1));
-			return;
-		}
-	}
+	fm_prefetch_entry(&m->fm, ent_hash(token, ehash));
 }
 
 /* The open stream of token, or NULL. */
@@ -409,28 +278,24 @@ static void ent_release(struct emap *m, uint64_t no, bool unref)
 		slot(m, e->next)->prev = e->prev;
 	if (st)
 		st->n--;
-	iremove(m, ent_hash(e->token, e->ehash), no);
+	fm_unindex(&m->fm, ent_hash(e->token, e->ehash), no);
 	if (e->flags & ENT_MANY)
 		free(e->k.many);
 	memset(e, 0, sizeof(*e));
-	e->prev = e->next = EMAP_NONE;
 	m->live--;
 }
 
 void emap_free(struct emap *m)
 {
-	if (!m->chunks)
-		return;
-	for (uint64_t i = 0; i < m->used; i++) {
+	uint64_t used = m->fm.pushes < m->fm.cap ? m->fm.pushes : m->fm.cap;
+
+	for (uint64_t i = 0; i < used; i++) {
 		struct emap_ent *e = slot(m, i);
 		if (e->token && (e->flags & ENT_MANY))
 			free(e->k.many);
 	}
-	for (size_t c = 0; c < m->nchunks; c++)
-		big_free(m->chunks[c], chunk_len(m, c) * sizeof(struct emap_ent));
-	free(m->chunks);
+	fm_free(&m->fm);
 	free(m->streams);
-	big_free(m->idx, (size_t)(m->imask + 1) * sizeof(*m->idx));
 	memset(m, 0, sizeof(*m));
 }
 
@@ -496,12 +361,12 @@ void emap_stream_drain(struct emap *m, uint64_t token,
 
 struct emap_ent *emap_find(struct emap *m, uint64_t token, uint64_t ehash)
 {
-	int64_t i;
+	uint64_t no;
 
 	if (!stream_of(m, token))
 		return NULL; /* closed: its entries only wait to age out */
-	i = ifind(m, ent_hash(token, ehash), token, ehash);
-	return i < 0 ? NULL : slot(m, (uint32_t)m->idx[i] - 1);
+	no = ifind(m, ent_hash(token, ehash), token, ehash);
+	return no == FM_NONE ? NULL : slot(m, no);
 }
 
 struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const uint64_t *keys,
@@ -512,7 +377,7 @@ struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const 
 	struct emap_stream *st = stream_of(m, token);
 	uint64_t *many = NULL;
 	struct emap_ent *e;
-	int64_t prev;
+	uint64_t no;
 	bool use_many = !(nkeys == 1 && ntail == 0 && last == keys[0]);
 
 	if (!st || nkeys > UINT16_MAX || ntail > UINT16_MAX) {
@@ -532,26 +397,15 @@ struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const 
 		if (ntail)
 			memcpy(many + nkeys + 1, tail, ntail * sizeof(*tail));
 	}
-	/* The slot to write: allocate its chunk on first use. */
-	size_t c = (size_t)(m->head >> EMAP_CHUNK_SHIFT);
-	if (!m->chunks[c]) {
-		m->chunks[c] = big_calloc(chunk_len(m, c) * sizeof(struct emap_ent));
-		if (!m->chunks[c]) {
-			free(many);
-			errno = ENOMEM;
-			return NULL;
-		}
-		for (size_t i = 0; i < chunk_len(m, c); i++)
-			m->chunks[c][i].prev = m->chunks[c][i].next = EMAP_NONE;
-	}
 	/* A replaced mapping goes first (it may be the very slot about to be reused). */
-	prev = ifind(m, h, token, ehash);
-	if (prev >= 0)
-		ent_release(m, (uint32_t)m->idx[prev] - 1, true);
-	e = slot(m, m->head);
+	no = ifind(m, h, token, ehash);
+	if (no != FM_NONE)
+		ent_release(m, no, true);
+	no = fm_slot_of(&m->fm, m->fm.pushes);
+	e = slot(m, no);
 	/* Evict the slot's current (oldest) entry if it is still live. */
 	if (e->token) {
-		ent_release(m, m->head, true);
+		ent_release(m, no, true);
 		m->evictions++;
 	}
 	e->token = token;
@@ -564,28 +418,25 @@ struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const 
 		e->k.many = many;
 	else
 		e->k.one = keys[0];
-	iinsert(m, h, m->head);
+	fm_push(&m->fm, h);
 	/* Link at the head of its stream. */
-	uint32_t no = (uint32_t)m->head;
 	e->prev = EMAP_NONE;
 	e->next = st->head;
 	if (st->head != EMAP_NONE)
-		slot(m, st->head)->prev = no;
-	st->head = no;
+		slot(m, st->head)->prev = (uint32_t)no;
+	st->head = (uint32_t)no;
 	st->n++;
 	m->live++;
-	m->head = (m->head + 1) % m->cap;
-	if (m->used < m->cap)
-		m->used++;
 	return e;
 }
 
 int emap_del(struct emap *m, uint64_t token, uint64_t ehash)
 {
-	int64_t i;
+	uint64_t no;
 
-	if (!stream_of(m, token) || (i = ifind(m, ent_hash(token, ehash), token, ehash)) < 0)
+	if (!stream_of(m, token) ||
+	    (no = ifind(m, ent_hash(token, ehash), token, ehash)) == FM_NONE)
 		return 0;
-	ent_release(m, (uint32_t)m->idx[i] - 1, true);
+	ent_release(m, no, true);
 	return 1;
 }

@@ -25,10 +25,9 @@
  * engine-key map drops its references without removing anything from the index (the key
  * then stays until the pod is cleared, as before reference counting).
  *
- * Single-threaded: only the ingest thread uses these. Memory: 48 bytes per entry slot
- * (allocated in chunks as the map fills) plus an index of 8-byte words sized at start (the
- * next power of two >= 2 x cap, zero pages until touched), plus a heap array
- * per entry with more than one key or a chain tail; 24 bytes per held slot (load <= 1/2).
+ * Single-threaded: only the ingest thread uses these. Memory: the fifomap's (48 bytes per entry
+ * slot and 16 to 32 bytes of index per slot, committed as touched), plus a heap array per
+ * entry with more than one key or a chain tail; 24 bytes per held slot (load <= 1/2).
  */
 #ifndef KVIDX_INGEST_EMAP_H
 #define KVIDX_INGEST_EMAP_H
@@ -37,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fifomap.h"
 #include "kvidx.h"
 
 #define EMAP_NONE UINT32_MAX /* no slot (list ends) */
@@ -88,13 +88,7 @@ struct emap_stream {
 };
 
 struct emap {
-	uint64_t *idx;            /* the index (emap.c): 32 hash bits << 32 | slot + 1, 0 empty */
-	uint64_t imask;           /* index words - 1 */
-	struct emap_ent **chunks; /* slot i is chunks[i >> EMAP_CHUNK_SHIFT][i & mask] */
-	size_t nchunks;
-	uint64_t cap;        /* slots */
-	uint64_t head;       /* next slot to write; slots wrap once the map is full */
-	uint64_t used;       /* slots ever written, capped at cap */
+	struct fifomap fm;   /* the entries (fifomap.h): slot order is the FIFO order */
 	uint64_t live;       /* entries findable */
 	uint64_t evictions;  /* live entries dropped to make room */
 	struct emap_stream *streams; /* token = generation << 32 | index + 1 */

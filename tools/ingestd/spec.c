@@ -94,143 +94,95 @@ enum { CAUSE_NONE = 0, CAUSE_CLEAR = 1, CAUSE_REMOVED = 2, CAUSE_EVICTED = 3 };
 
 /* ---- the bounded FIFO map -------------------------------------------------------------- */
 
-static uint64_t fhash(uint64_t key, int32_t sub)
+/* The 32 hash bits of (key, sub) the fifomap's index keeps. */
+static uint32_t fhash(uint64_t key, int32_t sub)
 {
-	return kv_mix(key ^ ((uint64_t)(uint32_t)sub * 0x9e3779b97f4a7c15ull));
+	return (uint32_t)kv_mix(key ^ ((uint64_t)(uint32_t)sub * 0x9e3779b97f4a7c15ull));
 }
 
 int spec_fifo_init(struct spec_fifo *f, uint64_t cap)
 {
-	uint64_t c = 16;
-
 	memset(f, 0, sizeof(*f));
-	while (c < cap)
-		c <<= 1;
-	f->ring = calloc(c, sizeof(*f->ring));
-	f->idx = calloc(2 * c, sizeof(*f->idx));
-	if (!f->ring || !f->idx) {
-		spec_fifo_free(f);
-		return -ENOMEM;
-	}
-	f->cap = c;
-	f->imask = 2 * c - 1;
-	return 0;
+	return fm_init(&f->fm, cap < 16 ? 16 : cap, sizeof(struct spec_fent));
 }
 
 void spec_fifo_free(struct spec_fifo *f)
 {
-	free(f->ring);
-	free(f->idx);
+	fm_free(&f->fm);
 	memset(f, 0, sizeof(*f));
-}
-
-/* Index slot holding (key, sub), or -1. */
-static int64_t ifind(const struct spec_fifo *f, uint64_t key, int32_t sub)
-{
-	for (uint64_t i = fhash(key, sub) & f->imask;; i = (i + 1) & f->imask) {
-		uint32_t v = f->idx[i];
-		if (!v)
-			return -1;
-		const struct spec_fent *e = &f->ring[v - 1];
-		if (e->key == key && e->sub == sub)
-			return (int64_t)i;
-	}
 }
 
 struct spec_fent *spec_fifo_find(struct spec_fifo *f, uint64_t key, int32_t sub)
 {
+	uint32_t h = fhash(key, sub);
+
 	if (!f->live)
 		return NULL;
-	int64_t i = ifind(f, key, sub);
-	return i < 0 ? NULL : &f->ring[f->idx[i] - 1];
-}
-
-/* Index slot pointing at entry e (duplicates of (key, sub) have slots of their own). */
-static int64_t islot_of(const struct spec_fifo *f, const struct spec_fent *e)
-{
-	uint32_t want = (uint32_t)(e - f->ring) + 1;
-
-	for (uint64_t i = fhash(e->key, e->sub) & f->imask;; i = (i + 1) & f->imask) {
-		if (f->idx[i] == want)
-			return (int64_t)i;
-		if (!f->idx[i])
-			return -1;
+	for (uint64_t pos = FM_NONE, no; (no = fm_scan(&f->fm, h, &pos)) != FM_NONE;) {
+		struct spec_fent *e = fm_slot(&f->fm, no);
+		if (e->key == key && e->sub == sub)
+			return e;
 	}
+	return NULL;
 }
 
 void spec_fifo_del(struct spec_fifo *f, struct spec_fent *e)
 {
-	int64_t pos = islot_of(f, e);
-	uint64_t i, j;
-
+	fm_unindex(&f->fm, fhash(e->key, e->sub), fm_slotno(&f->fm, e));
 	e->live = 0;
 	f->live--;
-	if (pos < 0)
-		return; /* cannot happen: live entries are always indexed */
-	/* Backward-shift deletion: pull later members of the probe run into the hole, unless
-	 * their home lies cyclically in (hole, their slot]. */
-	i = j = (uint64_t)pos;
-	f->idx[i] = 0;
-	for (;;) {
-		j = (j + 1) & f->imask;
-		uint32_t v = f->idx[j];
-		if (!v)
-			return;
-		const struct spec_fent *m = &f->ring[v - 1];
-		uint64_t k = fhash(m->key, m->sub) & f->imask;
-		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
-			continue;
-		f->idx[i] = v;
-		f->idx[j] = 0;
-		i = j;
-	}
 }
 
 bool spec_fifo_push(struct spec_fifo *f, uint64_t key, int32_t sub, int32_t aux, uint64_t a,
 		    uint64_t b, struct spec_fent *evicted)
 {
-	uint64_t mask = f->cap - 1;
+	struct spec_fent *e = fm_slot(&f->fm, fm_slot_of(&f->fm, f->fm.pushes));
 	bool ev = false;
 
-	if (f->tail - f->head == f->cap) {
-		struct spec_fent *old = &f->ring[f->head & mask];
-		if (old->live) {
-			if (evicted)
-				*evicted = *old;
-			ev = true;
-			spec_fifo_del(f, old);
-		}
-		f->head++;
+	if (e->live) { /* the ring is full and its oldest entry still live */
+		if (evicted)
+			*evicted = *e;
+		ev = true;
+		spec_fifo_del(f, e);
 	}
-	uint64_t slot = f->tail++ & mask;
-	struct spec_fent *e = &f->ring[slot];
 	*e = (struct spec_fent){ .key = key, .sub = sub, .aux = aux, .a = a, .b = b, .live = 1 };
 	f->live++;
-	uint64_t i = fhash(key, sub) & f->imask;
-	while (f->idx[i])
-		i = (i + 1) & f->imask;
-	f->idx[i] = (uint32_t)slot + 1;
+	fm_push(&f->fm, fhash(key, sub));
 	return ev;
+}
+
+struct spec_fent *spec_fifo_next(struct spec_fifo *f, uint64_t *pos)
+{
+	uint64_t p = *pos < fm_oldest(&f->fm) ? fm_oldest(&f->fm) : *pos;
+
+	for (; p < f->fm.pushes; p++) {
+		struct spec_fent *e = fm_slot(&f->fm, fm_slot_of(&f->fm, p));
+		if (e->live) {
+			*pos = p + 1;
+			return e;
+		}
+	}
+	*pos = p;
+	return NULL;
 }
 
 struct spec_fent *spec_fifo_oldest(struct spec_fifo *f)
 {
-	uint64_t mask = f->cap - 1;
+	uint64_t p = f->head;
+	struct spec_fent *e = f->live ? spec_fifo_next(f, &p) : NULL;
 
-	while (f->head != f->tail && !f->ring[f->head & mask].live)
-		f->head++;
-	return f->head != f->tail ? &f->ring[f->head & mask] : NULL;
+	/* Every insertion before the oldest live one is dead: later calls start there. */
+	f->head = e ? p - 1 : p;
+	return e;
 }
 
 void spec_fifo_purge(struct spec_fifo *f, int32_t pod, bool by_aux)
 {
-	uint64_t mask = f->cap - 1;
+	struct spec_fent *e;
 
-	for (uint64_t p = f->head; p != f->tail && f->live; p++) {
-		struct spec_fent *e = &f->ring[p & mask];
-		if (e->live && (by_aux ? e->aux : e->sub) == pod)
+	for (uint64_t p = f->head; f->live && (e = spec_fifo_next(f, &p));)
+		if ((by_aux ? e->aux : e->sub) == pod)
 			spec_fifo_del(f, e);
-	}
 }
 
 /* ---- helpers --------------------------------------------------------------------------- */
@@ -584,10 +536,9 @@ static void spec_pod_detach(void *arg, int pod, bool removed)
 	}
 	ctr_add(sp, KV_PC_dropped_clear, sp->spec_live);
 	sp->spec_live = 0;
-	uint64_t mask = s->routes.cap - 1;
-	for (uint64_t i = s->routes.head; i != s->routes.tail && s->routes.live; i++) {
-		struct spec_fent *e = &s->routes.ring[i & mask];
-		if (!e->live || e->sub != pod || !RT_LIVE(e->a))
+	struct spec_fent *e;
+	for (uint64_t p = s->routes.head; (e = spec_fifo_next(&s->routes, &p));) {
+		if (e->sub != pod || !RT_LIVE(e->a))
 			continue;
 		route_drop(e, CAUSE_CLEAR);
 		e->a &= ~0xffffffffull; /* no live records left */

@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "fifomap.h"
 #include "kvidx_writer.h"
 #include "layout.h"
 
@@ -73,11 +74,11 @@ enum spec_pause {
 };
 
 /*
- * A bounded map with FIFO eviction, keyed by (key, sub): open addressing (linear probing,
- * backward-shift deletion) over an index of ring positions, the entries in insertion order in
- * a ring. A key may be pushed more than once (a multimap); every entry has its own slot. Used for route commits awaiting their outcome (key = corr_id, sub = 0, aux = the
- * decode pod) and for expired predictions awaiting a late confirmation (key = block key,
- * sub = pod). The index has twice as many slots as the ring, so probes stay short.
+ * A bounded map with FIFO eviction keyed by (key, sub), on the fifomap of fifomap.h (the one
+ * under the engine-key map too). A key may be pushed more than once (a multimap): every entry
+ * has its own slot. Used for route commits awaiting their outcome (key = corr_id, sub = 0,
+ * aux = the decode pod), for expired predictions awaiting a late confirmation (key = block
+ * key, sub = pod) and for the route map (key = created_ns, sub = pod).
  */
 struct spec_fent {
 	uint64_t key;
@@ -88,11 +89,8 @@ struct spec_fent {
 	uint32_t pad;
 };
 struct spec_fifo {
-	struct spec_fent *ring;
-	uint32_t *idx;  /* ring slot + 1, 0 = empty */
-	uint64_t cap;   /* ring entries, a power of two */
-	uint64_t imask; /* index slots - 1 (2 x cap slots) */
-	uint64_t head, tail; /* ring positions, running freely */
+	struct fifomap fm; /* slots of struct spec_fent */
+	uint64_t head;     /* an insertion number: none before it is live */
 	uint64_t live;
 };
 
@@ -102,7 +100,7 @@ void spec_fifo_free(struct spec_fifo *f);
 /* A live entry of (key, sub) (one of them if pushed more than once), or NULL. Valid until
  * the next push or del. */
 struct spec_fent *spec_fifo_find(struct spec_fifo *f, uint64_t key, int32_t sub);
-/* Removes a live entry (from find or oldest). */
+/* Removes a live entry (from find, oldest or next). */
 void spec_fifo_del(struct spec_fifo *f, struct spec_fent *e);
 /* Appends (key, sub) -> (aux, a, b). An existing entry of (key, sub) stays (delete it first
  * for map semantics). When the ring is full the oldest live entry is evicted: copied to
@@ -111,6 +109,9 @@ bool spec_fifo_push(struct spec_fifo *f, uint64_t key, int32_t sub, int32_t aux,
 		    uint64_t b, struct spec_fent *evicted);
 /* The oldest live entry, or NULL. */
 struct spec_fent *spec_fifo_oldest(struct spec_fifo *f);
+/* The live entries, oldest first: *pos = 0, then each call gives the next or NULL. The
+ * entry given may be deleted before the next call. */
+struct spec_fent *spec_fifo_next(struct spec_fifo *f, uint64_t *pos);
 /* Forgets every live entry whose sub (by_aux: aux) is pod. O(entries). */
 void spec_fifo_purge(struct spec_fifo *f, int32_t pod, bool by_aux);
 
