@@ -229,9 +229,19 @@ int main(int argc, char **argv)
 	int ch, bad = 0;
 
 	while ((ch = getopt_long(argc, argv, "s:h", lo, NULL)) != -1) {
-		if (ch == 's')
-			seconds = (unsigned)atoi(optarg);
-		else if (ch == 'h') {
+		if (ch == 's') {
+			char *end;
+			unsigned long v;
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || v > 86400) {
+				fprintf(stderr, "stress_doorbell: bad --seconds '%s': expected a "
+						"whole number of seconds up to 86400\n",
+					optarg);
+				return 2;
+			}
+			seconds = (unsigned)v;
+		} else if (ch == 'h') {
 			printf("usage: stress_doorbell --seconds N\n");
 			return 0;
 		} else
