@@ -408,6 +408,9 @@ Test(fakepod, bad_script_lines_exit_2)
 		{ "raw 0g", "raw: bad hex digit in '0g'" },
 		{ "clear now", "clear: no argument expected" },
 		{ "explode", "unknown command 'explode'" },
+		{ "delay 300", "delay: bad argument '300': needs a unit (us, ms, s or m)" },
+		{ "sleep 1.5x", "sleep: bad argument '1.5x': expected a duration" },
+		{ "delay 1s 2s", "delay: too many arguments" },
 	};
 
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -654,7 +657,7 @@ Test(fakepod, delay_holds_publication_not_hashes)
 	sub = sock(ZMQ_SUB, tu_endpoint(0));
 	say("store - %s", token_list(1, 16)); /* also proves the subscription is live */
 	expect_batch(sub, &g, 0);
-	say("delay 300");
+	say("delay 300ms");
 	t0 = now_ms();
 	say("store - %s", token_list(1, 32));
 	read_hashes(&h, 1);
@@ -1077,7 +1080,7 @@ Test(fakepod, http_client_gone_cancels)
 Test(fakepod, http_fault_header)
 {
 	const char *fail[] = { "X-Fakepod-Fault: fail", NULL };
-	const char *delay[] = { "X-Fakepod-Fault: delay=300", NULL };
+	const char *delay[] = { "X-Fakepod-Fault: delay=300ms", NULL };
 	const char *restart[] = { "X-Fakepod-Fault: restart", NULL };
 	const char *bogus[] = { "X-Fakepod-Fault: explode", NULL };
 	struct got g = { 0 };
@@ -1109,6 +1112,10 @@ Test(fakepod, http_fault_header)
 	expect_batch(sub, &g, 0); /* the sequence starts over */
 	cr_assert_eq(complete(1, NULL, t, 32, bogus, &r), 400);
 	cr_assert(strstr(r.body, "unknown fault 'explode'"), "%s", r.body);
+	tu_http_free(&r);
+	const char *bare[] = { "X-Fakepod-Fault: delay=300", NULL };
+	cr_assert_eq(complete(1, NULL, t, 32, bare, &r), 400);
+	cr_assert(strstr(r.body, "bad delay '300': needs a unit"), "%s", r.body);
 	tu_http_free(&r);
 	got_free(&g);
 }

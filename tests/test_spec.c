@@ -515,7 +515,7 @@ Test(spec, measured_backlog_within_one_bucket_of_injected_delay)
 	tu_ingestd_start((const char *const[]){ "--pod", podarg[0], "--pod", podarg[1], NULL });
 	int a = ready_pod(POD_A), b = ready_pod(POD_B);
 
-	fake_say(&fake[0], "delay 2000");
+	fake_say(&fake[0], "delay 2s");
 	for (int i = 0; i < nb; i++) {
 		snprintf(line, sizeof(line), "store - %d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d",
 			 i * 16 + 1, i * 16 + 2, i * 16 + 3, i * 16 + 4, i * 16 + 5, i * 16 + 6,

@@ -380,7 +380,7 @@ enum srv_status {
 /* Faults a request asks for (http.c's X-Fakepod-Fault header). */
 struct srv_fault {
 	bool fail, cancel, drop_events, restart, has_delay;
-	uint64_t delay_ms;
+	uint64_t delay_ns;
 };
 
 /*

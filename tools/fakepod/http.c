@@ -34,8 +34,8 @@
  *
  * Faults (for validation tools; fakepod only): a request header "X-Fakepod-Fault: LIST",
  * comma-separated: "fail" (prefill fails), "cancel", "drop-events" (the event batch is
- * lost), "restart" (the pod restarts as the request arrives; it fails), "delay=MS" (this
- * request's events MS after arrival instead of --event-delay-ms).
+ * lost), "restart" (the pod restarts as the request arrives; it fails), "delay=D" (this
+ * request's events D after arrival instead of --event-delay-ms).
  *
  * Concurrency: libmicrohttpd runs in external polling mode (MHD_USE_EPOLL, no thread of its
  * own): main.c polls its epoll descriptor and calls http_run() on the pod's one thread,
@@ -43,6 +43,7 @@
  * (MHD_suspend_connection) and resumed by http_answer().
  */
 #include "fakepod.h"
+#include "ttl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -473,9 +474,6 @@ static int parse_faults(const char *v, struct srv_fault *f, char *err, size_t er
 		return 0;
 	snprintf(buf, sizeof(buf), "%s", v);
 	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-		unsigned long ms;
-		char *end;
-
 		if (!strcmp(tok, "fail"))
 			f->fail = true;
 		else if (!strcmp(tok, "cancel"))
@@ -484,12 +482,20 @@ static int parse_faults(const char *v, struct srv_fault *f, char *err, size_t er
 			f->drop_events = true;
 		else if (!strcmp(tok, "restart"))
 			f->restart = true;
-		else if (!strncmp(tok, "delay=", 6) && (ms = strtoul(tok + 6, &end, 10), 1) &&
-			 end != tok + 6 && !*end && ms <= MAX_MS)
-			f->has_delay = true, f->delay_ms = ms;
-		else {
+		else if (!strncmp(tok, "delay=", 6)) {
+			double sec;
+			int rc = ttl_parse_duration(tok + 6, &sec);
+
+			if (rc < 0) {
+				snprintf(err, errlen, "X-Fakepod-Fault: bad delay '%s': %s", tok + 6,
+					 ttl_duration_error(rc));
+				return -1;
+			}
+			f->has_delay = true;
+			f->delay_ns = (uint64_t)(sec * 1e9 + 0.5);
+		} else {
 			snprintf(err, errlen, "X-Fakepod-Fault: unknown fault '%s' (fail, cancel, "
-				 "drop-events, restart, delay=MS)", tok);
+				 "drop-events, restart, delay=D)", tok);
 			return -1;
 		}
 	}

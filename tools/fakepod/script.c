@@ -9,6 +9,7 @@
  * A bad line ends the run with exit status 2, after a message naming the line.
  */
 #include "fakepod.h"
+#include "ttl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -418,12 +419,22 @@ static int script_line(struct fp *fp, char *line, uint64_t now)
 		return 0;
 	}
 	if (!strcmp(cmd, "delay") || !strcmp(cmd, "sleep")) {
-		if (script_count(fp, cmd, &save, 0, MAX_MS, &v))
-			return -1;
+		char *arg = strtok_r(NULL, SCRIPT_SEPS, &save);
+		double sec;
+		int rc;
+
+		if (!arg)
+			return script_error(fp, "%s: missing argument", cmd);
+		if ((rc = ttl_parse_duration(arg, &sec)) < 0)
+			return script_error(fp, "%s: bad argument '%s': %s", cmd, arg,
+					    ttl_duration_error(rc));
+		if (strtok_r(NULL, SCRIPT_SEPS, &save))
+			return script_error(fp, "%s: too many arguments", cmd);
+		v = (uint64_t)(sec * 1e9 + 0.5);
 		if (cmd[0] == 'd')
-			fp->delay_ns = v * NS_PER_MS;
+			fp->delay_ns = v;
 		else
-			fp->sleep_until = now + v * NS_PER_MS;
+			fp->sleep_until = now + v;
 		return 0;
 	}
 	if (!strcmp(cmd, "raw"))

@@ -98,7 +98,7 @@ int serve_request(struct fp *fp, struct hreq *h, const uint32_t *tokens, size_t 
 	struct action a;
 	size_t matched, nblocks;
 	uint32_t bs = fp->o.block_size;
-	uint64_t jitter, delay_ms;
+	uint64_t jitter, delay_ns;
 	double u;
 
 	if (f->restart) {
@@ -145,8 +145,8 @@ int serve_request(struct fp *fp, struct hreq *h, const uint32_t *tokens, size_t 
 		q->tokens = tc_xrealloc(NULL, nblocks * bs * sizeof(*q->tokens));
 		memcpy(q->tokens, tokens, nblocks * bs * sizeof(*q->tokens));
 	}
-	delay_ms = f->has_delay ? f->delay_ms : fp->o.event_delay_ms;
-	q->event_due = now + delay_ms * NS_PER_MS + jitter;
+	delay_ns = f->has_delay ? f->delay_ns : fp->o.event_delay_ms * NS_PER_MS;
+	q->event_due = now + delay_ns + jitter;
 	memset(&a, 0, sizeof a);
 	a.kind = ACT_SERVE_DONE;
 	a.data = q;
