@@ -8,10 +8,12 @@
  *
  *  1. One thread of one process calls everything here (the caller serialises apply and reaper).
  *  2. An entry is immutable once a slot points at it. Every change builds a new entry in free
- *     arena memory, then publishes it with one release store of the slot word, which pairs with
- *     the acquire loads of slot words in rd_find(), scan_slots() and kv_reader_walk()
- *     (reader.c): a reader that sees the new index sees the new entry's words. The old entry is retired to RCU limbo, never written again
- *     until every reader has passed a quiescent state (kv_rcu_reclaim() in rcu.c).
+ *     arena memory, then publishes it with one release store of the slot word (publish()),
+ *     which pairs with the acquire loads of slot words in rd_find(), scan_slots() and
+ *     kv_reader_walk() (reader.c): a reader that sees the new index sees the new entry's
+ *     words. The old entry is retired to RCU limbo, never written again until every reader
+ *     has passed a quiescent state (kv_rcu_reclaim() in rcu.c). TOMB and EMPTY words
+ *     (publish(), slot_ok(), tomb_trim()) are release-stored too; they carry no entry.
  *  3. A slot goes EMPTY -> live -> TOMB -> live ... and TOMB -> EMPTY only when the next slot
  *     is EMPTY, so a probe for a key that stays present never meets an EMPTY slot before it.
  *     The same key is never live in two slots.

@@ -73,6 +73,8 @@ static int claim(ReaderObject *self)
 		PyErr_SetString(PyExc_ValueError, "kvidx.Reader is closed");
 		return -1;
 	}
+	/* seq_cst CAS: pairs with the store in unclaim(), so the previous owner's use of the
+	 * C handle happens before ours. */
 	if (!atomic_compare_exchange_strong(&self->rd_owner, &free_, me)) {
 		PyErr_Format(ConcurrentUseError,
 			     "kvidx.Reader used from two threads at once (thread %lu is inside a "
@@ -85,6 +87,7 @@ static int claim(ReaderObject *self)
 
 static void unclaim(ReaderObject *self)
 {
+	/* seq_cst store: pairs with the CAS in claim() of the next owner. */
 	atomic_store(&self->rd_owner, 0);
 }
 
