@@ -170,6 +170,15 @@ static void entry_load(const struct kvidx *w, uint32_t idx, struct kv_buf *b)
 	}
 }
 
+/* b for key: a copy of its entry idx, or empty when idx is 0 (no entry yet). */
+static void buf_load(const struct kvidx *w, uint32_t idx, uint64_t key, struct kv_buf *b)
+{
+	if (idx)
+		entry_load(w, idx, b);
+	else
+		buf_empty(b, key);
+}
+
 static int buf_find_pod(const struct kv_buf *b, unsigned pod)
 {
 	for (unsigned i = 0; i < b->n; i++)
@@ -216,6 +225,16 @@ static void buf_make_room(struct kv_buf *b, uint64_t now)
 	buf_note(b, KV_NOTE_DROP, KVIDX_DROP_EVICTED, b->w0[victim], b->w1[victim], now);
 	b->rec_evicted++;
 	buf_drop(b, (unsigned)victim);
+}
+
+/* Appends record (w0, w1) to b, which holds at most ppk: a full b makes room first. */
+static void buf_add(struct kv_buf *b, unsigned ppk, uint64_t w0, uint64_t w1, uint64_t now)
+{
+	if (b->n == ppk)
+		buf_make_room(b, now);
+	b->w0[b->n] = w0;
+	b->w1[b->n] = w1;
+	b->n++;
 }
 
 /* ---- slots ---- */
@@ -584,10 +603,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 			full = 1;
 			continue;
 		}
-		if (idx)
-			entry_load(w, idx, &b);
-		else
-			buf_empty(&b, keys[k]);
+		buf_load(w, idx, keys[k], &b);
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]) && (KV_REC_TIERS(b.w0[r]) & tier) &&
 		    b.n == b.old_n) {
@@ -604,11 +620,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 			}
 			b.w0[r] = KV_REC_W0(pod, gen, tiers, 0, 0);
 		} else {
-			if (b.n == w->ppk)
-				buf_make_room(&b, now);
-			b.w0[b.n] = KV_REC_W0(pod, gen, tiers, 0, 0);
-			b.w1[b.n] = now;
-			b.n++;
+			buf_add(&b, w->ppk, KV_REC_W0(pod, gen, tiers, 0, 0), now, now);
 		}
 		if (publish(w, pos, idx, &b) < 0) {
 			stat_add(&w->st->store_failed, 1);
@@ -690,10 +702,7 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 		}
 		if (idx && spec_skip(w, idx, (unsigned)pod, now))
 			continue; /* the checks below would find the same, after a copy */
-		if (idx)
-			entry_load(w, idx, &b);
-		else
-			buf_empty(&b, keys[k]);
+		buf_load(w, idx, keys[k], &b);
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]))
 			continue; /* confirmed already: a prediction adds nothing */
@@ -708,11 +717,8 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 			 * prediction alive (the seed: do not stretch the TTL). */
 			continue;
 		} else {
-			if (b.n == w->ppk)
-				buf_make_room(&b, now);
-			b.w0[b.n] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms);
-			b.w1[b.n] = now;
-			b.n++;
+			buf_add(&b, w->ppk, KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms), now,
+				now);
 		}
 		if (publish(w, pos, idx, &b) < 0) {
 			full = 1;

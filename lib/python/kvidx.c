@@ -196,6 +196,19 @@ bad:
 	return -1;
 }
 
+/* Fills k with keys (uint64) and claims the handle (rule 1): 0 with both held, or -1 with an
+ * exception set and neither held. */
+static int keys_claimed(ReaderObject *self, PyObject *keys, struct carr *k)
+{
+	if (carr_get(keys, 8, "keys", k) < 0)
+		return -1;
+	if (claim(self) < 0) {
+		carr_release(k);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- Reader ---- */
 
 static int Reader_init(ReaderObject *self, PyObject *args, PyObject *kw)
@@ -258,6 +271,7 @@ static PyObject *Reader_exit(ReaderObject *self, PyObject *args)
 	return Reader_close(self, NULL);
 }
 
+/* The index's info, retried once (rule 3); the caller holds the claim. 0 or a negative error. */
 static int info_get(ReaderObject *self, struct kvidx_info *info)
 {
 	int rc = kvidx_reader_info(self->rd_r, info);
@@ -267,16 +281,26 @@ static int info_get(ReaderObject *self, struct kvidx_info *info)
 	return rc;
 }
 
+/* info_get() under a claim of its own: 0, or -1 with kvidx.Error (or the claim's error) set. */
+static int info_claimed(ReaderObject *self, struct kvidx_info *info, const char *what)
+{
+	if (claim(self) < 0)
+		return -1;
+	int rc = info_get(self, info);
+	unclaim(self);
+	if (rc < 0) {
+		raise_kvidx(rc, what);
+		return -1;
+	}
+	return 0;
+}
+
 static PyObject *Reader_info(ReaderObject *self, PyObject *unused)
 {
 	struct kvidx_info in;
 
-	if (claim(self) < 0)
+	if (info_claimed(self, &in, "info") < 0)
 		return NULL;
-	int rc = info_get(self, &in);
-	unclaim(self);
-	if (rc < 0)
-		return raise_kvidx(rc, "info");
 	return Py_BuildValue(
 		"{s:s,s:I,s:K,s:s,s:s,s:I,s:K,s:K,s:I,s:I,s:I,s:i,s:K,s:K}", "name",
 		self->rd_name, "layout_version", in.layout_version, "generation",
@@ -437,12 +461,8 @@ static PyObject *Reader_keys(ReaderObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "Os|zzO:keys", kwlist, &tokens, &model, &lora,
 					 &salt, &mm))
 		return NULL;
-	if (claim(self) < 0)
+	if (info_claimed(self, &in, "keys") < 0)
 		return NULL;
-	int rc = info_get(self, &in);
-	unclaim(self);
-	if (rc < 0)
-		return raise_kvidx(rc, "keys");
 	if (carr_get(tokens, 4, "tokens", &t) < 0)
 		return NULL;
 	if (mm_get(mm, &mc) < 0)
@@ -522,12 +542,8 @@ static PyObject *Reader_score(ReaderObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (weights_get(wd, &w) < 0)
 		return NULL;
-	if (carr_get(keys, 8, "keys", &k) < 0)
+	if (keys_claimed(self, keys, &k) < 0)
 		return NULL;
-	if (claim(self) < 0) {
-		carr_release(&k);
-		return NULL;
-	}
 	if (pods != Py_None) {
 		pseq = PySequence_Fast(pods, "pods must be a sequence of pod names or indices");
 		if (!pseq)
@@ -624,12 +640,8 @@ static PyObject *Reader_commit(ReaderObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|KOII:commit", kwlist, &keys, &pod, &corr,
 					 &prefill, &matched, &mspec))
 		return NULL;
-	if (carr_get(keys, 8, "keys", &k) < 0)
+	if (keys_claimed(self, keys, &k) < 0)
 		return NULL;
-	if (claim(self) < 0) {
-		carr_release(&k);
-		return NULL;
-	}
 	PyObject *res = NULL;
 	int p = pod_index(self, pod), pp = -1;
 	if (p >= 0 && prefill != Py_None)
