@@ -261,7 +261,6 @@ struct kv_bell {
 	uint32_t *word; /* &ctl->ch_bell in the writer's mapping (only passed to futex()) */
 	uint32_t stop;  /* set by kv_bell_stop_thread() (release), read by bell_main() (acquire) */
 	bool running;   /* th exists */
-	uint64_t wakes; /* eventfd signals sent */
 	uint32_t base;  /* the word when the thread was started (base_ok: read) */
 	bool base_ok;
 };
@@ -288,7 +287,6 @@ static void *bell_main(void *arg)
 		if (!first && v != seen) {
 			uint64_t one = 1;
 			(void)!write(b->efd, &one, sizeof(one));
-			b->wakes++;
 			nanosleep(&gap, NULL);
 		}
 		first = false;

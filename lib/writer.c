@@ -409,7 +409,6 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o, uint32_t
 			w->info.flags |= KVIDX_OPEN_GEOMETRY;
 		w->old_reg_gen = prev.ih_reg_gen; /* unlinked once the new one is named */
 		rc = reg_create(w, o, k);
-		w->created_reg = rc == 0;
 	}
 	if (rc < 0)
 		return rc;
@@ -896,5 +895,4 @@ void kvidx_writer_tick(struct kvidx *w, uint64_t now)
 	kv_rcu_reclaim(&w->rcu, now);
 	kv_sweep_step(w, 4096);
 	st_relaxed(&w->st->tombstones, w->tombs);
-	w->last_tick_ns = now;
 }

@@ -46,7 +46,7 @@ typedef struct {
 
 /* ---- errors ---- */
 
-static PyObject *raise_kvidx(int rc, const char *what)
+static PyObject *raise_kvidx(int rc)
 {
 	PyObject *args = Py_BuildValue("(is)", -rc, kvidx_strerror(rc));
 
@@ -54,7 +54,6 @@ static PyObject *raise_kvidx(int rc, const char *what)
 		PyErr_SetObject(KvidxError, args);
 		Py_DECREF(args);
 	}
-	(void)what;
 	return NULL;
 }
 
@@ -227,7 +226,7 @@ static int Reader_init(ReaderObject *self, PyObject *args, PyObject *kw)
 	r = kvidx_reader_open(name);
 	Py_END_ALLOW_THREADS
 	if (!r) {
-		raise_kvidx(-errno, "open");
+		raise_kvidx(-errno);
 		return -1;
 	}
 	self->rd_r = r;
@@ -282,14 +281,14 @@ static int info_get(ReaderObject *self, struct kvidx_info *info)
 }
 
 /* info_get() under a claim of its own: 0, or -1 with kvidx.Error (or the claim's error) set. */
-static int info_claimed(ReaderObject *self, struct kvidx_info *info, const char *what)
+static int info_claimed(ReaderObject *self, struct kvidx_info *info)
 {
 	if (claim(self) < 0)
 		return -1;
 	int rc = info_get(self, info);
 	unclaim(self);
 	if (rc < 0) {
-		raise_kvidx(rc, what);
+		raise_kvidx(rc);
 		return -1;
 	}
 	return 0;
@@ -299,7 +298,7 @@ static PyObject *Reader_info(ReaderObject *self, PyObject *unused)
 {
 	struct kvidx_info in;
 
-	if (info_claimed(self, &in, "info") < 0)
+	if (info_claimed(self, &in) < 0)
 		return NULL;
 	return Py_BuildValue(
 		"{s:s,s:I,s:K,s:s,s:s,s:I,s:K,s:K,s:I,s:I,s:I,s:i,s:K,s:K}", "name",
@@ -349,7 +348,7 @@ static PyObject *Reader_pods(ReaderObject *self, PyObject *unused)
 	}
 	unclaim(self);
 	if (rc < 0)
-		return raise_kvidx(rc, "pods");
+		return raise_kvidx(rc);
 	return list;
 }
 
@@ -461,7 +460,7 @@ static PyObject *Reader_keys(ReaderObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "Os|zzO:keys", kwlist, &tokens, &model, &lora,
 					 &salt, &mm))
 		return NULL;
-	if (info_claimed(self, &in, "keys") < 0)
+	if (info_claimed(self, &in) < 0)
 		return NULL;
 	if (carr_get(tokens, 4, "tokens", &t) < 0)
 		return NULL;
@@ -482,7 +481,7 @@ static PyObject *Reader_keys(ReaderObject *self, PyObject *args, PyObject *kw)
 	err = n == 0 ? errno : 0;
 	Py_END_ALLOW_THREADS
 	if (err)
-		raise_kvidx(-err, "keys");
+		raise_kvidx(-err);
 	else
 		res = PyObject_CallFunction(ArrayType, "sy#", "Q", (const char *)keys,
 					    (Py_ssize_t)(n * sizeof(uint64_t)));
@@ -578,7 +577,7 @@ static PyObject *Reader_score(ReaderObject *self, PyObject *args, PyObject *kw)
 		rc = kvidx_score(self->rd_r, k.p, k.n, cand, ncand, &w, rows, max);
 	Py_END_ALLOW_THREADS
 	if (rc < 0) {
-		raise_kvidx(rc, "score");
+		raise_kvidx(rc);
 		goto out;
 	}
 	list = PyList_New(rc);
@@ -619,12 +618,12 @@ out:
 }
 
 /* commit/report_outcome: True when queued, False when dropped because the ring was full. */
-static PyObject *ring_result(int rc, const char *what)
+static PyObject *ring_result(int rc)
 {
 	if (rc == -EAGAIN)
 		Py_RETURN_FALSE;
 	if (rc < 0)
-		return raise_kvidx(rc, what);
+		return raise_kvidx(rc);
 	Py_RETURN_TRUE;
 }
 
@@ -650,7 +649,7 @@ static PyObject *Reader_commit(ReaderObject *self, PyObject *args, PyObject *kw)
 		struct kvidx_route rt = { .corr_id = corr, .pod = p, .prefill_pod = pp,
 					  .keys = k.p, .nkeys = k.n, .matched_blocks = matched,
 					  .matched_spec = mspec };
-		res = ring_result(kvidx_commit(self->rd_r, &rt), "commit");
+		res = ring_result(kvidx_commit(self->rd_r, &rt));
 	}
 	unclaim(self);
 	carr_release(&k);
@@ -671,8 +670,7 @@ static PyObject *Reader_report_outcome(ReaderObject *self, PyObject *args, PyObj
 		return NULL;
 	int p = pod_index(self, pod);
 	if (p >= 0)
-		res = ring_result(kvidx_report_outcome(self->rd_r, corr, p, cached, prompt),
-				  "report_outcome");
+		res = ring_result(kvidx_report_outcome(self->rd_r, corr, p, cached, prompt));
 	unclaim(self);
 	return res;
 }
