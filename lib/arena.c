@@ -59,7 +59,7 @@ uint32_t kv_arena_alloc(struct kv_arena *a, unsigned cls)
 	uint64_t units = 1 + (uint64_t)a->cls_cap[cls];
 
 	/* Free-list entries came back through RCU from the segment's meta words, which were
-	 * checked then (table.c, entry_check()); checked again against the arena's end. */
+	 * checked then (table.c, entry_class()); checked again against the arena's end. */
 	while (f->n) {
 		uint32_t idx = f->v[--f->n];
 		if (idx && (uint64_t)idx + units <= a->units)

@@ -38,7 +38,8 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	uintptr_t a = (uintptr_t)si->si_addr;
 
 	for (unsigned i = 0; i < KV_GUARD_MAX; i++) {
-		/* Rule 1: pairs with the release store of base in kv_guard_add(). */
+		/* Rule 1: pairs with the release stores of base in kv_guard_add() and
+		 * kv_guard_del(). */
 		uintptr_t b = ld_acquire(&table[i].base);
 		size_t len = ld_relaxed(&table[i].len);
 		if (!b || a < b || a - b >= len)
@@ -101,8 +102,11 @@ out:
 void kv_guard_del(void *base)
 {
 	pthread_mutex_lock(&table_lock);
-	for (unsigned i = 0; i < KV_GUARD_MAX; i++)
+	for (unsigned i = 0; i < KV_GUARD_MAX; i++) {
+		/* Rule 1: pairs with the acquire load of base in on_sigbus(), which then skips
+		 * the entry. */
 		if (ld_relaxed(&table[i].base) == (uintptr_t)base)
 			st_release(&table[i].base, (uintptr_t)0);
+	}
 	pthread_mutex_unlock(&table_lock);
 }

@@ -46,7 +46,6 @@ struct kvidx {
 	struct kvidx_ctl_hdr ctl_copy; /* the header line it wrote (reg_check() restores it) */
 	uint64_t reg_gen;     /* K */
 	uint64_t old_reg_gen; /* the predecessor's K, when replaced at open */
-	bool created_reg;
 	uint32_t reg_hit;     /* set by the SIGBUS guard on a fault in the registry (guard.h) */
 	struct kvidx_reader_slot *rslots;
 	uint32_t max_readers;
@@ -83,7 +82,6 @@ struct kvidx {
 	uint64_t sweep_pos, sweep_until; /* pod-clear sweep: slots left to visit */
 	uint64_t expire_pos;
 	uint64_t evict_hand;
-	uint64_t last_tick_ns;
 	uint64_t last_reap_ns;
 };
 

@@ -119,7 +119,7 @@ static bool reader_reap_if_dead(struct kv_rcu *r, uint32_t i, uint64_t state)
 	if (kv_lock_held(r->ctl_fd, KV_LOCK_READER(i)) != 0)
 		return false;
 	/* seq_cst CAS against the reader's on the same word (rd_claim(), rd_reregister(),
-	 * kvidx_reader_close() in reader.c, rule 6 there). */
+	 * rd_reg_leave() in reader.c, rule 6 there). */
 	if (cas_u64(&r->rslots[i].rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_FREE))
 		stat_add(&r->st->readers_dead, 1);
 	return true;
@@ -130,15 +130,16 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 	uint64_t e = ++r->epoch;
 	uint64_t min = e;
 
-	/* Rule 2: new epoch, full fence (pairs with the full fence in rd_enter()), then read
-	 * the announcements. */
+	/* Rule 2: new epoch, full fence (pairs with the full fence in rd_enter(), reader.c),
+	 * then read the announcements. */
 	st_seqcst(r->epoch_word, e);
 	fence_seqcst();
 	stat_add(&r->st->epochs, 1);
 	for (uint32_t i = 0; i < r->max_readers; i++) {
 		struct kvidx_reader_slot *s = &r->rslots[i];
-		/* After the fence; pairs with the reader's CAS of rs_state in rd_claim() and
-		 * rd_reregister() (reader.c): a state read here is the one any CAS below expects. */
+		/* After the fence; pairs with the reader's CAS of rs_state in rd_claim(),
+		 * rd_reregister() and rd_reg_leave() (reader.c): a state read here is the one any
+		 * CAS below expects. */
 		uint64_t state = ld_seqcst(&s->rs_state);
 		if (KV_RS_STATE(state) != KV_RS_ACTIVE) {
 			if (KV_RS_STATE(state) == KV_RS_EXPELLED)
@@ -146,8 +147,9 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 			r->blocked_since[i] = 0;
 			continue;
 		}
-		/* Pairs with the store of rs_ctr in rd_enter() (announce) and the release store
-		 * in rd_exit() (quiescent): seq_cst, so that it is ordered after the fence. */
+		/* Pairs with the store of rs_ctr in rd_enter() (announce) and the release stores
+		 * in rd_exit() and rd_reg_leave() (quiescent; reader.c): seq_cst, so that it is
+		 * ordered after the fence. */
 		uint64_t c = ld_seqcst(&s->rs_ctr);
 		if (c == 0 || c == e) {
 			r->blocked_since[i] = 0; /* quiescent, or protecting nothing retired yet */
@@ -166,7 +168,7 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 			r->blocked_since[i] = now;
 		} else if (now >= r->blocked_since[i] && now - r->blocked_since[i] >= r->stall_ns) {
 			/* Rule 4. The CAS fails if the reader left or re-registered meanwhile (its
-			 * CAS in kvidx_reader_close() / rd_reregister()). */
+			 * CAS in rd_reg_leave() / rd_reregister(), reader.c). */
 			if (!reader_reap_if_dead(r, i, state) &&
 			    cas_u64(&s->rs_state, state, (KV_RS_GEN(state) << 8) | KV_RS_EXPELLED)) {
 				add_relaxed(&s->rs_expelled, 1);
@@ -186,7 +188,7 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 	else if (r->hold_until && now >= r->hold_until)
 		r->hold_until = 0;
 	/* Rule 4: any expulsion above is ordered before the reuse of entries below. Pairs with
-	 * the acquire fence in rd_exit(). */
+	 * the acquire fence in rd_exit() (reader.c). */
 	fence_release();
 	while (r->len) {
 		struct kv_limbo_item *it = &r->limbo[r->head];
@@ -204,7 +206,8 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 void kv_rcu_reap_dead(struct kv_rcu *r)
 {
 	for (uint32_t i = 0; i < r->max_readers; i++) {
-		/* Pairs with the reader's CAS of rs_state in rd_claim() and kvidx_reader_close(). */
+		/* Pairs with the reader's CAS of rs_state in rd_claim(), rd_reregister() and
+		 * rd_reg_leave() (reader.c). */
 		uint64_t state = ld_seqcst(&r->rslots[i].rs_state);
 		if (KV_RS_STATE(state) != KV_RS_FREE)
 			reader_reap_if_dead(r, i, state);

@@ -10,21 +10,23 @@
  *     any slot word. Pairs with the full fence in kv_rcu_reclaim() (rcu.c): the writer
  *     either sees the announcement and keeps every entry retired at or after it, or this
  *     reader sees every unlink published before the writer's fence.
- *  3. Slot words are loaded with acquire, pairing with the release stores in publish() and
- *     tomb_trim() (table.c), so an entry's words are complete when read. Entries never change while a
- *     slot points at them and while this reader's announcement protects them, so records are
- *     never torn.
+ *  3. Slot words are loaded with acquire, pairing with the release stores of slot words in
+ *     publish(), slot_ok() and tomb_trim() (table.c), so an entry's words are complete when
+ *     read. Entries never change while a slot points at them and while this reader's
+ *     announcement protects them, so records are never torn.
  *  4. rd_exit() clears rs_ctr with a release store (every read of the section happens before
  *     the writer may see this reader quiescent), pairing with the seq_cst load of rs_ctr in
  *     kv_rcu_reclaim() (rcu.c).
  *  5. Expulsion: rd_exit() issues an acquire fence and re-reads rs_state. It pairs with the
- *     release fence in kv_rcu_reclaim() (rcu.c) after the CAS to EXPELLED: if anything read here came
- *     from reused memory, the state read afterwards is EXPELLED, and the answer is discarded
- *     (-KVIDX_ERETRY). The next call re-registers the slot.
+ *     release fence after the CAS to EXPELLED in kv_rcu_reclaim() (rcu.c; reg_check() in
+ *     writer.c has one too): if anything read here came from reused memory, the state read
+ *     afterwards is EXPELLED, and the answer is discarded (-KVIDX_ERETRY). The next call
+ *     re-registers the slot.
  *  6. rs_state changes only by seq_cst CAS, on both sides: the reader claims, re-registers
- *     and frees its slot (rd_claim(), rd_reregister(), kvidx_reader_close()); the writer frees
- *     a dead reader's slot and expels a stalled one (reader_reap_if_dead(), kv_rcu_reclaim()
- *     in rcu.c). A CAS that loses to the other side's fails and changes nothing.
+ *     and frees its slot (rd_claim(), rd_reregister(), rd_reg_leave() from
+ *     kvidx_reader_close()); the writer frees a dead reader's slot and expels a stalled one
+ *     (reader_reap_if_dead(), kv_rcu_reclaim() in rcu.c) or every reader of a damaged registry
+ *     (reg_check(), writer.c). A CAS that loses to the other side's fails and changes nothing.
  *  7. A generation is mapped only after an acquire load of ih_generation (rd_switch(),
  *     pairing with the release store in kvidx_writer_publish(), writer.c), and used only if
  *     an acquire load of its dh_state says LIVE (rd_map_gen(), pairing with the release store
@@ -88,6 +90,11 @@ static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
 	if (rc < 0)
 		return rc;
 	v.hdr = v.base;
+	/* Acquire pairs with the release store of dh_state in data_create() (writer.c): a live
+	 * generation is completely initialised (rule 7), the header copied below included. Loaded
+	 * before the copy, so that it orders the copy itself (the acquire load of ih_generation in
+	 * rd_switch(), the caller, does too; this does not lean on that). */
+	uint64_t state = ld_acquire(&v.hdr->dh_state);
 	/*
 	 * Validate a private copy of the header's immutable part and take the geometry from
 	 * that same copy: reading the shared header again after validating it would let a
@@ -96,9 +103,7 @@ static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
 	memset(&h, 0, sizeof(h));
 	memcpy(&h, v.base, offsetof(struct kvidx_data_hdr, dh_state));
 	rc = kv_data_validate(&h, v.size);
-	/* Acquire pairs with the release store of dh_state in data_create() (writer.c): a live
-	 * generation is completely initialised (rule 7). */
-	if (rc == 0 && (h.dh_generation != gen || ld_acquire(&v.hdr->dh_state) != KV_DATA_LIVE))
+	if (rc == 0 && (h.dh_generation != gen || state != KV_DATA_LIVE))
 		rc = -KVIDX_ECORRUPT;
 	if (rc < 0) {
 		munmap(v.base, v.size);
@@ -171,8 +176,9 @@ static bool rd_claim(struct kvidx_reader *r, struct kvidx_reader_slot *slots, ui
 		return false;
 	st_relaxed(&s->rs_ctr, 0);
 	for (int tries = 0; tries < 4; tries++) {
-		/* Only the writer competes (freeing this slot as dead, reader_reap_if_dead() in
-		 * rcu.c, by CAS on the same word: rule 6): a handful of tries. */
+		/* Only the writer competes (freeing this slot as dead in reader_reap_if_dead(), or
+		 * expelling its previous owner in kv_rcu_reclaim(), rcu.c: seq_cst CAS on the same
+		 * word, rule 6): a handful of tries. */
 		uint64_t st = ld_seqcst(&s->rs_state);
 		uint64_t mine = ((KV_RS_GEN(st) + 1) << 8) | KV_RS_ACTIVE;
 		if (cas_u64(&s->rs_state, st, mine)) {
@@ -195,7 +201,8 @@ static void rd_reg_leave(struct kvidx_reader *r, bool still_ours)
 {
 	if (r->me && still_ours) {
 		/* Quiescent for good (rule 4: pairs with the seq_cst load of rs_ctr in
-		 * kv_rcu_reclaim()), then the slot freed by CAS (rule 6). */
+		 * kv_rcu_reclaim(), rcu.c), then the slot freed by CAS (rule 6: against the writer's
+		 * in reader_reap_if_dead() and kv_rcu_reclaim()). */
 		st_release(&r->me->rs_ctr, 0);
 		uint64_t st = ld_seqcst(&r->me->rs_state);
 		cas_u64(&r->me->rs_state, st, (KV_RS_GEN(st) << 8) | KV_RS_FREE);
@@ -369,7 +376,7 @@ void kvidx_reader_close(struct kvidx_reader *r)
 /* ---- read-side sections ---- */
 
 /* Re-registers after an expulsion: one CAS attempt, so bounded. The CAS races the writer's
- * (the expulsion CAS in kv_rcu_reclaim(), rcu.c: rule 6). */
+ * (the expulsion CAS in kv_rcu_reclaim(), rcu.c, or reg_check(), writer.c: rule 6). */
 static int rd_reregister(struct kvidx_reader *r)
 {
 	uint64_t st = ld_seqcst(&r->me->rs_state);
@@ -404,7 +411,7 @@ static int rd_enter(struct kvidx_reader *r)
 	}
 	st_relaxed(&r->me->rs_ctr, ld_relaxed(&r->ih->ih_epoch));
 	/* Rule 2: the announcement is visible before any slot is read. Pairs with the full
-	 * fence in kv_rcu_reclaim(). */
+	 * fence in kv_rcu_reclaim() (rcu.c). */
 	fence_seqcst();
 	return 0;
 }
@@ -412,10 +419,11 @@ static int rd_enter(struct kvidx_reader *r)
 static int rd_exit(struct kvidx_reader *r)
 {
 	/* Rule 5: every read of the section is ordered before the state check. Pairs with the
-	 * release fence in kv_rcu_reclaim(). */
+	 * release fence after the expulsion CAS in kv_rcu_reclaim() (rcu.c) and reg_check()
+	 * (writer.c). */
 	fence_acquire();
 	uint64_t st = ld_relaxed(&r->me->rs_state);
-	/* Rule 4: pairs with the seq_cst load of rs_ctr in kv_rcu_reclaim(). */
+	/* Rule 4: pairs with the seq_cst load of rs_ctr in kv_rcu_reclaim() (rcu.c). */
 	st_release(&r->me->rs_ctr, 0);
 	st_relaxed(&r->me->rs_lookups, ld_relaxed(&r->me->rs_lookups) + 1);
 	return st == r->state ? 0 : -KVIDX_ERETRY;
@@ -431,8 +439,8 @@ static const uint64_t *rd_find(const struct kv_view *v, uint64_t key, uint64_t m
 	uint32_t fp = kv_fp(m);
 
 	for (uint32_t p = 0; p < v->max_probe; p++) {
-		/* Acquire pairs with the release stores of slot words in publish() and
-		 * tomb_trim() (table.c): rule 3. */
+		/* Acquire pairs with the release stores of slot words in publish(), slot_ok()
+		 * and tomb_trim() (table.c): rule 3. */
 		uint64_t s = ld_acquire(&slot[p]);
 		if (s == KV_SLOT_EMPTY)
 			return NULL;
@@ -537,8 +545,8 @@ static inline uint32_t scan_slots(const struct kv_view *v, uint64_t m)
 	uint32_t fp = kv_fp(m);
 
 	for (uint32_t p = 0; p < v->max_probe; p++) {
-		/* Acquire pairs with the release stores of slot words in publish() and
-		 * tomb_trim() (table.c): rule 3. */
+		/* Acquire pairs with the release stores of slot words in publish(), slot_ok()
+		 * and tomb_trim() (table.c): rule 3. */
 		uint64_t s = ld_acquire(&slot[p]);
 		if (s == KV_SLOT_EMPTY)
 			return 0;
@@ -772,8 +780,8 @@ int kvidx_reader_pod(struct kvidx_reader *r, int pod, char name[KVIDX_POD_NAME_M
 	 * of pd_seq pairs with the release store that ends an update in pod_write_names()
 	 * (writer.c): names read after an even pd_seq are at least that update's. */
 	uint64_t s1 = ld_acquire(&p->pd_seq);
-	/* Acquire pairs with the release stores of pd_word in kvidx_pod_add() and pod_bump()
-	 * (writer.c). */
+	/* Acquire pairs with the release stores of pd_word in kvidx_pod_add(), pod_bump() and
+	 * kvidx_pod_set_spec_paused() (writer.c). */
 	if (KV_POD_STATE(ld_acquire(&p->pd_word)) != KV_POD_ACTIVE)
 		return -KVIDX_ENOPOD;
 	for (size_t i = 0; i < KVIDX_POD_NAME_MAX; i++) {
@@ -782,7 +790,7 @@ int kvidx_reader_pod(struct kvidx_reader *r, int pod, char name[KVIDX_POD_NAME_M
 			model[i] = ld_relaxed(&p->pd_model[i]);
 	}
 	/* The name loads above are ordered before the re-check of pd_seq. Pairs with the release
-	 * fence after the opening pd_seq bump in pod_write_names(): if a name load saw an
+	 * fence after the opening pd_seq bump in pod_write_names() (writer.c): if a name load saw an
 	 * update's store, the re-check sees that update's odd pd_seq (or a later one). */
 	fence_acquire();
 	if ((s1 & 1) || ld_relaxed(&p->pd_seq) != s1)
@@ -858,8 +866,8 @@ int64_t kv_reader_walk(struct kvidx_reader *r, uint64_t from, uint64_t count, ui
 		uint64_t end = v->nslots + v->max_probe;
 		uint64_t step = count < 1024 ? count : 1024;
 		for (uint64_t pos = from; pos < from + step && pos < end; pos++) {
-			/* Acquire pairs with the release stores of slot words in publish() and
-			 * tomb_trim() (table.c), as in rd_find() (rule 3). */
+			/* Acquire pairs with the release stores of slot words in publish(),
+			 * slot_ok() and tomb_trim() (table.c), as in rd_find() (rule 3). */
 			uint64_t s = ld_acquire(&v->slots[pos]);
 			uint32_t idx = (uint32_t)s;
 			if (s == KV_SLOT_EMPTY || s == KV_SLOT_TOMB || idx == 0 || idx >= v->units)

@@ -6,12 +6,12 @@
  *
  *  1. Producer: the reader owning the slot (one thread). It reads rh_tail with acquire in
  *     ring_room() (pairs with the consumer's release store of rh_tail in drain_one(): the
- *     consumer is done
- *     reading the messages it passed before the producer overwrites them), writes all the
- *     messages of one commit, then publishes them with one release store of rh_head.
+ *     consumer is done reading the messages it passed before the producer overwrites them),
+ *     writes all the messages of one commit, then publishes them with one release store of
+ *     rh_head in ring_put().
  *  2. Consumer: the writer (one thread). It reads rh_head with acquire in drain_one() (pairs
  *     with the producer's release store in ring_put(): the messages are complete), copies them
- *     out, then releases rh_tail.
+ *     out, then release-stores rh_tail.
  *  3. The consumer trusts nothing in the ring: its geometry is its own, a head more than
  *     ring_entries ahead of its tail is treated as corruption (everything queued is dropped
  *     and counted), every message is type- and range-checked, and a commit whose key messages
@@ -259,9 +259,8 @@ struct kv_bell {
 	int efd;        /* the eventfd kvidx_writer_doorbell() returns */
 	int ctl_fd;     /* the registry's descriptor (for pread) */
 	uint32_t *word; /* &ctl->ch_bell in the writer's mapping (only passed to futex()) */
-	uint32_t stop;  /* set by kv_bell_stop_thread() */
+	uint32_t stop;  /* set by kv_bell_stop_thread() (release), read by bell_main() (acquire) */
 	bool running;   /* th exists */
-	uint64_t wakes; /* eventfd signals sent */
 	uint32_t base;  /* the word when the thread was started (base_ok: read) */
 	bool base_ok;
 };
@@ -277,6 +276,8 @@ static void *bell_main(void *arg)
 	uint32_t seen = b->base;
 	bool first = !b->base_ok;
 
+	/* Acquire pairs with the release store of stop in kv_bell_stop_thread(); it publishes
+	 * nothing else (the thread reads only what existed before pthread_create()). */
 	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t v;
 		if (pread(b->ctl_fd, &v, sizeof(v), off) != (ssize_t)sizeof(v)) {
@@ -286,7 +287,6 @@ static void *bell_main(void *arg)
 		if (!first && v != seen) {
 			uint64_t one = 1;
 			(void)!write(b->efd, &one, sizeof(one));
-			b->wakes++;
 			nanosleep(&gap, NULL);
 		}
 		first = false;
@@ -322,6 +322,8 @@ void kv_bell_stop_thread(struct kvidx *w)
 
 	if (!b || !b->running)
 		return;
+	/* Pairs with the acquire load of stop in bell_main(); pthread_join() below is what
+	 * orders the thread's end before b is reused or freed. */
 	__atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
 	futex(b->word, FUTEX_WAKE, 1, NULL); /* else it notices within KV_BELL_WAIT_NS */
 	pthread_join(b->th, NULL);

@@ -8,10 +8,12 @@
  *
  *  1. One thread of one process calls everything here (the caller serialises apply and reaper).
  *  2. An entry is immutable once a slot points at it. Every change builds a new entry in free
- *     arena memory, then publishes it with one release store of the slot word, which pairs with
- *     the acquire loads of slot words in rd_find(), scan_slots() and kv_reader_walk()
- *     (reader.c): a reader that sees the new index sees the new entry's words. The old entry is retired to RCU limbo, never written again
- *     until every reader has passed a quiescent state (kv_rcu_reclaim() in rcu.c).
+ *     arena memory, then publishes it with one release store of the slot word (publish()),
+ *     which pairs with the acquire loads of slot words in rd_find(), scan_slots() and
+ *     kv_reader_walk() (reader.c): a reader that sees the new index sees the new entry's
+ *     words. The old entry is retired to RCU limbo, never written again until every reader
+ *     has passed a quiescent state (kv_rcu_reclaim() in rcu.c). TOMB and EMPTY words
+ *     (publish(), slot_ok(), tomb_trim()) are release-stored too; they carry no entry.
  *  3. A slot goes EMPTY -> live -> TOMB -> live ... and TOMB -> EMPTY only when the next slot
  *     is EMPTY, so a probe for a key that stays present never meets an EMPTY slot before it.
  *     The same key is never live in two slots.
@@ -168,6 +170,15 @@ static void entry_load(const struct kvidx *w, uint32_t idx, struct kv_buf *b)
 	}
 }
 
+/* b for key: a copy of its entry idx, or empty when idx is 0 (no entry yet). */
+static void buf_load(const struct kvidx *w, uint32_t idx, uint64_t key, struct kv_buf *b)
+{
+	if (idx)
+		entry_load(w, idx, b);
+	else
+		buf_empty(b, key);
+}
+
 static int buf_find_pod(const struct kv_buf *b, unsigned pod)
 {
 	for (unsigned i = 0; i < b->n; i++)
@@ -214,6 +225,16 @@ static void buf_make_room(struct kv_buf *b, uint64_t now)
 	buf_note(b, KV_NOTE_DROP, KVIDX_DROP_EVICTED, b->w0[victim], b->w1[victim], now);
 	b->rec_evicted++;
 	buf_drop(b, (unsigned)victim);
+}
+
+/* Appends record (w0, w1) to b, which holds at most ppk: a full b makes room first. */
+static void buf_add(struct kv_buf *b, unsigned ppk, uint64_t w0, uint64_t w1, uint64_t now)
+{
+	if (b->n == ppk)
+		buf_make_room(b, now);
+	b->w0[b->n] = w0;
+	b->w1[b->n] = w1;
+	b->n++;
 }
 
 /* ---- slots ---- */
@@ -582,10 +603,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 			full = 1;
 			continue;
 		}
-		if (idx)
-			entry_load(w, idx, &b);
-		else
-			buf_empty(&b, keys[k]);
+		buf_load(w, idx, keys[k], &b);
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]) && (KV_REC_TIERS(b.w0[r]) & tier) &&
 		    b.n == b.old_n) {
@@ -602,11 +620,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 			}
 			b.w0[r] = KV_REC_W0(pod, gen, tiers, 0, 0);
 		} else {
-			if (b.n == w->ppk)
-				buf_make_room(&b, now);
-			b.w0[b.n] = KV_REC_W0(pod, gen, tiers, 0, 0);
-			b.w1[b.n] = now;
-			b.n++;
+			buf_add(&b, w->ppk, KV_REC_W0(pod, gen, tiers, 0, 0), now, now);
 		}
 		if (publish(w, pos, idx, &b) < 0) {
 			stat_add(&w->st->store_failed, 1);
@@ -688,10 +702,7 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 		}
 		if (idx && spec_skip(w, idx, (unsigned)pod, now))
 			continue; /* the checks below would find the same, after a copy */
-		if (idx)
-			entry_load(w, idx, &b);
-		else
-			buf_empty(&b, keys[k]);
+		buf_load(w, idx, keys[k], &b);
 		int r = buf_find_pod(&b, (unsigned)pod);
 		if (r >= 0 && !rec_spec(b.w0[r]))
 			continue; /* confirmed already: a prediction adds nothing */
@@ -706,11 +717,8 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 			 * prediction alive (the seed: do not stretch the TTL). */
 			continue;
 		} else {
-			if (b.n == w->ppk)
-				buf_make_room(&b, now);
-			b.w0[b.n] = KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms);
-			b.w1[b.n] = now;
-			b.n++;
+			buf_add(&b, w->ppk, KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms), now,
+				now);
 		}
 		if (publish(w, pos, idx, &b) < 0) {
 			full = 1;

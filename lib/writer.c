@@ -9,9 +9,11 @@
  *  1. One writer: it holds an OFD write lock on byte 0 of /NAME.lock (0600: no reader can
  *     open it, so none can hold it) for its lifetime. The kernel drops the lock when the
  *     process dies, so a successor can take over.
- *  2. A generation is built completely, then marked live (release store of dh_state), then
- *     named current (release store of ih_generation). Readers map a generation only after an
- *     acquire load of ih_generation and check dh_state with an acquire load (reader.c).
+ *  2. A generation is built completely, then marked live (release store of dh_state in
+ *     data_create()), then named current (release store of ih_generation in
+ *     kvidx_writer_publish()). Readers map a generation only after an acquire load of
+ *     ih_generation (rd_switch()) and check dh_state with an acquire load (rd_map_gen(),
+ *     reader.c).
  *  3. Pod words and pod names change with release stores readers pair with (see each store);
  *     everything else in the data segment is written by this process only.
  *  4. The index header (/NAME) is written by this process only; the registry (/NAME.reg.K)
@@ -407,14 +409,14 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o, uint32_t
 			w->info.flags |= KVIDX_OPEN_GEOMETRY;
 		w->old_reg_gen = prev.ih_reg_gen; /* unlinked once the new one is named */
 		rc = reg_create(w, o, k);
-		w->created_reg = rc == 0;
 	}
 	if (rc < 0)
 		return rc;
 	if (w->created_idx || (w->info.flags & KVIDX_OPEN_REBUILT)) {
 		/* A fresh header: everything but the magic, which goes last (readers treat a
-		 * header without it as not there yet). Readers pread() the header in
-		 * kvidx_reader_open(); the release store keeps the intent visible. */
+		 * header without it as not there yet). No acquire load pairs with the release
+		 * store: readers pread() the header in kvidx_reader_open() and validate the copy;
+		 * it orders the magic after the rest for anyone who loads it from a mapping. */
 		struct kvidx_idx_hdr *h = w->ih;
 		st_relaxed(&h->ih_magic, 0);
 		memset((char *)h + 8, 0, KV_IDX_SIZE - 8);
@@ -468,6 +470,9 @@ static bool reg_check(struct kvidx *w, uint64_t now)
 		if (KV_RS_STATE(st) == KV_RS_ACTIVE)
 			cas_u64(&w->rslots[i].rs_state, st, (KV_RS_GEN(st) << 8) | KV_RS_EXPELLED);
 	}
+	/* The expulsions above are ordered before anything stored after this, reused entries
+	 * included (those wait for a grace period, whose own fence in kv_rcu_reclaim() comes
+	 * later still). Pairs with the acquire fence in rd_exit() (reader.c). */
 	fence_release();
 	struct kvidx old = *w; /* the registry fields of the damaged one */
 	struct kvidx_writer_opts o = { .group = w->group };
@@ -869,7 +874,8 @@ int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)
 	uint64_t pw = w->pods[pod].pd_word;
 	unsigned fl = paused ? KV_POD_FLAGS(pw) | KV_POD_SPEC_PAUSED :
 			       KV_POD_FLAGS(pw) & ~KV_POD_SPEC_PAUSED;
-	/* Pairs with the acquire pod-word load in rd_rec_visible() (reader.c). */
+	/* Pairs with the acquire pod-word loads in rd_rec_visible() and kvidx_reader_pod()
+	 * (reader.c). */
 	st_release(&w->pods[pod].pd_word, KV_POD_WORD(KV_POD_STATE(pw), fl, KV_POD_GEN(pw)));
 	return 0;
 }
@@ -889,5 +895,4 @@ void kvidx_writer_tick(struct kvidx *w, uint64_t now)
 	kv_rcu_reclaim(&w->rcu, now);
 	kv_sweep_step(w, 4096);
 	st_relaxed(&w->st->tombstones, w->tombs);
-	w->last_tick_ns = now;
 }

@@ -34,7 +34,6 @@ static inline bool cas_u64(uint64_t *p, uint64_t expected, uint64_t desired)
 #define stat_add(p, v) st_relaxed((p), ld_relaxed(p) + (v))
 
 #define KVIDX_CACHELINE 64
-#define kvidx_likely(x) __builtin_expect(!!(x), 1)
 #define kvidx_unlikely(x) __builtin_expect(!!(x), 0)
 
 #endif /* KVIDX_ATOMICS_H */

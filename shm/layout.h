@@ -371,7 +371,6 @@ enum { KV_HIST_CONFIRM = 0, KV_HIST_CONFIRM_RECENT = 1, KV_HIST_LAG = 2, KV_HIST
  * class 0 below 512 tokens, 1 below 2048, 2 below 8192, 3 from 8192 on. Fixed, so that a
  * class means the same in every index and every dashboard.
  */
-#define KV_PROMPT_CLASS_BOUNDS { 512, 2048, 8192 }
 static inline unsigned kv_prompt_class(uint64_t tokens)
 {
 	return tokens < 512 ? 0 : tokens < 2048 ? 1 : tokens < 8192 ? 2 : 3;

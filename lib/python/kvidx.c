@@ -46,7 +46,7 @@ typedef struct {
 
 /* ---- errors ---- */
 
-static PyObject *raise_kvidx(int rc, const char *what)
+static PyObject *raise_kvidx(int rc)
 {
 	PyObject *args = Py_BuildValue("(is)", -rc, kvidx_strerror(rc));
 
@@ -54,7 +54,6 @@ static PyObject *raise_kvidx(int rc, const char *what)
 		PyErr_SetObject(KvidxError, args);
 		Py_DECREF(args);
 	}
-	(void)what;
 	return NULL;
 }
 
@@ -73,6 +72,8 @@ static int claim(ReaderObject *self)
 		PyErr_SetString(PyExc_ValueError, "kvidx.Reader is closed");
 		return -1;
 	}
+	/* seq_cst CAS: pairs with the store in unclaim(), so the previous owner's use of the
+	 * C handle happens before ours. */
 	if (!atomic_compare_exchange_strong(&self->rd_owner, &free_, me)) {
 		PyErr_Format(ConcurrentUseError,
 			     "kvidx.Reader used from two threads at once (thread %lu is inside a "
@@ -85,6 +86,7 @@ static int claim(ReaderObject *self)
 
 static void unclaim(ReaderObject *self)
 {
+	/* seq_cst store: pairs with the CAS in claim() of the next owner. */
 	atomic_store(&self->rd_owner, 0);
 }
 
@@ -193,6 +195,19 @@ bad:
 	return -1;
 }
 
+/* Fills k with keys (uint64) and claims the handle (rule 1): 0 with both held, or -1 with an
+ * exception set and neither held. */
+static int keys_claimed(ReaderObject *self, PyObject *keys, struct carr *k)
+{
+	if (carr_get(keys, 8, "keys", k) < 0)
+		return -1;
+	if (claim(self) < 0) {
+		carr_release(k);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- Reader ---- */
 
 static int Reader_init(ReaderObject *self, PyObject *args, PyObject *kw)
@@ -211,7 +226,7 @@ static int Reader_init(ReaderObject *self, PyObject *args, PyObject *kw)
 	r = kvidx_reader_open(name);
 	Py_END_ALLOW_THREADS
 	if (!r) {
-		raise_kvidx(-errno, "open");
+		raise_kvidx(-errno);
 		return -1;
 	}
 	self->rd_r = r;
@@ -255,6 +270,7 @@ static PyObject *Reader_exit(ReaderObject *self, PyObject *args)
 	return Reader_close(self, NULL);
 }
 
+/* The index's info, retried once (rule 3); the caller holds the claim. 0 or a negative error. */
 static int info_get(ReaderObject *self, struct kvidx_info *info)
 {
 	int rc = kvidx_reader_info(self->rd_r, info);
@@ -264,16 +280,26 @@ static int info_get(ReaderObject *self, struct kvidx_info *info)
 	return rc;
 }
 
+/* info_get() under a claim of its own: 0, or -1 with kvidx.Error (or the claim's error) set. */
+static int info_claimed(ReaderObject *self, struct kvidx_info *info)
+{
+	if (claim(self) < 0)
+		return -1;
+	int rc = info_get(self, info);
+	unclaim(self);
+	if (rc < 0) {
+		raise_kvidx(rc);
+		return -1;
+	}
+	return 0;
+}
+
 static PyObject *Reader_info(ReaderObject *self, PyObject *unused)
 {
 	struct kvidx_info in;
 
-	if (claim(self) < 0)
+	if (info_claimed(self, &in) < 0)
 		return NULL;
-	int rc = info_get(self, &in);
-	unclaim(self);
-	if (rc < 0)
-		return raise_kvidx(rc, "info");
 	return Py_BuildValue(
 		"{s:s,s:I,s:K,s:s,s:s,s:I,s:K,s:K,s:I,s:I,s:I,s:i,s:K,s:K}", "name",
 		self->rd_name, "layout_version", in.layout_version, "generation",
@@ -322,7 +348,7 @@ static PyObject *Reader_pods(ReaderObject *self, PyObject *unused)
 	}
 	unclaim(self);
 	if (rc < 0)
-		return raise_kvidx(rc, "pods");
+		return raise_kvidx(rc);
 	return list;
 }
 
@@ -434,12 +460,8 @@ static PyObject *Reader_keys(ReaderObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "Os|zzO:keys", kwlist, &tokens, &model, &lora,
 					 &salt, &mm))
 		return NULL;
-	if (claim(self) < 0)
+	if (info_claimed(self, &in) < 0)
 		return NULL;
-	int rc = info_get(self, &in);
-	unclaim(self);
-	if (rc < 0)
-		return raise_kvidx(rc, "keys");
 	if (carr_get(tokens, 4, "tokens", &t) < 0)
 		return NULL;
 	if (mm_get(mm, &mc) < 0)
@@ -459,7 +481,7 @@ static PyObject *Reader_keys(ReaderObject *self, PyObject *args, PyObject *kw)
 	err = n == 0 ? errno : 0;
 	Py_END_ALLOW_THREADS
 	if (err)
-		raise_kvidx(-err, "keys");
+		raise_kvidx(-err);
 	else
 		res = PyObject_CallFunction(ArrayType, "sy#", "Q", (const char *)keys,
 					    (Py_ssize_t)(n * sizeof(uint64_t)));
@@ -519,12 +541,8 @@ static PyObject *Reader_score(ReaderObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (weights_get(wd, &w) < 0)
 		return NULL;
-	if (carr_get(keys, 8, "keys", &k) < 0)
+	if (keys_claimed(self, keys, &k) < 0)
 		return NULL;
-	if (claim(self) < 0) {
-		carr_release(&k);
-		return NULL;
-	}
 	if (pods != Py_None) {
 		pseq = PySequence_Fast(pods, "pods must be a sequence of pod names or indices");
 		if (!pseq)
@@ -559,7 +577,7 @@ static PyObject *Reader_score(ReaderObject *self, PyObject *args, PyObject *kw)
 		rc = kvidx_score(self->rd_r, k.p, k.n, cand, ncand, &w, rows, max);
 	Py_END_ALLOW_THREADS
 	if (rc < 0) {
-		raise_kvidx(rc, "score");
+		raise_kvidx(rc);
 		goto out;
 	}
 	list = PyList_New(rc);
@@ -600,12 +618,12 @@ out:
 }
 
 /* commit/report_outcome: True when queued, False when dropped because the ring was full. */
-static PyObject *ring_result(int rc, const char *what)
+static PyObject *ring_result(int rc)
 {
 	if (rc == -EAGAIN)
 		Py_RETURN_FALSE;
 	if (rc < 0)
-		return raise_kvidx(rc, what);
+		return raise_kvidx(rc);
 	Py_RETURN_TRUE;
 }
 
@@ -621,12 +639,8 @@ static PyObject *Reader_commit(ReaderObject *self, PyObject *args, PyObject *kw)
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|KOII:commit", kwlist, &keys, &pod, &corr,
 					 &prefill, &matched, &mspec))
 		return NULL;
-	if (carr_get(keys, 8, "keys", &k) < 0)
+	if (keys_claimed(self, keys, &k) < 0)
 		return NULL;
-	if (claim(self) < 0) {
-		carr_release(&k);
-		return NULL;
-	}
 	PyObject *res = NULL;
 	int p = pod_index(self, pod), pp = -1;
 	if (p >= 0 && prefill != Py_None)
@@ -635,7 +649,7 @@ static PyObject *Reader_commit(ReaderObject *self, PyObject *args, PyObject *kw)
 		struct kvidx_route rt = { .corr_id = corr, .pod = p, .prefill_pod = pp,
 					  .keys = k.p, .nkeys = k.n, .matched_blocks = matched,
 					  .matched_spec = mspec };
-		res = ring_result(kvidx_commit(self->rd_r, &rt), "commit");
+		res = ring_result(kvidx_commit(self->rd_r, &rt));
 	}
 	unclaim(self);
 	carr_release(&k);
@@ -656,8 +670,7 @@ static PyObject *Reader_report_outcome(ReaderObject *self, PyObject *args, PyObj
 		return NULL;
 	int p = pod_index(self, pod);
 	if (p >= 0)
-		res = ring_result(kvidx_report_outcome(self->rd_r, corr, p, cached, prompt),
-				  "report_outcome");
+		res = ring_result(kvidx_report_outcome(self->rd_r, corr, p, cached, prompt));
 	unclaim(self);
 	return res;
 }

@@ -97,6 +97,11 @@ type view struct {
 	slots, arena, pods     unsafe.Pointer
 }
 
+// Loads of the data segment (sequentially consistent, so at least acquire). Slot words pair
+// with the writer's release stores of slot words in publish(), slot_ok() and tomb_trim()
+// (lib/table.c): an entry's words are complete when its index is read. Pod words pair with
+// the release stores of pd_word in kvidx_pod_add(), pod_bump() and
+// kvidx_pod_set_spec_paused() (lib/writer.c).
 func (v *view) slot(i uint64) uint64    { return ld64p(v.slots, uintptr(i)*8) }
 func (v *view) word(i uint64) uint64    { return ld64p(v.arena, uintptr(i)*8) } // arena word i
 func (v *view) podWord(p uint32) uint64 { return ld64p(v.pods, uintptr(p)*podBytes+pdWord) }
@@ -130,12 +135,16 @@ func mapGen(name string, gen uint64, owner uint32) (view, error) {
 		return v, err
 	}
 	m := newMapping(b)
+	// Acquire: pairs with the writer's release store of dh_state in data_create()
+	// (lib/writer.c): a live generation is completely initialised, the header copied below
+	// included (loaded first, so that it orders the copy itself).
+	state := m.ld64(dhState)
 	// A private copy of the immutable part, validated and used from here on: reading the
 	// shared header again would let a change in between put unchecked values in the view.
 	var h [dataHdrImmutable]byte
 	m.bytesAt(0, dataHdrImmutable, h[:])
 	d, err := parseDataHdr(h[:], uint64(size))
-	if err == nil && (d.generation != gen || m.ld64(dhState) != dataLive) {
+	if err == nil && (d.generation != gen || state != dataLive) {
 		err = ErrCorrupt
 	}
 	if err != nil {

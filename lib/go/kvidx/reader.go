@@ -465,6 +465,10 @@ func (r *Reader) PodName(pod int) (name, model string, err error) {
 		return "", "", ErrNoPod
 	}
 	off := uintptr(v.hdr.podsOff) + uintptr(pod)*podBytes
+	// A seqlock read (FORMAT.md 5.4): the load of pd_seq pairs with the release store that
+	// ends an update in pod_write_names() (lib/writer.c), the re-check below with the release
+	// fence after its opening bump (Go's loads are ordered with each other: the acquire
+	// fence); the pod word as in view.podWord.
 	s1 := v.m.ld64(off + pdSeq)
 	if podState(v.m.ld64(off+pdWord)) != podActive {
 		return "", "", ErrNoPod

@@ -170,8 +170,8 @@ func (x *idx) close() {
 // openCtl opens and maps the registry the index header names now (FORMAT.md 6.3). ErrNotFound
 // if it was replaced while we looked (the next call tries again).
 func openCtl(name string, x *idx) (ctl, error) {
-	// Acquire: pairs with the writer's release store of ih_reg_gen; the geometry read after
-	// it is that registry's.
+	// Acquire: pairs with the writer's release store of ih_reg_gen in reg_publish()
+	// (lib/writer.c); the geometry read after it is that registry's.
 	k := x.m.ld64(ihRegGen)
 	var ih [idxHdrBytes]byte
 	if n, err := syscall.Pread(x.fd, ih[:], 0); err != nil || n != idxHdrBytes {
@@ -244,7 +244,9 @@ func (r *Reader) claim(i uint32) bool {
 	s := c.slotOff(i)
 	c.m.st64(s+rsCtr, 0)
 	for tries := 0; tries < 4; tries++ {
-		// Only the writer competes (freeing this slot as dead): a handful of tries.
+		// Only the writer competes (freeing this slot as dead in reader_reap_if_dead(), or
+		// expelling its previous owner in kv_rcu_reclaim(), lib/rcu.c: CAS on the same
+		// word): a handful of tries.
 		st := c.m.ld64(s + rsState)
 		mine := (rsGen(st)+1)<<8 | rsActive
 		if c.m.cas64(s+rsState, st, mine) {
@@ -297,6 +299,9 @@ func (r *Reader) attach() error {
 
 func (r *Reader) release() {
 	c := &r.c
+	// Quiescent for good (pairs with the writer's seq_cst load of rs_ctr in
+	// kv_rcu_reclaim(), lib/rcu.c), then the slot freed by CAS (against the writer's in
+	// reader_reap_if_dead() and kv_rcu_reclaim()).
 	c.m.st64(r.me+rsCtr, 0)
 	st := c.m.ld64(r.me + rsState)
 	c.m.cas64(r.me+rsState, st, rsGen(st)<<8|rsFree)
@@ -308,7 +313,8 @@ func (r *Reader) release() {
 func (r *Reader) switchGen() error {
 	err := error(ErrNotFound)
 	for tries := 0; tries < 3; tries++ {
-		// Acquire: pairs with the writer's release store of ih_generation.
+		// Acquire: pairs with the writer's release store of ih_generation in
+		// kvidx_writer_publish() (lib/writer.c).
 		g := r.ih.m.ld64(ihGeneration)
 		if g == 0 {
 			return ErrNotFound
@@ -340,6 +346,8 @@ func (r *Reader) reregister() error {
 	}
 	m.st64(r.me+rsCtr, 0)
 	mine := (rsGen(st)+1)<<8 | rsActive
+	// Races the writer's expulsion CAS in kv_rcu_reclaim() (lib/rcu.c) or reg_check()
+	// (lib/writer.c): the loser's CAS fails and changes nothing.
 	if !m.cas64(r.me+rsState, st, mine) {
 		return ErrRetry
 	}
@@ -371,7 +379,7 @@ func (r *Reader) enter() error {
 	}
 	// The announcement, then a full fence before any slot is read: Go's atomic store is
 	// sequentially consistent (XCHG on amd64, STLR + the loads' LDAR ordering on arm64),
-	// which is that fence. Pairs with the full fence in kv_rcu_reclaim() (lib/writer.c).
+	// which is that fence. Pairs with the full fence in kv_rcu_reclaim() (lib/rcu.c).
 	m.st64(r.me+rsCtr, r.ih.m.ld64(ihEpoch))
 	if testHookEnter != nil {
 		testHookEnter(r)
@@ -385,10 +393,11 @@ func (r *Reader) exit() error {
 	// Every read of the section was an atomic load, and Go's atomic loads are ordered with
 	// each other (sequentially consistent), so they all come before this state load: that
 	// is C's acquire fence here. Pairs with the release fence after the writer's CAS to
-	// EXPELLED: if anything read came from reused memory, the state is not ours.
+	// EXPELLED in kv_rcu_reclaim() (lib/rcu.c) and reg_check() (lib/writer.c): if anything
+	// read came from reused memory, the state is not ours.
 	st := m.ld64(r.me + rsState)
 	// Release store: every read of the section happens before the writer may see us
-	// quiescent. Pairs with the writer's seq_cst load of rs_ctr.
+	// quiescent. Pairs with the writer's seq_cst load of rs_ctr in kv_rcu_reclaim().
 	m.st64(r.me+rsCtr, 0)
 	m.st64(r.me+rsLookups, m.ld64(r.me+rsLookups)+1)
 	if st != r.state {
@@ -404,7 +413,8 @@ var testHookEnter func(r *Reader)
 
 func (r *Reader) ringRoom(need uint64) bool {
 	m := &r.c.m
-	// Acquire: pairs with the consumer's release store of rh_tail.
+	// Acquire: pairs with the consumer's release store of rh_tail in drain_one()
+	// (lib/route.c).
 	tail := m.ld64(r.ringOff + rhTail)
 	used := r.ringHead - tail
 	if used > uint64(r.c.ringEntries) {
@@ -428,8 +438,10 @@ func (r *Reader) ringPut(n uint64) {
 	m := &r.c.m
 	r.ringHead += n
 	// Release (here sequentially consistent): the messages are written before the head
-	// says so. Pairs with the acquire load of rh_head in kvidx_drain(). Being a full fence
-	// too, it orders the head before the idle-flag load below (the doorbell rule).
+	// says so. Pairs with the acquire loads of rh_head in drain_one() and
+	// kvidx_writer_idle() (lib/route.c). Being a full fence too, it orders the head before
+	// the idle-flag load below (the doorbell rule: pairs with the full fence in
+	// kvidx_writer_idle()).
 	m.st64(r.ringOff+rhHead, r.ringHead)
 	m.st64(r.me+rsCommits, m.ld64(r.me+rsCommits)+1)
 	if r.ih.m.ld32(ihWriterIdle) != 0 {

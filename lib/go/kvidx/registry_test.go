@@ -44,15 +44,7 @@ func commitAndSee(t *testing.T, r *Reader, c *child, corr uint64) bool {
 }
 
 func TestDoorbellAndRegistryReplacement(t *testing.T) {
-	bin := cBin(t, "kvidx-gohelper")
-	name := indexName(t, "bell")
-	c := startChild(t, bin, "bell", name)
-	c.waitFor("READY", 10*time.Second)
-	r, err := Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	c, r, name := helperReader(t, "bell", "bell")
 	k := r.c.regGen
 	if k == 0 || r.ih.m.ld64(ihRegGen) != k {
 		t.Fatalf("registered in K=%d, index header names %d", k, r.ih.m.ld64(ihRegGen))

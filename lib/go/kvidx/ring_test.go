@@ -14,15 +14,7 @@ import (
 )
 
 func TestRingCommitsReachCWriter(t *testing.T) {
-	bin := cBin(t, "kvidx-gohelper")
-	name := indexName(t, "ring")
-	c := startChild(t, bin, "drain", name)
-	c.waitFor("READY", 10*time.Second)
-	r, err := Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	c, r, _ := helperReader(t, "drain", "ring")
 	var want []string
 	for i, nk := range []int{0, 1, 5, 6, 7, 12, 13, 40} {
 		keys := make([]uint64, nk)
@@ -84,15 +76,7 @@ func TestRingCommitsReachCWriter(t *testing.T) {
 // A ring nobody drains fills up: commits that do not fit are dropped whole and counted in
 // rs_dropped; what fitted is consumed intact afterwards.
 func TestRingFullDropsWholeCommits(t *testing.T) {
-	bin := cBin(t, "kvidx-gohelper")
-	name := indexName(t, "ringfull")
-	c := startChild(t, bin, "drain", name)
-	c.waitFor("READY", 10*time.Second)
-	r, err := Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	c, r, _ := helperReader(t, "drain", "ringfull")
 	// Stop the drainer from keeping up: take the slot's ring over by filling it faster than
 	// 1 ms. 64 messages: commits of 13 keys take 4 each, so at most 16 fit.
 	keys := make([]uint64, 13)

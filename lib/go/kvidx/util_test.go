@@ -99,6 +99,22 @@ func startChildEnv(t testing.TB, env []string, path string, args ...string) *chi
 	return c
 }
 
+// helperReader starts the C writer kvidx-gohelper in mode on a fresh index (tagged tag),
+// waits for its READY line, and opens a Reader on that index, closed when the test ends.
+func helperReader(t *testing.T, mode, tag string) (c *child, r *Reader, name string) {
+	t.Helper()
+	bin := cBin(t, "kvidx-gohelper")
+	name = indexName(t, tag)
+	c = startChild(t, bin, mode, name)
+	c.waitFor("READY", 10*time.Second)
+	r, err := Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return c, r, name
+}
+
 // startDaemon starts a program that runs until SIGTERM (stop sends it).
 func startDaemon(t testing.TB, path string, args ...string) *child {
 	c := startChild(t, path, args...)
