@@ -786,10 +786,13 @@ int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 		for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
 			st_relaxed(&h[b], 0);
 	}
-	/* A new generation: records a previous occupant of this index left behind stay dead.
+	/* A new generation, modulo 2^16 as in pod_bump(): records a previous occupant of this
+	 * index left behind stay dead. (An add follows a removal, so a generation comes round
+	 * only after 32768 removals and clears, and pod_bump()'s full sweep runs within those.)
 	 * Release (the names and zeroed counters first) pairs with the acquire pod-word loads in
 	 * rd_rec_visible() and kvidx_reader_pod() (reader.c). */
-	st_release(&p->pd_word, KV_POD_WORD(KV_POD_ACTIVE, 0, KV_POD_GEN(p->pd_word) + 1));
+	st_release(&p->pd_word,
+		   KV_POD_WORD(KV_POD_ACTIVE, 0, (KV_POD_GEN(p->pd_word) + 1) & 0xffff));
 	return free_idx;
 }
 

@@ -267,6 +267,42 @@ Test(index, clear_pod_is_immediate_and_swept)
 	kvidx_reader_close(r);
 }
 
+/*
+ * The pod word's generation is 16 bits and the word's bits 32-63 are zero (shm/FORMAT.md),
+ * however often a pod index is reused; and a record a previous occupant left behind stays
+ * dead when the generation comes round again.
+ */
+Test(index, pod_generation_wraps_within_its_bits)
+{
+	w = open_w(1024, 2);
+	cr_assert_not_null(w);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	cr_assert_not_null(r);
+	uint64_t key = 0x1234;
+	struct kvidx_rec rec[4];
+
+	int p = kvidx_pod_add(w, "p:1", NULL);
+	cr_assert_geq(p, 0);
+	cr_assert_eq(kvidx_store(w, p, &key, 1, KVIDX_TIER_GPU, kvidx_now_ns()), 1);
+	/* Clears bump the generation by one each: walk it to 0xfffe, past the record's. */
+	const struct kvidx_pod *pd = &kv_reader_view(r)->pods[p];
+	for (int i = 0; KV_POD_GEN(pd->pd_word) != 0xfffe; i++) {
+		cr_assert_lt(i, 70000, "the generation never reached 0xfffe");
+		cr_assert_eq(kvidx_clear_pod(w, p), 0);
+		cr_assert_eq(kvidx_lookup(r, key, rec, 4), 0, "clear %d: the old record is back", i);
+	}
+	/* Removed at 0xffff; added again, the generation comes round to 0 within its bits. */
+	cr_assert_eq(kvidx_pod_remove(w, p), 0);
+	cr_assert_eq(KV_POD_GEN(pd->pd_word), 0xffff);
+	cr_assert_eq(kvidx_pod_add(w, "p:1", NULL), p);
+	cr_assert_eq(pd->pd_word >> 32, 0, "pod word %#llx has bits above 31",
+		     (unsigned long long)pd->pd_word);
+	cr_assert_eq(KV_POD_GEN(pd->pd_word), 0);
+	cr_assert_eq(KV_POD_STATE(pd->pd_word), KV_POD_ACTIVE);
+	cr_assert_eq(kvidx_lookup(r, key, rec, 4), 0, "the old record is back");
+	kvidx_reader_close(r);
+}
+
 /* What the writer's observer reported, and the last report of each kind. */
 struct seen {
 	int stores, confirms, expires, drops[3], clears, pods_removed;
