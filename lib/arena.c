@@ -75,10 +75,11 @@ uint32_t kv_arena_alloc(struct kv_arena *a, unsigned cls)
 
 int kv_arena_free(struct kv_arena *a, uint32_t idx, unsigned cls)
 {
-	struct kv_u32vec *f = &a->freel[cls];
+	struct kv_u32vec *f;
 
 	if (cls >= a->ncls || idx == 0 || idx >= a->bump)
 		return 0; /* not an entry this arena handed out: dropped (never reused) */
+	f = &a->freel[cls];
 
 	if (f->n == f->cap) {
 		size_t ncap = f->cap ? f->cap * 2 : 1024;
