@@ -173,7 +173,8 @@ int metrics_http_start(const char *addr, const char *index_name)
 	if (!index_name)
 		index_name = KVIDX_DEFAULT_NAME;
 	/* The address --metrics accepts (loopback, port not 0), bound as the other servers'. */
-	if (!addr || kv_name_check(index_name) < 0 || ing_metrics_addr_check(addr, err, sizeof(err)))
+	if (!addr || kv_name_check(index_name) < 0 ||
+	    ing_metrics_addr_check(addr, err, sizeof(err)) < 0)
 		return -EINVAL;
 	fd = tc_listen_tcp(addr, false, BACKLOG, NULL, err, sizeof(err));
 	if (fd < 0)
