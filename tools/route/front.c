@@ -41,7 +41,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -893,16 +892,13 @@ int front_main(struct opts *o, int sigfd)
 			timeout = (int)mt;
 		struct curl_waitfd w[2] = { { .fd = sigfd, .events = CURL_WAIT_POLLIN },
 					    { .fd = mfd, .events = CURL_WAIT_POLLIN } };
-		if (client_wait(&F.cl, w, 2, timeout) < 0) {
+		int waited = client_wait_sig(&F.cl, w, 2, timeout);
+		if (waited < 0) {
 			fprintf(stderr, PROG ": curl_multi_poll failed\n");
 			rc = 1;
+		}
+		if (waited)
 			break;
-		}
-		if (w[0].revents) {
-			struct signalfd_siginfo si;
-			if (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-				break;
-		}
 	}
 	print_summary(&F);
 	/* libmicrohttpd cannot stop with suspended connections: end their requests. */
