@@ -918,11 +918,8 @@ int main(int argc, char **argv)
 					       "optionally prefixed by 0x", optarg);
 			sections |= SEC_KEY;
 			break;
-		case 'h':
-			usage(stdout);
-			return fflush(stdout) || ferror(stdout) ? 1 : 0;
-		default: /* ':' or '?' */
-			tc_getopt_error(c, argv);
+		default: /* 'h', ':' or '?' */
+			tc_getopt_default(c, argv, usage);
 		}
 	}
 	if (optind < argc)

@@ -1328,11 +1328,8 @@ int main(int argc, char **argv)
 			o.have_tokens = true;
 			offline_opt = "tokens";
 			break;
-		case 'h':
-			usage(stdout);
-			return fflush(stdout) || ferror(stdout) ? 1 : 0;
-		default: /* ':' or '?' */
-			tc_getopt_error(c, argv);
+		default: /* 'h', ':' or '?' */
+			tc_getopt_default(c, argv, usage);
 		}
 	}
 	if (optind < argc)
