@@ -250,7 +250,6 @@ static const char *const s_names[S_N] = {
 struct rawctx {
 	int s;
 	uint64_t *base;      /* the prefilled keys */
-	uint64_t nbase;
 	struct kvidx *w;
 	struct cds_lfht *lfht;
 	ck_hs_t hs;
@@ -307,7 +306,7 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 				    const uint16_t *bpod, redisContext *rc)
 {
 	struct raw_res res = { .ran = true };
-	struct rawctx c = { .s = s, .nbase = nbase, .rc = rc };
+	struct rawctx c = { .s = s, .rc = rc };
 	char name[KVIDX_NAME_MAX];
 	uint64_t ops = s == S_REDIS ? o.redis_ops : o.ops, rng = 0x9e3779b97f4a7c15ull + (uint64_t)s;
 	uint64_t (*fresh)[BATCH] = xcalloc(FIFO_D, sizeof(*fresh));

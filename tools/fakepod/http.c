@@ -74,7 +74,7 @@ struct hreq {
 	struct MHD_Connection *conn;
 	struct hreq *prev, *next; /* suspended requests (fp->suspended) */
 	struct tc_buf body;
-	bool too_big, in_handler, suspended;
+	bool too_big, suspended;
 	enum hstate state;
 	struct inflight *q;
 	enum hkind kind;
@@ -615,9 +615,7 @@ static enum MHD_Result do_generate(struct hreq *h)
 	}
 	h->prompt_tokens = t.n;
 	h->state = H_WAIT;
-	h->in_handler = true;
 	rc = serve_request(fp, h, t.v, t.n, &f, kvidx_now_ns());
-	h->in_handler = false;
 	free(t.v);
 	if (rc)
 		return queue_error(h, f.restart ? 500 : 503, f.restart

@@ -36,7 +36,6 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
 		if (st >= 200 && !c->head_done) {
 			c->status = st;
 			c->head_done = true;
-			c->t_head = kvidx_now_ns();
 			curl_easy_getinfo(c->easy, CURLINFO_CONTENT_TYPE, &ct);
 			snprintf(c->ctype, sizeof(c->ctype), "%s", ct ? ct : "");
 			if (c->on_head)
@@ -126,8 +125,7 @@ int call_start(struct client *cl, struct call *c, const char *method, const char
 	c->head_done = c->paused = false;
 	c->status = 0;
 	c->ctype[0] = c->err[0] = '\0';
-	c->t_start = kvidx_now_ns();
-	c->t_head = c->t_first = 0;
+	c->t_first = 0;
 	call_header(c, "Expect", "");
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);

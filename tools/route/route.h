@@ -160,7 +160,7 @@ struct call {
 	bool active, head_done, paused, abort_after_upload;
 	long status;                /* client.c: the HTTP status, once head_done */
 	char ctype[128];            /* client.c: Content-Type of the answer */
-	uint64_t t_start, t_head, t_first; /* client.c: sent, head in, first body byte */
+	uint64_t t_first;           /* client.c: when the first body byte came */
 	char err[CURL_ERROR_SIZE];  /* client.c */
 };
 

@@ -45,7 +45,6 @@
 #include "rng.h"
 
 #define MAX_GAPS 8
-#define MAX_PAIRS 1000
 #define VOCAB 50000u
 
 /* In running order: a restart disturbs the pod's stream (ingestd clears it), so it runs last. */
