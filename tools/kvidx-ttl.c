@@ -870,11 +870,7 @@ static void live_routers(struct live *L)
 		uint64_t c[KV_RT_COUNT];
 		struct lat l;
 		char key[16];
-		if (!rt)
-			continue;
-		for (unsigned k = 0; k < KV_RT_COUNT; k++)
-			c[k] = ld_relaxed(&rt->rt_ctr[k]);
-		if (!c[KV_RT_routes] && !c[KV_RT_outcomes])
+		if (!tc_router_snapshot(v, s, c))
 			continue;
 		lat_of(rt->rt_hist, o->q, &l);
 		double age = c[KV_RT_last_route_ns] && now > c[KV_RT_last_route_ns] ?
