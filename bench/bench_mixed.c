@@ -169,6 +169,20 @@ struct mres {
 	bool complete;
 };
 
+/* At the first block event: the speculations so far are counted, and the routers go. */
+struct mixed_first {
+	const struct kv_view *v;
+	uint64_t spec;
+};
+
+static void on_first_block(void *arg)
+{
+	struct mixed_first *f = arg;
+
+	f->spec = fx_pods_sum(f->v, KV_PC_speculations);
+	__atomic_store_n(&M->go, 1, __ATOMIC_RELEASE);
+}
+
 static struct mres mixed_run(int run, struct samples *lat_all)
 {
 	struct mres res = { 0 };
@@ -205,15 +219,7 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 		snprintf(errf[p], sizeof(errf[p]), "/tmp/%s.%u.log", M->name, p);
 	ip = bl_spawn(iargv, -1, errf[o.pods]);
 
-	struct kvidx_reader *r = NULL;
-	for (int i = 0; i < 500 && !r; i++) {
-		sleep_ns(10000000);
-		r = kvidx_reader_open(M->name);
-	}
-	if (!r) {
-		bl_reap(ip, SIGTERM);
-		bdie("kvidx-ingestd did not create index %s (log: %s)", M->name, errf[o.pods]);
-	}
+	struct kvidx_reader *r = fx_wait_index(M->name, ip, errf[o.pods]);
 	const struct kv_view *v = kv_reader_view(r);
 	for (int tries = 0; tries < 500 && M->npods < o.pods; tries++) {
 		sleep_ns(10000000);
@@ -244,39 +250,17 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 		fp[p] = bl_spawn(fargv, -1, errf[p]);
 	}
 	/* The window opens at the first block event: the routers start then. */
-	uint64_t t_first = 0, b0 = 0, s0 = 0, t_last = now_ns(), b_last = 0, e = 0;
-	double cpu0 = 0;
-	for (;;) {
-		sleep_ns(1000000);
-		uint64_t now = now_ns();
-		uint64_t b = fx_pods_sum(v, KV_PC_blocks_stored) + fx_pods_sum(v, KV_PC_blocks_removed);
-		e = fx_pods_sum(v, KV_PC_events);
-		if (!t_first && b > 0) {
-			t_first = now;
-			b0 = b;
-			s0 = fx_pods_sum(v, KV_PC_speculations);
-			cpu0 = proc_cpu_s(ip);
-			__atomic_store_n(&M->go, 1, __ATOMIC_RELEASE);
-		}
-		if (b != b_last) {
-			b_last = b;
-			t_last = now;
-		}
-		if (e >= o.events * o.pods) {
-			res.complete = true;
-			break;
-		}
-		if (now - t_last > 3000000000ull)
-			break;
-	}
-	uint64_t t_end = now_ns();
-	uint64_t spec = fx_pods_sum(v, KV_PC_speculations) - s0;
-	double cpu1 = proc_cpu_s(ip);
+	struct mixed_first first = { .v = v };
+	struct fx_window w;
+	fx_watch(v, o.events * o.pods, ip, on_first_block, &first, &w);
+	res.complete = w.complete;
+	uint64_t spec = fx_pods_sum(v, KV_PC_speculations) - first.spec;
+	double cpu1 = proc_cpu_s(ip), cpu0 = w.cpu_first;
 	__atomic_store_n(&M->stop, 1, __ATOMIC_RELEASE);
 	for (uint32_t i = 0; i < o.routers; i++)
 		bl_reap(rp[i], 0);
-	res.secs = (double)(t_end - t_first) / 1e9;
-	res.ev_rate = (double)(b_last - b0) / res.secs;
+	res.secs = (double)(w.t_end - w.t_first) / 1e9;
+	res.ev_rate = (double)(w.b_last - w.b_first) / res.secs;
 	res.spec_rate = (double)spec / res.secs;
 	res.ops_rate = res.ev_rate + res.spec_rate;
 	res.cores = (cpu1 - cpu0) / res.secs;
@@ -299,7 +283,7 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 			unlink(errf[p]);
 	else
 		fprintf(stderr, PROG ": run %d: only %" PRIu64 " of %" PRIu64 " events applied (logs "
-			"/tmp/%s.*.log)\n", run, e, o.events * o.pods, M->name);
+			"/tmp/%s.*.log)\n", run, w.events, o.events * o.pods, M->name);
 	return res;
 }
 

@@ -153,46 +153,18 @@ static struct ingest_res ingest_run(int run, int ncpu)
 			  "--wait-subscribers", "1", "--linger-ms", "0", NULL };
 
 	pid_t ip = bl_spawn(iargv, ncpu >= 2 ? 1 : -1, errf[0]);
-	struct kvidx_reader *r = NULL;
-	for (int i = 0; i < 500 && !r; i++) {
-		sleep_ns(10000000);
-		r = kvidx_reader_open(name);
-	}
-	if (!r) {
-		bl_reap(ip, SIGTERM);
-		bdie("kvidx-ingestd did not create index %s (log: %s)", name, errf[0]);
-	}
+	struct kvidx_reader *r = fx_wait_index(name, ip, errf[0]);
 	const struct kv_view *v = kv_reader_view(r);
 	pid_t fp = bl_spawn(fargv, ncpu >= 2 ? 0 : -1, errf[1]);
+	struct fx_window w;
 
-	uint64_t t_first = 0, b_first = 0, t_last = now_ns(), b_last = 0, e = 0;
-	double cpu_first = 0;
-	for (;;) {
-		sleep_ns(1000000);
-		uint64_t now = now_ns();
-		uint64_t b = fx_pods_sum(v, KV_PC_blocks_stored) + fx_pods_sum(v, KV_PC_blocks_removed);
-		e = fx_pods_sum(v, KV_PC_events);
-		if (!t_first && b > 0) {
-			t_first = now;
-			b_first = b;
-			cpu_first = proc_cpu_s(ip);
-		}
-		if (b != b_last) {
-			b_last = b;
-			t_last = now;
-		}
-		if (e >= o.events) {
-			res.complete = true;
-			break;
-		}
-		if (now - t_last > 3000000000ull)
-			break; /* no progress for 3 s */
-	}
-	uint64_t t_end = now_ns();
-	double cpu_end = proc_cpu_s(ip);
-	res.blocks = b_last - b_first;
+	fx_watch(v, o.events, ip, NULL, NULL, &w);
+	double cpu_end = proc_cpu_s(ip), cpu_first = w.cpu_first;
+	uint64_t e = w.events;
+	res.complete = w.complete;
+	res.blocks = w.b_last - w.b_first;
 	res.events = e;
-	res.secs = (double)(t_end - t_first) / 1e9;
+	res.secs = (double)(w.t_end - w.t_first) / 1e9;
 	res.rate = (double)res.blocks / res.secs;
 	res.cores = (cpu_end - cpu_first) / res.secs;
 	res.cpu_rate = cpu_end > cpu_first ? (double)res.blocks / (cpu_end - cpu_first) : NAN;
@@ -278,7 +250,6 @@ static const char *const s_names[S_N] = {
 struct rawctx {
 	int s;
 	uint64_t *base;      /* the prefilled keys */
-	uint64_t nbase;
 	struct kvidx *w;
 	struct cds_lfht *lfht;
 	ck_hs_t hs;
@@ -335,7 +306,7 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 				    const uint16_t *bpod, redisContext *rc)
 {
 	struct raw_res res = { .ran = true };
-	struct rawctx c = { .s = s, .nbase = nbase, .rc = rc };
+	struct rawctx c = { .s = s, .rc = rc };
 	char name[KVIDX_NAME_MAX];
 	uint64_t ops = s == S_REDIS ? o.redis_ops : o.ops, rng = 0x9e3779b97f4a7c15ull + (uint64_t)s;
 	uint64_t (*fresh)[BATCH] = xcalloc(FIFO_D, sizeof(*fresh));

@@ -1,11 +1,15 @@
 /*
- * fixture.c — pod names and a kvidx writer with the pods added (see fixture.h).
+ * fixture.c — pod names, a kvidx writer with the pods added, and watching an end-to-end run's
+ * index fill (see fixture.h).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "benchlib.h"
 #include "fixture.h"
+#include "host.h"
 #include "inspect.h"
 
 int pod_name(char *buf, size_t len, unsigned p)
@@ -39,4 +43,51 @@ uint64_t fx_pods_sum(const struct kv_view *v, enum kv_pod_ctr c)
 		if (KV_POD_STATE(ld_relaxed(&v->pods[i].pd_word)) == KV_POD_ACTIVE)
 			s += ld_relaxed(&v->pods[i].pd_ctr[c]);
 	return s;
+}
+
+struct kvidx_reader *fx_wait_index(const char *name, pid_t ingestd, const char *log)
+{
+	struct kvidx_reader *r = NULL;
+
+	for (int i = 0; i < 500 && !r; i++) {
+		sleep_ns(10000000);
+		r = kvidx_reader_open(name);
+	}
+	if (!r) {
+		bl_reap(ingestd, SIGTERM);
+		bdie("kvidx-ingestd did not create index %s (log: %s)", name, log);
+	}
+	return r;
+}
+
+void fx_watch(const struct kv_view *v, uint64_t events, pid_t ingestd,
+	      void (*on_first)(void *arg), void *arg, struct fx_window *w)
+{
+	uint64_t t_last = now_ns();
+
+	memset(w, 0, sizeof(*w));
+	for (;;) {
+		sleep_ns(1000000);
+		uint64_t now = now_ns();
+		uint64_t b = fx_pods_sum(v, KV_PC_blocks_stored) + fx_pods_sum(v, KV_PC_blocks_removed);
+		w->events = fx_pods_sum(v, KV_PC_events);
+		if (!w->t_first && b > 0) {
+			w->t_first = now;
+			w->b_first = b;
+			w->cpu_first = proc_cpu_s(ingestd);
+			if (on_first)
+				on_first(arg);
+		}
+		if (b != w->b_last) {
+			w->b_last = b;
+			t_last = now;
+		}
+		if (w->events >= events) {
+			w->complete = true;
+			break;
+		}
+		if (now - t_last > 3000000000ull)
+			break; /* no progress for 3 s */
+	}
+	w->t_end = now_ns();
 }

@@ -18,17 +18,17 @@ trap 'stop_all; rm -f /dev/shm/$NAME /dev/shm/$NAME.data.*' EXIT
 
 pods="" ing=""
 for i in 0 1; do
-	bg "pod$i" "$BIN/kvidx-fakepod" --http "127.0.0.1:$((PORT + 10 * i))" \
+	start "pod$i" "$BIN/kvidx-fakepod" --http "127.0.0.1:$((PORT + 10 * i))" \
 		--pub "tcp://127.0.0.1:$((PORT + 10 * i + 1))" --prefill-ms 0 --event-delay-ms 0 \
 		--cache-blocks 1000000
 	pods="$pods --pod 127.0.0.1:$((PORT + 10 * i))=http://127.0.0.1:$((PORT + 10 * i))"
 	ing="$ing --pod tcp://127.0.0.1:$((PORT + 10 * i + 1)),name=127.0.0.1:$((PORT + 10 * i))"
 done
 # shellcheck disable=SC2086
-bg ingestd "$BIN/kvidx-ingestd" --name "$NAME" --capacity 256k $ing
+start ingestd "$BIN/kvidx-ingestd" --name "$NAME" --capacity 256k $ing
 wait_index "$NAME"
 # shellcheck disable=SC2086
-bg front "$BIN/kvidx-route" --name "$NAME" $pods --listen "127.0.0.1:$((PORT + 100))" --quiet
+start front "$BIN/kvidx-route" --name "$NAME" $pods --listen "127.0.0.1:$((PORT + 100))" --quiet
 wait_http "http://127.0.0.1:$((PORT + 100))/health"
 
 load="--synthetic --prefixes 16 --prefix-blocks 8 --suffix-blocks 2 --rate 0 --max-tokens 1

@@ -30,7 +30,7 @@ run() { # run W MODE
 	pods="" ing=""
 	i=0
 	while [ $i -lt "$PODS" ]; do
-		bg "pod$i" "$BIN/kvidx-fakepod" --http "127.0.0.1:$((PORT + 10 * i))" \
+		start "pod$i" "$BIN/kvidx-fakepod" --http "127.0.0.1:$((PORT + 10 * i))" \
 			--pub "tcp://127.0.0.1:$((PORT + 10 * i + 1))" --prefill-ms 5 \
 			--event-delay-ms "$EVENT_MS" --jitter-ms 40 --cache-blocks 1000000 \
 			--seed $((i + 1))
@@ -44,12 +44,12 @@ run() { # run W MODE
 		if [ "$mode" = shared ]; then idx=kvidx-gw-shared; else idx=kvidx-gw-$k; fi
 		if [ "$mode" = own ] || [ $k -eq 0 ]; then
 			# shellcheck disable=SC2086
-			bg "ingestd$k" "$BIN/kvidx-ingestd" --name "$idx" --capacity 256k $ing
+			start "ingestd$k" "$BIN/kvidx-ingestd" --name "$idx" --capacity 256k $ing
 			wait_index "$idx"
 		fi
 		fp=$((PORT + 200 + k))
 		# shellcheck disable=SC2086
-		bg "front$k" "$BIN/kvidx-route" --name "$idx" $pods --listen "127.0.0.1:$fp" --quiet
+		start "front$k" "$BIN/kvidx-route" --name "$idx" $pods --listen "127.0.0.1:$fp" --quiet
 		fronts="$fronts --front http://127.0.0.1:$fp"
 		k=$((k + 1))
 	done

@@ -36,6 +36,7 @@
 #include "inspect.h"
 #include "jsonw.h"
 #include "kvidx.h"
+#include "podsnap.h"
 #include "prom.h"
 #include "parse.h"
 #include "segment.h"
@@ -507,11 +508,7 @@ static void dump_routers(struct dump *d)
 		const struct kvidx_router *rt = kv_view_router(v, (int)s);
 		uint64_t c[KV_RT_COUNT], q[3] = { 0 };
 		bool lat;
-		if (!rt)
-			continue;
-		for (unsigned k = 0; k < KV_RT_COUNT; k++)
-			c[k] = ld_relaxed(&rt->rt_ctr[k]);
-		if (!c[KV_RT_routes] && !c[KV_RT_outcomes])
+		if (!tc_router_snapshot(v, s, c))
 			continue;
 		lat = kv_hist_quantile(rt->rt_hist, 0.5, &q[0]) == 0 &&
 		      kv_hist_quantile(rt->rt_hist, 0.95, &q[1]) == 0 &&
@@ -918,11 +915,8 @@ int main(int argc, char **argv)
 					       "optionally prefixed by 0x", optarg);
 			sections |= SEC_KEY;
 			break;
-		case 'h':
-			usage(stdout);
-			return fflush(stdout) || ferror(stdout) ? 1 : 0;
-		default: /* ':' or '?' */
-			tc_getopt_error(c, argv);
+		default: /* 'h', ':' or '?' */
+			tc_getopt_default(c, argv, usage);
 		}
 	}
 	if (optind < argc)

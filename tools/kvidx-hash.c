@@ -243,11 +243,8 @@ int main(int argc, char **argv)
 					       "optionally prefixed by 0x", optarg);
 			have_parent = true;
 			break;
-		case 'h':
-			usage(stdout);
-			return tc_flush_stdout();
-		default: /* ':' or '?' */
-			tc_getopt_error(c, argv);
+		default: /* 'h', ':' or '?' */
+			tc_getopt_default(c, argv, usage);
 		}
 	}
 

@@ -448,11 +448,8 @@ int main(int argc, char **argv)
 		case 'o':
 			t.once = true;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			tc_getopt_error(c, argv);
+		default: /* 'h', ':' or '?' */
+			tc_getopt_default(c, argv, usage);
 		}
 	}
 	if (optind < argc)

@@ -79,12 +79,10 @@ struct opts {
 	double in_force, tokens;
 	bool have_in_force, have_tokens;
 	/* live */
-	bool name_set;
 	const char *pod;
 	double interval;
 	bool have_interval, since_start, cumulative;
 	double stale_limit;
-	bool have_stale_limit;
 };
 
 static void jw_plan(struct tc_jw *j, const struct ttl_plan *pl)
@@ -374,7 +372,6 @@ struct live {
 	struct kvidx_reader *r;
 	struct tc_jw j;
 	char pct[32];       /* "p99" */
-	const char *rate_how; /* "interval" or "since-start" */
 	double elapsed_s;   /* of the rate sample */
 	uint32_t block_size;
 	struct sweep *sw;   /* --sweep: one curve per pod shown (for --svg) */
@@ -873,11 +870,7 @@ static void live_routers(struct live *L)
 		uint64_t c[KV_RT_COUNT];
 		struct lat l;
 		char key[16];
-		if (!rt)
-			continue;
-		for (unsigned k = 0; k < KV_RT_COUNT; k++)
-			c[k] = ld_relaxed(&rt->rt_ctr[k]);
-		if (!c[KV_RT_routes] && !c[KV_RT_outcomes])
+		if (!tc_router_snapshot(v, s, c))
 			continue;
 		lat_of(rt->rt_hist, o->q, &l);
 		double age = c[KV_RT_last_route_ns] && now > c[KV_RT_last_route_ns] ?
@@ -1265,7 +1258,6 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NAME:
 			o.name = tc_index_name_arg(optarg);
-			o.name_set = true;
 			live_opt = "name";
 			break;
 		case OPT_POD:
@@ -1292,7 +1284,6 @@ int main(int argc, char **argv)
 			if (ttl_parse_probability(optarg, &o.stale_limit) < 0)
 				tc_usage_error("bad --stale-limit '%s': expected a share in [0, 1] "
 					       "such as 0.01, or a percentage such as 1%%", optarg);
-			o.have_stale_limit = true;
 			live_opt = "stale-limit";
 			break;
 		case OPT_JSON:
@@ -1328,11 +1319,8 @@ int main(int argc, char **argv)
 			o.have_tokens = true;
 			offline_opt = "tokens";
 			break;
-		case 'h':
-			usage(stdout);
-			return fflush(stdout) || ferror(stdout) ? 1 : 0;
-		default: /* ':' or '?' */
-			tc_getopt_error(c, argv);
+		default: /* 'h', ':' or '?' */
+			tc_getopt_default(c, argv, usage);
 		}
 	}
 	if (optind < argc)

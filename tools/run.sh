@@ -48,6 +48,7 @@ fi
 
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/kvidx-run.XXXXXX") || exit 1
 PIDS=""
+. "$(dirname "$0")/loopback.sh" # start, wait_index, wait_http
 
 cleanup() {
 	trap '' INT TERM
@@ -79,13 +80,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-start() { # start LOGNAME PROGRAM ARGS...: background, output to LOGS/LOGNAME.log
-	log=$1
-	shift
-	"$@" >"$LOGS/$log.log" 2>&1 </dev/null &
-	PIDS="$PIDS $!"
-}
 
 echo "run.sh: index $NAME, pods on ports $PORT..$((PORT + 10 * NPODS + 4)), front on $FRONT (127.0.0.1)"
 echo "run.sh: logs in $LOGS"
@@ -129,12 +123,7 @@ podargs="$podargs --pod tcp://127.0.0.1:$pub,replay=tcp://127.0.0.1:$((pub + 2))
 # shellcheck disable=SC2086
 start ingestd "$BIN/kvidx-ingestd" --name "$NAME" --capacity 64k $podargs
 
-i=0
-while [ ! -e "/dev/shm/$NAME" ] && [ $i -lt 50 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
-sleep 0.2
+wait_index "$NAME"
 if ! "$BIN/kvidx-top" --name "$NAME" --once >/dev/null 2>&1; then
 	echo "run.sh: kvidx-ingestd did not create index $NAME; its log:" >&2
 	cat "$LOGS/ingestd.log" >&2
@@ -149,11 +138,7 @@ while [ $i -lt $NFRONTS ]; do
 		--listen "127.0.0.1:$FRONT" --quiet
 	i=$((i + 1))
 done
-i=0
-while ! curl -sf "http://127.0.0.1:$FRONT/health" >/dev/null 2>&1 && [ $i -lt 50 ]; do
-	sleep 0.1
-	i=$((i + 1))
-done
+wait_http "http://127.0.0.1:$FRONT/health"
 
 # The client load: conversations of up to 4 turns, each next turn 100 ms (mean) after the
 # previous answer, sent to the fronts' port (it learns each decision from their headers).

@@ -26,11 +26,15 @@ void tc_usage_error(const char *fmt, ...)
 	exit(2);
 }
 
-void tc_getopt_error(int c, char **argv)
+void tc_getopt_default(int c, char **argv, void (*usage)(FILE *f))
 {
 	const char *arg = argv[optind - 1];
 	const char *eq = strchr(arg, '=');
 
+	if (c == 'h') {
+		usage(stdout);
+		exit(tc_flush_stdout());
+	}
 	if (c == ':')
 		tc_usage_error("option '%s' requires an argument", arg);
 	/* A known long option (getopt set optopt to its value) given a value it does not take. */

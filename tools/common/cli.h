@@ -9,6 +9,7 @@
 #define KVIDX_TOOLS_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* The tool's name, as its messages start ("kvidx-dump"). */
 extern const char *tc_prog;
@@ -19,10 +20,12 @@ extern const char *tc_prog;
 void tc_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
 /*
- * Reports what getopt_long() returned for a bad option (optstring starting with ':'): c is
- * ':' for a missing argument, anything else for an unknown option. Exits with status 2.
+ * The default arm of a tool's getopt_long() switch (optstring starting with ':', 'h' the value
+ * of -h/--help): for 'h' prints usage(stdout) and exits with tc_flush_stdout()'s status; for
+ * ':' (a missing argument) or anything else (an unknown option) reports the bad option and
+ * exits with status 2.
  */
-void tc_getopt_error(int c, char **argv) __attribute__((noreturn));
+void tc_getopt_default(int c, char **argv, void (*usage)(FILE *f)) __attribute__((noreturn));
 
 /* Prints "PROG: out of memory" and exits with status 1. */
 void tc_die_nomem(void) __attribute__((noreturn));

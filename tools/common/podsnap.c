@@ -1,5 +1,6 @@
 /*
- * podsnap.c — copying an index's active pods for a tool (see podsnap.h).
+ * podsnap.c — copying an index's active pods, or a router slot's counters, for a tool (see
+ * podsnap.h).
  */
 #include "podsnap.h"
 
@@ -45,4 +46,15 @@ int tc_pods_snapshot(struct kvidx_reader *r, struct tc_pod **out)
 	}
 	*out = pods;
 	return n;
+}
+
+bool tc_router_snapshot(const struct kv_view *v, uint32_t s, uint64_t c[KV_RT_COUNT])
+{
+	const struct kvidx_router *rt = kv_view_router(v, (int)s);
+
+	if (!rt)
+		return false;
+	for (unsigned k = 0; k < KV_RT_COUNT; k++)
+		c[k] = ld_relaxed(&rt->rt_ctr[k]);
+	return c[KV_RT_routes] || c[KV_RT_outcomes];
 }

@@ -1,11 +1,13 @@
 /*
  * podsnap.h — a copy of an index's active pods (index, name, model, pod word, counters),
  * taken by a tool that reads the index, so that what it prints about a pod comes from one
- * consistent look at the pod table rather than from loads spread over its output.
+ * consistent look at the pod table rather than from loads spread over its output; and the
+ * same for a router slot's counters.
  */
 #ifndef KVIDX_TOOLS_PODSNAP_H
 #define KVIDX_TOOLS_PODSNAP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kvidx.h"
@@ -25,5 +27,14 @@ struct tc_pod {
  * Returns the number of pods, or -ENOMEM.
  */
 int tc_pods_snapshot(struct kvidx_reader *r, struct tc_pod **out);
+
+struct kv_view;
+
+/*
+ * Copies the counters of registry slot s's router statistics (struct kvidx_router, relaxed
+ * loads) into c. Returns false, c then undefined, if the view has none for s or the slot
+ * neither routed nor reported an outcome.
+ */
+bool tc_router_snapshot(const struct kv_view *v, uint32_t s, uint64_t c[KV_RT_COUNT]);
 
 #endif /* KVIDX_TOOLS_PODSNAP_H */

@@ -56,6 +56,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "httpd.h"
 #include "kvidx.h"
 #include "listen.h"
 
@@ -74,7 +75,7 @@ struct hreq {
 	struct MHD_Connection *conn;
 	struct hreq *prev, *next; /* suspended requests (fp->suspended) */
 	struct tc_buf body;
-	bool too_big, in_handler, suspended;
+	bool too_big, suspended;
 	enum hstate state;
 	struct inflight *q;
 	enum hkind kind;
@@ -144,24 +145,12 @@ static enum MHD_Result queue_json(struct MHD_Connection *c, unsigned status, jso
 	return queue_body(c, status, s, strlen(s), "application/json", reqid);
 }
 
-static const char *err_type(unsigned status)
-{
-	switch (status) {
-	case 400: return "BadRequestError";
-	case 404: return "NotFoundError";
-	case 405: return "MethodNotAllowed";
-	case 413: return "RequestEntityTooLarge";
-	case 503: return "ServiceUnavailableError";
-	default: return "InternalServerError";
-	}
-}
-
 /* The OpenAI-style error answer. */
 static enum MHD_Result queue_error(struct hreq *h, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static enum MHD_Result queue_error(struct hreq *h, unsigned status, const char *fmt, ...)
 {
-	char msg[512];
+	char msg[512], *body;
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -169,10 +158,10 @@ static enum MHD_Result queue_error(struct hreq *h, unsigned status, const char *
 	va_end(ap);
 	if (status == 400 || status == 413 || status == 405 || status == 404)
 		h->fp->st.bad_requests++;
-	return queue_json(h->conn, status,
-			  json_pack("{s:{s:s,s:s,s:n,s:i}}", "error", "message", msg, "type",
-				    err_type(status), "param", "code", (int)status),
-			  h->id);
+	body = tc_http_error_body(status, msg);
+	if (!body)
+		return MHD_NO;
+	return queue_body(h->conn, status, body, strlen(body), "application/json", h->id);
 }
 
 /* ---- the stand-in tokenizer ---------------------------------------------------------------- */
@@ -632,9 +621,7 @@ static enum MHD_Result do_generate(struct hreq *h)
 	}
 	h->prompt_tokens = t.n;
 	h->state = H_WAIT;
-	h->in_handler = true;
 	rc = serve_request(fp, h, t.v, t.n, &f, kvidx_now_ns());
-	h->in_handler = false;
 	free(t.v);
 	if (rc)
 		return queue_error(h, f.restart ? 500 : 503, f.restart
@@ -703,25 +690,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 	(void)version;
 	if (!h) {
-		const char *id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
-
 		h = tc_xrealloc(NULL, sizeof(*h));
 		memset(h, 0, sizeof(*h));
 		h->fp = fp;
 		h->conn = c;
-		if (id && *id && strlen(id) < sizeof(h->id))
-			snprintf(h->id, sizeof(h->id), "%s", id);
-		else
+		if (!tc_http_request_id(c, h->id, sizeof(h->id)))
 			snprintf(h->id, sizeof(h->id), "fakepod-%" PRIu64, ++fp->http_ids);
 		*con_cls = h;
 		return MHD_YES;
 	}
 	if (h->state == H_READ && *size) {
-		if (h->body.len + *size > MAX_BODY)
-			h->too_big = true;
-		else
-			tc_buf_add(&h->body, data, *size);
-		*size = 0;
+		tc_http_body_chunk(&h->body, &h->too_big, MAX_BODY, data, size);
 		return MHD_YES;
 	}
 	if (h->state == H_READ)

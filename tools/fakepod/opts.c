@@ -392,11 +392,8 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_OFFLOAD_MEDIUM: o->offload_medium = optarg; break;
 		case O_DUP: o->dup_copies = opt_num("dup-copies", optarg, 0, 1); break;
 		case O_COPY_COUNTS: o->copy_counts = true; break;
-		case 'h':
-			usage(stdout);
-			exit(fflush(stdout) || ferror(stdout) ? 1 : 0);
-		default: /* ':' or '?' */
-			tc_getopt_error(c, argv);
+		default: /* 'h', ':' or '?' */
+			tc_getopt_default(c, argv, usage);
 		}
 	}
 	if (optind < argc)

@@ -141,7 +141,6 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	}
 	kvidx_writer_tick(d->sh.w, now);
 	d->sh.last_tick_ns = now;
-	d->last_house_ns = now;
 	/* Last: from here on writer calls take d->lock. */
 	if ((rc = spec_reaper_start(&d->spec)) < 0)
 		goto fail;

@@ -44,7 +44,6 @@ struct ingestd {
 	struct ing_pod **item_pod;
 	unsigned char *item_kind;
 	size_t items_cap;
-	uint64_t last_house_ns;
 	pthread_mutex_t lock;   /* the writer mutex, see above */
 	bool lock_ok;
 	struct ing_spec spec;

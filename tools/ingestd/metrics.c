@@ -21,19 +21,18 @@
  *     (prom.c), and ilog() writes each line with one write(2).
  *  3. Progress: rendering never waits for the writer; the thread blocks only in epoll.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "config.h" /* ing_metrics_addr_check() */
+#include "listen.h"
 #include "log.h"
 #include "metrics.h"
 #include "prom.h"
@@ -49,69 +48,6 @@ struct msrv {
 	struct kvidx_reader *r;
 	struct ilog_limit lim;
 };
-
-/* Parses "IP:PORT" (IPv4 in 127.0.0.0/8, "localhost", or "[::1]"). 0 or -EINVAL. */
-static int parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
-{
-	char host[64];
-	const char *port;
-	size_t hl;
-	unsigned long pv = 0;
-
-	if (!addr)
-		return -EINVAL;
-	memset(ss, 0, sizeof(*ss));
-	if (addr[0] == '[') {
-		const char *end = strchr(addr, ']');
-		if (!end || end[1] != ':')
-			return -EINVAL;
-		hl = (size_t)(end - addr - 1);
-		if (hl >= sizeof(host))
-			return -EINVAL;
-		memcpy(host, addr + 1, hl);
-		host[hl] = '\0';
-		port = end + 2;
-	} else {
-		const char *colon = strrchr(addr, ':');
-		if (!colon)
-			return -EINVAL;
-		hl = (size_t)(colon - addr);
-		if (hl >= sizeof(host))
-			return -EINVAL;
-		memcpy(host, addr, hl);
-		host[hl] = '\0';
-		port = colon + 1;
-	}
-	if (!*port || strlen(port) > 5)
-		return -EINVAL;
-	for (const char *p = port; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return -EINVAL;
-		pv = pv * 10 + (unsigned long)(*p - '0');
-	}
-	if (pv == 0 || pv > 65535)
-		return -EINVAL;
-	if (addr[0] == '[') {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-		if (inet_pton(AF_INET6, host, &s6->sin6_addr) != 1 ||
-		    !IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr))
-			return -EINVAL;
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons((uint16_t)pv);
-		*len = sizeof(*s6);
-		return 0;
-	}
-	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-	if (!strcmp(host, "localhost"))
-		snprintf(host, sizeof(host), "127.0.0.1");
-	if (inet_pton(AF_INET, host, &s4->sin_addr) != 1 ||
-	    (ntohl(s4->sin_addr.s_addr) >> 24) != 127)
-		return -EINVAL;
-	s4->sin_family = AF_INET;
-	s4->sin_port = htons((uint16_t)pv);
-	*len = sizeof(*s4);
-	return 0;
-}
 
 /*
  * How many connections the daemon may hold: CONN_LIMIT, after raising the soft limit on open
@@ -230,25 +166,19 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 int metrics_http_start(const char *addr, const char *index_name)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl = 0;
+	char err[256];
 	sigset_t all, old;
-	int one = 1, rc, fd;
+	int fd;
 
 	if (!index_name)
 		index_name = KVIDX_DEFAULT_NAME;
-	if (kv_name_check(index_name) < 0 || parse_addr(addr, &ss, &sl) < 0)
+	/* The address --metrics accepts (loopback, port not 0), bound as the other servers'. */
+	if (!addr || kv_name_check(index_name) < 0 ||
+	    ing_metrics_addr_check(addr, err, sizeof(err)) < 0)
 		return -EINVAL;
-	/* Our own listening socket, so that bind errors come back as errno values. */
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = tc_listen_tcp(addr, false, BACKLOG, NULL, err, sizeof(err));
 	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, BACKLOG) < 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
+		return fd;
 	struct msrv *s = calloc(1, sizeof(*s));
 	if (!s) {
 		close(fd);
@@ -260,7 +190,7 @@ int metrics_http_start(const char *addr, const char *index_name)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	struct MHD_Daemon *d = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-			(ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+			(addr[0] == '[' ? MHD_USE_IPv6 : 0),
 		0, NULL, NULL, handle, s,
 		MHD_OPTION_LISTEN_SOCKET, fd,
 		MHD_OPTION_CONNECTION_LIMIT, conn_limit(),

@@ -675,6 +675,63 @@ static int get_array(struct dctx *c, const char *field, const msgpack_object *o,
 	return 0;
 }
 
+/*
+ * Checks that o is an array of at most max elements and makes room for them after the used
+ * ones of one of the batch's pools (*pool, an array of *cap elements of elsize bytes).
+ */
+static int pool_array(struct dctx *c, const char *field, const msgpack_object *o, size_t max,
+		      void *pool, size_t *cap, size_t used, size_t elsize)
+{
+	int rc;
+
+	if ((rc = get_array(c, field, o, max)) != 0)
+		return rc;
+	if (reserve(pool, cap, used + o->via.array.size, elsize))
+		return fail(c, -ENOMEM, "out of memory");
+	return 0;
+}
+
+/*
+ * An array of at most max uint32s appended to one of the batch's pools (*pool of *cap
+ * elements, *used of them in use): *off is where it starts there, *n its length.
+ */
+static int get_u32s(struct dctx *c, const char *field, const msgpack_object *o, size_t max,
+		    uint32_t **pool, size_t *cap, size_t *used, size_t *off, size_t *n)
+{
+	const msgpack_object *a;
+	uint64_t v = 0;
+	int rc;
+
+	if ((rc = pool_array(c, field, o, max, pool, cap, *used, sizeof **pool)))
+		return rc;
+	a = o->via.array.ptr;
+	*off = *used;
+	for (size_t i = 0; i < o->via.array.size; i++) {
+		if ((rc = get_uint(c, field, i, &a[i], 0, UINT32_MAX, "int in [0, 2^32)", &v)))
+			return rc;
+		(*pool)[*used + i] = (uint32_t)v;
+	}
+	*n = o->via.array.size;
+	*used += *n;
+	return 0;
+}
+
+/* A uint32 or nil: nil leaves *has (and *dst) as they are. */
+static int get_opt_u32(struct dctx *c, const char *field, const msgpack_object *o,
+		       uint32_t *dst, bool *has)
+{
+	uint64_t v = 0;
+	int rc;
+
+	if (o->type == MSGPACK_OBJECT_NIL)
+		return 0;
+	if ((rc = get_uint(c, field, SIZE_MAX, o, 0, UINT32_MAX, "int in [0, 2^32) or nil", &v)))
+		return rc;
+	*dst = (uint32_t)v;
+	*has = true;
+	return 0;
+}
+
 /* Copies len bytes into the batch's byte pool, NUL-terminated; *off is where. */
 static int pool_bytes(struct dctx *c, const char *p, size_t len, size_t *off)
 {
@@ -777,13 +834,11 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 
 	switch (f) {
 	case F_HASHES:
-		if ((rc = get_array(c, name, o, KVW_MAX_HASHES)) != 0)
+		if ((rc = pool_array(c, name, o, KVW_MAX_HASHES, &b->kvw_hashes, &b->kvw_hash_cap,
+				     b->kvw_nhashes, sizeof *b->kvw_hashes)))
 			return rc;
 		n = o->via.array.size;
 		a = o->via.array.ptr;
-		if (reserve(&b->kvw_hashes, &b->kvw_hash_cap, b->kvw_nhashes + n,
-			    sizeof *b->kvw_hashes))
-			return fail(c, -ENOMEM, "out of memory");
 		ev->kvw_hash_off = b->kvw_nhashes;
 		for (size_t i = 0; i < n; i++)
 			if ((rc = get_hash(c, name, i, &a[i], &b->kvw_hashes[b->kvw_nhashes + i])))
@@ -795,22 +850,8 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 		ev->has_parent = o->type != MSGPACK_OBJECT_NIL;
 		return ev->has_parent ? get_hash(c, name, SIZE_MAX, o, &ev->parent) : 0;
 	case F_TOKENS:
-		if ((rc = get_array(c, name, o, KVW_MAX_TOKENS)) != 0)
-			return rc;
-		n = o->via.array.size;
-		a = o->via.array.ptr;
-		if (reserve(&b->kvw_tokens, &b->kvw_token_cap, b->kvw_ntokens + n,
-			    sizeof *b->kvw_tokens))
-			return fail(c, -ENOMEM, "out of memory");
-		ev->kvw_token_off = b->kvw_ntokens;
-		for (size_t i = 0; i < n; i++) {
-			if ((rc = get_uint(c, name, i, &a[i], 0, UINT32_MAX, "int in [0, 2^32)", &v)))
-				return rc;
-			b->kvw_tokens[b->kvw_ntokens + i] = (uint32_t)v;
-		}
-		b->kvw_ntokens += n;
-		ev->ntokens = n;
-		return 0;
+		return get_u32s(c, name, o, KVW_MAX_TOKENS, &b->kvw_tokens, &b->kvw_token_cap,
+				&b->kvw_ntokens, &ev->kvw_token_off, &ev->ntokens);
 	case F_BLOCK_SIZE:
 		if ((rc = get_uint(c, name, SIZE_MAX, o, 0, UINT32_MAX, "int in [0, 2^32)", &v)))
 			return rc;
@@ -843,32 +884,19 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 	case F_REMAINING:
 		if (o->type == MSGPACK_OBJECT_NIL)
 			return 0;
-		if ((rc = get_array(c, name, o, KVW_MAX_HASHES)) != 0)
+		if ((rc = get_u32s(c, name, o, KVW_MAX_HASHES, &b->kvw_rem, &b->kvw_rem_cap,
+				   &b->kvw_nrem, &ev->kvw_rem_off, &ev->nremaining)))
 			return rc;
-		n = o->via.array.size;
-		a = o->via.array.ptr;
-		if (reserve(&b->kvw_rem, &b->kvw_rem_cap, b->kvw_nrem + n, sizeof *b->kvw_rem))
-			return fail(c, -ENOMEM, "out of memory");
-		ev->kvw_rem_off = b->kvw_nrem;
-		for (size_t i = 0; i < n; i++) {
-			if ((rc = get_uint(c, name, i, &a[i], 0, UINT32_MAX, "int in [0, 2^32)", &v)))
-				return rc;
-			b->kvw_rem[b->kvw_nrem + i] = (uint32_t)v;
-		}
-		b->kvw_nrem += n;
-		ev->nremaining = n;
 		ev->has_remaining = true;
 		return 0;
 	case F_EXTRA_KEYS:
 		if (o->type == MSGPACK_OBJECT_NIL)
 			return 0;
-		if ((rc = get_array(c, name, o, KVW_MAX_HASHES)) != 0)
+		if ((rc = pool_array(c, name, o, KVW_MAX_HASHES, &b->kvw_xblocks,
+				     &b->kvw_xblock_cap, b->kvw_nxblocks, sizeof *b->kvw_xblocks)))
 			return rc;
 		n = o->via.array.size;
 		a = o->via.array.ptr;
-		if (reserve(&b->kvw_xblocks, &b->kvw_xblock_cap, b->kvw_nxblocks + n,
-			    sizeof *b->kvw_xblocks))
-			return fail(c, -ENOMEM, "out of memory");
 		ev->kvw_extra_off = b->kvw_nxblocks;
 		for (size_t i = 0; i < n; i++)
 			if ((rc = get_extra(c, &a[i], &b->kvw_xblocks[b->kvw_nxblocks + i])))
@@ -878,23 +906,9 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 		ev->has_extra_keys = true;
 		return 0;
 	case F_GROUP_IDX:
-		if (o->type == MSGPACK_OBJECT_NIL)
-			return 0;
-		if ((rc = get_uint(c, name, SIZE_MAX, o, 0, UINT32_MAX, "int in [0, 2^32) or nil",
-				   &v)))
-			return rc;
-		ev->group_idx = (uint32_t)v;
-		ev->has_group_idx = true;
-		return 0;
+		return get_opt_u32(c, name, o, &ev->group_idx, &ev->has_group_idx);
 	case F_SLIDING_WINDOW:
-		if (o->type == MSGPACK_OBJECT_NIL)
-			return 0;
-		if ((rc = get_uint(c, name, SIZE_MAX, o, 0, UINT32_MAX, "int in [0, 2^32) or nil",
-				   &v)))
-			return rc;
-		ev->sliding_window = (uint32_t)v;
-		ev->has_sliding_window = true;
-		return 0;
+		return get_opt_u32(c, name, o, &ev->sliding_window, &ev->has_sliding_window);
 	case F_COUNT:
 		break;
 	}
@@ -1114,6 +1128,18 @@ static int decode_root(struct dctx *c, const msgpack_object *o)
 	return decode_events(c, events);
 }
 
+/* The batch's results emptied (its pools are left as they are). */
+static void batch_clear(struct kvw_batch *b)
+{
+	b->ts = 0;
+	b->has_dp_rank = false;
+	b->dp_rank = 0;
+	b->nevents = 0;
+	b->nskipped = 0;
+	b->nbad = 0;
+	b->bad_msg[0] = '\0';
+}
+
 int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, char *err,
 		     size_t errlen)
 {
@@ -1124,13 +1150,7 @@ int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, cha
 
 	if (errlen)
 		err[0] = '\0';
-	out->ts = 0;
-	out->has_dp_rank = false;
-	out->dp_rank = 0;
-	out->nevents = 0;
-	out->nskipped = 0;
-	out->nbad = 0;
-	out->bad_msg[0] = '\0';
+	batch_clear(out);
 	out->kvw_nhashes = out->kvw_ntokens = 0;
 	out->kvw_nxblocks = out->kvw_nxitems = out->kvw_nxbytes = out->kvw_nrem = 0;
 
@@ -1144,13 +1164,7 @@ int kvw_decode_batch(const void *payload, size_t len, struct kvw_batch *out, cha
 		rc = decode_root(&c, &root);
 	if (rc) {
 		/* Nothing of a rejected batch stays visible. */
-		out->ts = 0;
-		out->has_dp_rank = false;
-		out->dp_rank = 0;
-		out->nevents = 0;
-		out->nskipped = 0;
-		out->nbad = 0;
-		out->bad_msg[0] = '\0';
+		batch_clear(out);
 		return rc;
 	}
 
@@ -1264,6 +1278,24 @@ static void put_str_or_nil(struct kvw_enc *e, const char *s)
 		ck(e, msgpack_pack_nil(&e->pk));
 }
 
+/* An array of n uint32s, or nil when the field is unset. */
+static void put_u32s(struct kvw_enc *e, bool set, const uint32_t *v, size_t n)
+{
+	if (!set) {
+		ck(e, msgpack_pack_nil(&e->pk));
+		return;
+	}
+	ck(e, msgpack_pack_array(&e->pk, n));
+	for (size_t i = 0; i < n; i++)
+		ck(e, msgpack_pack_uint32(&e->pk, v[i]));
+}
+
+/* A uint32, or nil when the field is unset. */
+static void put_opt_u32(struct kvw_enc *e, bool set, uint32_t v)
+{
+	ck(e, set ? msgpack_pack_uint32(&e->pk, v) : msgpack_pack_nil(&e->pk));
+}
+
 static void put_hash(struct kvw_enc *e, uint64_t h)
 {
 	uint8_t be[8];
@@ -1354,9 +1386,7 @@ static void put_field(struct kvw_enc *e, const struct kvw_event *ev, enum kvw_fi
 			ck(e, msgpack_pack_nil(pk));
 		break;
 	case F_TOKENS:
-		ck(e, msgpack_pack_array(pk, ev->ntokens));
-		for (size_t i = 0; i < ev->ntokens; i++)
-			ck(e, msgpack_pack_uint32(pk, ev->tokens[i]));
+		put_u32s(e, true, ev->tokens, ev->ntokens);
 		break;
 	case F_BLOCK_SIZE:
 		ck(e, msgpack_pack_uint32(pk, ev->block_size));
@@ -1389,24 +1419,16 @@ static void put_field(struct kvw_enc *e, const struct kvw_event *ev, enum kvw_fi
 		put_str_or_nil(e, ev->session_id);
 		break;
 	case F_REMAINING:
-		if (!ev->has_remaining) {
-			ck(e, msgpack_pack_nil(pk));
-			break;
-		}
-		ck(e, msgpack_pack_array(pk, ev->nremaining));
-		for (size_t i = 0; i < ev->nremaining; i++)
-			ck(e, msgpack_pack_uint32(pk, ev->remaining[i]));
+		put_u32s(e, ev->has_remaining, ev->remaining, ev->nremaining);
 		break;
 	case F_GROUP_IDX:
-		ck(e, ev->has_group_idx ? msgpack_pack_uint32(pk, ev->group_idx)
-					: msgpack_pack_nil(pk));
+		put_opt_u32(e, ev->has_group_idx, ev->group_idx);
 		break;
 	case F_SPEC_KIND:
 		put_str_or_nil(e, ev->spec_kind);
 		break;
 	case F_SLIDING_WINDOW:
-		ck(e, ev->has_sliding_window ? msgpack_pack_uint32(pk, ev->sliding_window)
-					     : msgpack_pack_nil(pk));
+		put_opt_u32(e, ev->has_sliding_window, ev->sliding_window);
 		break;
 	case F_COUNT:
 		break;

@@ -3,6 +3,8 @@
  * --http), on libcurl's multi interface: many requests in flight on one thread, connections
  * kept alive and reused per host, no HTTP parsing of our own. Bodies arrive through the
  * caller's callbacks as they come, so a streamed answer can be passed on chunk by chunk.
+ * Also the body of a token-id completion request, which the load generator and the
+ * validation both send.
  *
  * libcurl, not a parser of our own: Debian's well-kept client library, whose multi
  * interface pools keep-alive connections per host and exposes its sockets to an outer poll
@@ -11,10 +13,14 @@
  */
 #include "route.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "escape.h"
 
 static size_t on_header(char *p, size_t size, size_t n, void *arg)
 {
@@ -30,7 +36,6 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
 		if (st >= 200 && !c->head_done) {
 			c->status = st;
 			c->head_done = true;
-			c->t_head = kvidx_now_ns();
 			curl_easy_getinfo(c->easy, CURLINFO_CONTENT_TYPE, &ct);
 			snprintf(c->ctype, sizeof(c->ctype), "%s", ct ? ct : "");
 			if (c->on_head)
@@ -120,8 +125,7 @@ int call_start(struct client *cl, struct call *c, const char *method, const char
 	c->head_done = c->paused = false;
 	c->status = 0;
 	c->ctype[0] = c->err[0] = '\0';
-	c->t_start = kvidx_now_ns();
-	c->t_head = c->t_first = 0;
+	c->t_first = 0;
 	call_header(c, "Expect", "");
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);
@@ -205,6 +209,56 @@ int client_wait(struct client *cl, struct curl_waitfd *extra, unsigned nextra, i
 	for (unsigned i = 0; i < nextra; i++)
 		extra[i].revents = 0;
 	return curl_multi_poll(cl->multi, extra, nextra, timeout_ms, NULL) == CURLM_OK ? 0 : -1;
+}
+
+int client_wait_sig(struct client *cl, struct curl_waitfd *extra, unsigned nextra,
+		    int timeout_ms)
+{
+	struct signalfd_siginfo si;
+
+	if (client_wait(cl, extra, nextra, timeout_ms) < 0)
+		return -1;
+	return extra[0].revents && read(extra[0].fd, &si, sizeof(si)) == (ssize_t)sizeof(si);
+}
+
+/* Appends the decimal of v to the builder. */
+static void put_u32(char **p, uint32_t v)
+{
+	char tmp[12];
+	int n = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (n)
+		*(*p)++ = tmp[--n];
+}
+
+char *completion_body(const char *model, const uint32_t *toks, size_t n, uint64_t max_tokens,
+		      bool stream, size_t *len)
+{
+	size_t cap = strlen(model) * 6 + 11 * n + 256;
+	char *b = tc_xrealloc(NULL, cap), *p = b;
+	FILE *f;
+
+	p += sprintf(p, "{\"model\":");
+	f = fmemopen(p, cap - 32, "w");
+	if (!f)
+		tc_die_nomem();
+	tc_json_str(f, model);
+	p += ftell(f);
+	fclose(f);
+	p += sprintf(p, ",\"prompt\":[");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			*p++ = ',';
+		put_u32(&p, toks[i]);
+	}
+	p += sprintf(p, "],\"max_tokens\":%" PRIu64 ",\"stream\":%s%s}", max_tokens,
+		     stream ? "true" : "false",
+		     stream ? ",\"stream_options\":{\"include_usage\":true}" : "");
+	*len = (size_t)(p - b);
+	return b;
 }
 
 bool call_unreachable(const struct call *c, CURLcode rc)

@@ -41,10 +41,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "httpd.h"
 #include "listen.h"
 
 #define MAX_BODY (64u << 20)     /* request body bytes */
@@ -112,20 +112,6 @@ static uint64_t fnv64(const char *s)
 	return h ? h : 1;
 }
 
-static const char *err_type(unsigned status)
-{
-	switch (status) {
-	case 400: return "BadRequestError";
-	case 404: return "NotFoundError";
-	case 405: return "MethodNotAllowed";
-	case 413: return "RequestEntityTooLarge";
-	case 503: return "ServiceUnavailableError";
-	case 502: return "BadGatewayError";
-	case 504: return "GatewayTimeoutError";
-	default: return "InternalServerError";
-	}
-}
-
 /* The error answer (an OpenAI-style JSON body) that the handler queues next. */
 static void set_error(struct freq *q, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -133,16 +119,12 @@ static void set_error(struct freq *q, unsigned status, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
-	json_t *j;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	j = json_pack("{s:{s:s,s:s,s:n,s:i}}", "error", "message", msg, "type", err_type(status),
-		      "param", "code", (int)status);
 	free(q->err_body);
-	q->err_body = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
+	q->err_body = tc_http_error_body(status, msg);
 	if (!q->err_body)
 		tc_die_nomem();
 	q->err_status = status;
@@ -747,8 +729,6 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 	(void)version;
 	if (!q) {
-		const char *id = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
-
 		q = tc_xrealloc(NULL, sizeof(*q));
 		memset(q, 0, sizeof(*q));
 		q->F = F;
@@ -757,9 +737,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		q->d.cand = -1;
 		q->d.prefill = -1;
 		q->auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-		if (id && *id && strlen(id) < sizeof(q->id)) {
-			snprintf(q->id, sizeof(q->id), "%s", id);
-			q->corr = fnv64(id);
+		if (tc_http_request_id(c, q->id, sizeof(q->id))) {
+			q->corr = fnv64(q->id);
 		} else {
 			q->corr = ((uint64_t)getpid() << 32) | (++F->ids & 0xffffffffull);
 			snprintf(q->id, sizeof(q->id), "kvidx-%016" PRIx64, q->corr);
@@ -768,11 +747,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		return MHD_YES;
 	}
 	if (q->state == F_READ && *size) {
-		if (q->body.len + *size > MAX_BODY)
-			q->too_big = true;
-		else
-			tc_buf_add(&q->body, data, *size);
-		*size = 0;
+		tc_http_body_chunk(&q->body, &q->too_big, MAX_BODY, data, size);
 		return MHD_YES;
 	}
 	if (q->queued)
@@ -893,16 +868,13 @@ int front_main(struct opts *o, int sigfd)
 			timeout = (int)mt;
 		struct curl_waitfd w[2] = { { .fd = sigfd, .events = CURL_WAIT_POLLIN },
 					    { .fd = mfd, .events = CURL_WAIT_POLLIN } };
-		if (client_wait(&F.cl, w, 2, timeout) < 0) {
+		int waited = client_wait_sig(&F.cl, w, 2, timeout);
+		if (waited < 0) {
 			fprintf(stderr, PROG ": curl_multi_poll failed\n");
 			rc = 1;
+		}
+		if (waited)
 			break;
-		}
-		if (w[0].revents) {
-			struct signalfd_siginfo si;
-			if (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-				break;
-		}
 	}
 	print_summary(&F);
 	/* libmicrohttpd cannot stop with suspended connections: end their requests. */

@@ -24,10 +24,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "escape.h"
 #include "rng.h"
 
 #define MAX_LINE (64u << 20)      /* bytes in one input line */
@@ -170,7 +170,7 @@ static void print_route(struct load *L, const struct lreq *q)
 	if (L->o->json) {
 		printf("{\"event\":\"route\",\"n\":%" PRIu64 ",\"corr\":\"0x%016" PRIx64
 		       "\",\"pod\":", q->n, q->corr);
-		json_str(stdout, pod_name_of(L, q));
+		tc_json_str(stdout, pod_name_of(L, q));
 		printf(",\"kind\":\"%s\",\"blocks\":%" PRIu32 ",\"spec_blocks\":%" PRIu32
 		       ",\"prompt_blocks\":%" PRIu32 ",\"prompt_tokens\":%" PRIu32
 		       ",\"score\":%.3f,\"committed\":%s,\"t_ms\":%.3f}\n",
@@ -195,7 +195,7 @@ static void print_outcome(struct load *L, const struct lreq *q, enum status st, 
 	if (L->o->json) {
 		printf("{\"event\":\"outcome\",\"n\":%" PRIu64 ",\"corr\":\"0x%016" PRIx64
 		       "\",\"pod\":", q->n, q->corr);
-		json_str(stdout, pod_name_of(L, q));
+		tc_json_str(stdout, pod_name_of(L, q));
 		printf(",\"kind\":\"%s\",\"status\":\"%s\",\"http_status\":%ld,"
 		       "\"cached_tokens\":%" PRIu32 ",\"prompt_tokens\":%" PRIu32
 		       ",\"expected_tokens\":%" PRIu32 ",\"false_warm\":%s,\"ttft_ms\":%.3f,"
@@ -258,7 +258,7 @@ static void print_summary(struct load *L)
 		for (int i = 0; i < npods; i++) {
 			if (i)
 				putchar(',');
-			json_str(stdout, L->direct ? o->pods[i].name : L->seen[i]);
+			tc_json_str(stdout, L->direct ? o->pods[i].name : L->seen[i]);
 			printf(":%" PRIu64, L->direct ? o->pods[i].routed : L->seen_routed[i]);
 		}
 		printf("}}\n");
@@ -458,46 +458,6 @@ static void on_done(struct call *c, CURLcode rc)
 	lreq_free(q);
 }
 
-/* Appends the decimal of v to the builder. */
-static void put_u32(char **p, uint32_t v)
-{
-	char tmp[12];
-	int n = 0;
-
-	do
-		tmp[n++] = (char)('0' + v % 10);
-	while ((v /= 10));
-	while (n)
-		*(*p)++ = tmp[--n];
-}
-
-/* The completion request body for a token-id prompt. */
-static char *request_body(const struct opts *o, const uint32_t *toks, size_t n, size_t *len)
-{
-	size_t cap = strlen(o->model) * 6 + 11 * n + 256;
-	char *b = tc_xrealloc(NULL, cap), *p = b;
-	FILE *f;
-
-	p += sprintf(p, "{\"model\":");
-	f = fmemopen(p, cap - 32, "w");
-	if (!f)
-		tc_die_nomem();
-	json_str(f, o->model);
-	p += ftell(f);
-	fclose(f);
-	p += sprintf(p, ",\"prompt\":[");
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			*p++ = ',';
-		put_u32(&p, toks[i]);
-	}
-	p += sprintf(p, "],\"max_tokens\":%" PRIu64 ",\"stream\":%s%s}", o->max_tokens,
-		     o->stream ? "true" : "false",
-		     o->stream ? ",\"stream_options\":{\"include_usage\":true}" : "");
-	*len = (size_t)(p - b);
-	return b;
-}
-
 /* Routes (or hands to a front) and sends one prompt. */
 static void submit(struct load *L, const uint32_t *toks, size_t n, unsigned turn, int prev_pod)
 {
@@ -541,7 +501,7 @@ static void submit(struct load *L, const uint32_t *toks, size_t n, unsigned turn
 	q->call.on_head = on_head;
 	q->call.on_data = on_data;
 	q->call.on_done = on_done;
-	q->call.body = request_body(o, toks, n, &q->call.len);
+	q->call.body = completion_body(o->model, toks, n, o->max_tokens, o->stream, &q->call.len);
 	snprintf(id, sizeof(id), "kvidx-%016" PRIx64, q->corr);
 	call_header(&q->call, "Content-Type", "application/json");
 	call_header(&q->call, "X-Request-Id", id);
@@ -800,16 +760,13 @@ int load_main(struct opts *o, int sigfd)
 		/* Unpaced synthetic load (a closed loop): room for a request means send now. */
 		if (sending && o->synthetic && !L.period && L.ninflight < o->concurrency)
 			timeout = 0;
-		if (client_wait(&L.cl, w, nw, timeout) < 0) {
+		int waited = client_wait_sig(&L.cl, w, nw, timeout);
+		if (waited < 0) {
 			fprintf(stderr, PROG ": curl_multi_poll failed\n");
 			rc = 1;
-			break;
 		}
-		if (w[0].revents) {
-			struct signalfd_siginfo si;
-			if (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-				break; /* SIGTERM or SIGINT: summary and out */
-		}
+		if (waited)
+			break; /* SIGTERM or SIGINT: summary and out */
 		if (nw > 1 && w[1].revents)
 			input_read(&L);
 		client_pump(&L.cl);

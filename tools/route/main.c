@@ -338,11 +338,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		case O_STAGGER: o->stagger_ms = opt_u64("stagger-ms", optarg, 0, 60000); break;
 		case O_QUIET: o->quiet = true; break;
 		case O_JSON: o->json = true; break;
-		case 'h':
-			usage(stdout);
-			exit(tc_flush_stdout());
-		default:
-			tc_getopt_error(c, argv);
+		default: /* 'h', ':' or '?' */
+			tc_getopt_default(c, argv, usage);
 		}
 	}
 	if (optind < argc)

@@ -13,7 +13,7 @@
  *   front.c     --listen: the OpenAI-compatible front (libmicrohttpd)
  *   load.c      the load generator: lines, files, the synthetic workload; to pods or fronts
  *   validate.c  --validate: the seed's paired-gap validation against live pods
- *   stats.c     latency samples, percentiles, per-kind tallies, output helpers
+ *   stats.c     latency samples, percentiles, per-kind tallies and their summary lines
  */
 #ifndef KVIDX_ROUTE_H
 #define KVIDX_ROUTE_H
@@ -160,7 +160,7 @@ struct call {
 	bool active, head_done, paused, abort_after_upload;
 	long status;                /* client.c: the HTTP status, once head_done */
 	char ctype[128];            /* client.c: Content-Type of the answer */
-	uint64_t t_start, t_head, t_first; /* client.c: sent, head in, first body byte */
+	uint64_t t_first;           /* client.c: when the first body byte came */
 	char err[CURL_ERROR_SIZE];  /* client.c */
 };
 
@@ -200,6 +200,21 @@ void client_pump(struct client *cl);
  * Returns 0, or -1 on a poll failure.
  */
 int client_wait(struct client *cl, struct curl_waitfd *extra, unsigned nextra, int timeout_ms);
+
+/*
+ * client_wait() with extra[0] the signalfd of SIGTERM and SIGINT (nextra >= 1). Returns 1 when
+ * a signal was read from it (the caller stops), 0 otherwise, -1 on a poll failure.
+ */
+int client_wait_sig(struct client *cl, struct curl_waitfd *extra, unsigned nextra,
+		    int timeout_ms);
+
+/*
+ * The body of a completion request for a token-id prompt, in a malloc'd buffer of *len bytes:
+ * model (escaped), prompt, max_tokens, stream, and with stream the usage asked for
+ * (stream_options.include_usage), as vLLM reports cached tokens only then.
+ */
+char *completion_body(const char *model, const uint32_t *toks, size_t n, uint64_t max_tokens,
+		      bool stream, size_t *len);
 
 /* Whether rc means the pod could not be reached at all (then it is marked down). */
 bool call_unreachable(const struct call *c, CURLcode rc);
@@ -261,8 +276,6 @@ void tally_free(struct tally *t);
 /* One line per kind on f (text), or the members of a JSON object (json). */
 void tally_print(struct tally *t, FILE *f, bool json);
 
-/* Writes s as a JSON string. */
-void json_str(FILE *f, const char *s);
 
 /* ---- the modes ---------------------------------------------------------------------------- */
 

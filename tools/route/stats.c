@@ -1,7 +1,7 @@
 /*
  * stats.c — what kvidx-route measures: latency samples with their percentiles (all samples
- * up to a cap, a uniform reservoir beyond), per decision kind tallies of answers, TTFT and
- * cached tokens, and the output helpers of its JSON lines.
+ * up to a cap, a uniform reservoir beyond), and per decision kind tallies of answers, TTFT
+ * and cached tokens, with their summary lines.
  */
 #include "route.h"
 
@@ -90,18 +90,4 @@ void tally_print(struct tally *t, FILE *f, bool json)
 				(unsigned long long)t->prompt[k], mean_cached,
 				(unsigned long long)t->false_warm[k], p50, p99);
 	}
-}
-
-void json_str(FILE *f, const char *s)
-{
-	putc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p == 0x7f)
-			fprintf(f, "\\u%04x", *p);
-		else
-			putc(*p, f);
-	}
-	putc('"', f);
 }

@@ -36,7 +36,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -47,7 +46,6 @@
 #include "ttl.h"
 
 #define MAX_GAPS 8
-#define MAX_PAIRS 1000
 #define VOCAB 50000u
 
 /* In running order: a restart disturbs the pod's stream (ingestd clears it), so it runs last. */
@@ -199,20 +197,6 @@ static void on_done(struct call *c, CURLcode rc)
 		     (uint32_t)q->p->n);
 }
 
-static char *body_of(const struct opts *o, const uint32_t *t, size_t n, size_t *len)
-{
-	size_t cap = 11 * n + strlen(o->model) * 2 + 256, k = 0;
-	char *b = tc_xrealloc(NULL, cap);
-
-	k += (size_t)snprintf(b, cap, "{\"model\":\"%s\",\"max_tokens\":1,\"stream\":true,"
-			      "\"stream_options\":{\"include_usage\":true},\"prompt\":[", o->model);
-	for (size_t i = 0; i < n; i++)
-		k += (size_t)snprintf(b + k, cap - k, "%s%u", i ? "," : "", t[i]);
-	k += (size_t)snprintf(b + k, cap - k, "]}");
-	*len = k;
-	return b;
-}
-
 static void send_req(struct val *V, struct vreq *q, const uint32_t *t, size_t n, enum scen sc,
 		     uint64_t now)
 {
@@ -226,7 +210,7 @@ static void send_req(struct val *V, struct vreq *q, const uint32_t *t, size_t n,
 	q->call.arg = q;
 	q->call.on_data = on_data;
 	q->call.on_done = on_done;
-	q->call.body = body_of(o, t, n, &q->call.len);
+	q->call.body = completion_body(o->model, t, n, 1, true, &q->call.len);
 	snprintf(id, sizeof(id), "kvidx-val-%016" PRIx64, q->corr);
 	call_header(&q->call, "Content-Type", "application/json");
 	call_header(&q->call, "X-Request-Id", id);
@@ -354,13 +338,9 @@ static bool run_cell(struct val *V, struct cell *c)
 		client_pump(&V->cl);
 		struct curl_waitfd w = { .fd = V->sigfd, .events = CURL_WAIT_POLLIN };
 		int ms = next > now ? (int)((next - now + NS_PER_MS - 1) / NS_PER_MS) : 0;
-		client_wait(&V->cl, &w, 1, ms);
-		if (w.revents) {
-			struct signalfd_siginfo si;
-			if (read(V->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-				V->stop = true;
-				break;
-			}
+		if (client_wait_sig(&V->cl, &w, 1, ms) > 0) {
+			V->stop = true;
+			break;
 		}
 		client_pump(&V->cl);
 	}
