@@ -28,12 +28,12 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "args.h"
 #include "cli.h"
 #include "hist.h"
 #include "inspect.h"
 #include "kvidx.h"
 #include "layout.h"
-#include "ttl.h"
 
 #define PROG "kvidx-top"
 #define NS_PER_MS 1000000ull
@@ -432,16 +432,12 @@ int main(int argc, char **argv)
 	tc_prog = PROG;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		int rc;
 		switch (c) {
 		case 'n':
 			t.name = tc_index_name_arg(optarg);
 			break;
 		case 'i':
-			rc = ttl_parse_duration(optarg, &t.interval);
-			if (rc < 0)
-				tc_usage_error("bad --interval '%s': %s", optarg,
-					       ttl_duration_error(rc));
+			t.interval = tc_arg_duration("interval", optarg);
 			if (!(t.interval >= 0.05) || t.interval > 3600)
 				tc_usage_error("bad --interval '%s': expected 50ms to 1h", optarg);
 			break;

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "attach.h"
 #include "cli.h"
 #include "escape.h"
@@ -1129,16 +1130,6 @@ static void usage(FILE *f)
 	      f);
 }
 
-static double arg_duration(const char *opt, const char *s)
-{
-	double v;
-	int rc = ttl_parse_duration(s, &v);
-
-	if (rc < 0)
-		tc_usage_error("bad %s '%s': %s", opt, s, ttl_duration_error(rc));
-	return v;
-}
-
 int main(int argc, char **argv)
 {
 	enum { OPT_P50 = 256, OPT_P95, OPT_P99, OPT_LQ, OPT_PERCENTILE, OPT_PCT_NAME, OPT_BACKLOG,
@@ -1187,13 +1178,13 @@ int main(int argc, char **argv)
 		case OPT_P50:
 		case OPT_P95:
 		case OPT_P99:
-			o.pv[c - OPT_P50] = arg_duration(c == OPT_P50 ? "--p50" :
-							  c == OPT_P95 ? "--p95" : "--p99", optarg);
+			o.pv[c - OPT_P50] = tc_arg_duration(c == OPT_P50 ? "p50" :
+							     c == OPT_P95 ? "p95" : "p99", optarg);
 			o.have_pv[c - OPT_P50] = true;
 			offline_opt = pct_label[c - OPT_P50];
 			break;
 		case OPT_LQ:
-			o.lq = arg_duration("--lq", optarg);
+			o.lq = tc_arg_duration("lq", optarg);
 			o.have_lq = true;
 			offline_opt = "lq";
 			break;
@@ -1214,21 +1205,21 @@ int main(int argc, char **argv)
 			offline_opt = "percentile-name";
 			break;
 		case OPT_BACKLOG:
-			o.backlog = arg_duration("--backlog", optarg);
+			o.backlog = tc_arg_duration("backlog", optarg);
 			o.have_backlog = true;
 			break;
 		case OPT_SLACK:
-			o.slack = arg_duration("--slack", optarg);
+			o.slack = tc_arg_duration("slack", optarg);
 			break;
 		case OPT_CAP:
-			o.cap = arg_duration("--cap", optarg);
+			o.cap = tc_arg_duration("cap", optarg);
 			if (o.cap <= 0 || o.cap > KVIDX_MAX_TTL_MS / 1000.0)
 				tc_usage_error("bad --cap '%s': expected more than 0 and at most "
 					       "65.535s (the index stores TTLs in 16-bit "
 					       "milliseconds)", optarg);
 			break;
 		case OPT_FLOOR:
-			o.floor = arg_duration("--floor", optarg);
+			o.floor = tc_arg_duration("floor", optarg);
 			break;
 		case OPT_RATE:
 			if (ttl_parse_number(optarg, &o.rate) < 0)
@@ -1250,7 +1241,7 @@ int main(int argc, char **argv)
 		case OPT_TTL:
 			if (o.nttl == MAX_TTLS)
 				tc_usage_error("too many --ttl settings (at most %d)", MAX_TTLS);
-			o.ttls[o.nttl] = arg_duration("--ttl", optarg);
+			o.ttls[o.nttl] = tc_arg_duration("ttl", optarg);
 			if (o.ttls[o.nttl] <= 0)
 				tc_usage_error("bad --ttl '%s': a TTL must be longer than 0",
 					       optarg);
@@ -1265,7 +1256,7 @@ int main(int argc, char **argv)
 			live_opt = "pod";
 			break;
 		case OPT_INTERVAL:
-			o.interval = arg_duration("--interval", optarg);
+			o.interval = tc_arg_duration("interval", optarg);
 			if (o.interval <= 0 || o.interval > INTERVAL_MAX_S)
 				tc_usage_error("bad --interval '%s': expected more than 0 and at "
 					       "most an hour", optarg);
@@ -1304,7 +1295,7 @@ int main(int argc, char **argv)
 			live_opt = "save-histogram";
 			break;
 		case OPT_IN_FORCE:
-			o.in_force = arg_duration("--in-force", optarg);
+			o.in_force = tc_arg_duration("in-force", optarg);
 			if (o.in_force <= 0)
 				tc_usage_error("bad --in-force '%s': a TTL must be longer than 0",
 					       optarg);

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "cli.h"
 #include "listen.h"
 #include "parse.h"
-#include "ttl.h"
 
 static void usage(FILE *f)
 {
@@ -187,25 +187,6 @@ static uint64_t opt_int(const char *name, const char *arg, uint64_t min, uint64_
 	return v;
 }
 
-static double opt_num(const char *name, const char *arg, double lo, double hi)
-{
-	double v;
-
-	if (!tc_parse_num(arg, lo, hi, &v))
-		tc_usage_error("bad --%s '%s': expected a number in [%g, %g]", name, arg, lo, hi);
-	return v;
-}
-/* A duration D in the tools' one grammar (ttl_parse_duration()), in seconds. */
-static double opt_dur(const char *name, const char *arg)
-{
-	double v;
-	int rc = ttl_parse_duration(arg, &v);
-
-	if (rc < 0)
-		tc_usage_error("bad --%s '%s': %s", name, arg, ttl_duration_error(rc));
-	return v;
-}
-
 /* Which of the two words a and b arg is: 0 or 1. */
 static int opt_pick(const char *name, const char *arg, const char *a, const char *b)
 {
@@ -349,7 +330,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 			break;
 		case O_WAIT: o->wait_subs = opt_int("wait-subscribers", optarg, 0, 1000000); break;
 		case O_DURATION:
-			o->duration = opt_dur("duration", optarg);
+			o->duration = tc_arg_duration("duration", optarg);
 			if (!(o->duration > 0))
 				tc_usage_error("bad --duration '%s': must be longer than 0", optarg);
 			break;
@@ -359,7 +340,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_PBLOCKS: o->prefix_blocks = opt_int("prefix-blocks", optarg, 0, 1u << 16); break;
 		case O_SBLOCKS: o->suffix_blocks = opt_int("suffix-blocks", optarg, 0, 1u << 16); break;
 		case O_SEED: o->seed = opt_int("seed", optarg, 0, UINT64_MAX); break;
-		case O_RATE: o->rate = opt_num("rate", optarg, 0, 1e9); break;
+		case O_RATE: o->rate = tc_arg_num("rate", optarg, 0, 1e9); break;
 		case O_BATCH: o->batch = opt_int("batch", optarg, 1, 65536); break;
 		case O_CACHE: o->cache_blocks = opt_int("cache-blocks", optarg, 1, 1u << 26); break;
 		case O_COUNT: o->count = opt_int("count", optarg, 0, UINT64_MAX); break;
@@ -373,24 +354,24 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_PREFILL: o->prefill_ms = opt_int("prefill-ms", optarg, 0, MAX_MS); break;
 		case O_JITTER: o->jitter_ms = opt_int("jitter-ms", optarg, 0, MAX_MS); break;
 		case O_EVDELAY: o->event_delay_ms = opt_int("event-delay-ms", optarg, 0, MAX_MS); break;
-		case O_FAIL: o->fail_rate = opt_num("fail-rate", optarg, 0, 1); break;
-		case O_CANCEL: o->cancel_rate = opt_num("cancel-rate", optarg, 0, 1); break;
-		case O_DROP: o->drop_rate = opt_num("drop-events", optarg, 0, 1); break;
+		case O_FAIL: o->fail_rate = tc_arg_num("fail-rate", optarg, 0, 1); break;
+		case O_CANCEL: o->cancel_rate = tc_arg_num("cancel-rate", optarg, 0, 1); break;
+		case O_DROP: o->drop_rate = tc_arg_num("drop-events", optarg, 0, 1); break;
 		/* Shapes */
 		case O_TOPIC: o->topic = optarg; break;
 		case O_DP_RANKS:
 			o->dp_ranks = (uint32_t)opt_int("dp-ranks", optarg, 1, FP_MAX_RANKS);
 			break;
 		case O_LORA: o->lora = optarg; break;
-		case O_LORA_SHARE: o->lora_share = opt_num("lora-share", optarg, 0, 1); break;
+		case O_LORA_SHARE: o->lora_share = tc_arg_num("lora-share", optarg, 0, 1); break;
 		case O_SALT: o->salt = optarg; break;
-		case O_SALT_SHARE: o->salt_share = opt_num("salt-share", optarg, 0, 1); break;
-		case O_MM: o->mm_rate = opt_num("mm", optarg, 0, 1); break;
+		case O_SALT_SHARE: o->salt_share = tc_arg_num("salt-share", optarg, 0, 1); break;
+		case O_MM: o->mm_rate = tc_arg_num("mm", optarg, 0, 1); break;
 		case O_MM_BARE: o->mm_bare = true; break;
 		case O_HYBRID: o->hybrid = true; break;
-		case O_OFFLOAD: o->offload = opt_num("offload", optarg, 0, 1); break;
+		case O_OFFLOAD: o->offload = tc_arg_num("offload", optarg, 0, 1); break;
 		case O_OFFLOAD_MEDIUM: o->offload_medium = optarg; break;
-		case O_DUP: o->dup_copies = opt_num("dup-copies", optarg, 0, 1); break;
+		case O_DUP: o->dup_copies = tc_arg_num("dup-copies", optarg, 0, 1); break;
 		case O_COPY_COUNTS: o->copy_counts = true; break;
 		default: /* 'h', ':' or '?' */
 			tc_getopt_default(c, argv, usage);

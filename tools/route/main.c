@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "args.h"
 #include "cli.h"
 #include "listen.h"
 #include "parse.h"
-#include "ttl.h"
 
 static void usage(FILE *f)
 {
@@ -147,29 +147,6 @@ static uint64_t opt_u64(const char *flag, const char *s, uint64_t min, uint64_t 
 	return v;
 }
 
-static double opt_double(const char *flag, const char *s, double min, double max)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || *end || errno || !(v == v && v - v == 0) || v < min || v > max)
-		tc_usage_error("--%s: expected a number in %g..%g, got '%s'", flag, min, max, s);
-	return v;
-}
-
-/* A duration D in the tools' one grammar (ttl_parse_duration()), in seconds. */
-static double opt_duration(const char *flag, const char *s)
-{
-	double v;
-	int rc = ttl_parse_duration(s, &v);
-
-	if (rc < 0)
-		tc_usage_error("bad --%s '%s': %s", flag, s, ttl_duration_error(rc));
-	return v;
-}
-
 /* An HTTP base URL: http(s)://host:port[/], kept without the trailing '/'. */
 static void check_url(const char *flag, const char *url, char *out, size_t outlen)
 {
@@ -279,7 +256,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_POD: opt_pod(o, optarg, false); break;
 		case O_PREFILL: opt_pod(o, optarg, true); break;
-		case O_SPEC_WEIGHT: o->spec_weight = opt_double("spec-weight", optarg, 0, 1); break;
+		case O_SPEC_WEIGHT: o->spec_weight = tc_arg_num("spec-weight", optarg, 0, 1); break;
 		case O_DOWN: o->down_ms = opt_u64("down-ms", optarg, 0, 86400000); break;
 		case O_CONNECT:
 			o->connect_timeout_ms = opt_u64("connect-timeout-ms", optarg, 1, 600000);
@@ -313,17 +290,17 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			o->suffix_blocks = opt_u64("suffix-blocks", optarg, 0, 4096);
 			break;
 		case O_SEED: o->seed = opt_u64("seed", optarg, 0, UINT64_MAX); break;
-		case O_FOLLOWUPS: o->followups = opt_double("followups", optarg, 0, 1); break;
+		case O_FOLLOWUPS: o->followups = tc_arg_num("followups", optarg, 0, 1); break;
 		case O_FOLLOWUP_MS:
 			o->followup_ms = (double)opt_u64("followup-ms", optarg, 0, 3600000);
 			break;
 		case O_RATE:
-			o->rate = opt_double("rate", optarg, 0, 1e7);
+			o->rate = tc_arg_num("rate", optarg, 0, 1e7);
 			rate_set = true;
 			break;
 		case O_POISSON: o->poisson = true; break;
 		case O_COUNT: o->count = opt_u64("count", optarg, 0, UINT32_MAX); break;
-		case O_DURATION: o->duration = opt_duration("duration", optarg); break;
+		case O_DURATION: o->duration = tc_arg_duration("duration", optarg); break;
 		case O_MAX_TOKENS: o->max_tokens = opt_u64("max-tokens", optarg, 1, 65536); break;
 		case O_CONCURRENCY:
 			o->concurrency = opt_u64("concurrency", optarg, 1, 65536);
