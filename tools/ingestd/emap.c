@@ -25,21 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t mix64(uint64_t x)
-{
-	/* splitmix64 finaliser: engine hashes in tests and some engines are small integers. */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
 /* The 32 hash bits of (token, ehash) the index keeps; their low bits are the home slot. */
 static uint32_t ent_hash(uint64_t token, uint64_t ehash)
 {
-	return (uint32_t)mix64(ehash ^ (token * 0x9e3779b97f4a7c15ull) ^ 0x5bd1e995);
+	return fm_hash(ehash, token);
 }
 
 /* ---- held counts ------------------------------------------------------------------------- */
@@ -73,7 +62,7 @@ static bool hslot_empty(const struct emap_hslot *s)
 
 static size_t held_home(const struct emap_held *h, uint64_t key)
 {
-	return (size_t)mix64(key) & (h->cap - 1);
+	return (size_t)fm_mix64(key) & (h->cap - 1);
 }
 
 void emap_held_prefetch(const struct emap_held *h, uint64_t key)

@@ -84,6 +84,24 @@ static inline uint64_t fm_scan(const struct fifomap *m, uint32_t h, uint64_t *po
 	}
 }
 
+/* The splitmix64 finaliser: keys in tests and some engines' block hashes are small integers,
+ * so every bit of the input must reach the low bits the index takes its homes from. */
+static inline uint64_t fm_mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+/* The 32 hash bits of a key of two words (a, b) that the index keeps. */
+static inline uint32_t fm_hash(uint64_t a, uint64_t b)
+{
+	return (uint32_t)fm_mix64(a ^ (b * 0x9e3779b97f4a7c15ull) ^ 0x5bd1e995);
+}
+
 /* Indexes the slot of insertion fm->pushes (its contents written or about to be) under
  * hash h and counts the insertion. Returns the slot number. */
 uint64_t fm_push(struct fifomap *m, uint32_t h);

@@ -97,7 +97,7 @@ enum { CAUSE_NONE = 0, CAUSE_CLEAR = 1, CAUSE_REMOVED = 2, CAUSE_EVICTED = 3 };
 /* The 32 hash bits of (key, sub) the fifomap's index keeps. */
 static uint32_t fhash(uint64_t key, int32_t sub)
 {
-	return (uint32_t)kv_mix(key ^ ((uint64_t)(uint32_t)sub * 0x9e3779b97f4a7c15ull));
+	return fm_hash(key, (uint32_t)sub);
 }
 
 int spec_fifo_init(struct spec_fifo *f, uint64_t cap)
