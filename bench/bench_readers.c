@@ -45,7 +45,7 @@
 #include "report.h"
 #include "score.h"
 #include "stats.h"
-#include "ttl.h"
+#include "duration.h"
 
 const char bl_prog[] = PROG;
 
@@ -144,10 +144,10 @@ static void parse_opts(int argc, char **argv)
 		switch (c) {
 		case 'n': keys = parse_num("--keys", optarg, 64 * BLOCKS, 1ull << 30); break;
 		case 's': {
-			int rc = ttl_parse_duration(optarg, &secs); /* the tools' one grammar */
+			int rc = tc_parse_duration(optarg, &secs); /* the tools' one grammar */
 			if (rc < 0) {
 				fprintf(stderr, PROG ": bad --duration '%s': %s\n", optarg,
-					ttl_duration_error(rc));
+					tc_duration_error(rc));
 				exit(2);
 			}
 			if (!(secs > 0 && secs < 3600)) {

@@ -24,6 +24,7 @@
 #include "kvidx_writer.h"
 #include "layout.h"
 #include "sweep.h"
+#include "duration.h"
 #include "ttl.h"
 #include "util_index.h"
 #include "util_run.h"
@@ -179,17 +180,17 @@ Test(ttl, parse_durations)
 	double v;
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		cr_assert_eq(ttl_parse_duration(ok[i].s, &v), 0, "%s", ok[i].s);
+		cr_assert_eq(tc_parse_duration(ok[i].s, &v), 0, "%s", ok[i].s);
 		cr_assert_float_eq(v, ok[i].v, 1e-12, "%s -> %g", ok[i].s, v);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		cr_assert_eq(ttl_parse_duration(bad[i], &v), -EINVAL, "'%s' accepted", bad[i]);
+		cr_assert_eq(tc_parse_duration(bad[i], &v), -EINVAL, "'%s' accepted", bad[i]);
 	/* One grammar for every tool: a unit is required, except for 0. */
-	cr_assert_eq(ttl_parse_duration("250", &v), -EDOM);
-	cr_assert_eq(ttl_parse_duration("1.", &v), -EDOM);
-	cr_assert_str_eq(ttl_duration_error(-EDOM), "needs a unit (us, ms, s or m)");
-	cr_assert_eq(ttl_parse_duration("90000s", &v), -ERANGE);
-	cr_assert_eq(ttl_parse_duration("86400s", &v), 0);
+	cr_assert_eq(tc_parse_duration("250", &v), -EDOM);
+	cr_assert_eq(tc_parse_duration("1.", &v), -EDOM);
+	cr_assert_str_eq(tc_duration_error(-EDOM), "needs a unit (us, ms, s or m)");
+	cr_assert_eq(tc_parse_duration("90000s", &v), -ERANGE);
+	cr_assert_eq(tc_parse_duration("86400s", &v), 0);
 }
 
 Test(ttl, parse_numbers_and_probabilities)

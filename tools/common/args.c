@@ -4,8 +4,8 @@
 #include "args.h"
 
 #include "cli.h"
+#include "duration.h"
 #include "parse.h"
-#include "ttl.h"
 
 double tc_arg_num(const char *flag, const char *arg, double lo, double hi)
 {
@@ -19,9 +19,9 @@ double tc_arg_num(const char *flag, const char *arg, double lo, double hi)
 double tc_arg_duration(const char *flag, const char *arg)
 {
 	double v;
-	int rc = ttl_parse_duration(arg, &v);
+	int rc = tc_parse_duration(arg, &v);
 
 	if (rc < 0)
-		tc_usage_error("bad --%s '%s': %s", flag, arg, ttl_duration_error(rc));
+		tc_usage_error("bad --%s '%s': %s", flag, arg, tc_duration_error(rc));
 	return v;
 }

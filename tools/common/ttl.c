@@ -1,7 +1,7 @@
 /*
  * ttl.c — the one TTL core: the seed's arithmetic (T = Lq + J, clamp to floor and cap, the
- * adaptive policy's slow step, stale exposure lambda x p x T), the tools' duration grammar,
- * the parsers for kvidx-ttl's other inputs and the sentences it prints. Pure functions; see
+ * adaptive policy's slow step, stale exposure lambda x p x T), the parsers for kvidx-ttl's
+ * other inputs (durations are duration.c's) and the sentences it prints. Pure functions; see
  * ttl.h.
  */
 #include <errno.h>
@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "duration.h"
 #include "ttl.h"
 
 /* Half a microsecond: two durations closer than this print the same and count as equal. */
@@ -51,96 +52,13 @@ static int decade(double a)
 
 /* ---- parsing ---- */
 
-/*
- * Length of the decimal number at the start of s: digits, optionally a point and more digits
- * (at least one digit in all). 0 if s does not start with one. Signs, exponents, "inf" and
- * hex are not numbers here, unlike for strtod().
- */
-static size_t dec_prefix(const char *s)
-{
-	size_t i = 0, digits = 0;
-
-	while (s[i] >= '0' && s[i] <= '9')
-		i++, digits++;
-	if (s[i] == '.') {
-		i++;
-		while (s[i] >= '0' && s[i] <= '9')
-			i++, digits++;
-	}
-	return digits ? i : 0;
-}
-
-/* The number in s[0..len) (a dec_prefix()), converted in the C locale's format. */
-static int dec_value(const char *s, size_t len, double *v)
-{
-	char tmp[64];
-
-	if (len >= sizeof(tmp))
-		return -EINVAL;
-	memcpy(tmp, s, len);
-	tmp[len] = '\0';
-	errno = 0;
-	*v = strtod(tmp, NULL);
-	if (errno || !isfinite(*v))
-		return -ERANGE;
-	return 0;
-}
-
-int ttl_parse_duration(const char *s, double *sec)
-{
-	static const struct {
-		const char *suffix;
-		double scale;
-	} units[] = {
-		{ "s", 1.0 },   { "ms", 1e-3 },          { "us", 1e-6 },
-		{ "m", 60.0 },  { "\xc2\xb5s", 1e-6 },
-	};
-	size_t len;
-	double v;
-
-	if (!s || !(len = dec_prefix(s)))
-		return -EINVAL;
-	if (s[len] == '\0') {
-		if (dec_value(s, len, &v) < 0)
-			return -EINVAL;
-		if (v != 0)
-			return -EDOM; /* only 0 goes without a unit */
-		*sec = 0;
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(s + len, units[i].suffix) != 0)
-			continue;
-		if (dec_value(s, len, &v) < 0)
-			return -ERANGE;
-		v *= units[i].scale;
-		if (v > TTL_DURATION_MAX_S)
-			return -ERANGE;
-		*sec = v;
-		return 0;
-	}
-	return -EINVAL;
-}
-
-const char *ttl_duration_error(int rc)
-{
-	switch (rc) {
-	case -EDOM:
-		return "needs a unit (us, ms, s or m)";
-	case -ERANGE:
-		return "longer than a day";
-	default:
-		return "expected a duration such as 250ms, 1.5s or 500us";
-	}
-}
-
 int ttl_parse_number(const char *s, double *v)
 {
 	size_t len;
 
-	if (!s || !(len = dec_prefix(s)) || s[len] != '\0')
+	if (!s || !(len = tc_dec_prefix(s)) || s[len] != '\0')
 		return -EINVAL;
-	return dec_value(s, len, v) < 0 ? -EINVAL : 0;
+	return tc_dec_value(s, len, v) < 0 ? -EINVAL : 0;
 }
 
 int ttl_parse_probability(const char *s, double *p)
@@ -148,11 +66,11 @@ int ttl_parse_probability(const char *s, double *p)
 	size_t len;
 	double v;
 
-	if (!s || !(len = dec_prefix(s)))
+	if (!s || !(len = tc_dec_prefix(s)))
 		return -EINVAL;
 	if (strcmp(s + len, "%") != 0 && s[len] != '\0')
 		return -EINVAL;
-	if (dec_value(s, len, &v) < 0)
+	if (tc_dec_value(s, len, &v) < 0)
 		return -EINVAL;
 	if (s[len] == '%')
 		v /= 100.0;

@@ -1,8 +1,8 @@
 /*
  * ttl.h — internal to the tools: the one TTL core, the arithmetic of the seed document
  * ("Prefix cache speculative index TTL") as plain functions, used by kvidx-ingestd's adaptive
- * policy (tools/ingestd/spec.c) and by kvidx-ttl alike, and the one duration grammar of every
- * tool's flags. Never installed.
+ * policy (tools/ingestd/spec.c) and by kvidx-ttl alike (the duration grammar of every tool's
+ * flags is duration.h's). Never installed.
  *
  *   T = Lq + J          Lq a high percentile of route-to-confirmation latency, J explicit
  *                       slack (subscriber backlog + timing slack)
@@ -23,24 +23,6 @@
 
 /* The documented llm-d default TTL, compared against when nothing else is (seed). */
 #define TTL_DEFAULT_S 2.0
-/* Largest duration the parser accepts (one day): anything longer is a typo. */
-#define TTL_DURATION_MAX_S 86400.0
-
-/*
- * The duration grammar of every kvidx tool (flags and config files that take a duration D):
- * a non-negative decimal number and a unit, "us" (or "µs"), "ms", "s" or "m" (minutes):
- * "1.15s", "250ms", "500us", "0.5m". The unit is required, since a bare "250" is 250 ms to
- * one reader and 250 s to another; only "0" may go without one. (Flags whose name carries
- * the unit, such as --prefill-ms, take a plain whole number instead.)
- * Returns 0 and sets *sec; -EINVAL for anything else (signs, exponents, hex, inf, nan,
- * spaces, unknown units), -EDOM for a nonzero number without a unit, -ERANGE above
- * TTL_DURATION_MAX_S. ttl_duration_error() says which in words.
- */
-int ttl_parse_duration(const char *s, double *sec);
-/* What was wrong with a duration, for a return value of ttl_parse_duration(): "expected a
- * duration such as 250ms, 1.5s or 500us", "needs a unit (us, ms, s or m)", "longer than a day". */
-const char *ttl_duration_error(int rc);
-
 /* Parses a plain non-negative decimal number ("120", "0.5"). 0 or -EINVAL. */
 int ttl_parse_number(const char *s, double *v);
 

@@ -43,7 +43,7 @@
  * (MHD_suspend_connection) and resumed by http_answer().
  */
 #include "fakepod.h"
-#include "ttl.h"
+#include "duration.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -473,11 +473,11 @@ static int parse_faults(const char *v, struct srv_fault *f, char *err, size_t er
 			f->restart = true;
 		else if (!strncmp(tok, "delay=", 6)) {
 			double sec;
-			int rc = ttl_parse_duration(tok + 6, &sec);
+			int rc = tc_parse_duration(tok + 6, &sec);
 
 			if (rc < 0) {
 				snprintf(err, errlen, "X-Fakepod-Fault: bad delay '%s': %s", tok + 6,
-					 ttl_duration_error(rc));
+					 tc_duration_error(rc));
 				return -1;
 			}
 			f->has_delay = true;

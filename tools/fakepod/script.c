@@ -9,7 +9,7 @@
  * A bad line ends the run with exit status 2, after a message naming the line.
  */
 #include "fakepod.h"
-#include "ttl.h"
+#include "duration.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -425,9 +425,9 @@ static int script_line(struct fp *fp, char *line, uint64_t now)
 
 		if (!arg)
 			return script_error(fp, "%s: missing argument", cmd);
-		if ((rc = ttl_parse_duration(arg, &sec)) < 0)
+		if ((rc = tc_parse_duration(arg, &sec)) < 0)
 			return script_error(fp, "%s: bad argument '%s': %s", cmd, arg,
-					    ttl_duration_error(rc));
+					    tc_duration_error(rc));
 		if (strtok_r(NULL, SCRIPT_SEPS, &save))
 			return script_error(fp, "%s: too many arguments", cmd);
 		v = (uint64_t)(sec * 1e9 + 0.5);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kvidx_writer.h"
+#include "duration.h"
 #include "ttl.h"
 
 enum opt_kind {
@@ -198,10 +199,10 @@ int ing_parse_duration(const char *key, const char *v, uint64_t max_ms, uint32_t
 		       char *err, size_t errlen)
 {
 	double sec;
-	int rc = ttl_parse_duration(v, &sec); /* the tools' one duration grammar */
+	int rc = tc_parse_duration(v, &sec); /* the tools' one duration grammar */
 
 	if (rc < 0)
-		return fail(err, errlen, "%s: '%s' %s", key, v, ttl_duration_error(rc));
+		return fail(err, errlen, "%s: '%s' %s", key, v, tc_duration_error(rc));
 	double x = sec * 1000;
 	if (x > (double)max_ms)
 		return fail(err, errlen, "%s: %s is out of range (at most %llums)", key, v,

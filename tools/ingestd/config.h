@@ -115,7 +115,7 @@ bool ing_pod_spec_equal(const struct ing_pod_spec *a, const struct ing_pod_spec 
 int ing_config_check(const struct ing_config *c, char *err, size_t errlen);
 
 /*
- * Parses a duration in the tools' one grammar (ttl_parse_duration(): "250ms", "2s", "1.5s",
+ * Parses a duration in the tools' one grammar (tc_parse_duration(): "250ms", "2s", "1.5s",
  * "0.5m"; a unit is required but for 0) into whole milliseconds (at most max_ms; finer
  * values are refused). 0 or -EINVAL with a message naming key.
  */

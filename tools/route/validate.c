@@ -43,7 +43,7 @@
 #include "inspect.h"
 #include "layout.h"
 #include "rng.h"
-#include "ttl.h"
+#include "duration.h"
 
 #define MAX_GAPS 8
 #define VOCAB 50000u
@@ -465,7 +465,7 @@ static void print_json(struct val *V, struct cell *cells, size_t nc, double p50,
 /* ---- the run ------------------------------------------------------------------------------- */
 
 /*
- * --gaps: up to max durations in the tools' one grammar (ttl_parse_duration()),
+ * --gaps: up to max durations in the tools' one grammar (tc_parse_duration()),
  * comma-separated, each as whole milliseconds of at most 10 minutes. Usage errors exit 2.
  */
 static size_t parse_gaps(const char *s, uint64_t *out, size_t max)
@@ -478,10 +478,10 @@ static size_t parse_gaps(const char *s, uint64_t *out, size_t max)
 	snprintf(buf, sizeof(buf), "%s", s);
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		double sec, ms, frac;
-		int rc = ttl_parse_duration(t, &sec);
+		int rc = tc_parse_duration(t, &sec);
 
 		if (rc < 0)
-			tc_usage_error("bad --gaps '%s': %s", t, ttl_duration_error(rc));
+			tc_usage_error("bad --gaps '%s': %s", t, tc_duration_error(rc));
 		ms = sec * 1000;
 		if (ms > 600000)
 			tc_usage_error("bad --gaps '%s': at most 10m", t);
