@@ -1113,6 +1113,16 @@ Test(ingest, config_flags_and_file)
 	cr_assert_eq(ing_config_set(&c, "capacity", "-1", false, err, sizeof(err)), -EINVAL);
 	cr_assert_eq(ing_config_set(&c, "max-pods", "5000000000", false, err, sizeof(err)),
 		     -EINVAL);
+	/* A flag named *-ms takes a whole number: no size suffix ("1m" is not a minute). */
+	cr_assert_eq(ing_config_set(&c, "stall-ms", "1m", false, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "stall-ms: expected a whole number of milliseconds"), "%s", err);
+	cr_assert_eq(ing_config_set(&c, "replay-timeout-ms", "2k", false, err, sizeof(err)),
+		     -EINVAL);
+	cr_assert_eq(ing_config_set(&c, "stall-ms", "1500", false, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(c.stall_ms, 1500);
+	cr_assert_eq(ing_config_set(&c, "replay-timeout-ms", "250", false, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(c.replay_timeout_ms, 250);
 	cr_assert_eq(ing_config_set(&c, "frobnicate", "1", true, err, sizeof(err)), -EINVAL);
 	cr_assert_eq(ing_config_set(&c, "config", "x", true, err, sizeof(err)), -EINVAL);
 	cr_assert_eq(ing_config_check(&c, err, sizeof(err)), -EINVAL, "no pods must fail");

@@ -15,14 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvidx_writer.h"
 #include "duration.h"
+#include "kvidx_writer.h"
+#include "parse.h"
 #include "ttl.h"
 
 enum opt_kind {
 	OPT_STR,   /* copied into a buffer */
 	OPT_U64,   /* integer, optional k/m/g suffix (x1024) */
 	OPT_U32,
+	OPT_MS,    /* a flag named *-ms: a whole number of milliseconds, no suffix */
 	OPT_BOOL,  /* no argument on the command line */
 	OPT_DURATION, /* "250ms", "2s": milliseconds */
 	OPT_FRACTION, /* "0.99", "99%", "p99": (0, 1] */
@@ -56,9 +58,9 @@ static const struct opt opts[] = {
 	{ O_SEED, "seed", OPT_STR },
 	{ O_BLOCK_SIZE, "block-size", OPT_U32 },
 	{ O_GROUP, "group", OPT_SPECIAL },
-	{ O_STALL_MS, "stall-ms", OPT_U32 },
+	{ O_STALL_MS, "stall-ms", OPT_MS },
 	{ O_ENGINE_MAP, "engine-map", OPT_U64 },
-	{ O_REPLAY_TIMEOUT, "replay-timeout-ms", OPT_U32 },
+	{ O_REPLAY_TIMEOUT, "replay-timeout-ms", OPT_MS },
 	{ O_REPLAY_ON_START, "replay-on-start", OPT_BOOL },
 	{ O_POD, "pod", OPT_SPECIAL },
 	{ O_BIND, "bind", OPT_STR },
@@ -486,6 +488,14 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 		rc = parse_u64(key, value, o->kind == OPT_U32 ? UINT32_MAX : UINT64_MAX, &u, err,
 			       errlen);
 		if (rc < 0 || (rc = check_num_limit(o, value, u, err, errlen)) < 0)
+			return rc;
+		break;
+	case OPT_MS:
+		/* The name carries the unit, so no suffix: "1m" is neither a minute nor 1Mi ms. */
+		if (!tc_parse_dec(value, UINT32_MAX, &u))
+			return fail(err, errlen, "%s: expected a whole number of milliseconds, got '%s'",
+				    key, value);
+		if ((rc = check_num_limit(o, value, u, err, errlen)) < 0)
 			return rc;
 		break;
 	default:
