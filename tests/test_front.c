@@ -389,3 +389,58 @@ Test(front, two_fronts_share_one_index)
 				      ctr(pod_idx[1], KV_PC_speculations) >= 8,
 			      DEADLINE_MS));
 }
+
+/* A front on tu_port(6) deciding for the --pod pods, with one --prefill pod. */
+static struct tu_child *start_front_pd(const char *const *pods, const char *prefill)
+{
+	static char listen[32];
+	const char *args[24];
+	int a = 0;
+
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", tu_port(6));
+	args[a++] = "--name", args[a++] = name;
+	args[a++] = "--listen", args[a++] = listen;
+	args[a++] = "--json";
+	args[a++] = "--down-ms", args[a++] = "60000";
+	for (int i = 0; pods[i]; i++)
+		args[a++] = "--pod", args[a++] = pods[i];
+	args[a++] = "--prefill", args[a++] = prefill;
+	args[a] = NULL;
+	return spawn("kvidx-route", args);
+}
+
+/*
+ * P/D disaggregation (--prefill): pod 1 is the only prefill pod and holds a prefix, pod 0
+ * the only decode pod. A request goes to pod 0 with pod 1 named as its prefill pod; the
+ * decision is the prefill pod's match; the commit predicts the new blocks on both pods; the
+ * outcome is reported for the prefill pod, whose cache the usage describes.
+ */
+Test(front, prefill_pod_is_picked_committed_and_reported)
+{
+	static char pre[160];
+	const char *pods[3];
+	struct tu_http r;
+
+	start_pods();
+	snprintf(pre, sizeof(pre), "%s", pod_arg(1));
+	pods[0] = pod_arg(0), pods[1] = NULL;
+	start_front_pd(pods, pre);
+	tu_http(tu_url(3, "/v1/completions"), body_of(0, 8, 0, 0, false), NULL, 3000, &r);
+	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
+	tu_http_free(&r);
+	cr_assert(TU_WAIT_FOR(tu_rec_state(rd, key_of(0, 8, 0, 0, 7), pod_idx[1], NULL) == TU_CONF,
+			      3000), "pod 1's BlockStored not applied");
+
+	tu_http(tu_url(6, "/v1/completions"), body_of(0, 8, 1, 2, false), NULL, 5000, &r);
+	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
+	cr_assert_str_eq(r.pod, pod_name[0], "decoded on %s, not the only decode pod", r.pod);
+	cr_assert_str_eq(r.prefill, pod_name[1], "prefill pod '%s'", r.prefill);
+	cr_assert_str_eq(r.kind, "confirmed", "the decision is the prefill pod's match");
+	uint64_t k9 = key_of(0, 8, 1, 2, 9);
+	cr_assert_eq(tu_rec_state(rd, k9, pod_idx[0], NULL), TU_SPEC, "no prediction on the decoder");
+	cr_assert_eq(tu_rec_state(rd, k9, pod_idx[1], NULL), TU_SPEC, "no prediction on the prefiller");
+	cr_assert(TU_WAIT_FOR(ctr(pod_idx[1], KV_PC_outcomes) == 1, DEADLINE_MS),
+		  "no outcome reported for the prefill pod");
+	cr_assert_eq(ctr(pod_idx[0], KV_PC_outcomes), 0, "the outcome went to the decode pod");
+	tu_http_free(&r);
+}

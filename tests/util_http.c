@@ -70,6 +70,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
 	header_value(p, len, "X-Kvidx-Pod", r->pod, sizeof(r->pod));
 	header_value(p, len, "X-Kvidx-Decision", r->kind, sizeof(r->kind));
 	header_value(p, len, "X-Kvidx-Worker", r->worker, sizeof(r->worker));
+	header_value(p, len, "X-Kvidx-Prefill-Pod", r->prefill, sizeof(r->prefill));
 	return len;
 }
 

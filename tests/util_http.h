@@ -17,7 +17,7 @@ struct tu_http {
 	char *body;          /* NUL-terminated; the caller frees it with tu_http_free() */
 	size_t len;
 	size_t chunks;       /* body pieces as they arrived */
-	char ctype[128], reqid[160], pod[80], kind[16], worker[16];
+	char ctype[128], reqid[160], pod[80], kind[16], worker[16], prefill[80];
 	uint64_t t_start_ns, t_first_ns, t_end_ns;
 };
 

@@ -572,7 +572,7 @@ static void predict(struct ing_spec *s, struct spec_pod *sp, int pod, const uint
 static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns)
 {
 	struct ing_spec *s = arg;
-	struct spec_pod *sp = pod_of(s, rt->pod), *pp;
+	struct spec_pod *sp = pod_of(s, rt->pod), *pp = NULL;
 	uint64_t now = s->drain_now;
 	bool on_pred = rt->matched_blocks > 0 && rt->matched_spec > 0;
 
@@ -613,8 +613,11 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 	struct spec_fent *old = spec_fifo_find(&s->corr, rt->corr_id, 0);
 	if (old)
 		spec_fifo_del(&s->corr, old); /* a reused corr_id: the newest route wins */
+	/* The outcome belongs to the pod whose cache the match and the usage describe: under P/D
+	 * the prefill pod (the router reports it so, and matched_blocks is its match). */
 	uint64_t predicted = (uint64_t)rt->matched_blocks * s->block_size;
-	spec_fifo_push(&s->corr, rt->corr_id, 0, rt->pod, predicted | (on_pred ? PRED_FLAG : 0),
+	int opod = pp ? rt->prefill_pod : rt->pod;
+	spec_fifo_push(&s->corr, rt->corr_id, 0, opod, predicted | (on_pred ? PRED_FLAG : 0),
 		       created, NULL);
 }
 

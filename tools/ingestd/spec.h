@@ -77,8 +77,9 @@ enum spec_pause {
  * A bounded map with FIFO eviction keyed by (key, sub), on the fifomap of fifomap.h (the one
  * under the engine-key map too). A key may be pushed more than once (a multimap): every entry
  * has its own slot. Used for route commits awaiting their outcome (key = corr_id, sub = 0,
- * aux = the decode pod), for expired predictions awaiting a late confirmation (key = block
- * key, sub = pod) and for the route map (key = created_ns, sub = pod).
+ * aux = the pod the outcome counts for: the prefill pod under P/D, else the decode pod), for
+ * expired predictions awaiting a late confirmation (key = block key, sub = pod) and for the
+ * route map (key = created_ns, sub = pod).
  */
 struct spec_fent {
 	uint64_t key;
