@@ -65,19 +65,6 @@ TestSuite(ingest, .init = setup, .fini = teardown, .timeout = 30);
 
 /* ---- events ---------------------------------------------------------------------------------- */
 
-static struct kvw_event removed(const uint64_t *h, size_t nh, const char *medium)
-{
-	struct kvw_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.type = KVW_BLOCK_REMOVED;
-	ev.hashes = h;
-	ev.nhashes = nh;
-	if (medium)
-		snprintf(ev.medium, sizeof(ev.medium), "%s", medium);
-	return ev;
-}
-
 static struct kvw_event cleared(void)
 {
 	struct kvw_event ev;
@@ -166,7 +153,7 @@ Test(ingest, stores_chain_and_removes)
 	cr_assert_eq(tiers_of(k[0], pod), KVIDX_TIER_GPU);
 	cr_assert_eq(score_blocks(k, 3, pod), 3);
 
-	pub_one(p, removed(&h01[1], 1, NULL));
+	pub_one(p, tu_removed(&h01[1], 1, NULL));
 	TU_EVENTUALLY(!holds(k[1], pod), "removed block still held; log: %s", tu_ing.log);
 	cr_assert(holds(k[0], pod) && holds(k[2], pod));
 	cr_assert_eq(score_blocks(k, 3, pod), 1);
@@ -246,9 +233,9 @@ Test(ingest, cpu_medium_is_cpu_tier)
 	pub_one(p, ev);
 	TU_EVENTUALLY(tiers_of(k[0], pod) == (KVIDX_TIER_CPU | KVIDX_TIER_GPU), "GPU not added");
 	/* Removal is per tier. */
-	pub_one(p, removed(h, 1, "GPU"));
+	pub_one(p, tu_removed(h, 1, "GPU"));
 	TU_EVENTUALLY(tiers_of(k[0], pod) == KVIDX_TIER_CPU, "GPU removal did not leave CPU");
-	pub_one(p, removed(h, 1, "cpu"));
+	pub_one(p, tu_removed(h, 1, "cpu"));
 	TU_EVENTUALLY(!holds(k[0], pod), "CPU removal did not remove the block");
 }
 
@@ -353,7 +340,7 @@ Test(ingest, engine_blocks_multiple_of_index_blocks)
 	TU_EVENTUALLY(holds(k[5], pod), "chained 32-token block not stored; log: %s", tu_ing.log);
 	cr_assert_eq(score_blocks(k, 6, pod), 6);
 	/* Removing engine block 51 removes both of its index blocks. */
-	pub_one(p, removed(h, 1, NULL));
+	pub_one(p, tu_removed(h, 1, NULL));
 	TU_EVENTUALLY(!holds(k[0], pod) && !holds(k[1], pod), "engine block not fully removed");
 	cr_assert(holds(k[2], pod) && holds(k[3], pod));
 	tu_wait_batches(pod, 3);
@@ -895,13 +882,13 @@ Test(ingest, duplicate_copies_stay_until_the_last_removal)
 	tu_keys_of(MODEL, 0, s, BS, &ks);
 	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
 	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
-	pub_one(p, removed(&h, 1, NULL));
+	pub_one(p, tu_removed(&h, 1, NULL));
 	pub_one(p, tu_stored(&hs, 1, false, 0, s, BS, BS)); /* sentinel */
 	int pod = wait_pod(POD);
 	TU_EVENTUALLY(holds(ks, pod), "sentinel not applied; log: %s", tu_ing.log);
 	cr_assert(holds(k, pod), "stored twice, removed once: must still be held");
 	cr_assert_eq(tu_ctr(pod, KV_PC_copies_kept), 1);
-	pub_one(p, removed(&h, 1, NULL));
+	pub_one(p, tu_removed(&h, 1, NULL));
 	TU_EVENTUALLY(!holds(k, pod), "the last copy's removal did not remove it");
 }
 

@@ -365,6 +365,19 @@ struct kvw_event tu_stored(const uint64_t *h, size_t nh, bool has_parent, uint64
 	return ev;
 }
 
+struct kvw_event tu_removed(const uint64_t *h, size_t nh, const char *medium)
+{
+	struct kvw_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.type = KVW_BLOCK_REMOVED;
+	ev.hashes = h;
+	ev.nhashes = nh;
+	if (medium)
+		snprintf(ev.medium, sizeof(ev.medium), "%s", medium);
+	return ev;
+}
+
 size_t tu_keys_of(const char *model, uint64_t parent, const uint32_t *tok, size_t n,
 		  uint64_t *out)
 {
