@@ -12,6 +12,7 @@
 
 #include "hist.h"
 #include "inspect.h"
+#include "layout.h"
 
 void tu_index_name(char *name, size_t len, const char *tag)
 {
@@ -94,4 +95,21 @@ int tu_rec_state(struct kvidx_reader *r, uint64_t key, int pod, struct kvidx_rec
 		return recs[i].speculative ? TU_SPEC : TU_CONF;
 	}
 	return TU_ABSENT;
+}
+
+struct kvidx_reader_slot *tu_reader_slot(struct kvidx_reader *r)
+{
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
+
+	return (struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
+	       kv_reader_slot_index(r);
+}
+
+struct kvidx_reader_slot *tu_reader_stall(struct kvidx_reader *r)
+{
+	struct kvidx_reader_slot *rs = tu_reader_slot(r);
+
+	__atomic_store_n(&rs->rs_ctr, __atomic_load_n(&kv_reader_idx(r)->ih_epoch, __ATOMIC_SEQ_CST),
+			 __ATOMIC_SEQ_CST);
+	return rs;
 }

@@ -13,6 +13,8 @@
 
 #include "kvidx_writer.h"
 
+struct kvidx_reader_slot;
+
 /* Writes "t-TAG-<pid>-<n>" into name, n counting the calls of this process. */
 void tu_index_name(char *name, size_t len, const char *tag);
 
@@ -34,6 +36,18 @@ void tu_add_latency(struct kvidx *w, int pod, int which, uint64_t us, int n);
 
 /* Whether pod's speculation is paused (the flag in its pod word, which readers honour). */
 bool tu_pod_paused(struct kvidx_reader *r, int pod);
+
+/*
+ * Reader r's own slot in the registry, writable, for tests that forge what the reader
+ * announces (rs_ctr) as a stopped or hostile reader would.
+ */
+struct kvidx_reader_slot *tu_reader_slot(struct kvidx_reader *r);
+
+/*
+ * Makes r look stopped inside a read-side section: its slot announces the index's current
+ * epoch and keeps announcing it. Returns the slot (tu_reader_slot).
+ */
+struct kvidx_reader_slot *tu_reader_stall(struct kvidx_reader *r);
 
 enum { TU_ABSENT = 0, TU_SPEC = 1, TU_CONF = 2 };
 
