@@ -659,35 +659,37 @@ Test(index, dead_reader_slot_freed)
 }
 
 /*
- * A writer with a stall limit of 5 ms, key 5 stored on pod "a:1" (*pod), and a reader that
- * stopped inside a read-side section (tu_reader_stall; its slot in *rs) and is returned.
+ * A writer with a stall limit of 5 ms, a reader that stopped inside a read-side section
+ * (tu_reader_stall; its slot in *rs), returned, and key 5 stored on a pod, then removed at *t:
+ * its memory waits for that reader.
  */
-static struct kvidx_reader *stalled_reader(int *pod, uint64_t *k, struct kvidx_reader_slot **rs)
+static struct kvidx_reader *stalled_reader(struct kvidx_reader_slot **rs, uint64_t *t)
 {
 	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 100 }, .stall_ms = 5 };
 	struct kvidx_reader *r;
+	uint64_t k = 5;
+	int a;
 
 	w = kvidx_writer_open(&o);
 	cr_assert_not_null(w);
-	*pod = kvidx_pod_add(w, "a:1", NULL);
-	*k = 5;
-	kvidx_store(w, *pod, k, 1, KVIDX_TIER_GPU, 1);
+	a = kvidx_pod_add(w, "a:1", NULL);
+	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1);
 	r = kvidx_reader_open(name);
 	cr_assert_not_null(r);
 	*rs = tu_reader_stall(r);
+	*t = kvidx_now_ns();
+	kvidx_remove(w, a, &k, 1, 0);
 	return r;
 }
 
 Test(index, stalled_reader_expelled_and_recovers)
 {
-	int a;
-	uint64_t k;
 	struct kvidx_reader_slot *rs;
+	uint64_t t;
 	/* Pretend the reader stopped inside a read-side section: it announced an old epoch. */
-	struct kvidx_reader *r = stalled_reader(&a, &k, &rs);
-	uint64_t t = kvidx_now_ns();
+	struct kvidx_reader *r = stalled_reader(&rs, &t);
+
 	/* Retired memory waits for it... */
-	kvidx_remove(w, a, &k, 1, 0);
 	kvidx_writer_tick(w, t);
 	cr_assert_eq(stats(r)->limbo, 1);
 	/* ...until the stall limit, then it is expelled and memory is reclaimed. */
@@ -708,12 +710,10 @@ Test(index, stalled_reader_expelled_and_recovers)
  * clock) is no stall: the reader stays, and the stall clock still runs from the first time. */
 Test(index, earlier_now_does_not_expel)
 {
-	int a;
-	uint64_t k;
 	struct kvidx_reader_slot *rs;
-	struct kvidx_reader *r = stalled_reader(&a, &k, &rs);
-	uint64_t t = kvidx_now_ns();
-	kvidx_remove(w, a, &k, 1, 0);
+	uint64_t t;
+	struct kvidx_reader *r = stalled_reader(&rs, &t);
+
 	kvidx_writer_tick(w, t + 100 * 1000000ull); /* the stall clock starts at t + 100 ms */
 	kvidx_writer_tick(w, t);                    /* earlier: no stall */
 	cr_assert_eq(stats(r)->readers_expelled, 0);

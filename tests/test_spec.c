@@ -483,14 +483,6 @@ Test(spec, clear_drops_predictions_and_counts_them)
 
 static struct tu_child fake[2];
 
-static void fake_say(struct tu_child *c, const char *line)
-{
-	size_t n = strlen(line);
-
-	cr_assert_eq(write(c->in, line, n), (ssize_t)n);
-	cr_assert_eq(write(c->in, "\n", 1), 1);
-}
-
 static void fake_start(struct tu_child *c, const char *ep, const char *pod, const char *ahead)
 {
 	const char *argv[] = { "--script", "-", "--pub", ep, "--pod", pod, "--model", MODEL,
@@ -515,14 +507,14 @@ Test(spec, measured_backlog_within_one_bucket_of_injected_delay)
 	tu_ingestd_start((const char *const[]){ "--pod", podarg[0], "--pod", podarg[1], NULL });
 	int a = ready_pod(POD_A), b = ready_pod(POD_B);
 
-	fake_say(&fake[0], "delay 2s");
+	tu_child_say(&fake[0], "delay 2s");
 	for (int i = 0; i < nb; i++) {
 		snprintf(line, sizeof(line), "store - %d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d",
 			 i * 16 + 1, i * 16 + 2, i * 16 + 3, i * 16 + 4, i * 16 + 5, i * 16 + 6,
 			 i * 16 + 7, i * 16 + 8, i * 16 + 9, i * 16 + 10, i * 16 + 11, i * 16 + 12,
 			 i * 16 + 13, i * 16 + 14, i * 16 + 15, i * 16 + 16);
-		fake_say(&fake[0], line);
-		fake_say(&fake[1], line);
+		tu_child_say(&fake[0], "%s", line);
+		tu_child_say(&fake[1], "%s", line);
 	}
 	cr_assert(TU_POLL(tu_ctr(a, KV_PC_batches) == (uint64_t)nb &&
 			  tu_ctr(b, KV_PC_batches) == (uint64_t)nb, 10000, tu_pump(5)),

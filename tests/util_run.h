@@ -61,6 +61,19 @@ int tu_child_wait(struct tu_child *c, int timeout_ms);
  */
 void tu_child_kill(struct tu_child *c);
 
+/*
+ * Writes one line to c's standard input: fmt formatted (under 16 KiB), then a newline;
+ * asserts that it fitted and was all written. Returns the line's length without the newline.
+ */
+size_t tu_child_say(struct tu_child *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * What c has written on its standard error pipe so far (all of it once it has exited),
+ * gathered in buf (size bytes, *len of them already used, the caller's to reset), which it
+ * NUL-terminates and returns: for assertions and failure messages.
+ */
+const char *tu_child_stderr(struct tu_child *c, char *buf, size_t size, size_t *len);
+
 /* Sleeps ms milliseconds. */
 void tu_sleep_ms(unsigned ms);
 
