@@ -78,8 +78,7 @@ struct outcome_line {
 };
 
 static char name[64];
-static struct tu_child kids[24]; /* kvidx-route's stdin and stdout are piped, not the others' */
-static int nkids;
+static struct tu_kids kids; /* kvidx-route's stdin and stdout are piped, not the others' */
 static struct tu_child *router;
 static struct kvidx_reader *rd;
 static struct kvidx_info info;
@@ -96,7 +95,7 @@ static size_t olen;
 static void setup(void)
 {
 	tu_index_name(name, sizeof(name), "val");
-	nkids = 0;
+	kids.n = 0;
 	router = NULL;
 	rd = NULL;
 	npods = 0;
@@ -108,9 +107,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	for (int i = nkids - 1; i >= 0; i--)
-		tu_child_kill(&kids[i]);
-	nkids = 0;
+	tu_kids_kill(&kids);
 	if (rd)
 		kvidx_reader_close(rd);
 	rd = NULL;
@@ -136,12 +133,7 @@ static void sleep_until(uint64_t t_ns)
  */
 static struct tu_child *spawn(const char *tool, bool pipes, const char **args)
 {
-	char log[256];
-
-	cr_assert(nkids < (int)(sizeof(kids) / sizeof(kids[0])));
-	snprintf(log, sizeof(log), "/tmp/%s.%s.%d.log", name, tool, nkids + 1);
-	tu_spawn(&kids[nkids], tool, args, log, pipes);
-	return &kids[nkids++];
+	return tu_kids_spawn(&kids, name, tool, args, pipes);
 }
 
 /* A pod's settings beyond the common ones. */
@@ -205,7 +197,7 @@ static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 	spawn("kvidx-ingestd", false, args);
 
 	cr_assert(TU_WAIT_FOR((rd = kvidx_reader_open(name)) != NULL, DEADLINE_MS),
-		  "index %s did not appear (see %s)", name, kids[nkids - 1].log);
+		  "index %s did not appear (see %s)", name, kids.c[kids.n - 1].log);
 	cr_assert_eq(kvidx_reader_info(rd, &info), 0);
 	root = kvidx_key_root(info.algo, info.seed, MODEL);
 	for (int i = 0; i < n; i++) {
@@ -610,7 +602,7 @@ Test(validation, pod_restart_clears_pod)
 	cr_assert_eq(wait_outcome(n)->cached, PB * BS);
 	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_blocks_stored) == 3 * (PB + SB) + SB, 2000));
 
-	cr_assert_eq(kill(kids[0].pid, SIGUSR1), 0);
+	cr_assert_eq(kill(kids.c[0].pid, SIGUSR1), 0);
 	/* An unrelated prompt makes the pod publish again, from sequence 0. */
 	unsigned p = 20;
 	do {

@@ -160,6 +160,25 @@ void tu_child_kill(struct tu_child *c)
 	c->log[0] = '\0';
 }
 
+struct tu_child *tu_kids_spawn(struct tu_kids *k, const char *name, const char *tool,
+			       const char *const *args, bool pipes)
+{
+	char log[256];
+
+	cr_assert(k->n < (int)(sizeof(k->c) / sizeof(k->c[0])), "more than %zu children",
+		  sizeof(k->c) / sizeof(k->c[0]));
+	snprintf(log, sizeof(log), "/tmp/%s.%s.%d.log", name, tool, k->n + 1);
+	tu_spawn(&k->c[k->n], tool, args, log, pipes);
+	return &k->c[k->n++];
+}
+
+void tu_kids_kill(struct tu_kids *k)
+{
+	for (int i = k->n - 1; i >= 0; i--)
+		tu_child_kill(&k->c[i]);
+	k->n = 0;
+}
+
 size_t tu_child_say(struct tu_child *c, const char *fmt, ...)
 {
 	char line[1 << 14];
