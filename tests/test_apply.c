@@ -515,29 +515,43 @@ Test(apply, lora_name_dropped_and_used_as_root)
 	cr_assert_eq(ctr(KV_PC_skipped_events), 0);
 }
 
+/*
+ * Applies a prompt of the n blocks of tokens t (engine hashes h) as two events: blocks
+ * 0..n-2 with the extra_keys entries x, then block n-1 continuing the chain without any; and
+ * asserts that every block is indexed under the key a router computes with extras ex.
+ */
+static void apply_with_extras(const char *what, const uint64_t *h, const uint32_t *t, size_t n,
+			      const struct kvw_extra *x, const struct kvidx_key_extras *ex)
+{
+	struct kvw_event e1 = tu_stored(h, n - 1, false, 0, t, (n - 1) * BS, BS);
+	struct kvw_event e2 = tu_stored(h + n - 1, 1, true, h[n - 2], t + (n - 1) * BS, BS, BS);
+	uint64_t k[8];
+
+	cr_assert(n >= 2 && n <= 8);
+	e1.has_extra_keys = true;
+	e1.extra = x;
+	e1.nextra = n - 1;
+	apply(&e1, 1);
+	apply(&e2, 1);
+	cr_assert_eq(kvidx_key_chain_ex(KVIDX_KEY_CBOR_FNV,
+					kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", MODEL), t, n * BS, BS,
+					ex, k, n),
+		     n);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(tiers(k[i]), KVIDX_TIER_GPU, "%s block %zu", what, i);
+}
+
 Test(apply, salted_two_turns_and_multimodal_then_text)
 {
 	/* Turn 1: salted, 2 blocks (salt on block 0). Turn 2: 1 more block, parent = turn 1's
 	 * last, no extras. Keys as a router computes them with kvidx_key_chain_ex. */
 	const uint32_t *t = tu_toks(10000, 3 * BS);
-	uint64_t h[3] = { 101, 102, 103 }, k[3];
+	uint64_t h[3] = { 101, 102, 103 };
 	struct kvw_xitem salt[1] = { xs("s3cr3t") };
 	struct kvw_extra x1[2] = { { true, salt, 1, 0 }, { false, NULL, 0, 0 } };
-	struct kvw_event t1 = tu_stored(h, 2, false, 0, t, 2 * BS, BS);
-	struct kvw_event t2 = tu_stored(h + 2, 1, true, h[1], t + 2 * BS, BS, BS);
 	struct kvidx_key_extras ex = { .salt = "s3cr3t" };
 
-	t1.has_extra_keys = true;
-	t1.extra = x1;
-	t1.nextra = 2;
-	apply(&t1, 1);
-	apply(&t2, 1);
-	cr_assert_eq(kvidx_key_chain_ex(KVIDX_KEY_CBOR_FNV,
-					kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", MODEL), t, 3 * BS, BS,
-					&ex, k, 3),
-		     3);
-	for (int i = 0; i < 3; i++)
-		cr_assert_eq(tiers(k[i]), KVIDX_TIER_GPU, "salted block %d", i);
+	apply_with_extras("salted", h, t, 3, x1, &ex);
 	uint64_t plain[3];
 	keys_of(0, t, 3 * BS, plain);
 	cr_assert_eq(tiers(plain[0]), 0, "the unsalted key must not be indexed");
@@ -545,25 +559,13 @@ Test(apply, salted_two_turns_and_multimodal_then_text)
 	/* An image on tokens [20, 40) of a new prompt: blocks 1 and 2 list it (offsets 4, -12),
 	 * then a text turn continues the chain. */
 	const uint32_t *u = tu_toks(20000, 4 * BS);
-	uint64_t g[4] = { 111, 112, 113, 114 }, km[4];
+	uint64_t g[4] = { 111, 112, 113, 114 };
 	struct kvw_xitem im1[1] = { xmm("img-hash-1", 4) }, im2[1] = { xmm("img-hash-1", -12) };
 	struct kvw_extra xm[3] = { { false, NULL, 0, 0 }, { true, im1, 1, 0 }, { true, im2, 1, 0 } };
-	struct kvw_event m1 = tu_stored(g, 3, false, 0, u, 3 * BS, BS);
-	struct kvw_event m2 = tu_stored(g + 3, 1, true, g[2], u + 3 * BS, BS, BS);
 	struct kvidx_mm_item item = { .start = 20, .len = 20, .id = "img-hash-1" };
 	struct kvidx_key_extras exm = { .mm = &item, .nmm = 1 };
 
-	m1.has_extra_keys = true;
-	m1.extra = xm;
-	m1.nextra = 3;
-	apply(&m1, 1);
-	apply(&m2, 1);
-	cr_assert_eq(kvidx_key_chain_ex(KVIDX_KEY_CBOR_FNV,
-					kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", MODEL), u, 4 * BS, BS,
-					&exm, km, 4),
-		     4);
-	for (int i = 0; i < 4; i++)
-		cr_assert_eq(tiers(km[i]), KVIDX_TIER_GPU, "multimodal prompt block %d", i);
+	apply_with_extras("multimodal prompt", g, u, 4, xm, &exm);
 	cr_assert_eq(ctr(KV_PC_skipped_events), 0);
 }
 

@@ -53,9 +53,7 @@ static void setup(void)
 static void teardown(void)
 {
 	tu_kids_kill(&kids);
-	if (rd)
-		kvidx_reader_close(rd);
-	rd = NULL;
+	tu_reader_close(&rd);
 	tu_index_remove(name, NULL);
 }
 

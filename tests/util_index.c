@@ -41,6 +41,13 @@ void tu_index_remove(const char *name, struct kvidx **w)
 	}
 }
 
+void tu_reader_close(struct kvidx_reader **rd)
+{
+	if (*rd)
+		kvidx_reader_close(*rd);
+	*rd = NULL;
+}
+
 struct kvidx *tu_writer_open(const char *name, const struct kvidx_writer_opts *opts)
 {
 	struct kvidx_writer_opts o = *opts;

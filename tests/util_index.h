@@ -25,6 +25,9 @@ void tu_index_name(char *name, size_t len, const char *tag);
  */
 void tu_index_remove(const char *name, struct kvidx **w);
 
+/* Closes the reader *rd if it is open and sets *rd to NULL. */
+void tu_reader_close(struct kvidx_reader **rd);
+
 /* Opens a writer on index name with opts (whose name is ignored), asserting it opened. */
 struct kvidx *tu_writer_open(const char *name, const struct kvidx_writer_opts *opts);
 
