@@ -86,6 +86,7 @@ static uint64_t root;
 static int npods;
 static int pod_idx[2]; /* index pod of fakepod i */
 static char pod_name[2][KVIDX_POD_NAME_MAX];
+static char pod_arg[2][2 * KVIDX_POD_NAME_MAX + 8]; /* kvidx-route's --pod NAME=http://NAME */
 static struct route_line routes[MAXN + 1];
 static struct outcome_line outs[MAXN + 1];
 static uint64_t sent;
@@ -175,6 +176,7 @@ static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 		args[a] = NULL;
 		spawn("kvidx-fakepod", false, args);
 		snprintf(pod_name[i], sizeof(pod_name[i]), "127.0.0.1:%d", tu_port(3 * i + 2));
+		snprintf(pod_arg[i], sizeof(pod_arg[i]), "%s=http://%s", pod_name[i], pod_name[i]);
 		snprintf(pods[i], sizeof(pods[i]),
 			 "tcp://127.0.0.1:%d,replay=tcp://127.0.0.1:%d,name=127.0.0.1:%d",
 			 tu_port(3 * i), tu_port(3 * i + 1), tu_port(3 * i + 2));
@@ -780,14 +782,11 @@ Test(validation, synthetic_workload_runs_to_count)
 	const struct podcfg pc[2] = { { 20, NULL }, { 20, NULL } };
 	const struct idxcfg ic = { TTL_MS, "2s", "10s" };
 	static char out[1 << 16];
-	char p0[160], p1[160];
 
 	start_all(2, pc, &ic);
-	snprintf(p0, sizeof(p0), "%s=http://%s", pod_name[0], pod_name[0]);
-	snprintf(p1, sizeof(p1), "%s=http://%s", pod_name[1], pod_name[1]);
-	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--synthetic",
-			       "--count", "40", "--rate", "400", "--poisson", "--prefixes", "3",
-			       "--json", "--quiet", NULL };
+	const char *args[] = { "--name", name, "--pod", pod_arg[0], "--pod", pod_arg[1],
+			       "--synthetic", "--count", "40", "--rate", "400", "--poisson",
+			       "--prefixes", "3", "--json", "--quiet", NULL };
 	cr_assert_eq(run_tool("kvidx-route", args, NULL, out, sizeof(out)), 0, "%s", out);
 	cr_assert(strstr(out, "\"event\":\"summary\",\"decisions\":40,"), "%s", out);
 	cr_assert(strstr(out, "\"outcomes\":40,") && strstr(out, "\"unanswered\":0,"), "%s", out);
@@ -893,15 +892,12 @@ Test(validation, validate_tool_against_fakepods, .timeout = 60)
 	const struct podcfg pc[2] = { { 150, NULL }, { 150, NULL } };
 	const struct idxcfg ic = { TTL_MS, "300ms", "10s" };
 	static char out[1 << 16];
-	char p0[160], p1[160];
 
 	start_all(2, pc, &ic);
-	snprintf(p0, sizeof(p0), "%s=http://%s", pod_name[0], pod_name[0]);
-	snprintf(p1, sizeof(p1), "%s=http://%s", pod_name[1], pod_name[1]);
-	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--validate",
-			       "--fakepods", "--scenarios", "success,cancel,fail", "--gaps",
-			       "40ms,300ms,0.6s", "--pairs", "2", "--prefix-blocks", "8", "--json",
-			       "--quiet", NULL };
+	const char *args[] = { "--name", name, "--pod", pod_arg[0], "--pod", pod_arg[1],
+			       "--validate", "--fakepods", "--scenarios", "success,cancel,fail",
+			       "--gaps", "40ms,300ms,0.6s", "--pairs", "2", "--prefix-blocks", "8",
+			       "--json", "--quiet", NULL };
 	cr_assert_eq(run_tool("kvidx-route", args, NULL, out, sizeof(out)), 0, "%s", out);
 	json_error_t je;
 	json_t *doc = json_loads(out, 0, &je);
