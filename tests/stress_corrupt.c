@@ -691,22 +691,12 @@ static pid_t spawn_reader(int id)
 
 static bool reap(pid_t pid, const char *what, bool block)
 {
-	int st;
-	pid_t r = waitpid(pid, &st, block ? 0 : WNOHANG);
+	char why[512];
+	int rc = tt_reap(pid, what, block, &sh->fail, HANG_S, why, sizeof(why));
 
-	if (r == 0)
-		return false;
-	if (r < 0)
-		fail("waitpid(%s): %s", what, strerror(errno));
-	if (tt_fail_posted(&sh->fail))
-		fail("%s failed", what);
-	if (WIFSIGNALED(st))
-		fail("%s (pid %d) %s: signal %d (%s)", what, (int)pid,
-		     WTERMSIG(st) == SIGALRM ? "hung (no progress for " "10 s)" : "crashed",
-		     WTERMSIG(st), strsignal(WTERMSIG(st)));
-	if (WEXITSTATUS(st) != 0)
-		fail("%s (pid %d) exited with status %d", what, (int)pid, WEXITSTATUS(st));
-	return true;
+	if (rc < 0)
+		fail("%s", why);
+	return rc > 0;
 }
 
 static void usage(FILE *f)

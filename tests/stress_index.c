@@ -1763,21 +1763,12 @@ static void reader_entry(int id)
 /* Reaps pid if it exited; any exit but a SIGKILL we sent is a failure. */
 static bool reap(pid_t pid, const char *what, bool block)
 {
-	int st;
-	pid_t r = waitpid(pid, &st, block ? 0 : WNOHANG);
+	char why[512];
+	int rc = tt_reap(pid, what, block, &sh->fail, 0, why, sizeof(why));
 
-	if (r == 0)
-		return false;
-	if (r < 0)
-		fail("waitpid(%s %d): %s", what, (int)pid, strerror(errno));
-	if (tt_fail_posted(&sh->fail))
-		fail("%s failed", what);
-	if (WIFSIGNALED(st))
-		fail("%s (pid %d) died of signal %d (%s)", what, (int)pid, WTERMSIG(st),
-		     strsignal(WTERMSIG(st)));
-	if (WEXITSTATUS(st) != 0)
-		fail("%s (pid %d) exited with status %d", what, (int)pid, WEXITSTATUS(st));
-	return true;
+	if (rc < 0)
+		fail("%s", why);
+	return rc > 0;
 }
 
 static void set_child(pid_t old, pid_t pid)

@@ -1,7 +1,8 @@
 /*
  * torture_util.c — helpers the stress_* torture programs share (see torture_util.h): sleeping,
- * mapping and cleaning up an index's shared-memory objects and the forked children, bounding a run's time,
- * and reporting the first violation of a run whichever process finds it.
+ * mapping and cleaning up an index's shared-memory objects, killing and reaping the forked
+ * children, bounding a run's time, and reporting the first violation of a run whichever
+ * process finds it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -99,6 +100,38 @@ void tt_kill_children(const pid_t *pids, unsigned n, bool reap)
 	for (unsigned i = 0; i < n; i++)
 		if (pids[i] > 0)
 			waitpid(pids[i], NULL, 0);
+}
+
+/*
+ * Reaps child pid, named what, if it has exited (block: waits until it does). Returns 0 if it
+ * still runs, 1 if it exited with status 0, and -1 with the failure in why (len bytes) if
+ * waitpid failed, a child posted a violation to box, or pid died of a signal (SIGALRM: hung,
+ * when the child arms an alarm of hang_s seconds; 0 for none) or exited non-zero.
+ */
+int tt_reap(pid_t pid, const char *what, bool block, struct tt_failbox *box, unsigned hang_s,
+	    char *why, size_t len)
+{
+	int st;
+	pid_t r = waitpid(pid, &st, block ? 0 : WNOHANG);
+
+	if (r == 0)
+		return 0;
+	if (r < 0)
+		snprintf(why, len, "waitpid(%s %d): %s", what, (int)pid, strerror(errno));
+	else if (tt_fail_posted(box))
+		snprintf(why, len, "%s failed", what);
+	else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM && hang_s)
+		snprintf(why, len, "%s (pid %d) hung (no progress for %u s): signal %d (%s)", what,
+			 (int)pid, hang_s, WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else if (WIFSIGNALED(st))
+		snprintf(why, len, "%s (pid %d) died of signal %d (%s)", what, (int)pid,
+			 WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else if (WEXITSTATUS(st) != 0)
+		snprintf(why, len, "%s (pid %d) exited with status %d", what, (int)pid,
+			 WEXITSTATUS(st));
+	else
+		return 1;
+	return -1;
 }
 
 /* What tt_time_bound()'s SIGALRM handler reports and cleans up. */
