@@ -58,6 +58,8 @@ static struct {
 } opt = { 10, 4, 0 };
 
 static char idx_name[KVIDX_NAME_MAX], v_name[KVIDX_NAME_MAX], c_name[KVIDX_NAME_MAX];
+/* What a run that overstays its time bound removes (tt_time_bound). */
+static const char *const indexes[] = { idx_name, v_name, c_name, NULL };
 static uint64_t keys[NKEYS];
 
 struct role {
@@ -98,33 +100,14 @@ static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt
 	exit(1);
 }
 
-static void on_alarm(int sig)
-{
-	static const char m[] = "stress_corrupt: FAIL: supervisor: run exceeded its time bound\n";
-
-	(void)sig;
-	if (write(2, m, sizeof(m) - 1) < 0) {
-	}
-	tt_kill_children(children, nchildren, false);
-	_exit(3);
-}
-
 /* Maps shm object name (a "/..." path) read-write; *size gets its size. */
 static void *map_rw(const char *path, size_t *size)
 {
-	struct stat sb;
-	int fd = shm_open(path, O_RDWR, 0);
-	void *p;
+	const char *what;
+	void *p = tt_map_shm(path, true, size, &what);
 
-	if (fd < 0)
-		fail("shm_open(%s): %s", path, strerror(errno));
-	if (fstat(fd, &sb) < 0)
-		fail("fstat(%s): %s", path, strerror(errno));
-	*size = (size_t)sb.st_size;
-	p = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		fail("mmap(%s): %s", path, strerror(errno));
+	if (!p)
+		fail("%s(%s): %s", what, path, strerror(errno));
 	return p;
 }
 
@@ -215,6 +198,20 @@ static void expect_open(const char *what, int want)
 	if (rc != want)
 		fail("%s: kvidx_reader_open = %d (%s), expected %d (%s)", what, rc,
 		     kvidx_strerror(rc), want, want ? kvidx_strerror(want) : "success");
+}
+
+/*
+ * Cuts shm object path (a copy of the pristine object orig) to len bytes, expects opening
+ * the copy to be refused as corrupt ("SEG truncated to LEN bytes"), and restores it from orig.
+ */
+static void expect_truncated(const char *seg, const char *path, const char *orig, off_t len)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "%s truncated to %lld bytes", seg, (long long)len);
+	shm_truncate(path, len);
+	expect_open(what, -KVIDX_ECORRUPT);
+	shm_copy(orig, path);
 }
 
 struct patch {
@@ -362,27 +359,12 @@ static void attach_checks(uint64_t *rng)
 
 	/* Truncated segments. */
 	const off_t cuts[] = { (off_t)dsize / 2, (off_t)dsize - 4096, 4096, 200, 0 };
-	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
-		char what[64];
-		snprintf(what, sizeof(what), "data segment truncated to %lld bytes",
-			 (long long)cuts[i]);
-		shm_truncate(cd, cuts[i]);
-		expect_open(what, -KVIDX_ECORRUPT);
-		shm_copy(vd, cd);
-	}
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++)
+		expect_truncated("data segment", cd, vd, cuts[i]);
 	const off_t ccuts[] = { (off_t)csize - 64, 100, 0 };
 	for (size_t i = 0; i < sizeof(ccuts) / sizeof(ccuts[0]); i++) {
-		char what[64];
-		snprintf(what, sizeof(what), "index header truncated to %lld bytes",
-			 (long long)ccuts[i]);
-		shm_truncate(cc, ccuts[i]);
-		expect_open(what, -KVIDX_ECORRUPT);
-		shm_copy(vc, cc);
-		snprintf(what, sizeof(what), "registry truncated to %lld bytes",
-			 (long long)(rsize - 64 * (i + 1) * (i + 1)));
-		shm_truncate(cr, (off_t)(rsize - 64 * (i + 1) * (i + 1)));
-		expect_open(what, -KVIDX_ECORRUPT);
-		shm_copy(vr, cr);
+		expect_truncated("index header", cc, vc, ccuts[i]);
+		expect_truncated("registry", cr, vr, (off_t)(rsize - 64 * (i + 1) * (i + 1)));
 	}
 	expect_open("restored", 0);
 	tt_unlink_index(c_name);
@@ -709,22 +691,12 @@ static pid_t spawn_reader(int id)
 
 static bool reap(pid_t pid, const char *what, bool block)
 {
-	int st;
-	pid_t r = waitpid(pid, &st, block ? 0 : WNOHANG);
+	char why[512];
+	int rc = tt_reap(pid, what, block, &sh->fail, HANG_S, why, sizeof(why));
 
-	if (r == 0)
-		return false;
-	if (r < 0)
-		fail("waitpid(%s): %s", what, strerror(errno));
-	if (tt_fail_posted(&sh->fail))
-		fail("%s failed", what);
-	if (WIFSIGNALED(st))
-		fail("%s (pid %d) %s: signal %d (%s)", what, (int)pid,
-		     WTERMSIG(st) == SIGALRM ? "hung (no progress for " "10 s)" : "crashed",
-		     WTERMSIG(st), strsignal(WTERMSIG(st)));
-	if (WEXITSTATUS(st) != 0)
-		fail("%s (pid %d) exited with status %d", what, (int)pid, WEXITSTATUS(st));
-	return true;
+	if (rc < 0)
+		fail("%s", why);
+	return rc > 0;
 }
 
 static void usage(FILE *f)
@@ -780,8 +752,7 @@ int main(int argc, char **argv)
 		sh = NULL;
 		fail("mmap: %s", strerror(errno));
 	}
-	signal(SIGALRM, on_alarm);
-	alarm(opt.seconds + 120);
+	tt_time_bound("stress_corrupt", opt.seconds + 120, children, &nchildren, indexes);
 
 	attach_checks(&rng);
 

@@ -91,6 +91,7 @@ static struct {
 } opt = { 10, 4, 200, 0, 4096, 0, 0, false, true };
 
 static char idx_name[KVIDX_NAME_MAX];
+static const char *const indexes[] = { idx_name, NULL }; /* for tt_time_bound */
 static uint64_t *keys_of[3];
 static uint32_t nkeys[3];
 
@@ -199,18 +200,6 @@ static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt
 	tt_kill_children(children, nchildren, true);
 	tt_unlink_index(idx_name);
 	exit(1);
-}
-
-static void on_alarm(int sig)
-{
-	static const char m[] = "stress_index: FAIL: supervisor: run exceeded its time bound\n";
-
-	(void)sig;
-	if (write(2, m, sizeof(m) - 1) < 0) {
-	}
-	tt_kill_children(children, nchildren, false);
-	tt_unlink_index(idx_name);
-	_exit(3);
 }
 
 /* ---- key sets ---- */
@@ -1718,18 +1707,11 @@ static const struct kvidx_data_hdr *mon_hdr;
 
 static void *map_ro(const char *path)
 {
-	struct stat sb;
-	int fd = shm_open(path, O_RDONLY, 0);
-	void *p;
+	const char *what;
+	void *p = tt_map_shm(path, false, NULL, &what);
 
-	if (fd < 0)
-		fail("shm_open(%s): %s", path, strerror(errno));
-	if (fstat(fd, &sb) < 0)
-		fail("fstat(%s): %s", path, strerror(errno));
-	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		fail("mmap(%s): %s", path, strerror(errno));
+	if (!p)
+		fail("%s(%s): %s", what, path, strerror(errno));
 	return p;
 }
 
@@ -1781,21 +1763,12 @@ static void reader_entry(int id)
 /* Reaps pid if it exited; any exit but a SIGKILL we sent is a failure. */
 static bool reap(pid_t pid, const char *what, bool block)
 {
-	int st;
-	pid_t r = waitpid(pid, &st, block ? 0 : WNOHANG);
+	char why[512];
+	int rc = tt_reap(pid, what, block, &sh->fail, 0, why, sizeof(why));
 
-	if (r == 0)
-		return false;
-	if (r < 0)
-		fail("waitpid(%s %d): %s", what, (int)pid, strerror(errno));
-	if (tt_fail_posted(&sh->fail))
-		fail("%s failed", what);
-	if (WIFSIGNALED(st))
-		fail("%s (pid %d) died of signal %d (%s)", what, (int)pid, WTERMSIG(st),
-		     strsignal(WTERMSIG(st)));
-	if (WEXITSTATUS(st) != 0)
-		fail("%s (pid %d) exited with status %d", what, (int)pid, WEXITSTATUS(st));
-	return true;
+	if (rc < 0)
+		fail("%s", why);
+	return rc > 0;
 }
 
 static void set_child(pid_t old, pid_t pid)
@@ -1955,8 +1928,7 @@ int main(int argc, char **argv)
 		fail("mmap: %s", strerror(errno));
 	ops_seen = calloc(MAX_ROLES, sizeof(uint64_t));
 	ops_at = calloc(MAX_ROLES, sizeof(uint64_t));
-	signal(SIGALRM, on_alarm);
-	alarm(opt.seconds + 120);
+	tt_time_bound("stress_index", opt.seconds + 120, children, &nchildren, indexes);
 
 	/* The writer, then the checks that need it alive. */
 	pid_t wpid = spawn(writer_entry, 1);

@@ -20,6 +20,7 @@
 #include "kvidx.h"
 #include "layout.h"
 #include "util_index.h"
+#include "util_ingestd.h"
 #include "wire.h"
 
 #define MODEL "m"
@@ -74,46 +75,6 @@ TestSuite(apply, .init = setup, .fini = teardown, .timeout = 30);
 static uint64_t ctr(unsigned c)
 {
 	return ld_relaxed(&tg.ctr[c]);
-}
-
-static const uint32_t *toks(uint32_t base, size_t n)
-{
-	static uint32_t buf[8][1024];
-	static int next;
-	uint32_t *t = buf[next++ % 8];
-
-	for (size_t i = 0; i < n; i++)
-		t[i] = base + (uint32_t)i;
-	return t;
-}
-
-static struct kvw_event stored(const uint64_t *h, size_t nh, bool hp, uint64_t parent,
-			       const uint32_t *t, size_t nt, uint32_t bs)
-{
-	struct kvw_event e;
-
-	memset(&e, 0, sizeof(e));
-	e.type = KVW_BLOCK_STORED;
-	e.hashes = h;
-	e.nhashes = nh;
-	e.has_parent = hp;
-	e.parent = parent;
-	e.tokens = t;
-	e.ntokens = nt;
-	e.block_size = bs;
-	return e;
-}
-
-static struct kvw_event removed(const uint64_t *h, size_t nh, const char *medium)
-{
-	struct kvw_event e;
-
-	memset(&e, 0, sizeof(e));
-	e.type = KVW_BLOCK_REMOVED;
-	e.hashes = h;
-	e.nhashes = nh;
-	snprintf(e.medium, sizeof(e.medium), "%s", medium ? medium : "");
-	return e;
 }
 
 /* Extra entries: bad events and unknown types appended after the events, as raw objects. */
@@ -180,44 +141,45 @@ static const struct kvw_extra sh_extra[] = { { .set = true, .items = sh_embeds, 
 
 static size_t shapes(struct shape *s)
 {
-	const uint32_t *t = toks(70000, 4 * BS);
+	const uint32_t *t = tu_toks(70000, 4 * BS);
 	size_t n = 0;
 
 	/* A sliding-window group: token_ids span masked blocks too (more than hashes x size). */
 	s[n] = (struct shape){ "sliding window", KV_PC_skipped_group, 1,
-			       stored(sh_h, 1, false, 0, t, 3 * BS, BS), X_NONE };
+			       tu_stored(sh_h, 1, false, 0, t, 3 * BS, BS), X_NONE };
 	snprintf(s[n].ev.spec_kind, sizeof(s[n].ev.spec_kind), "sliding_window");
 	s[n].ev.has_group_idx = true;
 	s[n].ev.group_idx = 1;
 	n++;
 	s[n] = (struct shape){ "mamba", KV_PC_skipped_group, 1,
-			       stored(sh_h, 1, false, 0, t, BS, BS), X_NONE };
+			       tu_stored(sh_h, 1, false, 0, t, BS, BS), X_NONE };
 	snprintf(s[n].ev.spec_kind, sizeof(s[n].ev.spec_kind), "mamba");
 	n++;
 	s[n] = (struct shape){ "token count", KV_PC_skipped_shape, 1,
-			       stored(sh_h, 2, false, 0, t, BS + 3, BS), X_NONE };
+			       tu_stored(sh_h, 2, false, 0, t, BS + 3, BS), X_NONE };
 	n++;
-	s[n] = (struct shape){ "ratio", KV_PC_skipped_shape, 1, stored(sh_h, 1, false, 0, t, 24, 24), X_NONE };
+	s[n] = (struct shape){ "ratio", KV_PC_skipped_shape, 1,
+			       tu_stored(sh_h, 1, false, 0, t, 24, 24), X_NONE };
 	n++;
 	s[n] = (struct shape){ "remote", KV_PC_skipped_remote, 1,
-			       stored(sh_h, 1, false, 0, t, BS, BS), X_NONE };
+			       tu_stored(sh_h, 1, false, 0, t, BS, BS), X_NONE };
 	snprintf(s[n].ev.locality, sizeof(s[n].ev.locality), "REMOTE");
 	n++;
 	s[n] = (struct shape){ "unknown parent", KV_PC_unknown_parent, 1,
-			       stored(sh_h, 1, true, 4242, t, BS, BS), X_NONE };
+			       tu_stored(sh_h, 1, true, 4242, t, BS, BS), X_NONE };
 	n++;
 	s[n] = (struct shape){ "placeholder of unknown blocks", KV_PC_offload_unknown, 2,
-			       stored(sh_h, 2, false, 0, NULL, 0, 0), X_NONE };
+			       tu_stored(sh_h, 2, false, 0, NULL, 0, 0), X_NONE };
 	snprintf(s[n].ev.medium, sizeof(s[n].ev.medium), "CPU");
 	n++;
 	s[n] = (struct shape){ "removal of unknown blocks", KV_PC_unknown_removed, 2,
-			       removed(sh_h, 2, NULL), X_NONE };
+			       tu_removed(sh_h, 2, NULL), X_NONE };
 	n++;
 	s[n] = (struct shape){ "removal on a tier never stored", KV_PC_unknown_removed, 1,
-			       removed(sh_known, 1, "CPU"), X_NONE };
+			       tu_removed(sh_known, 1, "CPU"), X_NONE };
 	n++;
 	s[n] = (struct shape){ "prompt embeds", KV_PC_unkeyable_extras, 1,
-			       stored(sh_h, 1, false, 0, t + 3 * BS, BS, BS), X_NONE };
+			       tu_stored(sh_h, 1, false, 0, t + 3 * BS, BS, BS), X_NONE };
 	s[n].ev.has_extra_keys = true;
 	s[n].ev.extra = sh_extra;
 	s[n].ev.nextra = 1;
@@ -232,9 +194,9 @@ static size_t shapes(struct shape *s)
 /* A valid block 100 (tokens 1000..) that stays indexed on the GPU. */
 static uint64_t known_block(void)
 {
-	const uint32_t *t = toks(1000, BS);
+	const uint32_t *t = tu_toks(1000, BS);
 	uint64_t h = 100, k;
-	struct kvw_event e = stored(&h, 1, false, 0, t, BS, BS);
+	struct kvw_event e = tu_stored(&h, 1, false, 0, t, BS, BS);
 
 	keys_of(0, t, BS, &k);
 	apply(&e, 1);
@@ -262,11 +224,11 @@ Test(apply, every_shape_alone_and_mixed)
 		cr_assert_eq(ctr(KV_PC_blocks_stored), stored0, "%s alone stored blocks", s[i].what);
 
 		/* Mixed: a valid event before and after it in the same batch are indexed. */
-		const uint32_t *ta = toks(200000 + 1000 * (uint32_t)i, BS);
-		const uint32_t *tb = toks(300000 + 1000 * (uint32_t)i, BS);
+		const uint32_t *ta = tu_toks(200000 + 1000 * (uint32_t)i, BS);
+		const uint32_t *tb = tu_toks(300000 + 1000 * (uint32_t)i, BS);
 		uint64_t ha = 5000 + 2 * i, hb = 5001 + 2 * i, ka, kb;
-		struct kvw_event mix[3] = { stored(&ha, 1, false, 0, ta, BS, BS), s[i].ev,
-					    stored(&hb, 1, false, 0, tb, BS, BS) };
+		struct kvw_event mix[3] = { tu_stored(&ha, 1, false, 0, ta, BS, BS), s[i].ev,
+					    tu_stored(&hb, 1, false, 0, tb, BS, BS) };
 
 		keys_of(0, ta, BS, &ka);
 		keys_of(0, tb, BS, &kb);
@@ -289,13 +251,13 @@ Test(apply, hybrid_batch_yields)
 	/* One scheduler step of a hybrid model with CPU offloading: full-attention blocks, the
 	 * sliding-window group's blocks of the same tokens, a Mamba group, an offload
 	 * placeholder for the full-attention blocks, and an unknown new event type. */
-	const uint32_t *t = toks(40000, 4 * BS);
+	const uint32_t *t = tu_toks(40000, 4 * BS);
 	uint64_t fa[4] = { 1, 2, 3, 4 }, sw[2] = { 11, 12 }, mb[1] = { 21 }, k[4];
 	struct kvw_event ev[4] = {
-		stored(fa, 4, false, 0, t, 4 * BS, BS),
-		stored(sw, 2, false, 0, t, 4 * BS, BS),
-		stored(mb, 1, false, 0, t, 4 * BS, 4 * BS),
-		stored(fa, 4, false, 0, NULL, 0, 0),
+		tu_stored(fa, 4, false, 0, t, 4 * BS, BS),
+		tu_stored(sw, 2, false, 0, t, 4 * BS, BS),
+		tu_stored(mb, 1, false, 0, t, 4 * BS, 4 * BS),
+		tu_stored(fa, 4, false, 0, NULL, 0, 0),
 	};
 
 	snprintf(ev[0].spec_kind, sizeof(ev[0].spec_kind), "full_attention");
@@ -326,7 +288,7 @@ Test(apply, hybrid_batch_yields)
 		(unsigned long long)ctr(KV_PC_unknown_type),
 		(unsigned long long)ctr(KV_PC_skipped_events));
 	/* A BlockRemoved of the sliding-window group (same hash space) leaves them alone. */
-	struct kvw_event rsw = removed(fa, 1, NULL);
+	struct kvw_event rsw = tu_removed(fa, 1, NULL);
 	rsw.has_group_idx = true;
 	rsw.group_idx = 1;
 	apply(&rsw, 1);
@@ -337,9 +299,10 @@ Test(apply, hybrid_batch_yields)
 
 Test(apply, duplicate_copies_held_until_the_last)
 {
-	const uint32_t *t = toks(1000, 2 * BS);
+	const uint32_t *t = tu_toks(1000, 2 * BS);
 	uint64_t h[2] = { 31, 32 }, k[2];
-	struct kvw_event s = stored(h, 2, false, 0, t, 2 * BS, BS), r = removed(h + 1, 1, NULL);
+	struct kvw_event s = tu_stored(h, 2, false, 0, t, 2 * BS, BS);
+	struct kvw_event r = tu_removed(h + 1, 1, NULL);
 
 	keys_of(0, t, 2 * BS, k);
 	apply(&s, 1);
@@ -357,10 +320,10 @@ Test(apply, duplicate_copies_held_until_the_last)
 
 Test(apply, remaining_copy_counts_honoured)
 {
-	const uint32_t *t = toks(2000, BS);
+	const uint32_t *t = tu_toks(2000, BS);
 	uint64_t h = 41, k;
 	uint32_t rem1 = 1, rem0 = 0;
-	struct kvw_event s = stored(&h, 1, false, 0, t, BS, BS), r = removed(&h, 1, NULL);
+	struct kvw_event s = tu_stored(&h, 1, false, 0, t, BS, BS), r = tu_removed(&h, 1, NULL);
 
 	keys_of(0, t, BS, &k);
 	apply(&s, 1); /* we saw one copy; the engine says two remain after this removal */
@@ -376,7 +339,7 @@ Test(apply, remaining_copy_counts_honoured)
 	apply(&s, 1);
 	r.nremaining = 0;
 	r.remaining = NULL;
-	struct kvw_event r2 = removed(&h, 1, NULL);
+	struct kvw_event r2 = tu_removed(&h, 1, NULL);
 	r2.has_remaining = true;
 	apply(&r2, 1);
 	cr_assert_eq(ctr(KV_PC_skipped_shape), 1);
@@ -388,12 +351,12 @@ Test(apply, partial_block_entry_then_full_block)
 	/* Hybrid partial-block entries: hash block 8, index block 16. Two 8-token entries make
 	 * one index block; the full 16-token block that replaces them is another engine hash
 	 * holding the same key; removing the partial entries leaves it held. */
-	const uint32_t *t = toks(3000, BS);
+	const uint32_t *t = tu_toks(3000, BS);
 	uint64_t p1 = 51, p2 = 52, full = 53, k;
-	struct kvw_event a = stored(&p1, 1, false, 0, t, 8, 8);
-	struct kvw_event b = stored(&p2, 1, true, p1, t + 8, 8, 8);
-	struct kvw_event f = stored(&full, 1, false, 0, t, BS, BS);
-	struct kvw_event ra = removed(&p1, 1, NULL), rb = removed(&p2, 1, NULL);
+	struct kvw_event a = tu_stored(&p1, 1, false, 0, t, 8, 8);
+	struct kvw_event b = tu_stored(&p2, 1, true, p1, t + 8, 8, 8);
+	struct kvw_event f = tu_stored(&full, 1, false, 0, t, BS, BS);
+	struct kvw_event ra = tu_removed(&p1, 1, NULL), rb = tu_removed(&p2, 1, NULL);
 
 	keys_of(0, t, BS, &k);
 	apply(&a, 1);
@@ -404,7 +367,7 @@ Test(apply, partial_block_entry_then_full_block)
 	apply(&ra, 1);
 	apply(&rb, 1);
 	cr_assert_eq(tiers(k), KVIDX_TIER_GPU, "the full block still references it");
-	struct kvw_event rf = removed(&full, 1, NULL);
+	struct kvw_event rf = tu_removed(&full, 1, NULL);
 	apply(&rf, 1);
 	cr_assert_eq(tiers(k), 0);
 }
@@ -413,10 +376,10 @@ Test(apply, engine_blocks_smaller_than_index_blocks)
 {
 	/* Engine block 4, index block 16 (llm-d's many:1): 6 engine blocks = 1.5 index blocks,
 	 * the rest in a child event. */
-	const uint32_t *t = toks(4000, 2 * BS);
+	const uint32_t *t = tu_toks(4000, 2 * BS);
 	uint64_t h[8] = { 61, 62, 63, 64, 65, 66, 67, 68 }, k[2];
-	struct kvw_event a = stored(h, 6, false, 0, t, 24, 4);
-	struct kvw_event b = stored(h + 6, 2, true, h[5], t + 24, 8, 4);
+	struct kvw_event a = tu_stored(h, 6, false, 0, t, 24, 4);
+	struct kvw_event b = tu_stored(h + 6, 2, true, h[5], t + 24, 8, 4);
 
 	keys_of(0, t, 2 * BS, k);
 	apply(&a, 1);
@@ -425,7 +388,7 @@ Test(apply, engine_blocks_smaller_than_index_blocks)
 	apply(&b, 1);
 	cr_assert_eq(tiers(k[1]), KVIDX_TIER_GPU, "the chain's open index block was finished");
 	/* Removing the engine block that completed index block 1 removes its key. */
-	struct kvw_event r = removed(h + 7, 1, NULL);
+	struct kvw_event r = tu_removed(h + 7, 1, NULL);
 	apply(&r, 1);
 	cr_assert_eq(tiers(k[1]), 0);
 	cr_assert_eq(tiers(k[0]), KVIDX_TIER_GPU);
@@ -453,9 +416,9 @@ Test(apply, media_table)
 	kvidx_weights_default(&wt);
 	cr_assert_eq(wt.tier[3], 0.0, "tier other scores nothing by default");
 
-	const uint32_t *t = toks(5000, BS);
+	const uint32_t *t = tu_toks(5000, BS);
 	uint64_t h = 71, k;
-	struct kvw_event s = stored(&h, 1, false, 0, t, BS, BS);
+	struct kvw_event s = tu_stored(&h, 1, false, 0, t, BS, BS);
 	snprintf(s.medium, sizeof(s.medium), "NVME");
 	keys_of(0, t, BS, &k);
 	apply(&s, 1);
@@ -463,9 +426,9 @@ Test(apply, media_table)
 	cr_assert_eq(ctr(KV_PC_other_medium), 1);
 
 	/* REMOTE kept out by default; --remote-tier stores it on the tier named. */
-	const uint32_t *t2 = toks(6000, BS);
+	const uint32_t *t2 = tu_toks(6000, BS);
 	uint64_t h2 = 72, k2;
-	struct kvw_event r = stored(&h2, 1, false, 0, t2, BS, BS);
+	struct kvw_event r = tu_stored(&h2, 1, false, 0, t2, BS, BS);
 	snprintf(r.locality, sizeof(r.locality), "REMOTE");
 	keys_of(0, t2, BS, &k2);
 	apply(&r, 1);
@@ -479,11 +442,11 @@ Test(apply, media_table)
 
 Test(apply, clearing_one_rank_keeps_the_others_blocks)
 {
-	const uint32_t *t = toks(7000, 2 * BS), *u = toks(8000, BS);
+	const uint32_t *t = tu_toks(7000, 2 * BS), *u = tu_toks(8000, BS);
 	uint64_t h[2] = { 81, 82 }, hu = 83, k[2], ku;
-	struct kvw_event both = stored(h, 1, false, 0, t, BS, BS);
-	struct kvw_event r0only = stored(h + 1, 1, true, h[0], t + BS, BS, BS);
-	struct kvw_event r1only = stored(&hu, 1, false, 0, u, BS, BS);
+	struct kvw_event both = tu_stored(h, 1, false, 0, t, BS, BS);
+	struct kvw_event r0only = tu_stored(h + 1, 1, true, h[0], t + BS, BS, BS);
+	struct kvw_event r1only = tu_stored(&hu, 1, false, 0, u, BS, BS);
 	struct kvw_event clear = { .type = KVW_ALL_BLOCKS_CLEARED };
 
 	cr_assert_eq(ing_stream_open(&ap, &st[1], &tg, 1), 0);
@@ -495,7 +458,7 @@ Test(apply, clearing_one_rank_keeps_the_others_blocks)
 	apply_ex(1, &both, 1, X_NONE); /* rank 1 caches the same first block */
 	apply_ex(1, &r1only, 1, X_NONE);
 	/* Both ranks' engine hashes are their own: rank 1 removing h[1] knows no such block. */
-	struct kvw_event r1rm = removed(h + 1, 1, NULL);
+	struct kvw_event r1rm = tu_removed(h + 1, 1, NULL);
 	apply_ex(1, &r1rm, 1, X_NONE);
 	cr_assert_eq(ctr(KV_PC_unknown_removed), 1);
 	cr_assert_eq(tiers(k[1]), KVIDX_TIER_GPU);
@@ -508,11 +471,11 @@ Test(apply, clearing_one_rank_keeps_the_others_blocks)
 	cr_assert_eq(ctr(KV_PC_RANK(1, KV_RC_clears)), 0);
 	cr_assert_eq(ctr(KV_PC_clears), 1);
 	/* Rank 0 starts over: its old blocks are unknown to it now. */
-	struct kvw_event child = stored(h + 1, 1, true, h[0], t + BS, BS, BS);
+	struct kvw_event child = tu_stored(h + 1, 1, true, h[0], t + BS, BS, BS);
 	apply_ex(0, &child, 1, X_NONE);
 	cr_assert_eq(ctr(KV_PC_unknown_parent), 1);
 	/* Rank 1 removing its copy of block 0: now nobody holds it. */
-	struct kvw_event rm0 = removed(h, 1, NULL);
+	struct kvw_event rm0 = tu_removed(h, 1, NULL);
 	apply_ex(1, &rm0, 1, X_NONE);
 	cr_assert_eq(tiers(k[0]), 0);
 	ing_stream_close(&ap, &st[1]);
@@ -534,11 +497,11 @@ static struct kvw_xitem xmm(const char *s, int64_t off)
 
 Test(apply, lora_name_dropped_and_used_as_root)
 {
-	const uint32_t *t = toks(9000, 2 * BS);
+	const uint32_t *t = tu_toks(9000, 2 * BS);
 	uint64_t h[2] = { 91, 92 }, k[2];
 	struct kvw_xitem lora[1] = { xs("adapter-a") };
 	struct kvw_extra x[2] = { { true, lora, 1, 0 }, { true, lora, 1, 0 } };
-	struct kvw_event s = stored(h, 2, false, 0, t, 2 * BS, BS);
+	struct kvw_event s = tu_stored(h, 2, false, 0, t, 2 * BS, BS);
 
 	snprintf(s.lora_name, sizeof(s.lora_name), "adapter-a");
 	s.has_extra_keys = true;
@@ -552,66 +515,68 @@ Test(apply, lora_name_dropped_and_used_as_root)
 	cr_assert_eq(ctr(KV_PC_skipped_events), 0);
 }
 
+/*
+ * Applies a prompt of the n blocks of tokens t (engine hashes h) as two events: blocks
+ * 0..n-2 with the extra_keys entries x, then block n-1 continuing the chain without any; and
+ * asserts that every block is indexed under the key a router computes with extras ex.
+ */
+static void apply_with_extras(const char *what, const uint64_t *h, const uint32_t *t, size_t n,
+			      const struct kvw_extra *x, const struct kvidx_key_extras *ex)
+{
+	struct kvw_event e1 = tu_stored(h, n - 1, false, 0, t, (n - 1) * BS, BS);
+	struct kvw_event e2 = tu_stored(h + n - 1, 1, true, h[n - 2], t + (n - 1) * BS, BS, BS);
+	uint64_t k[8];
+
+	cr_assert(n >= 2 && n <= 8);
+	e1.has_extra_keys = true;
+	e1.extra = x;
+	e1.nextra = n - 1;
+	apply(&e1, 1);
+	apply(&e2, 1);
+	cr_assert_eq(kvidx_key_chain_ex(KVIDX_KEY_CBOR_FNV,
+					kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", MODEL), t, n * BS, BS,
+					ex, k, n),
+		     n);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(tiers(k[i]), KVIDX_TIER_GPU, "%s block %zu", what, i);
+}
+
 Test(apply, salted_two_turns_and_multimodal_then_text)
 {
 	/* Turn 1: salted, 2 blocks (salt on block 0). Turn 2: 1 more block, parent = turn 1's
 	 * last, no extras. Keys as a router computes them with kvidx_key_chain_ex. */
-	const uint32_t *t = toks(10000, 3 * BS);
-	uint64_t h[3] = { 101, 102, 103 }, k[3];
+	const uint32_t *t = tu_toks(10000, 3 * BS);
+	uint64_t h[3] = { 101, 102, 103 };
 	struct kvw_xitem salt[1] = { xs("s3cr3t") };
 	struct kvw_extra x1[2] = { { true, salt, 1, 0 }, { false, NULL, 0, 0 } };
-	struct kvw_event t1 = stored(h, 2, false, 0, t, 2 * BS, BS);
-	struct kvw_event t2 = stored(h + 2, 1, true, h[1], t + 2 * BS, BS, BS);
 	struct kvidx_key_extras ex = { .salt = "s3cr3t" };
 
-	t1.has_extra_keys = true;
-	t1.extra = x1;
-	t1.nextra = 2;
-	apply(&t1, 1);
-	apply(&t2, 1);
-	cr_assert_eq(kvidx_key_chain_ex(KVIDX_KEY_CBOR_FNV,
-					kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", MODEL), t, 3 * BS, BS,
-					&ex, k, 3),
-		     3);
-	for (int i = 0; i < 3; i++)
-		cr_assert_eq(tiers(k[i]), KVIDX_TIER_GPU, "salted block %d", i);
+	apply_with_extras("salted", h, t, 3, x1, &ex);
 	uint64_t plain[3];
 	keys_of(0, t, 3 * BS, plain);
 	cr_assert_eq(tiers(plain[0]), 0, "the unsalted key must not be indexed");
 
 	/* An image on tokens [20, 40) of a new prompt: blocks 1 and 2 list it (offsets 4, -12),
 	 * then a text turn continues the chain. */
-	const uint32_t *u = toks(20000, 4 * BS);
-	uint64_t g[4] = { 111, 112, 113, 114 }, km[4];
+	const uint32_t *u = tu_toks(20000, 4 * BS);
+	uint64_t g[4] = { 111, 112, 113, 114 };
 	struct kvw_xitem im1[1] = { xmm("img-hash-1", 4) }, im2[1] = { xmm("img-hash-1", -12) };
 	struct kvw_extra xm[3] = { { false, NULL, 0, 0 }, { true, im1, 1, 0 }, { true, im2, 1, 0 } };
-	struct kvw_event m1 = stored(g, 3, false, 0, u, 3 * BS, BS);
-	struct kvw_event m2 = stored(g + 3, 1, true, g[2], u + 3 * BS, BS, BS);
 	struct kvidx_mm_item item = { .start = 20, .len = 20, .id = "img-hash-1" };
 	struct kvidx_key_extras exm = { .mm = &item, .nmm = 1 };
 
-	m1.has_extra_keys = true;
-	m1.extra = xm;
-	m1.nextra = 3;
-	apply(&m1, 1);
-	apply(&m2, 1);
-	cr_assert_eq(kvidx_key_chain_ex(KVIDX_KEY_CBOR_FNV,
-					kvidx_key_root(KVIDX_KEY_CBOR_FNV, "", MODEL), u, 4 * BS, BS,
-					&exm, km, 4),
-		     4);
-	for (int i = 0; i < 4; i++)
-		cr_assert_eq(tiers(km[i]), KVIDX_TIER_GPU, "multimodal prompt block %d", i);
+	apply_with_extras("multimodal prompt", g, u, 4, xm, &exm);
 	cr_assert_eq(ctr(KV_PC_skipped_events), 0);
 }
 
 Test(apply, prompt_embeds_end_the_chain)
 {
-	const uint32_t *t = toks(30000, 3 * BS);
+	const uint32_t *t = tu_toks(30000, 3 * BS);
 	uint64_t h[3] = { 121, 122, 123 }, k[3];
 	struct kvw_extra x[3] = { { false, NULL, 0, 0 },
 				  { true, sh_embeds, 1, 0 },
 				  { false, NULL, 0, 0 } };
-	struct kvw_event s = stored(h, 3, false, 0, t, 3 * BS, BS);
+	struct kvw_event s = tu_stored(h, 3, false, 0, t, 3 * BS, BS);
 
 	s.has_extra_keys = true;
 	s.extra = x;
@@ -623,7 +588,7 @@ Test(apply, prompt_embeds_end_the_chain)
 	cr_assert_eq(tiers(k[2]), 0);
 	cr_assert_eq(ctr(KV_PC_unkeyable_extras), 1);
 	/* Its children cannot chain: the block is not known. */
-	struct kvw_event c = stored(h + 2, 1, true, h[1], t + 2 * BS, BS, BS);
+	struct kvw_event c = tu_stored(h + 2, 1, true, h[1], t + 2 * BS, BS, BS);
 	apply(&c, 1);
 	cr_assert_eq(ctr(KV_PC_unknown_parent), 1);
 }

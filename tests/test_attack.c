@@ -252,9 +252,7 @@ Test(attack, changing_old_epochs_expelled)
 	w = open_writer(50);
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	cr_assert_not_null(r);
-	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
-	struct kvidx_reader_slot *rs = (struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
-				       kv_reader_slot_index(r);
+	struct kvidx_reader_slot *rs = tu_reader_slot(r);
 	uint64_t t = kvidx_now_ns();
 	for (int i = 0; i < 5; i++)
 		kvidx_writer_tick(w, t + (uint64_t)i * NS_MS); /* epoch well above 2 */
@@ -284,9 +282,7 @@ Test(attack, future_epoch_is_not_quiescent)
 	w = open_writer(1000);
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	cr_assert_not_null(r);
-	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
-	struct kvidx_reader_slot *rs = (struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
-				       kv_reader_slot_index(r);
+	struct kvidx_reader_slot *rs = tu_reader_slot(r);
 	const struct kvidx_stats *st = kv_writer_stats(w);
 	uint64_t t = kvidx_now_ns();
 	/* The reader is "inside a section" with an announcement no writer ever made. */

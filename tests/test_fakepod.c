@@ -101,31 +101,11 @@ static void spawn(const char *first, ...)
  */
 static const char *child_stderr(void)
 {
-	ssize_t r;
-
-	while (child.err >= 0 && errlen < sizeof errbuf - 1 &&
-	       (r = read(child.err, errbuf + errlen, sizeof errbuf - 1 - errlen)) > 0)
-		errlen += (size_t)r;
-	errbuf[errlen] = '\0';
-	return errbuf;
+	return tu_child_stderr(&child, errbuf, sizeof errbuf, &errlen);
 }
 
 /* Writes one script line (a newline is added). */
-__attribute__((format(printf, 1, 2)))
-static void say(const char *fmt, ...)
-{
-	char line[1 << 14];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof line - 1, fmt, ap);
-	va_end(ap);
-	cr_assert(n >= 0 && (size_t)n < sizeof line - 1);
-	line[n++] = '\n';
-	cr_assert_eq(write(child.in, line, (size_t)n), n, "writing to the child: %s",
-		     strerror(errno));
-}
+#define say(...) tu_child_say(&child, __VA_ARGS__)
 
 static void close_stdin(void)
 {

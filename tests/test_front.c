@@ -37,8 +37,7 @@
 #define EVENT_MS "1000"
 
 static char name[64];
-static struct tu_child kids[8];
-static int nkids;
+static struct tu_kids kids;
 static struct kvidx_reader *rd;
 static struct kvidx_info info;
 static char pod_name[2][KVIDX_POD_NAME_MAX];
@@ -47,18 +46,14 @@ static int pod_idx[2];
 static void setup(void)
 {
 	tu_index_name(name, sizeof(name), "front");
-	nkids = 0;
+	kids.n = 0;
 	rd = NULL;
 }
 
 static void teardown(void)
 {
-	for (int i = nkids - 1; i >= 0; i--)
-		tu_child_kill(&kids[i]);
-	nkids = 0;
-	if (rd)
-		kvidx_reader_close(rd);
-	rd = NULL;
+	tu_kids_kill(&kids);
+	tu_reader_close(&rd);
 	tu_index_remove(name, NULL);
 }
 
@@ -66,12 +61,7 @@ TestSuite(front, .init = setup, .fini = teardown, .timeout = 40);
 
 static struct tu_child *spawn(const char *tool, const char **args)
 {
-	char log[256];
-
-	cr_assert(nkids < (int)(sizeof(kids) / sizeof(kids[0])));
-	snprintf(log, sizeof(log), "/tmp/%s.%s.%d.log", name, tool, nkids + 1);
-	tu_spawn(&kids[nkids], tool, args, log, false);
-	return &kids[nkids++];
+	return tu_kids_spawn(&kids, name, tool, args, false);
 }
 
 static int64_t ctr(int pod, enum kv_pod_ctr c)

@@ -658,24 +658,38 @@ Test(index, dead_reader_slot_freed)
 	kvidx_reader_close(me);
 }
 
-Test(index, stalled_reader_expelled_and_recovers)
+/*
+ * A writer with a stall limit of 5 ms, a reader that stopped inside a read-side section
+ * (tu_reader_stall; its slot in *rs), returned, and key 5 stored on a pod, then removed at *t:
+ * its memory waits for that reader.
+ */
+static struct kvidx_reader *stalled_reader(struct kvidx_reader_slot **rs, uint64_t *t)
 {
 	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 100 }, .stall_ms = 5 };
+	struct kvidx_reader *r;
+	uint64_t k = 5;
+	int a;
+
 	w = kvidx_writer_open(&o);
 	cr_assert_not_null(w);
-	int a = kvidx_pod_add(w, "a:1", NULL);
-	uint64_t k = 5;
+	a = kvidx_pod_add(w, "a:1", NULL);
 	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1);
-	struct kvidx_reader *r = kvidx_reader_open(name);
-	/* Pretend the reader stopped inside a read-side section: it announced an old epoch. */
-	struct kvidx_ctl_hdr *ctl = (struct kvidx_ctl_hdr *)kv_reader_ctl(r);
-	struct kvidx_reader_slot *rs =
-		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
-		kv_reader_slot_index(r);
-	__atomic_store_n(&rs->rs_ctr, kv_reader_idx(r)->ih_epoch, __ATOMIC_SEQ_CST);
-	uint64_t t = kvidx_now_ns();
-	/* Retired memory waits for it... */
+	r = kvidx_reader_open(name);
+	cr_assert_not_null(r);
+	*rs = tu_reader_stall(r);
+	*t = kvidx_now_ns();
 	kvidx_remove(w, a, &k, 1, 0);
+	return r;
+}
+
+Test(index, stalled_reader_expelled_and_recovers)
+{
+	struct kvidx_reader_slot *rs;
+	uint64_t t;
+	/* Pretend the reader stopped inside a read-side section: it announced an old epoch. */
+	struct kvidx_reader *r = stalled_reader(&rs, &t);
+
+	/* Retired memory waits for it... */
 	kvidx_writer_tick(w, t);
 	cr_assert_eq(stats(r)->limbo, 1);
 	/* ...until the stall limit, then it is expelled and memory is reclaimed. */
@@ -696,20 +710,10 @@ Test(index, stalled_reader_expelled_and_recovers)
  * clock) is no stall: the reader stays, and the stall clock still runs from the first time. */
 Test(index, earlier_now_does_not_expel)
 {
-	struct kvidx_writer_opts o = { .name = name, .geo = { .capacity = 100 }, .stall_ms = 5 };
-	w = kvidx_writer_open(&o);
-	cr_assert_not_null(w);
-	int a = kvidx_pod_add(w, "a:1", NULL);
-	uint64_t k = 5;
-	kvidx_store(w, a, &k, 1, KVIDX_TIER_GPU, 1);
-	struct kvidx_reader *r = kvidx_reader_open(name);
-	struct kvidx_ctl_hdr *ctl = (struct kvidx_ctl_hdr *)kv_reader_ctl(r);
-	struct kvidx_reader_slot *rs =
-		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
-		kv_reader_slot_index(r);
-	__atomic_store_n(&rs->rs_ctr, kv_reader_idx(r)->ih_epoch, __ATOMIC_SEQ_CST);
-	uint64_t t = kvidx_now_ns();
-	kvidx_remove(w, a, &k, 1, 0);
+	struct kvidx_reader_slot *rs;
+	uint64_t t;
+	struct kvidx_reader *r = stalled_reader(&rs, &t);
+
 	kvidx_writer_tick(w, t + 100 * 1000000ull); /* the stall clock starts at t + 100 ms */
 	kvidx_writer_tick(w, t);                    /* earlier: no stall */
 	cr_assert_eq(stats(r)->readers_expelled, 0);
@@ -792,12 +796,7 @@ Test(index, confirm_reported_once_when_publish_fails)
 	/* A reader stops inside a section: nothing retired from now on can be reused. */
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	cr_assert_not_null(r);
-	struct kvidx_ctl_hdr *ctl = (struct kvidx_ctl_hdr *)kv_reader_ctl(r);
-	struct kvidx_reader_slot *rs =
-		(struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
-		kv_reader_slot_index(r);
-	__atomic_store_n(&rs->rs_ctr, __atomic_load_n(&kv_reader_idx(r)->ih_epoch, __ATOMIC_SEQ_CST),
-			 __ATOMIC_SEQ_CST);
+	struct kvidx_reader_slot *rs = tu_reader_stall(r);
 	/* Churn x (each change retires its entry) until the arena is spent. */
 	int rc = 0, rounds = 0;
 	for (; rounds < 100000 && rc != -KVIDX_EFULL; rounds++)

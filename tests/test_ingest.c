@@ -65,19 +65,6 @@ TestSuite(ingest, .init = setup, .fini = teardown, .timeout = 30);
 
 /* ---- events ---------------------------------------------------------------------------------- */
 
-static struct kvw_event removed(const uint64_t *h, size_t nh, const char *medium)
-{
-	struct kvw_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.type = KVW_BLOCK_REMOVED;
-	ev.hashes = h;
-	ev.nhashes = nh;
-	if (medium)
-		snprintf(ev.medium, sizeof(ev.medium), "%s", medium);
-	return ev;
-}
-
 static struct kvw_event cleared(void)
 {
 	struct kvw_event ev;
@@ -90,6 +77,20 @@ static struct kvw_event cleared(void)
 static uint64_t pub_one(struct tu_pub *p, struct kvw_event ev)
 {
 	return tu_pub_events(p, &ev, 1);
+}
+
+/*
+ * Publishes one BlockStored of the BS tokens t with engine hash h, after the block of engine
+ * hash ph whose request key is pkey (ph 0: from the model's root); returns the block's key.
+ */
+static uint64_t pub_block(struct tu_pub *p, uint64_t h, uint64_t ph, uint64_t pkey,
+			  const uint32_t *t)
+{
+	uint64_t k;
+
+	tu_keys_of(MODEL, pkey, t, BS, &k);
+	pub_one(p, tu_stored(&h, 1, ph != 0, ph, t, BS, BS));
+	return k;
 }
 
 /* ---- ingestd --------------------------------------------------------------------------------- */
@@ -166,7 +167,7 @@ Test(ingest, stores_chain_and_removes)
 	cr_assert_eq(tiers_of(k[0], pod), KVIDX_TIER_GPU);
 	cr_assert_eq(score_blocks(k, 3, pod), 3);
 
-	pub_one(p, removed(&h01[1], 1, NULL));
+	pub_one(p, tu_removed(&h01[1], 1, NULL));
 	TU_EVENTUALLY(!holds(k[1], pod), "removed block still held; log: %s", tu_ing.log);
 	cr_assert(holds(k[0], pod) && holds(k[2], pod));
 	cr_assert_eq(score_blocks(k, 3, pod), 1);
@@ -246,9 +247,9 @@ Test(ingest, cpu_medium_is_cpu_tier)
 	pub_one(p, ev);
 	TU_EVENTUALLY(tiers_of(k[0], pod) == (KVIDX_TIER_CPU | KVIDX_TIER_GPU), "GPU not added");
 	/* Removal is per tier. */
-	pub_one(p, removed(h, 1, "GPU"));
+	pub_one(p, tu_removed(h, 1, "GPU"));
 	TU_EVENTUALLY(tiers_of(k[0], pod) == KVIDX_TIER_CPU, "GPU removal did not leave CPU");
-	pub_one(p, removed(h, 1, "cpu"));
+	pub_one(p, tu_removed(h, 1, "cpu"));
 	TU_EVENTUALLY(!holds(k[0], pod), "CPU removal did not remove the block");
 }
 
@@ -353,7 +354,7 @@ Test(ingest, engine_blocks_multiple_of_index_blocks)
 	TU_EVENTUALLY(holds(k[5], pod), "chained 32-token block not stored; log: %s", tu_ing.log);
 	cr_assert_eq(score_blocks(k, 6, pod), 6);
 	/* Removing engine block 51 removes both of its index blocks. */
-	pub_one(p, removed(h, 1, NULL));
+	pub_one(p, tu_removed(h, 1, NULL));
 	TU_EVENTUALLY(!holds(k[0], pod) && !holds(k[1], pod), "engine block not fully removed");
 	cr_assert(holds(k[2], pod) && holds(k[3], pod));
 	tu_wait_batches(pod, 3);
@@ -402,11 +403,8 @@ Test(ingest, gap_is_replayed)
 	cr_assert_eq(tu_ctr(pod, KV_PC_seq_dups), 0);
 	cr_assert_eq(tu_ctr(pod, KV_PC_clears), 0);
 	/* Live ingest goes on. */
-	uint64_t h = 700, k6[1];
-	const uint32_t *u = tu_toks(21000, BS);
-	tu_keys_of(MODEL, k[4], u, BS, k6);
-	pub_one(p, tu_stored(&h, 1, true, 604, u, BS, BS));
-	TU_EVENTUALLY(holds(k6[0], pod), "live after replay not applied");
+	uint64_t k6 = pub_block(p, 700, 604, k[4], tu_toks(21000, BS));
+	TU_EVENTUALLY(holds(k6, pod), "live after replay not applied");
 	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 1);
 }
 
@@ -432,11 +430,8 @@ Test(ingest, replay_truncated_clears_pod)
 	/* Seq 3's parent went with the clear: 3 and 4 are unknown-parent skips. */
 	cr_assert_eq(tu_ctr(pod, KV_PC_unknown_parent), 2);
 	/* A fresh chain after the clear is indexed. */
-	uint64_t h = 800, kn[1];
-	const uint32_t *u = tu_toks(22000, BS);
-	tu_keys_of(MODEL, 0, u, BS, kn);
-	pub_one(p, tu_stored(&h, 1, false, 0, u, BS, BS));
-	TU_EVENTUALLY(holds(kn[0], pod), "live after truncation not applied");
+	uint64_t kn = pub_block(p, 800, 0, 0, tu_toks(22000, BS));
+	TU_EVENTUALLY(holds(kn, pod), "live after truncation not applied");
 }
 
 Test(ingest, gap_without_replay_endpoint_clears_pod)
@@ -608,15 +603,12 @@ Test(ingest, sighup_adds_and_removes_pods)
 Test(ingest, disconnect_is_seen)
 {
 	struct tu_pub *p = tu_pub_open(TOPIC);
-	const uint32_t *t = tu_toks(75000, BS);
-	uint64_t h = 85, k[1];
 	int zero = 0;
 
 	start_on(p, NULL);
-	tu_keys_of(MODEL, 0, t, BS, k);
-	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
+	uint64_t k = pub_block(p, 85, 0, 0, tu_toks(75000, BS));
 	int pod = wait_pod(POD);
-	TU_EVENTUALLY(holds(k[0], pod), "not stored; log: %s", tu_ing.log);
+	TU_EVENTUALLY(holds(k, pod), "not stored; log: %s", tu_ing.log);
 	cr_assert_eq(tu_ctr(pod, KV_PC_connected), 1);
 	cr_assert(!tu_pod_paused(tu_ing.rd, pod));
 	/* The pod goes away: connected drops, speculation pauses, its blocks stay. */
@@ -626,31 +618,28 @@ Test(ingest, disconnect_is_seen)
 	TU_EVENTUALLY(tu_ctr(pod, KV_PC_connected) == 0, "disconnect not seen; log: %s",
 		      tu_ing.log);
 	TU_EVENTUALLY(tu_pod_paused(tu_ing.rd, pod), "disconnected pod not paused");
-	cr_assert(holds(k[0], pod));
+	cr_assert(holds(k, pod));
 }
 
 Test(ingest, sigterm_exits_zero_and_index_stays)
 {
 	struct tu_pub *p = tu_pub_open(TOPIC);
-	const uint32_t *t = tu_toks(70000, BS);
-	uint64_t h = 81, k[1];
 	int status;
 
 	start_on(p, NULL);
-	tu_keys_of(MODEL, 0, t, BS, k);
-	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
+	uint64_t k = pub_block(p, 81, 0, 0, tu_toks(70000, BS));
 	int pod = wait_pod(POD);
-	TU_EVENTUALLY(holds(k[0], pod), "not stored; log: %s", tu_ing.log);
+	TU_EVENTUALLY(holds(k, pod), "not stored; log: %s", tu_ing.log);
 	cr_assert_eq(kill(tu_ing.daemon.pid, SIGTERM), 0);
 	status = tu_child_wait(&tu_ing.daemon, TU_DEADLINE_MS);
 	cr_assert_neq(status, -1, "kvidx-ingestd ignored SIGTERM");
 	cr_assert_eq(status, 0, "status %d", status);
 	/* Readers keep serving the last state. */
-	cr_assert(holds(k[0], pod));
+	cr_assert(holds(k, pod));
 	kvidx_reader_close(tu_ing.rd);
 	tu_ing.rd = kvidx_reader_open(tu_ing.name);
 	cr_assert_not_null(tu_ing.rd, "index gone after SIGTERM");
-	cr_assert(holds(k[0], pod));
+	cr_assert(holds(k, pod));
 }
 
 Test(ingest, replay_on_start_rebuilds)
@@ -671,12 +660,9 @@ Test(ingest, replay_on_start_rebuilds)
 	cr_assert_eq(p->last_replay_from, 0);
 	/* Seq 4 again, live (covered by the replay), then seq 5. */
 	tu_pub_batch(p, 4, p->h[4].buf, p->h[4].len, true);
-	uint64_t h = 605, k6[1];
-	const uint32_t *u = tu_toks(23000, BS);
-	tu_keys_of(MODEL, k[4], u, BS, k6);
 	p->next_seq = 5;
-	pub_one(p, tu_stored(&h, 1, true, 604, u, BS, BS));
-	TU_EVENTUALLY(holds(k6[0], pod), "live after replay-on-start not applied; log: %s",
+	uint64_t k6 = pub_block(p, 605, 604, k[4], tu_toks(23000, BS));
+	TU_EVENTUALLY(holds(k6, pod), "live after replay-on-start not applied; log: %s",
 		      tu_ing.log);
 	tu_wait_batches(pod, 6);
 	cr_assert_eq(tu_ctr(pod, KV_PC_seq_dups), 0);
@@ -895,13 +881,13 @@ Test(ingest, duplicate_copies_stay_until_the_last_removal)
 	tu_keys_of(MODEL, 0, s, BS, &ks);
 	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
 	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
-	pub_one(p, removed(&h, 1, NULL));
+	pub_one(p, tu_removed(&h, 1, NULL));
 	pub_one(p, tu_stored(&hs, 1, false, 0, s, BS, BS)); /* sentinel */
 	int pod = wait_pod(POD);
 	TU_EVENTUALLY(holds(ks, pod), "sentinel not applied; log: %s", tu_ing.log);
 	cr_assert(holds(k, pod), "stored twice, removed once: must still be held");
 	cr_assert_eq(tu_ctr(pod, KV_PC_copies_kept), 1);
-	pub_one(p, removed(&h, 1, NULL));
+	pub_one(p, tu_removed(&h, 1, NULL));
 	TU_EVENTUALLY(!holds(k, pod), "the last copy's removal did not remove it");
 }
 

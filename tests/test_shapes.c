@@ -61,30 +61,11 @@ TestSuite(shapes, .init = setup, .fini = teardown, .timeout = 30);
 /* What the pod wrote on standard error so far (all of it once it exited). */
 static const char *pod_stderr(void)
 {
-	ssize_t r;
-
-	while (pod.err >= 0 && errlen < sizeof(errbuf) - 1 &&
-	       (r = read(pod.err, errbuf + errlen, sizeof(errbuf) - 1 - errlen)) > 0)
-		errlen += (size_t)r;
-	errbuf[errlen] = '\0';
-	return errbuf;
+	return tu_child_stderr(&pod, errbuf, sizeof(errbuf), &errlen);
 }
 
-/* One script line to the pod. */
-__attribute__((format(printf, 1, 2)))
-static void say(const char *fmt, ...)
-{
-	char line[1 << 14];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
-	va_end(ap);
-	cr_assert(n > 0 && (size_t)n < sizeof(line) - 1);
-	line[n++] = '\n';
-	cr_assert_eq(write(pod.in, line, (size_t)n), n, "writing the script: %s", strerror(errno));
-}
+/* One script line to the pod: never an empty one. */
+#define say(...) cr_assert(tu_child_say(&pod, __VA_ARGS__) > 0, "empty script line")
 
 /* The next hash the pod printed (a store's block), within the deadline. */
 static uint64_t read_hash(void)

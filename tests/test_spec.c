@@ -139,6 +139,16 @@ static void commit(uint64_t corr, int pod, int prefill, const uint64_t *keys, si
 	cr_assert_eq(kvidx_commit(tu_ing.rd, &rt), 0);
 }
 
+/* Pod A ready, and the one block of tokens t predicted on it by route 1 (its key in k[0]). */
+static int predict_block(const uint32_t *t, uint64_t *k)
+{
+	int a = ready_pod(POD_A);
+
+	tu_keys_of(MODEL, 0, t, BS, k);
+	commit(1, a, -1, k, 1, 0, 0);
+	return a;
+}
+
 /* ---- events ------------------------------------------------------------------------------------ */
 
 /* One BlockStored of the blocks of tok[0..nblocks*BS) from the root (engine hashes h0...). */
@@ -289,9 +299,7 @@ Test(spec, expired_but_not_reaped_confirmation_is_late)
 
 	/* The reaper wakes at start and then not for a minute: the record stays, expired. */
 	START("--ttl", "200ms", "--reap-interval", "60s");
-	int a = ready_pod(POD_A);
-	tu_keys_of(MODEL, 0, t, BS, k);
-	commit(1, a, -1, k, 1, 0, 0);
+	int a = predict_block(t, k);
 	uint64_t t_after = kvidx_now_ns();
 	TU_EVENTUALLY(seen(k[0], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);
 	while (kvidx_now_ns() < t_after + 200 * MS + MS)
@@ -317,9 +325,7 @@ Test(spec, confirmation_within_late_window_is_early_expiry)
 	uint64_t k[1];
 
 	START("--ttl", "300ms", "--late-window", "3s", "--reap-pass", "100ms");
-	int a = ready_pod(POD_A);
-	tu_keys_of(MODEL, 0, t, BS, k);
-	commit(1, a, -1, k, 1, 0, 0);
+	int a = predict_block(t, k);
 	TU_EVENTUALLY(STAT(expirations) == 1, "prediction never reaped; log: %s", tu_ing.log);
 	cr_assert_eq(seen(k[0], a), TU_ABSENT);
 	pub_prompt(p, 700, t, 1);
@@ -342,9 +348,7 @@ Test(spec, repeated_expiries_are_all_confirmed_late)
 	/* The same block predicted twice, each prediction expiring before the (slow) event:
 	 * the one BlockStored confirms both, so both are early, neither stale (seed). */
 	START("--ttl", "200ms", "--late-window", "3s", "--reap-pass", "100ms");
-	int a = ready_pod(POD_A);
-	tu_keys_of(MODEL, 0, t, BS, k);
-	commit(1, a, -1, k, 1, 0, 0);
+	int a = predict_block(t, k);
 	TU_EVENTUALLY(STAT(expirations) == 1, "first prediction never reaped; log: %s", tu_ing.log);
 	commit(2, a, -1, k, 1, 0, 0);
 	TU_EVENTUALLY(tu_ctr(a, KV_PC_speculations) == 2, "second prediction not made; log: %s",
@@ -483,14 +487,6 @@ Test(spec, clear_drops_predictions_and_counts_them)
 
 static struct tu_child fake[2];
 
-static void fake_say(struct tu_child *c, const char *line)
-{
-	size_t n = strlen(line);
-
-	cr_assert_eq(write(c->in, line, n), (ssize_t)n);
-	cr_assert_eq(write(c->in, "\n", 1), 1);
-}
-
 static void fake_start(struct tu_child *c, const char *ep, const char *pod, const char *ahead)
 {
 	const char *argv[] = { "--script", "-", "--pub", ep, "--pod", pod, "--model", MODEL,
@@ -515,14 +511,14 @@ Test(spec, measured_backlog_within_one_bucket_of_injected_delay)
 	tu_ingestd_start((const char *const[]){ "--pod", podarg[0], "--pod", podarg[1], NULL });
 	int a = ready_pod(POD_A), b = ready_pod(POD_B);
 
-	fake_say(&fake[0], "delay 2s");
+	tu_child_say(&fake[0], "delay 2s");
 	for (int i = 0; i < nb; i++) {
 		snprintf(line, sizeof(line), "store - %d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d",
 			 i * 16 + 1, i * 16 + 2, i * 16 + 3, i * 16 + 4, i * 16 + 5, i * 16 + 6,
 			 i * 16 + 7, i * 16 + 8, i * 16 + 9, i * 16 + 10, i * 16 + 11, i * 16 + 12,
 			 i * 16 + 13, i * 16 + 14, i * 16 + 15, i * 16 + 16);
-		fake_say(&fake[0], line);
-		fake_say(&fake[1], line);
+		tu_child_say(&fake[0], "%s", line);
+		tu_child_say(&fake[1], "%s", line);
 	}
 	cr_assert(TU_POLL(tu_ctr(a, KV_PC_batches) == (uint64_t)nb &&
 			  tu_ctr(b, KV_PC_batches) == (uint64_t)nb, 10000, tu_pump(5)),

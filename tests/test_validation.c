@@ -78,8 +78,7 @@ struct outcome_line {
 };
 
 static char name[64];
-static struct tu_child kids[24]; /* kvidx-route's stdin and stdout are piped, not the others' */
-static int nkids;
+static struct tu_kids kids; /* kvidx-route's stdin and stdout are piped, not the others' */
 static struct tu_child *router;
 static struct kvidx_reader *rd;
 static struct kvidx_info info;
@@ -87,6 +86,7 @@ static uint64_t root;
 static int npods;
 static int pod_idx[2]; /* index pod of fakepod i */
 static char pod_name[2][KVIDX_POD_NAME_MAX];
+static char pod_arg[2][2 * KVIDX_POD_NAME_MAX + 8]; /* kvidx-route's --pod NAME=http://NAME */
 static struct route_line routes[MAXN + 1];
 static struct outcome_line outs[MAXN + 1];
 static uint64_t sent;
@@ -96,7 +96,7 @@ static size_t olen;
 static void setup(void)
 {
 	tu_index_name(name, sizeof(name), "val");
-	nkids = 0;
+	kids.n = 0;
 	router = NULL;
 	rd = NULL;
 	npods = 0;
@@ -108,12 +108,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	for (int i = nkids - 1; i >= 0; i--)
-		tu_child_kill(&kids[i]);
-	nkids = 0;
-	if (rd)
-		kvidx_reader_close(rd);
-	rd = NULL;
+	tu_kids_kill(&kids);
+	tu_reader_close(&rd);
 	tu_index_remove(name, NULL);
 }
 
@@ -136,12 +132,7 @@ static void sleep_until(uint64_t t_ns)
  */
 static struct tu_child *spawn(const char *tool, bool pipes, const char **args)
 {
-	char log[256];
-
-	cr_assert(nkids < (int)(sizeof(kids) / sizeof(kids[0])));
-	snprintf(log, sizeof(log), "/tmp/%s.%s.%d.log", name, tool, nkids + 1);
-	tu_spawn(&kids[nkids], tool, args, log, pipes);
-	return &kids[nkids++];
+	return tu_kids_spawn(&kids, name, tool, args, pipes);
 }
 
 /* A pod's settings beyond the common ones. */
@@ -185,6 +176,7 @@ static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 		args[a] = NULL;
 		spawn("kvidx-fakepod", false, args);
 		snprintf(pod_name[i], sizeof(pod_name[i]), "127.0.0.1:%d", tu_port(3 * i + 2));
+		snprintf(pod_arg[i], sizeof(pod_arg[i]), "%s=http://%s", pod_name[i], pod_name[i]);
 		snprintf(pods[i], sizeof(pods[i]),
 			 "tcp://127.0.0.1:%d,replay=tcp://127.0.0.1:%d,name=127.0.0.1:%d",
 			 tu_port(3 * i), tu_port(3 * i + 1), tu_port(3 * i + 2));
@@ -205,7 +197,7 @@ static void start_all(int n, const struct podcfg *pc, const struct idxcfg *ic)
 	spawn("kvidx-ingestd", false, args);
 
 	cr_assert(TU_WAIT_FOR((rd = kvidx_reader_open(name)) != NULL, DEADLINE_MS),
-		  "index %s did not appear (see %s)", name, kids[nkids - 1].log);
+		  "index %s did not appear (see %s)", name, kids.c[kids.n - 1].log);
 	cr_assert_eq(kvidx_reader_info(rd, &info), 0);
 	root = kvidx_key_root(info.algo, info.seed, MODEL);
 	for (int i = 0; i < n; i++) {
@@ -610,7 +602,7 @@ Test(validation, pod_restart_clears_pod)
 	cr_assert_eq(wait_outcome(n)->cached, PB * BS);
 	cr_assert(TU_WAIT_FOR(ctr(pod, KV_PC_blocks_stored) == 3 * (PB + SB) + SB, 2000));
 
-	cr_assert_eq(kill(kids[0].pid, SIGUSR1), 0);
+	cr_assert_eq(kill(kids.c[0].pid, SIGUSR1), 0);
 	/* An unrelated prompt makes the pod publish again, from sequence 0. */
 	unsigned p = 20;
 	do {
@@ -790,14 +782,11 @@ Test(validation, synthetic_workload_runs_to_count)
 	const struct podcfg pc[2] = { { 20, NULL }, { 20, NULL } };
 	const struct idxcfg ic = { TTL_MS, "2s", "10s" };
 	static char out[1 << 16];
-	char p0[160], p1[160];
 
 	start_all(2, pc, &ic);
-	snprintf(p0, sizeof(p0), "%s=http://%s", pod_name[0], pod_name[0]);
-	snprintf(p1, sizeof(p1), "%s=http://%s", pod_name[1], pod_name[1]);
-	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--synthetic",
-			       "--count", "40", "--rate", "400", "--poisson", "--prefixes", "3",
-			       "--json", "--quiet", NULL };
+	const char *args[] = { "--name", name, "--pod", pod_arg[0], "--pod", pod_arg[1],
+			       "--synthetic", "--count", "40", "--rate", "400", "--poisson",
+			       "--prefixes", "3", "--json", "--quiet", NULL };
 	cr_assert_eq(run_tool("kvidx-route", args, NULL, out, sizeof(out)), 0, "%s", out);
 	cr_assert(strstr(out, "\"event\":\"summary\",\"decisions\":40,"), "%s", out);
 	cr_assert(strstr(out, "\"outcomes\":40,") && strstr(out, "\"unanswered\":0,"), "%s", out);
@@ -903,15 +892,12 @@ Test(validation, validate_tool_against_fakepods, .timeout = 60)
 	const struct podcfg pc[2] = { { 150, NULL }, { 150, NULL } };
 	const struct idxcfg ic = { TTL_MS, "300ms", "10s" };
 	static char out[1 << 16];
-	char p0[160], p1[160];
 
 	start_all(2, pc, &ic);
-	snprintf(p0, sizeof(p0), "%s=http://%s", pod_name[0], pod_name[0]);
-	snprintf(p1, sizeof(p1), "%s=http://%s", pod_name[1], pod_name[1]);
-	const char *args[] = { "--name", name, "--pod", p0, "--pod", p1, "--validate",
-			       "--fakepods", "--scenarios", "success,cancel,fail", "--gaps",
-			       "40ms,300ms,0.6s", "--pairs", "2", "--prefix-blocks", "8", "--json",
-			       "--quiet", NULL };
+	const char *args[] = { "--name", name, "--pod", pod_arg[0], "--pod", pod_arg[1],
+			       "--validate", "--fakepods", "--scenarios", "success,cancel,fail",
+			       "--gaps", "40ms,300ms,0.6s", "--pairs", "2", "--prefix-blocks", "8",
+			       "--json", "--quiet", NULL };
 	cr_assert_eq(run_tool("kvidx-route", args, NULL, out, sizeof(out)), 0, "%s", out);
 	json_error_t je;
 	json_t *doc = json_loads(out, 0, &je);

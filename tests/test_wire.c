@@ -79,6 +79,14 @@ static void decode_fails(const void *p, size_t n, int rc, const char *msg)
 	kvw_batch_free(&b);
 }
 
+/* Decodes t's payload into b (initialised here; the caller frees it) and frees t. */
+static void decode_tp_ok(struct tp *t, struct kvw_batch *b)
+{
+	kvw_batch_init(b);
+	decode_ok(t->sb.data, t->sb.size, b);
+	tp_free(t);
+}
+
 static void decode_tp_fails(struct tp *t, int rc, const char *msg)
 {
 	decode_fails(t->sb.data, t->sb.size, rc, msg);
@@ -217,6 +225,22 @@ static void rt_events(struct kvw_event *ev, size_t *n)
 	*n = 6;
 }
 
+/* The two encodings the malformed-input tests cut and mutate: all arrays, and all maps. */
+static const struct kvw_enc_opts rt_forms[] = {
+	{ KVW_FORM_ARRAY, KVW_FORM_ARRAY, KVW_HASH_INT },
+	{ KVW_FORM_MAP, KVW_FORM_MAP, KVW_HASH_BIN },
+};
+
+/* Encodes the n events of ev as one batch (ts 1.0, rank 1) in the form o; asserts success. */
+static void encode_events(struct kvw_enc *e, const struct kvw_enc_opts *o,
+			  const struct kvw_event *ev, size_t n, const void **buf, size_t *len)
+{
+	kvw_enc_begin(e, o, 1.0, n, true, 1);
+	for (size_t i = 0; i < n; i++)
+		kvw_enc_event(e, &ev[i]);
+	cr_assert_eq(kvw_enc_end(e, buf, len), 0);
+}
+
 static void round_trip(enum kvw_form bf, enum kvw_form ef, enum kvw_hash_form hf)
 {
 	struct kvw_enc_opts o = { .batch_form = bf, .event_form = ef, .hash_form = hf };
@@ -299,15 +323,13 @@ static uint64_t decode_one_hash(void (*put)(struct tp *, const void *), const vo
 	uint64_t v;
 
 	one_hash_payload(&t, put, h);
-	kvw_batch_init(&b);
-	decode_ok(t.sb.data, t.sb.size, &b);
+	decode_tp_ok(&t, &b);
 	cr_assert_eq(b.nevents, 1);
 	cr_assert_eq(b.events[0].nhashes, 1);
 	cr_assert(b.events[0].has_parent);
 	cr_assert_eq(b.events[0].parent, b.events[0].hashes[0]);
 	v = b.events[0].hashes[0];
 	kvw_batch_free(&b);
-	tp_free(&t);
 	return v;
 }
 
@@ -323,6 +345,47 @@ static void batch_head(struct tp *t, uint32_t nev)
 static void batch_tail(struct tp *t)
 {
 	msgpack_pack_uint8(&t->pk, 0);
+}
+
+/*
+ * Opens a positional BlockStored event of nfields fields whose first four are empty
+ * ([], nil, [], block_size); the caller writes the fields after block_size.
+ */
+static void stored_empty(struct tp *t, uint32_t nfields, uint32_t block_size)
+{
+	msgpack_pack_array(&t->pk, nfields);
+	tp_str(t, "BlockStored");
+	msgpack_pack_array(&t->pk, 0);
+	msgpack_pack_nil(&t->pk);
+	msgpack_pack_array(&t->pk, 0);
+	msgpack_pack_uint32(&t->pk, block_size);
+}
+
+/* Opens a positional BlockRemoved event of nfields fields with no hashes. */
+static void removed_empty(struct tp *t, uint32_t nfields)
+{
+	msgpack_pack_array(&t->pk, nfields);
+	tp_str(t, "BlockRemoved");
+	msgpack_pack_array(&t->pk, 0);
+}
+
+/* Ends a batch_head() payload and asserts that its one event fails with msg. */
+static void event_tail_fails(struct tp *t, const char *msg)
+{
+	batch_tail(t);
+	event_tp_fails(t, msg);
+}
+
+/*
+ * Ends a batch_head() payload, decodes it into b (initialised here, the caller frees it),
+ * frees t and asserts there is one event, which it returns.
+ */
+static const struct kvw_event *decode_tail_one(struct tp *t, struct kvw_batch *b)
+{
+	batch_tail(t);
+	decode_tp_ok(t, b);
+	cr_assert_eq(b->nevents, 1);
+	return &b->events[0];
 }
 
 /* [BlockStored, [1], nil, tokens..., 4] with the given token writer. */
@@ -465,8 +528,7 @@ Test(wire, map_form_batch_and_events)
 	tp_str(&t, "x");
 	msgpack_pack_map(&t.pk, 0);
 
-	kvw_batch_init(&b);
-	decode_ok(t.sb.data, t.sb.size, &b);
+	decode_tp_ok(&t, &b);
 	cr_assert_eq(b.ts, 2.5);
 	cr_assert(!b.has_dp_rank);
 	cr_assert_eq(b.nevents, 2);
@@ -488,7 +550,6 @@ Test(wire, map_form_batch_and_events)
 	cr_assert_str_eq(ev->medium, "");
 	cr_assert(!ev->has_group_idx);
 	kvw_batch_free(&b);
-	tp_free(&t);
 }
 
 Test(wire, int_timestamp_and_two_element_batch)
@@ -533,8 +594,7 @@ Test(wire, omitted_trailing_fields)
 	tp_str(&t, "AllBlocksCleared");
 	tp_str(&t, "GPU"); /* a field from some future vLLM: ignored */
 
-	kvw_batch_init(&b);
-	decode_ok(t.sb.data, t.sb.size, &b);
+	decode_tp_ok(&t, &b);
 	cr_assert_eq(b.nevents, 3);
 	cr_assert_eq(b.events[0].type, KVW_BLOCK_STORED);
 	cr_assert_eq(b.events[0].block_size, 1);
@@ -549,7 +609,6 @@ Test(wire, omitted_trailing_fields)
 	cr_assert_str_eq(b.events[1].medium, "");
 	cr_assert_eq(b.events[2].type, KVW_ALL_BLOCKS_CLEARED);
 	kvw_batch_free(&b);
-	tp_free(&t);
 }
 
 Test(wire, round_trip_positional_int)
@@ -691,12 +750,7 @@ Test(wire, lora_medium_group_and_spec_kind)
 	kvw_batch_init(&b);
 	for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
 		batch_head(&t, 1);
-		msgpack_pack_array(&t.pk, 12);
-		tp_str(&t, "BlockStored");
-		msgpack_pack_array(&t.pk, 0);
-		msgpack_pack_nil(&t.pk);
-		msgpack_pack_array(&t.pk, 0);
-		msgpack_pack_uint16(&t.pk, 256);
+		stored_empty(&t, 12, 256);
 		msgpack_pack_int64(&t.pk, 17);
 		tp_str(&t, "CPU");
 		tp_str(&t, "adapter-a");
@@ -755,8 +809,7 @@ Test(wire, extra_keys)
 	msgpack_pack_array(&t.pk, 0);
 	batch_tail(&t);
 
-	kvw_batch_init(&b);
-	decode_ok(t.sb.data, t.sb.size, &b);
+	decode_tp_ok(&t, &b);
 	ev = &b.events[0];
 	cr_assert(ev->has_extra_keys);
 	cr_assert_eq(ev->nextra, 3);
@@ -771,7 +824,6 @@ Test(wire, extra_keys)
 	cr_assert_eq(ev->extra[2].nitems, 1);
 	cr_assert_eq(ev->extra[2].items[0].kind, KVW_X_OTHER);
 	kvw_batch_free(&b);
-	tp_free(&t);
 }
 
 Test(wire, block_removed_and_all_cleared)
@@ -803,8 +855,7 @@ Test(wire, block_removed_and_all_cleared)
 	tp_str(&t, "AllBlocksCleared");
 	batch_tail(&t);
 
-	kvw_batch_init(&b);
-	decode_ok(t.sb.data, t.sb.size, &b);
+	decode_tp_ok(&t, &b);
 	cr_assert_eq(b.nevents, 4);
 	cr_assert_eq(b.events[0].type, KVW_BLOCK_REMOVED);
 	cr_assert_eq(b.events[0].nhashes, 2);
@@ -820,7 +871,6 @@ Test(wire, block_removed_and_all_cleared)
 	cr_assert_eq(b.events[2].type, KVW_ALL_BLOCKS_CLEARED);
 	cr_assert_eq(b.events[3].type, KVW_ALL_BLOCKS_CLEARED);
 	kvw_batch_free(&b);
-	tp_free(&t);
 }
 
 Test(wire, unknown_event_tag_skipped)
@@ -847,15 +897,13 @@ Test(wire, unknown_event_tag_skipped)
 	tp_str(&t, "AllBlocksCleared");
 	batch_tail(&t);
 
-	kvw_batch_init(&b);
-	decode_ok(t.sb.data, t.sb.size, &b);
+	decode_tp_ok(&t, &b);
 	cr_assert_eq(b.nskipped, 2);
 	cr_assert_eq(b.nevents, 2);
 	cr_assert_eq(b.events[0].type, KVW_BLOCK_REMOVED);
 	cr_assert_eq(b.events[0].hashes[0], 5);
 	cr_assert_eq(b.events[1].type, KVW_ALL_BLOCKS_CLEARED);
 	kvw_batch_free(&b);
-	tp_free(&t);
 }
 
 /* ---- errors ------------------------------------------------------------------------------------ */
@@ -903,24 +951,23 @@ Test(wire, error_messages_name_the_element)
 
 	batch_head(&t, 1);
 	stored_with(&t, tokens_negative);
-	batch_tail(&t);
-	event_tp_fails(&t,
-			"event 0: BlockStored.token_ids[0]: expected int in [0, 2^32), got int -1");
+	event_tail_fails(&t,
+			 "event 0: BlockStored.token_ids[0]: expected int in [0, 2^32), got int -1");
 
 	batch_head(&t, 1);
 	stored_with(&t, tokens_too_big);
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: BlockStored.token_ids[1]: expected int in "
-				      "[0, 2^32), got int 4294967296");
+	event_tail_fails(&t, "event 0: BlockStored.token_ids[1]: expected int in "
+			     "[0, 2^32), got int 4294967296");
 
 	batch_head(&t, 1);
 	stored_with(&t, tokens_not_array);
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: BlockStored.token_ids: expected array, got map");
+	event_tail_fails(&t, "event 0: BlockStored.token_ids: expected array, got map");
 }
 
 Test(wire, wrong_types)
 {
+	struct kvw_batch b;
+	const struct kvw_event *ev;
 	struct tp t;
 
 	/* Hash as str. */
@@ -930,9 +977,7 @@ Test(wire, wrong_types)
 	msgpack_pack_array(&t.pk, 2);
 	msgpack_pack_uint8(&t.pk, 1);
 	tp_str(&t, "abc");
-	batch_tail(&t);
-	event_tp_fails(&t,
-			"event 0: BlockRemoved.block_hashes[1]: expected int or bin, got str");
+	event_tail_fails(&t, "event 0: BlockRemoved.block_hashes[1]: expected int or bin, got str");
 
 	/* Parent as float. */
 	batch_head(&t, 1);
@@ -942,99 +987,56 @@ Test(wire, wrong_types)
 	msgpack_pack_double(&t.pk, 1.0);
 	msgpack_pack_array(&t.pk, 0);
 	msgpack_pack_uint8(&t.pk, 4);
-	batch_tail(&t);
-	event_tp_fails(&t,
-			"event 0: BlockStored.parent_block_hash: expected int or bin, got float64");
+	event_tail_fails(&t,
+			 "event 0: BlockStored.parent_block_hash: expected int or bin, got float64");
 
-	/* block_size 0. */
-	batch_head(&t, 1);
-	msgpack_pack_array(&t.pk, 5);
-	tp_str(&t, "BlockStored");
-	msgpack_pack_array(&t.pk, 0);
-	msgpack_pack_nil(&t.pk);
-	msgpack_pack_array(&t.pk, 0);
-	msgpack_pack_uint8(&t.pk, 0);
-	batch_tail(&t);
 	/* block_size 0 is an offload placeholder's (no tokens), not an error. */
-	{
-		struct kvw_batch pb;
-
-		kvw_batch_init(&pb);
-		decode_ok(t.sb.data, t.sb.size, &pb);
-		cr_assert_eq(pb.nevents, 1);
-		cr_assert_eq(pb.events[0].block_size, 0);
-		kvw_batch_free(&pb);
-		tp_free(&t);
-	}
+	batch_head(&t, 1);
+	stored_empty(&t, 5, 0);
+	ev = decode_tail_one(&t, &b);
+	cr_assert_eq(ev->block_size, 0);
+	kvw_batch_free(&b);
 
 	/* Medium as int. */
 	batch_head(&t, 1);
-	msgpack_pack_array(&t.pk, 3);
-	tp_str(&t, "BlockRemoved");
-	msgpack_pack_array(&t.pk, 0);
+	removed_empty(&t, 3);
 	msgpack_pack_uint8(&t.pk, 1);
-	batch_tail(&t);
-	event_tp_fails(&t,
-			"event 0: BlockRemoved.medium: expected str or nil, got int 1");
+	event_tail_fails(&t, "event 0: BlockRemoved.medium: expected str or nil, got int 1");
 
-	/* extra_keys entry neither tuple nor nil; group_idx negative. */
+	/* extra_keys entry neither tuple nor nil: a bare entry is kept as a tuple of that item. */
 	batch_head(&t, 1);
-	msgpack_pack_array(&t.pk, 9);
-	tp_str(&t, "BlockStored");
-	msgpack_pack_array(&t.pk, 0);
-	msgpack_pack_nil(&t.pk);
-	msgpack_pack_array(&t.pk, 0);
-	msgpack_pack_uint8(&t.pk, 4);
+	stored_empty(&t, 9, 4);
 	msgpack_pack_nil(&t.pk);
 	msgpack_pack_nil(&t.pk);
 	msgpack_pack_nil(&t.pk);
 	msgpack_pack_array(&t.pk, 1);
 	tp_str(&t, "x");
-	batch_tail(&t);
-	/* A bare entry (not a tuple) is kept as a tuple of that one item. */
-	{
-		struct kvw_batch xb;
+	ev = decode_tail_one(&t, &b);
+	cr_assert(ev->extra[0].set);
+	cr_assert_eq(ev->extra[0].nitems, 1);
+	cr_assert_eq(ev->extra[0].items[0].kind, KVW_X_STR);
+	cr_assert_str_eq(ev->extra[0].items[0].str, "x");
+	kvw_batch_free(&b);
 
-		kvw_batch_init(&xb);
-		decode_ok(t.sb.data, t.sb.size, &xb);
-		cr_assert_eq(xb.nevents, 1);
-		cr_assert(xb.events[0].extra[0].set);
-		cr_assert_eq(xb.events[0].extra[0].nitems, 1);
-		cr_assert_eq(xb.events[0].extra[0].items[0].kind, KVW_X_STR);
-		cr_assert_str_eq(xb.events[0].extra[0].items[0].str, "x");
-		kvw_batch_free(&xb);
-		tp_free(&t);
-	}
+	/* group_idx negative. */
 	batch_head(&t, 1);
-	msgpack_pack_array(&t.pk, 4);
-	tp_str(&t, "BlockRemoved");
-	msgpack_pack_array(&t.pk, 0);
+	removed_empty(&t, 4);
 	msgpack_pack_nil(&t.pk);
 	msgpack_pack_int8(&t.pk, -2);
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: BlockRemoved.group_idx: expected int in "
-				      "[0, 2^32) or nil, got int -2");
+	event_tail_fails(&t, "event 0: BlockRemoved.group_idx: expected int in "
+			     "[0, 2^32) or nil, got int -2");
 
 	/* lora_id beyond int64. */
 	batch_head(&t, 1);
-	msgpack_pack_array(&t.pk, 6);
-	tp_str(&t, "BlockStored");
-	msgpack_pack_array(&t.pk, 0);
-	msgpack_pack_nil(&t.pk);
-	msgpack_pack_array(&t.pk, 0);
-	msgpack_pack_uint8(&t.pk, 4);
+	stored_empty(&t, 6, 4);
 	msgpack_pack_uint64(&t.pk, UINT64_MAX);
-	batch_tail(&t);
-	event_tp_fails(&t, NULL);
+	event_tail_fails(&t, NULL);
 
 	/* String with a NUL byte. */
 	batch_head(&t, 1);
-	msgpack_pack_array(&t.pk, 3);
-	tp_str(&t, "BlockRemoved");
-	msgpack_pack_array(&t.pk, 0);
+	removed_empty(&t, 3);
 	msgpack_pack_str_with_body(&t.pk, "G\0U", 3);
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: BlockRemoved.medium: string contains a NUL byte");
+	event_tail_fails(&t, "event 0: BlockRemoved.medium: string contains a NUL byte");
 }
 
 Test(wire, malformed_structure)
@@ -1101,8 +1103,7 @@ Test(wire, malformed_structure)
 	msgpack_pack_array(&t.pk, 0);
 	tp_str(&t, "block_hashes");
 	msgpack_pack_array(&t.pk, 0);
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: BlockRemoved: duplicate key \"block_hashes\"");
+	event_tail_fails(&t, "event 0: BlockRemoved: duplicate key \"block_hashes\"");
 
 	batch_head(&t, 1);
 	msgpack_pack_map(&t.pk, 4);
@@ -1114,8 +1115,7 @@ Test(wire, malformed_structure)
 	msgpack_pack_nil(&t.pk);
 	tp_str(&t, "token_ids");
 	msgpack_pack_array(&t.pk, 0);
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: BlockStored: missing block_size");
+	event_tail_fails(&t, "event 0: BlockStored: missing block_size");
 
 	batch_head(&t, 1);
 	msgpack_pack_map(&t.pk, 2);
@@ -1123,8 +1123,7 @@ Test(wire, malformed_structure)
 	tp_str(&t, "AllBlocksCleared");
 	tp_str(&t, "type");
 	tp_str(&t, "AllBlocksCleared");
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: duplicate key \"type\"");
+	event_tail_fails(&t, "event 0: duplicate key \"type\"");
 
 	tp_init(&t);
 	msgpack_pack_map(&t.pk, 3);
@@ -1139,10 +1138,6 @@ Test(wire, malformed_structure)
 
 Test(wire, truncated_payloads_fail_cleanly)
 {
-	struct kvw_enc_opts forms[] = {
-		{ KVW_FORM_ARRAY, KVW_FORM_ARRAY, KVW_HASH_INT },
-		{ KVW_FORM_MAP, KVW_FORM_MAP, KVW_HASH_BIN },
-	};
 	struct kvw_event ev[6];
 	struct kvw_batch b;
 	struct kvw_enc e;
@@ -1155,10 +1150,7 @@ Test(wire, truncated_payloads_fail_cleanly)
 	rt_events(ev, &n);
 	kvw_enc_init(&e);
 	for (size_t f = 0; f < 2; f++) {
-		kvw_enc_begin(&e, &forms[f], 1.0, n, true, 1);
-		for (size_t i = 0; i < n; i++)
-			kvw_enc_event(&e, &ev[i]);
-		cr_assert_eq(kvw_enc_end(&e, &buf, &len), 0);
+		encode_events(&e, &rt_forms[f], ev, n, &buf, &len);
 		for (size_t cut = 0; cut < len; cut++) {
 			char err[128];
 
@@ -1207,9 +1199,8 @@ Test(wire, oversized_counts)
 	msgpack_pack_array(&t.pk, KVW_MAX_HASHES + 1);
 	for (size_t i = 0; i < KVW_MAX_HASHES + 1; i++)
 		msgpack_pack_uint8(&t.pk, 1);
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: BlockRemoved.block_hashes: 1048577 elements, at most "
-			   "1048576 allowed");
+	event_tail_fails(&t, "event 0: BlockRemoved.block_hashes: 1048577 elements, at most "
+			     "1048576 allowed");
 	batch_head(&t, 1);
 	msgpack_pack_array(&t.pk, 5);
 	tp_str(&t, "BlockStored");
@@ -1219,9 +1210,8 @@ Test(wire, oversized_counts)
 	for (size_t i = 0; i < KVW_MAX_TOKENS + 1; i++)
 		msgpack_pack_uint8(&t.pk, 1);
 	msgpack_pack_uint8(&t.pk, 1);
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: BlockStored.token_ids: 4194305 elements, at most "
-				    "4194304 allowed");
+	event_tail_fails(&t, "event 0: BlockStored.token_ids: 4194305 elements, at most "
+			     "4194304 allowed");
 
 	/* Strings: exactly at capacity is fine, one more byte is an error, not a truncation. */
 	memset(name, 'n', sizeof name);
@@ -1243,18 +1233,12 @@ Test(wire, oversized_counts)
 	name[KVW_LORA_NAME_MAX - 1] = 'n';
 	name[KVW_LORA_NAME_MAX] = '\0';
 	batch_head(&t, 1);
-	msgpack_pack_array(&t.pk, 8);
-	tp_str(&t, "BlockStored");
-	msgpack_pack_array(&t.pk, 0);
-	msgpack_pack_nil(&t.pk);
-	msgpack_pack_array(&t.pk, 0);
-	msgpack_pack_uint8(&t.pk, 1);
+	stored_empty(&t, 8, 1);
 	msgpack_pack_nil(&t.pk);
 	msgpack_pack_nil(&t.pk);
 	tp_str(&t, name);
-	batch_tail(&t);
-	event_tp_fails(&t, "event 0: BlockStored.lora_name: string of 256 bytes, at "
-				    "most 255 allowed");
+	event_tail_fails(&t, "event 0: BlockStored.lora_name: string of 256 bytes, at "
+			     "most 255 allowed");
 
 	/* Whole payload over KVW_MAX_PAYLOAD: refused before it is read. */
 	{
@@ -1282,10 +1266,6 @@ Test(wire, nesting_depth_is_bounded)
 
 Test(wire, random_and_mutated_bytes_never_crash)
 {
-	struct kvw_enc_opts forms[] = {
-		{ KVW_FORM_ARRAY, KVW_FORM_ARRAY, KVW_HASH_INT },
-		{ KVW_FORM_MAP, KVW_FORM_MAP, KVW_HASH_BIN },
-	};
 	struct kvw_event ev[6];
 	struct kvw_batch b;
 	struct kvw_enc e;
@@ -1315,10 +1295,7 @@ Test(wire, random_and_mutated_bytes_never_crash)
 	for (int f = 0; f < 2; f++) {
 		const void *p;
 
-		kvw_enc_begin(&e, &forms[f], 1.0, n, true, 1);
-		for (size_t i = 0; i < n; i++)
-			kvw_enc_event(&e, &ev[i]);
-		cr_assert_eq(kvw_enc_end(&e, &p, &vlen[f + 1]), 0);
+		encode_events(&e, &rt_forms[f], ev, n, &p, &vlen[f + 1]);
 		copies[f] = malloc(vlen[f + 1]);
 		memcpy(copies[f], p, vlen[f + 1]);
 		valid[f + 1] = copies[f];

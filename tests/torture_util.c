@@ -1,13 +1,17 @@
 /*
  * torture_util.c — helpers the stress_* torture programs share (see torture_util.h): sleeping,
- * cleaning up an index's shared-memory objects and the forked children, and reporting the
- * first violation of a run whichever process finds it.
+ * mapping and cleaning up an index's shared-memory objects, killing and reaping the forked
+ * children, bounding a run's time, and reporting the first violation of a run whichever
+ * process finds it.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +51,42 @@ void tt_unlink_index(const char *name)
 }
 
 /*
+ * Maps the whole of shm object path ("/..."), read-write if rw, else read-only; *size (when
+ * not NULL) gets its size. Returns NULL with errno set and *what naming the call that failed
+ * ("shm_open", "fstat" or "mmap"), for the caller's failure report.
+ */
+void *tt_map_shm(const char *path, bool rw, size_t *size, const char **what)
+{
+	struct stat sb;
+	int fd = shm_open(path, rw ? O_RDWR : O_RDONLY, 0), e;
+	void *p;
+
+	if (fd < 0) {
+		*what = "shm_open";
+		return NULL;
+	}
+	if (fstat(fd, &sb) < 0) {
+		e = errno;
+		close(fd);
+		errno = e;
+		*what = "fstat";
+		return NULL;
+	}
+	p = mmap(NULL, (size_t)sb.st_size, rw ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd,
+		 0);
+	e = errno;
+	close(fd);
+	if (p == MAP_FAILED) {
+		errno = e;
+		*what = "mmap";
+		return NULL;
+	}
+	if (size)
+		*size = (size_t)sb.st_size;
+	return p;
+}
+
+/*
  * SIGKILLs the n children in pids (0 marks a free entry) and, if reap is set, waits for each.
  * Without reap it is safe in a signal handler.
  */
@@ -60,6 +100,79 @@ void tt_kill_children(const pid_t *pids, unsigned n, bool reap)
 	for (unsigned i = 0; i < n; i++)
 		if (pids[i] > 0)
 			waitpid(pids[i], NULL, 0);
+}
+
+/*
+ * Reaps child pid, named what, if it has exited (block: waits until it does). Returns 0 if it
+ * still runs, 1 if it exited with status 0, and -1 with the failure in why (len bytes) if
+ * waitpid failed, a child posted a violation to box, or pid died of a signal (SIGALRM: hung,
+ * when the child arms an alarm of hang_s seconds; 0 for none) or exited non-zero.
+ */
+int tt_reap(pid_t pid, const char *what, bool block, struct tt_failbox *box, unsigned hang_s,
+	    char *why, size_t len)
+{
+	int st;
+	pid_t r = waitpid(pid, &st, block ? 0 : WNOHANG);
+
+	if (r == 0)
+		return 0;
+	if (r < 0)
+		snprintf(why, len, "waitpid(%s %d): %s", what, (int)pid, strerror(errno));
+	else if (tt_fail_posted(box))
+		snprintf(why, len, "%s failed", what);
+	else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM && hang_s)
+		snprintf(why, len, "%s (pid %d) hung (no progress for %u s): signal %d (%s)", what,
+			 (int)pid, hang_s, WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else if (WIFSIGNALED(st))
+		snprintf(why, len, "%s (pid %d) died of signal %d (%s)", what, (int)pid,
+			 WTERMSIG(st), strsignal(WTERMSIG(st)));
+	else if (WEXITSTATUS(st) != 0)
+		snprintf(why, len, "%s (pid %d) exited with status %d", what, (int)pid,
+			 WEXITSTATUS(st));
+	else
+		return 1;
+	return -1;
+}
+
+/* What tt_time_bound()'s SIGALRM handler reports and cleans up. */
+static struct {
+	char msg[128];
+	size_t len;
+	const pid_t *pids;
+	const unsigned *n;
+	const char *const *indexes;
+} bound;
+
+static void on_time_bound(int sig)
+{
+	(void)sig;
+	if (write(2, bound.msg, bound.len) < 0) {
+	}
+	tt_kill_children(bound.pids, *bound.n, false);
+	for (const char *const *ix = bound.indexes; ix && *ix; ix++)
+		tt_unlink_index(*ix);
+	_exit(3);
+}
+
+/*
+ * Bounds the supervisor's run to seconds from now: if it still runs then, SIGALRM prints
+ * "prog: FAIL: supervisor: run exceeded its time bound", kills the *n children of pids,
+ * removes the indexes named in the NULL-terminated list indexes (NULL: none), all read when
+ * the alarm fires, and exits with status 3. Forked children do not inherit the alarm.
+ */
+void tt_time_bound(const char *prog, unsigned seconds, const pid_t *pids, const unsigned *n,
+		   const char *const *indexes)
+{
+	int len = snprintf(bound.msg, sizeof(bound.msg),
+			   "%s: FAIL: supervisor: run exceeded its time bound\n", prog);
+
+	bound.len = len < 0 ? 0 : (size_t)len < sizeof(bound.msg) ? (size_t)len :
+								   sizeof(bound.msg) - 1;
+	bound.pids = pids;
+	bound.n = n;
+	bound.indexes = indexes;
+	signal(SIGALRM, on_time_bound);
+	alarm(seconds);
 }
 
 /* Whether a child has posted a violation to box. */

@@ -1,13 +1,15 @@
 /*
  * torture_util.h — what the stress_* torture programs share: the splitmix64 random numbers,
- * short sleeps, removing an index's shared-memory objects, killing the forked children, and
- * the first-violation-wins failure report that children post through the run's shared region.
+ * short sleeps, mapping and removing an index's shared-memory objects, killing and reaping the
+ * forked children, the supervisor's bound on the whole run's time, and the first-violation-wins
+ * failure report that children post through the run's shared region.
  */
 #ifndef KVIDX_TORTURE_UTIL_H
 #define KVIDX_TORTURE_UTIL_H
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -41,8 +43,13 @@ static inline uint32_t tt_rnd_below(uint64_t *s, uint32_t n)
 
 void tt_sleep_us(unsigned us);
 void tt_unlink_index(const char *name);
+void *tt_map_shm(const char *path, bool rw, size_t *size, const char **what);
 void tt_kill_children(const pid_t *pids, unsigned n, bool reap);
 bool tt_fail_posted(struct tt_failbox *box);
+int tt_reap(pid_t pid, const char *what, bool block, struct tt_failbox *box, unsigned hang_s,
+	    char *why, size_t len);
+void tt_time_bound(const char *prog, unsigned seconds, const pid_t *pids, const unsigned *n,
+		   const char *const *indexes);
 void tt_fail_report(struct tt_failbox *box, const char *prog, const char *who, const char *fmt,
 		    va_list ap);
 

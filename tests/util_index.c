@@ -12,6 +12,7 @@
 
 #include "hist.h"
 #include "inspect.h"
+#include "layout.h"
 
 void tu_index_name(char *name, size_t len, const char *tag)
 {
@@ -38,6 +39,13 @@ void tu_index_remove(const char *name, struct kvidx **w)
 		snprintf(path, sizeof(path), "/%s.reg.%d", name, g);
 		shm_unlink(path);
 	}
+}
+
+void tu_reader_close(struct kvidx_reader **rd)
+{
+	if (*rd)
+		kvidx_reader_close(*rd);
+	*rd = NULL;
 }
 
 struct kvidx *tu_writer_open(const char *name, const struct kvidx_writer_opts *opts)
@@ -94,4 +102,21 @@ int tu_rec_state(struct kvidx_reader *r, uint64_t key, int pod, struct kvidx_rec
 		return recs[i].speculative ? TU_SPEC : TU_CONF;
 	}
 	return TU_ABSENT;
+}
+
+struct kvidx_reader_slot *tu_reader_slot(struct kvidx_reader *r)
+{
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
+
+	return (struct kvidx_reader_slot *)((char *)ctl + ctl->ch_slots_off) +
+	       kv_reader_slot_index(r);
+}
+
+struct kvidx_reader_slot *tu_reader_stall(struct kvidx_reader *r)
+{
+	struct kvidx_reader_slot *rs = tu_reader_slot(r);
+
+	__atomic_store_n(&rs->rs_ctr, __atomic_load_n(&kv_reader_idx(r)->ih_epoch, __ATOMIC_SEQ_CST),
+			 __ATOMIC_SEQ_CST);
+	return rs;
 }

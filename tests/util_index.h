@@ -13,6 +13,8 @@
 
 #include "kvidx_writer.h"
 
+struct kvidx_reader_slot;
+
 /* Writes "t-TAG-<pid>-<n>" into name, n counting the calls of this process. */
 void tu_index_name(char *name, size_t len, const char *tag);
 
@@ -22,6 +24,9 @@ void tu_index_name(char *name, size_t len, const char *tag);
  * before closing its writer, or of a writer in another process.
  */
 void tu_index_remove(const char *name, struct kvidx **w);
+
+/* Closes the reader *rd if it is open and sets *rd to NULL. */
+void tu_reader_close(struct kvidx_reader **rd);
 
 /* Opens a writer on index name with opts (whose name is ignored), asserting it opened. */
 struct kvidx *tu_writer_open(const char *name, const struct kvidx_writer_opts *opts);
@@ -34,6 +39,18 @@ void tu_add_latency(struct kvidx *w, int pod, int which, uint64_t us, int n);
 
 /* Whether pod's speculation is paused (the flag in its pod word, which readers honour). */
 bool tu_pod_paused(struct kvidx_reader *r, int pod);
+
+/*
+ * Reader r's own slot in the registry, writable, for tests that forge what the reader
+ * announces (rs_ctr) as a stopped or hostile reader would.
+ */
+struct kvidx_reader_slot *tu_reader_slot(struct kvidx_reader *r);
+
+/*
+ * Makes r look stopped inside a read-side section: its slot announces the index's current
+ * epoch and keeps announcing it. Returns the slot (tu_reader_slot).
+ */
+struct kvidx_reader_slot *tu_reader_stall(struct kvidx_reader *r);
 
 enum { TU_ABSENT = 0, TU_SPEC = 1, TU_CONF = 2 };
 

@@ -59,31 +59,6 @@ void tu_ingestd_teardown(void)
 
 /* ---- fake pods ---- */
 
-struct tu_pub *tu_pub_open(const char *topic)
-{
-	struct tu_pub *p;
-	size_t len;
-	int zero = 0, one = 1;
-
-	cr_assert(tu_ing.npubs < (int)(sizeof(tu_ing.pubs) / sizeof(tu_ing.pubs[0])));
-	p = &tu_ing.pubs[tu_ing.npubs++];
-	snprintf(p->topic, sizeof(p->topic), "%s", topic);
-	kvw_enc_init(&p->enc);
-	p->xpub = zmq_socket(tu_ing.zctx, ZMQ_XPUB);
-	p->router = zmq_socket(tu_ing.zctx, ZMQ_ROUTER);
-	cr_assert(p->xpub && p->router);
-	zmq_setsockopt(p->xpub, ZMQ_SNDHWM, &zero, sizeof(zero));
-	zmq_setsockopt(p->router, ZMQ_SNDHWM, &zero, sizeof(zero));
-	zmq_setsockopt(p->xpub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
-	cr_assert_eq(zmq_bind(p->xpub, "tcp://127.0.0.1:*"), 0, "bind: %s", zmq_strerror(errno));
-	cr_assert_eq(zmq_bind(p->router, "tcp://127.0.0.1:*"), 0);
-	len = sizeof(p->ep);
-	zmq_getsockopt(p->xpub, ZMQ_LAST_ENDPOINT, p->ep, &len);
-	len = sizeof(p->rep);
-	zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->rep, &len);
-	return p;
-}
-
 /* Binds p's sockets at ports xp and rp (0: any). 0, or -1 if a port was taken. */
 static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
 {
@@ -111,6 +86,16 @@ static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
 	len = sizeof(p->rep);
 	zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->rep, &len);
 	return 0;
+}
+
+struct tu_pub *tu_pub_open(const char *topic)
+{
+	struct tu_pub *p;
+
+	cr_assert(tu_ing.npubs < (int)(sizeof(tu_ing.pubs) / sizeof(tu_ing.pubs[0])));
+	p = &tu_ing.pubs[tu_ing.npubs++];
+	cr_assert_eq(pub_bind(p, topic, 0, 0), 0, "bind: %s", zmq_strerror(errno));
+	return p;
 }
 
 static int port_of(const char *ep)
@@ -362,6 +347,19 @@ struct kvw_event tu_stored(const uint64_t *h, size_t nh, bool has_parent, uint64
 	ev.tokens = tok;
 	ev.ntokens = ntok;
 	ev.block_size = bs;
+	return ev;
+}
+
+struct kvw_event tu_removed(const uint64_t *h, size_t nh, const char *medium)
+{
+	struct kvw_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.type = KVW_BLOCK_REMOVED;
+	ev.hashes = h;
+	ev.nhashes = nh;
+	if (medium)
+		snprintf(ev.medium, sizeof(ev.medium), "%s", medium);
 	return ev;
 }
 

@@ -112,6 +112,9 @@ const uint32_t *tu_toks(uint32_t base, size_t n);
 struct kvw_event tu_stored(const uint64_t *h, size_t nh, bool has_parent, uint64_t parent,
 			   const uint32_t *tok, size_t ntok, uint32_t bs);
 
+/* A BlockRemoved event of h[0..nh) on medium (NULL: none given). */
+struct kvw_event tu_removed(const uint64_t *h, size_t nh, const char *medium);
+
 /* Request keys of tok[0..n) chained from parent (0: model's root), as a router computes
  * them on the daemon's defaults (cbor-fnv, seed "", TU_BLOCK_SIZE); at most 256. */
 size_t tu_keys_of(const char *model, uint64_t parent, const uint32_t *tok, size_t n,

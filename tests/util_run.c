@@ -160,6 +160,52 @@ void tu_child_kill(struct tu_child *c)
 	c->log[0] = '\0';
 }
 
+struct tu_child *tu_kids_spawn(struct tu_kids *k, const char *name, const char *tool,
+			       const char *const *args, bool pipes)
+{
+	char log[256];
+
+	cr_assert(k->n < (int)(sizeof(k->c) / sizeof(k->c[0])), "more than %zu children",
+		  sizeof(k->c) / sizeof(k->c[0]));
+	snprintf(log, sizeof(log), "/tmp/%s.%s.%d.log", name, tool, k->n + 1);
+	tu_spawn(&k->c[k->n], tool, args, log, pipes);
+	return &k->c[k->n++];
+}
+
+void tu_kids_kill(struct tu_kids *k)
+{
+	for (int i = k->n - 1; i >= 0; i--)
+		tu_child_kill(&k->c[i]);
+	k->n = 0;
+}
+
+size_t tu_child_say(struct tu_child *c, const char *fmt, ...)
+{
+	char line[1 << 14];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	cr_assert(n >= 0 && (size_t)n < sizeof(line) - 1, "script line too long: %d bytes", n);
+	line[n++] = '\n';
+	cr_assert_eq(write(c->in, line, (size_t)n), n, "writing a line to the child's standard "
+		     "input: %s", strerror(errno));
+	return (size_t)n - 1;
+}
+
+const char *tu_child_stderr(struct tu_child *c, char *buf, size_t size, size_t *len)
+{
+	ssize_t r;
+
+	while (c->err >= 0 && *len < size - 1 &&
+	       (r = read(c->err, buf + *len, size - 1 - *len)) > 0)
+		*len += (size_t)r;
+	buf[*len] = '\0';
+	return buf;
+}
+
 void tu_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };

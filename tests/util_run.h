@@ -61,6 +61,35 @@ int tu_child_wait(struct tu_child *c, int timeout_ms);
  */
 void tu_child_kill(struct tu_child *c);
 
+/* A test's children, in the order they started. */
+struct tu_kids {
+	struct tu_child c[24];
+	int n;
+};
+
+/*
+ * Starts tool with the NULL-terminated args as k's next child (tu_spawn with pipes), its log
+ * "/tmp/NAME.TOOL.N.log" (N counting from 1), asserting there is room. Returns the child.
+ */
+struct tu_child *tu_kids_spawn(struct tu_kids *k, const char *name, const char *tool,
+			       const char *const *args, bool pipes);
+
+/* Kills k's children, the last started first (tu_child_kill), and empties k. */
+void tu_kids_kill(struct tu_kids *k);
+
+/*
+ * Writes one line to c's standard input: fmt formatted (under 16 KiB), then a newline;
+ * asserts that it fitted and was all written. Returns the line's length without the newline.
+ */
+size_t tu_child_say(struct tu_child *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * What c has written on its standard error pipe so far (all of it once it has exited),
+ * gathered in buf (size bytes, *len of them already used, the caller's to reset), which it
+ * NUL-terminates and returns: for assertions and failure messages.
+ */
+const char *tu_child_stderr(struct tu_child *c, char *buf, size_t size, size_t *len);
+
 /* Sleeps ms milliseconds. */
 void tu_sleep_ms(unsigned ms);
 
