@@ -9,6 +9,8 @@
  *   - malformed requests get OpenAI-style JSON errors with their status codes;
  *   - two fronts on one port (SO_REUSEPORT) share one index: each commits, and each routes
  *     on the other's predictions.
+ *   - under P/D (--prefill) the decode pod is picked with the prefill pod named, both are
+ *     predicted, and the outcome counts for the prefill pod.
  *
  * Events come 1 s after a request (--event-delay-ms), well inside the 3 s TTL, so that a
  * prediction is observable as such; waits poll against deadlines.
