@@ -116,8 +116,9 @@ static void start_pods(void)
 	}
 }
 
-/* A front on tu_port(6) with the given --pod arguments (NULL-terminated). */
-static struct tu_child *start_front(const char *const *pods)
+/* A front on tu_port(6) with the given --pod arguments (NULL-terminated) and, if not NULL,
+ * one --prefill pod. */
+static struct tu_child *start_front(const char *const *pods, const char *prefill)
 {
 	static char listen[32];
 	const char *args[24];
@@ -130,6 +131,8 @@ static struct tu_child *start_front(const char *const *pods)
 	args[a++] = "--down-ms", args[a++] = "60000";
 	for (int i = 0; pods[i]; i++)
 		args[a++] = "--pod", args[a++] = pods[i];
+	if (prefill)
+		args[a++] = "--prefill", args[a++] = prefill;
 	args[a] = NULL;
 	return spawn("kvidx-route", args);
 }
@@ -186,7 +189,7 @@ Test(front, routes_commits_streams_and_reports)
 
 	start_pods();
 	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
-	start_front(pods);
+	start_front(pods, NULL);
 	/* Pod 1 learns prefix 0 (8 blocks), and the index hears of it. */
 	tu_http(tu_url(3, "/v1/completions"), body_of(0, 8, 0, 0, false), NULL, 3000, &r);
 	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
@@ -263,7 +266,7 @@ Test(front, dead_pod_is_avoided)
 	start_pods();
 	snprintf(dead, sizeof(dead), "127.0.0.1:%d=http://127.0.0.1:%d", tu_port(7), tu_port(7));
 	const char *pods[] = { dead, pod_arg(0), NULL };
-	start_front(pods);
+	start_front(pods, NULL);
 	for (unsigned i = 0; i < 6; i++) {
 		tu_http(tu_url(6, "/v1/completions"), body_of(10 + i, 2, 0, 0, false), NULL, 5000,
 			&r);
@@ -296,7 +299,7 @@ Test(front, malformed_requests_get_json_errors)
 
 	start_pods();
 	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
-	start_front(pods);
+	start_front(pods, NULL);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		tu_http(tu_url(6, bad[i].path), bad[i].body, NULL, 5000, &r);
 		cr_assert_eq(r.status, bad[i].status, "%s %s: %d %ld %s", bad[i].path, bad[i].body,
@@ -336,8 +339,8 @@ Test(front, two_fronts_share_one_index)
 
 	start_pods();
 	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
-	start_front(pods);
-	start_front(pods);
+	start_front(pods, NULL);
+	start_front(pods, NULL);
 	for (unsigned round = 0; round < 2; round++) {
 		char first[16], pod[sizeof(r.pod)];
 		int tries = 0;
@@ -382,25 +385,6 @@ Test(front, two_fronts_share_one_index)
 			      DEADLINE_MS));
 }
 
-/* A front on tu_port(6) deciding for the --pod pods, with one --prefill pod. */
-static struct tu_child *start_front_pd(const char *const *pods, const char *prefill)
-{
-	static char listen[32];
-	const char *args[24];
-	int a = 0;
-
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", tu_port(6));
-	args[a++] = "--name", args[a++] = name;
-	args[a++] = "--listen", args[a++] = listen;
-	args[a++] = "--json";
-	args[a++] = "--down-ms", args[a++] = "60000";
-	for (int i = 0; pods[i]; i++)
-		args[a++] = "--pod", args[a++] = pods[i];
-	args[a++] = "--prefill", args[a++] = prefill;
-	args[a] = NULL;
-	return spawn("kvidx-route", args);
-}
-
 /*
  * P/D disaggregation (--prefill): pod 1 is the only prefill pod and holds a prefix, pod 0
  * the only decode pod. A request goes to pod 0 with pod 1 named as its prefill pod; the
@@ -416,7 +400,7 @@ Test(front, prefill_pod_is_picked_committed_and_reported)
 	start_pods();
 	snprintf(pre, sizeof(pre), "%s", pod_arg(1));
 	pods[0] = pod_arg(0), pods[1] = NULL;
-	start_front_pd(pods, pre);
+	start_front(pods, pre);
 	tu_http(tu_url(3, "/v1/completions"), body_of(0, 8, 0, 0, false), NULL, 3000, &r);
 	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
 	tu_http_free(&r);
