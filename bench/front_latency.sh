@@ -14,7 +14,7 @@ ROUNDS=${ROUNDS:-3}
 PORT=${PORT:-27000}
 NAME=kvidx-bench-front
 . "$(dirname "$0")/http_common.sh"
-trap 'stop_all; rm -f /dev/shm/$NAME /dev/shm/$NAME.data.*' EXIT
+trap 'stop_all; rm -f /dev/shm/$NAME /dev/shm/$NAME.lock /dev/shm/$NAME.reg.* /dev/shm/$NAME.data.*' EXIT
 
 pods="" ing=""
 for i in 0 1; do
