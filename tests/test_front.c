@@ -175,6 +175,19 @@ static uint64_t key_of(unsigned p, unsigned pb, unsigned s, unsigned sb, unsigne
 	return k[i];
 }
 
+/* Pod 1 learns prefix 0 (8 blocks) from a request sent straight to it, and the index hears
+ * of it (confirmed). */
+static void learn_prefix_on_pod1(void)
+{
+	struct tu_http r;
+
+	tu_http(tu_url(3, "/v1/completions"), body_of(0, 8, 0, 0, false), NULL, 3000, &r);
+	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
+	tu_http_free(&r);
+	cr_assert(TU_WAIT_FOR(tu_rec_state(rd, key_of(0, 8, 0, 0, 7), pod_idx[1], NULL) == TU_CONF,
+			      3000), "pod 1's BlockStored not applied");
+}
+
 /*
  * Pod 1 holds a prefix (confirmed); a request with that prefix through the front goes to
  * pod 1 on the confirmed match; its commit is a prediction of its new blocks until the
@@ -190,12 +203,7 @@ Test(front, routes_commits_streams_and_reports)
 	start_pods();
 	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
 	start_front(pods, NULL);
-	/* Pod 1 learns prefix 0 (8 blocks), and the index hears of it. */
-	tu_http(tu_url(3, "/v1/completions"), body_of(0, 8, 0, 0, false), NULL, 3000, &r);
-	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
-	tu_http_free(&r);
-	cr_assert(TU_WAIT_FOR(tu_rec_state(rd, key_of(0, 8, 0, 0, 7), pod_idx[1], NULL) == TU_CONF,
-			      3000), "pod 1's BlockStored not applied");
+	learn_prefix_on_pod1();
 
 	/* Through the front: the prefix plus 2 blocks. */
 	tu_http(tu_url(6, "/v1/completions"), body_of(0, 8, 1, 2, true), hid, 5000, &r);
@@ -393,19 +401,13 @@ Test(front, two_fronts_share_one_index)
  */
 Test(front, prefill_pod_is_picked_committed_and_reported)
 {
-	static char pre[160];
-	const char *pods[3];
+	const char *pods[2];
 	struct tu_http r;
 
 	start_pods();
-	snprintf(pre, sizeof(pre), "%s", pod_arg(1));
 	pods[0] = pod_arg(0), pods[1] = NULL;
-	start_front(pods, pre);
-	tu_http(tu_url(3, "/v1/completions"), body_of(0, 8, 0, 0, false), NULL, 3000, &r);
-	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);
-	tu_http_free(&r);
-	cr_assert(TU_WAIT_FOR(tu_rec_state(rd, key_of(0, 8, 0, 0, 7), pod_idx[1], NULL) == TU_CONF,
-			      3000), "pod 1's BlockStored not applied");
+	start_front(pods, pod_arg(1));
+	learn_prefix_on_pod1();
 
 	tu_http(tu_url(6, "/v1/completions"), body_of(0, 8, 1, 2, false), NULL, 5000, &r);
 	cr_assert_eq(r.status, 200, "%d %s", r.rc, r.body);

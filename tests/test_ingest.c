@@ -1184,7 +1184,8 @@ Test(ingest, fifomap_colliding_hashes_against_a_model)
 			continue;
 		}
 		/* insert, evicting what occupies the oldest slot */
-		uint64_t slot = fm_slot_of(&m, m.pushes);
+		uint64_t slot = m.next;
+		cr_assert_eq(slot, fm_slot_of(&m, m.pushes));
 		struct fm_test_ent *e = fm_slot(&m, slot);
 		if (e->live) {
 			cr_assert_eq(where[e->key], slot);

@@ -390,7 +390,7 @@ struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const 
 	no = ifind(m, h, token, ehash);
 	if (no != FM_NONE)
 		ent_release(m, no, true);
-	no = fm_slot_of(&m->fm, m->fm.pushes);
+	no = m->fm.next;
 	e = slot(m, no);
 	/* Evict the slot's current (oldest) entry if it is still live. */
 	if (e->token) {

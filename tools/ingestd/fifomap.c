@@ -79,8 +79,10 @@ void fm_free(struct fifomap *m)
 
 uint64_t fm_push(struct fifomap *m, uint32_t h)
 {
-	uint64_t no = fm_slot_of(m, m->pushes++), i = h & m->imask;
+	uint64_t no = m->next, i = h & m->imask;
 
+	m->pushes++;
+	m->next = fm_slot_after(m, no);
 	while (m->idx[i])
 		i = (i + 1) & m->imask;
 	m->idx[i] = (uint64_t)h << 32 | (no + 1);

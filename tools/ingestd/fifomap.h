@@ -32,7 +32,9 @@ struct fifomap {
 	char *slots;     /* cap slots of esize bytes, zeroed at start */
 	size_t esize;
 	uint64_t cap;    /* slots, 1 <= cap < 2^32 - 1 */
-	uint64_t pushes; /* insertions so far: the next takes slot pushes % cap */
+	uint64_t pushes; /* insertions so far */
+	uint64_t next;   /* pushes % cap, the slot the next insertion takes (kept, so that an
+			  * insertion divides nothing) */
 };
 
 /* An empty map of cap slots of esize bytes. 0, -EINVAL (cap out of range) or -ENOMEM. */
@@ -53,6 +55,12 @@ static inline uint64_t fm_slotno(const struct fifomap *m, const void *e)
 static inline uint64_t fm_slot_of(const struct fifomap *m, uint64_t n)
 {
 	return n % m->cap;
+}
+
+/* The slot after slot no, in insertion order. */
+static inline uint64_t fm_slot_after(const struct fifomap *m, uint64_t no)
+{
+	return no + 1 == m->cap ? 0 : no + 1;
 }
 
 /* The oldest insertion whose slot has not been taken again since. */
@@ -102,8 +110,8 @@ static inline uint32_t fm_hash(uint64_t a, uint64_t b)
 	return (uint32_t)fm_mix64(a ^ (b * 0x9e3779b97f4a7c15ull) ^ 0x5bd1e995);
 }
 
-/* Indexes the slot of insertion fm->pushes (its contents written or about to be) under
- * hash h and counts the insertion. Returns the slot number. */
+/* Indexes slot m->next (its contents written or about to be) under hash h and counts the
+ * insertion. Returns the slot number. */
 uint64_t fm_push(struct fifomap *m, uint32_t h);
 
 /* Removes the index word of slot no, indexed under hash h; the slot's contents are the

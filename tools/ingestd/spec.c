@@ -136,7 +136,7 @@ void spec_fifo_del(struct spec_fifo *f, struct spec_fent *e)
 bool spec_fifo_push(struct spec_fifo *f, uint64_t key, int32_t sub, int32_t aux, uint64_t a,
 		    uint64_t b, struct spec_fent *evicted)
 {
-	struct spec_fent *e = fm_slot(&f->fm, fm_slot_of(&f->fm, f->fm.pushes));
+	struct spec_fent *e = fm_slot(&f->fm, f->fm.next);
 	bool ev = false;
 
 	if (e->live) { /* the ring is full and its oldest entry still live */
@@ -155,8 +155,9 @@ struct spec_fent *spec_fifo_next(struct spec_fifo *f, uint64_t *pos)
 {
 	uint64_t p = *pos < fm_oldest(&f->fm) ? fm_oldest(&f->fm) : *pos;
 
-	for (; p < f->fm.pushes; p++) {
-		struct spec_fent *e = fm_slot(&f->fm, fm_slot_of(&f->fm, p));
+	for (uint64_t no = fm_slot_of(&f->fm, p); p < f->fm.pushes;
+	     p++, no = fm_slot_after(&f->fm, no)) {
+		struct spec_fent *e = fm_slot(&f->fm, no);
 		if (e->live) {
 			*pos = p + 1;
 			return e;
