@@ -68,7 +68,7 @@ static void teardown(void)
 	tu_index_remove(name, &w);
 }
 
-TestSuite(apply, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(apply, .init = setup, .fini = teardown, .timeout = 120);
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 

@@ -32,7 +32,7 @@
 #include "wire.h"
 
 #define ENGINE_SEED 0x66616b65706f6431ull /* as in kvidx-fakepod.c: "fakepod1" */
-#define RCV_MS 3000
+#define RCV_MS 15000
 
 /* ---- child process ------------------------------------------------------------------------- */
 
@@ -67,7 +67,7 @@ static void teardown(void)
 	zctx = NULL;
 }
 
-TestSuite(fakepod, .init = setup, .fini = teardown, .timeout = 20);
+TestSuite(fakepod, .init = setup, .fini = teardown, .timeout = 120);
 
 static uint64_t now_ms(void)
 {
@@ -158,7 +158,7 @@ static void read_hashes(uint64_t *h, size_t n)
 }
 
 /* Runs kvidx-fakepod to completion with no input; returns the exit status. */
-#define RUN(...) (spawn(__VA_ARGS__, NULL), close_stdin(), tu_child_wait(&child, 5000))
+#define RUN(...) (spawn(__VA_ARGS__, NULL), close_stdin(), tu_child_wait(&child, 20000))
 
 /* ---- sockets ------------------------------------------------------------------------------- */
 

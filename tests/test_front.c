@@ -35,7 +35,7 @@
 #define MODEL "fake-model"
 #define BS 16
 #define NS_PER_MS 1000000ull
-#define DEADLINE_MS 5000
+#define DEADLINE_MS 20000
 #define EVENT_MS "1000"
 
 static char name[64];
@@ -59,7 +59,7 @@ static void teardown(void)
 	tu_index_remove(name, NULL);
 }
 
-TestSuite(front, .init = setup, .fini = teardown, .timeout = 40);
+TestSuite(front, .init = setup, .fini = teardown, .timeout = 120);
 
 static struct tu_child *spawn(const char *tool, const char **args)
 {

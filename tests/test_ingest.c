@@ -9,7 +9,7 @@
  * then checked as a router would see it: kvidx_reader_open / kvidx_lookup / kvidx_score with
  * keys computed by kvidx_key_chain, and the pod's counters through inspect.h.
  *
- * Nothing sleeps for a fixed time: every check polls until a deadline (5 s), serving replay
+ * Nothing sleeps for a fixed time: every check polls until a deadline (20 s), serving replay
  * requests while it waits. Events apply in order, so "X did not happen" is checked after a
  * later sentinel event became visible.
  *
@@ -61,7 +61,7 @@ static void teardown(void)
 	unlink(confpath);
 }
 
-TestSuite(ingest, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(ingest, .init = setup, .fini = teardown, .timeout = 120);
 
 /* ---- events ---------------------------------------------------------------------------------- */
 

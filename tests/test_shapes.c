@@ -50,7 +50,7 @@ static void teardown(void)
 	tu_ingestd_teardown();
 }
 
-TestSuite(shapes, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(shapes, .init = setup, .fini = teardown, .timeout = 120);
 
 /* ---- the fake pod ---------------------------------------------------------------------------- */
 

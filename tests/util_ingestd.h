@@ -18,7 +18,7 @@
 #include "util_run.h"
 #include "wire.h"
 
-#define TU_DEADLINE_MS 5000 /* how long any wait for the daemon may take */
+#define TU_DEADLINE_MS 20000 /* how long any wait for the daemon may take */
 #define TU_BLOCK_SIZE 16    /* the daemon's default block size, which the tests keep */
 
 /* A batch a fake pod published (or lost), kept for replay. */
