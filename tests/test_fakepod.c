@@ -515,7 +515,7 @@ Test(fakepod, gap_restart_and_sigusr1_reset_seq)
 
 	/* SIGTERM: exit 0 at once, with the summary. */
 	cr_assert_eq(kill(child.pid, SIGTERM), 0);
-	cr_assert_eq(tu_child_wait(&child, 3000), 0);
+	cr_assert_eq(tu_child_wait(&child, 15000), 0);
 	cr_assert(strstr(child_stderr(), "batches=5 "), "summary missing");
 	got_free(&g);
 }
@@ -626,7 +626,11 @@ Test(fakepod, batch_grouping_flush_and_raw)
 	got_free(&g);
 }
 
-Test(fakepod, delay_holds_publication_not_hashes)
+/* The suite of the same tests' windows of time (make stress): a loaded machine can miss them. */
+TestSuite(timing_fakepod, .init = setup, .fini = teardown, .timeout = 120);
+
+/* timed: also that the hashes and an undelayed batch come at once (within 250 ms). */
+static void delay_holds(bool timed)
 {
 	struct got g = { 0 };
 	uint64_t h, t0, t_hash;
@@ -643,16 +647,28 @@ Test(fakepod, delay_holds_publication_not_hashes)
 	read_hashes(&h, 1);
 	t_hash = now_ms();
 	expect_batch(sub, &g, 1);
-	cr_assert_lt(t_hash - t0, 250, "hashes printed after %llu ms",
-		     (unsigned long long)(t_hash - t0));
+	if (timed)
+		cr_assert_lt(t_hash - t0, 250, "hashes printed after %llu ms",
+			     (unsigned long long)(t_hash - t0));
 	cr_assert_geq(g.at_ms - t0, 290, "delayed batch arrived after %llu ms",
 		      (unsigned long long)(g.at_ms - t0));
 	say("delay 0");
 	t0 = now_ms();
 	say("clear");
 	expect_batch(sub, &g, 2);
-	cr_assert_lt(g.at_ms - t0, 250);
+	if (timed)
+		cr_assert_lt(g.at_ms - t0, 250);
 	got_free(&g);
+}
+
+Test(fakepod, delay_holds_publication_not_hashes)
+{
+	delay_holds(false);
+}
+
+Test(timing_fakepod, delay_holds_publication_not_hashes)
+{
+	delay_holds(true);
 }
 
 /* ---- replay ---------------------------------------------------------------------------------- */
@@ -815,7 +831,8 @@ static long long cached_of(const struct tu_http *r)
 	return tu_json_int(r->body, "usage.prompt_tokens_details.cached_tokens");
 }
 
-Test(fakepod, http_cached_tokens_and_delayed_event)
+/* timed: also the answer within 150 ms and the event within 600 ms. */
+static void cached_tokens_and_delayed_event(bool timed)
 {
 	struct got g = { 0 };
 	struct tu_http r;
@@ -843,14 +860,18 @@ Test(fakepod, http_cached_tokens_and_delayed_event)
 	t0 = now_ms();
 	cr_assert_eq(complete(1, "fake-model", t, 64, NULL, &r), 200);
 	cr_assert_eq(cached_of(&r), 0);
-	cr_assert_geq(now_ms() - t0, 18, "answered before the prefill time");
-	cr_assert_lt(now_ms() - t0, 150, "answer took %llu ms", (unsigned long long)(now_ms() - t0));
+	uint64_t t_answer = now_ms();
+	cr_assert_geq(t_answer - t0, 18, "answered before the prefill time");
+	if (timed)
+		cr_assert_lt(t_answer - t0, 150, "answer took %llu ms",
+			     (unsigned long long)(t_answer - t0));
 	tu_http_free(&r);
 	expect_batch(sub, &g, 0);
 	cr_assert_geq(g.at_ms - t0, 195, "BlockStored after %llu ms, before --event-delay-ms",
 		      (unsigned long long)(g.at_ms - t0));
-	cr_assert_lt(g.at_ms - t0, 600, "BlockStored after %llu ms",
-		     (unsigned long long)(g.at_ms - t0));
+	if (timed)
+		cr_assert_lt(g.at_ms - t0, 600, "BlockStored after %llu ms",
+			     (unsigned long long)(g.at_ms - t0));
 	snprintf(topic, sizeof topic, "kv@127.0.0.1:%d@fake-model", tu_port(1));
 	cr_assert_str_eq(g.topic, topic, "the pod is the HTTP address");
 	cr_assert_eq(g.b.nevents, 1);
@@ -878,6 +899,16 @@ Test(fakepod, http_cached_tokens_and_delayed_event)
 	got_free(&g);
 }
 
+Test(fakepod, http_cached_tokens_and_delayed_event)
+{
+	cached_tokens_and_delayed_event(false);
+}
+
+Test(timing_fakepod, http_cached_tokens_and_delayed_event)
+{
+	cached_tokens_and_delayed_event(true);
+}
+
 /* Every endpoint, streaming and not, the stand-in tokenizer, the errors. */
 Test(fakepod, http_endpoints_and_errors)
 {
@@ -887,7 +918,7 @@ Test(fakepod, http_endpoints_and_errors)
 	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--prefill-ms", "30",
 	      "--event-delay-ms", "30", "--linger-ms", "0", NULL);
 	cr_assert(TU_WAIT_FOR((tu_http(tu_url(1, "/health"), NULL, NULL, 500, &r), r.status == 200)
-			      || (tu_http_free(&r), false), 3000), "no /health");
+			      || (tu_http_free(&r), false), 15000), "no /health");
 	tu_http_free(&r);
 	tu_http(tu_url(1, "/v1/models"), NULL, NULL, RCV_MS, &r);
 	cr_assert_eq(r.status, 200);
@@ -1026,7 +1057,9 @@ Test(fakepod, http_failed_and_cancelled_store_nothing)
 	}
 }
 
-/* A client that leaves before the end of prefill cancels its request: nothing stored. */
+/* A client that leaves before the end of prefill cancels its request: nothing stored. The
+ * prefill (2 s) is long against the client's 60 ms, so that only a hung machine lets the
+ * client leave after it. */
 Test(fakepod, http_client_gone_cancels)
 {
 	struct got g = { 0 };
@@ -1034,7 +1067,7 @@ Test(fakepod, http_client_gone_cancels)
 	uint32_t t[32];
 	void *sub;
 
-	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--prefill-ms", "300",
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--prefill-ms", "2000",
 	      "--event-delay-ms", "300", "--wait-subscribers", "1", "--linger-ms", "0", NULL);
 	sub = sock(ZMQ_SUB, tu_endpoint(0));
 	seq_tokens(t, 1, 32);
@@ -1045,13 +1078,13 @@ Test(fakepod, http_client_gone_cancels)
 		"16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32]}", NULL, 60, &r);
 	cr_assert_eq(r.rc, CURLE_OPERATION_TIMEDOUT);
 	tu_http_free(&r);
-	set_timeout(sub, 700);
+	set_timeout(sub, 2700); /* past its prefill and event delay */
 	cr_assert_not(recv_batch(sub, &g), "a cancelled request stored blocks");
 	cr_assert_eq(complete(1, NULL, t, 32, NULL, &r), 200);
 	cr_assert_eq(cached_of(&r), 0, "a cancelled request's blocks were cached");
 	tu_http_free(&r);
 	cr_assert_eq(kill(child.pid, SIGTERM), 0);
-	cr_assert_eq(tu_child_wait(&child, 3000), 0);
+	cr_assert_eq(tu_child_wait(&child, 15000), 0);
 	cr_assert(strstr(child_stderr(), "ok=2 failed=0 cancelled=1 "), "%s", child_stderr());
 	got_free(&g);
 }
@@ -1129,15 +1162,16 @@ Test(fakepod, http_dropped_event_still_caches)
 	cr_assert_eq(complete(1, "fake-model", t, 8, NULL, &r), 200);
 	tu_http_free(&r);
 
-	/* SIGUSR1 empties the cache. */
+	/* SIGUSR1 empties the cache (the pod handles the signal when it next runs: until then a
+	 * request still finds the blocks). */
 	cr_assert_eq(kill(child.pid, SIGUSR1), 0);
-	usleep(50000);
-	cr_assert_eq(complete(1, "fake-model", t, 32, NULL, &r), 200);
-	cr_assert_eq(cached_of(&r), 0, "cache survived a restart");
+	cr_assert(TU_WAIT_FOR((complete(1, "fake-model", t, 32, NULL, &r) == 200 &&
+			       cached_of(&r) == 0) || (tu_http_free(&r), false), 15000),
+		  "cache survived a restart");
 	tu_http_free(&r);
 
 	cr_assert_eq(kill(child.pid, SIGTERM), 0);
-	cr_assert_eq(tu_child_wait(&child, 3000), 0);
+	cr_assert_eq(tu_child_wait(&child, 15000), 0);
 	err = child_stderr();
 	cr_assert(strstr(err, "requests=5 ok=4 failed=0 cancelled=0 events_dropped=2 "
 			      "bad_requests=1"), "summary: %s", err);
@@ -1244,7 +1278,7 @@ Test(fakepod, workload_count_chains_and_evictions)
 	/* 40 events at 200/s: the last batch is due 200 ms after the start. */
 	cr_assert_geq(g.at_ms - first_ms, 150, "rate not honoured: %llu ms",
 		      (unsigned long long)(g.at_ms - first_ms));
-	cr_assert_eq(tu_child_wait(&child, 3000), 0);
+	cr_assert_eq(tu_child_wait(&child, 15000), 0);
 	err = child_stderr();
 	cr_assert(strstr(err, "events=40 batches=10 "), "summary: %s", err);
 	(void)nstored;
