@@ -467,7 +467,8 @@ Test(ingest, replay_timeout_clears_pod)
 
 	p->mute = true;
 	snprintf(spec, sizeof(spec), "%s,replay=%s", p->ep, p->rep);
-	START("--capacity", "16k", "--replay-timeout-ms", "400", "--pod", spec);
+	/* 3 s: the test sees the pause before the replay times out, however slow the machine. */
+	START("--capacity", "16k", "--replay-timeout-ms", "3000", "--pod", spec);
 	tu_pub_wait_subscribed(p);
 	chain5(p, lost, k, &t);
 	int pod = wait_pod(POD);

@@ -593,8 +593,9 @@ Test(ttl, tool_live_json_rate_and_exposure)
 	cr_assert_float_eq(lq, bucket_s(1150000), 1e-9);
 	cr_assert_float_eq(t, lq + 0.35, 1e-9);
 	cr_assert_float_eq(rec, t, 1e-9);
-	/* 10 routes a millisecond, give or take scheduling: clearly positive and bounded. */
-	cr_assert_gt(lambda, 100, "lambda %g", lambda);
+	/* At most 10 routes a millisecond (the bumper sleeps at least 1 ms between steps); how
+	 * many fewer depends on scheduling: positive and bounded. */
+	cr_assert_gt(lambda, 0, "lambda %g", lambda);
 	cr_assert_lt(lambda, 20000, "lambda %g", lambda);
 	cr_assert_float_eq(ex, lambda * pf * rec, 1e-6 * ex + 1e-9, "%g vs %g", ex,
 			   lambda * pf * rec);
