@@ -179,8 +179,11 @@ static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
 	size_t used = 0;
 
 	if (h - t > w->ring_entries) {
-		stat_add(&w->st->route_bad, h - t);
-		t = h; /* rule 3 */
+		/* Rule 3: a head out of range, behind the tail (a truncation zeroed it) or more
+		 * than a ring ahead (forged), says nothing of how many messages were lost: count
+		 * one ring's worth, never the distance (which wraps to ~2^64 for a head behind). */
+		stat_add(&w->st->route_bad, w->ring_entries);
+		t = h;
 	}
 	while (t != h && used < budget) {
 		struct kv_msg m;
