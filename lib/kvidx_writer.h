@@ -151,8 +151,10 @@ int kvidx_pod_remove(struct kvidx *w, int pod);
 int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
 		uint64_t now_ns);
 
-/* Pod no longer holds keys on tier (0: on any tier). Returns the number of records changed,
- * or -KVIDX_EFULL if some change could not be published (no arena memory; counted). */
+/* Pod no longer holds keys on tiers (a mask; 0: on any tier). A confirmed record on none of
+ * those tiers is not changed (nor republished); a speculative one is dropped. Returns the
+ * number of records changed, or -KVIDX_EFULL if some change could not be published (no arena
+ * memory; counted). */
 int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers);
 
 /* Drops every record of pod in O(1): bumps the pod's generation; a background sweep in

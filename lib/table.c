@@ -654,6 +654,9 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 			continue;
 		entry_load(w, idx, &b);
 		int r = buf_find_pod(&b, (unsigned)pod);
+		/* A confirmed record on none of those tiers is left alone: not a change. */
+		if (r >= 0 && !rec_spec(b.w0[r]) && !(KV_REC_TIERS(b.w0[r]) & tiers))
+			r = -1;
 		if (r < 0 && b.n == b.old_n)
 			continue;
 		if (r >= 0) {

@@ -225,6 +225,15 @@ Test(index, store_lookup_tiers_remove)
 	cr_assert_eq(stats(r)->keys, 2);
 	cr_assert_eq(stats(r)->records, 3);
 	cr_assert_eq(kvidx_remove(w, a, &keys[2], 1, 0), 0, "removing an absent key is a no-op");
+	/* Removing a tier a record is not on changes nothing: not counted, not republished
+	 * (it once counted the record and published a copy of the entry). Key 2 is on a's GPU. */
+	uint64_t removes = stats(r)->removes, retired = stats(r)->retired;
+	cr_assert_eq(kvidx_remove(w, a, &keys[1], 1, KVIDX_TIER_CPU | KVIDX_TIER_DISK), 0);
+	cr_assert_eq(stats(r)->removes, removes);
+	cr_assert_eq(stats(r)->retired, retired, "an unchanged entry was republished");
+	cr_assert_eq(kvidx_lookup(r, 2, rec, 4), 1);
+	cr_assert_eq(rec[0].pod, a);
+	cr_assert_eq(rec[0].tiers, KVIDX_TIER_GPU);
 	cr_assert_eq(kvidx_store(w, 77, keys, 1, KVIDX_TIER_GPU, t0), -KVIDX_ENOPOD);
 	kvidx_reader_close(r);
 }
