@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "log.h"
 
 #define NS_PER_MS 1000000ull
@@ -117,6 +118,15 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	}
 	d->spec_ok = true;
 	d->sh.spec = &d->spec;
+	if (cfg->cluster.urls[0]) {
+		d->cluster = cluster_open(&cfg->cluster, &d->spec, cfg->algo, cfg->seed,
+					  cfg->block_size);
+		if (!d->cluster) {
+			rc = -EINVAL;
+			goto fail;
+		}
+		d->spec.cluster = d->cluster;
+	}
 	rc = emap_init(&d->sh.emap, cfg->engine_map);
 	if (rc < 0) {
 		ilog(ILOG_ERROR, "engine-key map: %s", strerror(-rc));
@@ -401,6 +411,7 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 			spec_yield(&d->spec);
 		}
 		busy |= drain(d);
+		busy |= cluster_step(d->cluster, kvidx_now_ns()); /* peers' commits; ours out */
 		/* A socket left with messages after its budget: poll again at once. */
 		timeout = busy ? 0 : 1;
 		uint64_t now = kvidx_now_ns();
@@ -484,6 +495,9 @@ void ingestd_close(struct ingestd *d)
 	/* The reaper first: after it, this thread is the only one making writer calls. */
 	if (d->spec_ok)
 		spec_reaper_stop(&d->spec);
+	cluster_close(d->cluster); /* its threads never touch the index */
+	d->cluster = NULL;
+	d->spec.cluster = NULL;
 	while (d->sh.npods)
 		ing_pod_close(&d->sh, d->sh.pods[d->sh.npods - 1], false);
 	free(d->sh.pods);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "ingest.h"
 #include "log.h"
@@ -77,11 +78,13 @@ int main(int argc, char **argv)
 		ing_config_free(&cfg);
 		return 1;
 	}
+	metrics_set_extra(cluster_metrics, d.cluster);
 	if (cfg.metrics[0]) {
 		/* The index exists now; the server thread reads it like any router would. */
 		rc = metrics_http_start(cfg.metrics, cfg.name);
 		if (rc < 0) {
 			ilog(ILOG_ERROR, "metrics endpoint %s: %s", cfg.metrics, kvidx_strerror(rc));
+			metrics_set_extra(NULL, NULL);
 			ingestd_close(&d);
 			ing_config_free(&cfg);
 			return 1;
@@ -91,6 +94,7 @@ int main(int argc, char **argv)
 	ingestd_summary(&d);
 	rc = ingestd_run(&d, &stop_flag, &hup_flag);
 	ilog(ILOG_INFO, "stopping: closing sockets; the index stays for its readers");
+	metrics_set_extra(NULL, NULL); /* before the cluster link is freed */
 	ingestd_close(&d);
 	ing_config_free(&cfg);
 	return rc < 0 ? 1 : 0;

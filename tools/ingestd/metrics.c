@@ -86,6 +86,20 @@ static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, c
 	return rc;
 }
 
+/* The extra renderer; the lock lets metrics_set_extra(NULL, NULL) wait out a render in
+ * progress, so that its argument can be freed afterwards. */
+static pthread_rwlock_t extra_lock = PTHREAD_RWLOCK_INITIALIZER;
+static void (*extra_fn)(FILE *f, void *arg);
+static void *extra_arg;
+
+void metrics_set_extra(void (*fn)(FILE *f, void *arg), void *arg)
+{
+	pthread_rwlock_wrlock(&extra_lock);
+	extra_fn = fn;
+	extra_arg = arg;
+	pthread_rwlock_unlock(&extra_lock);
+}
+
 /* The exposition into a malloc'd buffer, opening the reader if needed. 0 or -errno. */
 static int render_body(struct msrv *s, char **body, size_t *len)
 {
@@ -104,6 +118,10 @@ static int render_body(struct msrv *s, char **body, size_t *len)
 		rewind(f);
 		rc = prom_render(s->r, f);
 	}
+	pthread_rwlock_rdlock(&extra_lock);
+	if (rc >= 0 && extra_fn)
+		extra_fn(f, extra_arg);
+	pthread_rwlock_unlock(&extra_lock);
 	if (fclose(f) != 0 && rc == 0)
 		rc = -EIO;
 	if (rc < 0) {

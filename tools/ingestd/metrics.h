@@ -5,6 +5,8 @@
 #ifndef KVIDX_INGEST_METRICS_H
 #define KVIDX_INGEST_METRICS_H
 
+#include <stdio.h>
+
 /*
  * Starts serving GET /metrics on addr, "IP:PORT" with a loopback IP: 127.0.0.0/8, "[::1]",
  * or "localhost" (127.0.0.1), with libmicrohttpd (metrics.c). Binds and listens before
@@ -26,5 +28,10 @@
  * could not start. Thread-safe; each call starts another server.
  */
 int metrics_http_start(const char *addr, const char *index_name);
+
+/* Appends fn's text (process-local metrics: the cluster link's) to every exposition, after
+ * the index's; fn runs on the servers' threads. metrics_set_extra(NULL, NULL) returns once no
+ * render uses the previous arg. */
+void metrics_set_extra(void (*fn)(FILE *f, void *arg), void *arg);
 
 #endif /* KVIDX_INGEST_METRICS_H */
