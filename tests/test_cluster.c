@@ -622,3 +622,47 @@ Test(cluster, flood_cannot_stall_writer)
 			      WAIT_MS), "the writer's heartbeat stopped");
 	cr_assert_eq(tu_child_wait(&b->d, 0), -1, "ingestd died; log %s", b->log);
 }
+
+/* examples/monitoring/kvidx-cluster-rules.yml: promtool checks and unit-tests it, and every
+ * kvidx_cluster_* metric it uses is in a real ingestd's exposition (with its HELP and TYPE). */
+Test(cluster, alert_rules_use_real_metrics)
+{
+	struct host *a = host_start(0, NULL);
+	char url[96], path[128], line[512];
+	struct tu_http r;
+
+	wait_connected(a);
+	snprintf(url, sizeof(url), "http://%s/metrics", a->metrics);
+	tu_http(url, NULL, NULL, 3000, &r);
+	cr_assert_eq(r.status, 200);
+	const char *src = getenv("KVIDX_SRC") ? getenv("KVIDX_SRC") : ".";
+	char cmd[1024], out[8192];
+	snprintf(cmd, sizeof(cmd), "cd '%s/examples/monitoring' && promtool check rules "
+		 "kvidx-cluster-rules.yml && promtool test rules kvidx-cluster-rules.test.yml 2>&1",
+		 src);
+	FILE *pf = popen(cmd, "r");
+	cr_assert_not_null(pf);
+	size_t got = fread(out, 1, sizeof(out) - 1, pf);
+	out[got] = '\0';
+	cr_assert_eq(pclose(pf), 0, "promtool: %s", out);
+	snprintf(path, sizeof(path), "%s/examples/monitoring/kvidx-cluster-rules.yml", src);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	int used = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (line[strspn(line, " ")] == '#')
+			continue;
+		for (char *p = line; (p = strstr(p, "kvidx_cluster_"));) {
+			char name[96], type[128];
+			size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
+			snprintf(name, sizeof(name), "%.*s", (int)n, p);
+			snprintf(type, sizeof(type), "# TYPE %s ", name);
+			cr_assert(strstr(r.body, type), "%s is not in ingestd's exposition", name);
+			used++;
+			p += n;
+		}
+	}
+	fclose(f);
+	cr_assert_geq(used, 3);
+	tu_http_free(&r);
+}

@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,6 +88,7 @@ struct ing_cluster {
 	natsConnection *nc;
 	natsSubscription *sub;
 	struct cl_ring in, out;
+	int in_fd; /* eventfd: readable when the in ring may hold messages (-1: none) */
 	sem_t out_sem;
 	pthread_t sender;
 	bool sender_running;
@@ -186,6 +188,11 @@ static void on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void
 		if (!ring_push(&c->in, m)) {
 			free(m);
 			count(c, CL_inbound_dropped_messages, 1);
+		} else if (c->in_fd >= 0) {
+			uint64_t one = 1; /* wakes the writer's poll; never blocks (counter) */
+			if (write(c->in_fd, &one, sizeof(one)) < 0) {
+				/* EAGAIN: the counter is saturated, a wake-up is pending anyway */
+			}
 		}
 	}
 	natsMsg_Destroy(msg);
@@ -430,6 +437,7 @@ struct ing_cluster *cluster_open(const struct ing_cluster_config *cc, struct ing
 		 (unsigned long long)c->scheme);
 	snprintf(c->wildcard, sizeof(c->wildcard), "kvidx.%s.*.p", cc->name);
 	sem_init(&c->out_sem, 0, 0);
+	c->in_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (ring_init(&c->in, cc->queue) < 0 || ring_init(&c->out, cc->queue) < 0 ||
 	    !(c->obuf = malloc(CLW_MSG_MAX)) ||
 	    !(c->keyring = malloc(CL_KEYRING * sizeof(uint64_t))) ||
@@ -499,6 +507,8 @@ void cluster_close(struct ing_cluster *c)
 		natsOptions_Destroy(c->opts);
 	ring_free(&c->in);
 	ring_free(&c->out);
+	if (c->in_fd >= 0)
+		close(c->in_fd);
 	sem_destroy(&c->out_sem);
 	spec_fifo_free(&c->seen);
 	spec_fifo_free(&c->mine);
@@ -760,6 +770,12 @@ bool cluster_step(struct ing_cluster *c, uint64_t now)
 
 	if (!c)
 		return false;
+	if (c->in_fd >= 0) {
+		uint64_t v;
+		if (read(c->in_fd, &v, sizeof(v)) < 0) {
+			/* EAGAIN: nothing signalled since the last round */
+		}
+	}
 	flush(c);
 	while (n < CL_STEP_BUDGET && (m = ring_pop(&c->in))) {
 		apply_msg(c, m, now);
@@ -767,6 +783,11 @@ bool cluster_step(struct ing_cluster *c, uint64_t now)
 		n++;
 	}
 	return n == CL_STEP_BUDGET;
+}
+
+int cluster_fd(const struct ing_cluster *c)
+{
+	return c ? c->in_fd : -1;
 }
 
 /* ---- metrics ------------------------------------------------------------------------------ */

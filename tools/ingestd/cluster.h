@@ -65,6 +65,10 @@ void cluster_local_failed(struct ing_cluster *c, uint64_t corr);
  * Returns true if more messages are waiting. */
 bool cluster_step(struct ing_cluster *c, uint64_t now);
 
+/* A descriptor for the writer's poll set, readable when peers' messages wait (cluster_step
+ * empties it), or -1 (NULL c, or none: then the loop's 1 ms timeout bounds the wait). */
+int cluster_fd(const struct ing_cluster *c);
+
 /* The link's metrics in Prometheus text (any thread); arg is the struct ing_cluster. */
 void cluster_metrics(FILE *f, void *arg);
 

@@ -300,10 +300,13 @@ static void add_item(struct ingestd *d, size_t *n, void *sock, struct ing_pod *p
 static int build_items(struct ingestd *d, size_t *n)
 {
 	*n = 0;
-	if (items_reserve(d, 2 * d->sh.npods + 2) < 0)
+	if (items_reserve(d, 2 * d->sh.npods + 3) < 0)
 		return -ENOMEM;
-	if (d->bell_fd >= 0) {
-		d->items[*n] = (zmq_pollitem_t){ .fd = d->bell_fd, .events = ZMQ_POLLIN };
+	int fds[2] = { d->bell_fd, cluster_fd(d->cluster) }; /* cluster_step() empties the 2nd */
+	for (int i = 0; i < 2; i++) {
+		if (fds[i] < 0)
+			continue;
+		d->items[*n] = (zmq_pollitem_t){ .fd = fds[i], .events = ZMQ_POLLIN };
 		d->item_pod[*n] = NULL;
 		d->item_kind[*n] = ITEM_DOORBELL;
 		(*n)++;
