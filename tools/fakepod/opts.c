@@ -229,6 +229,20 @@ static bool derive_pod(const char *ep, char *out, size_t outlen)
 
 static void check_shapes(const struct opts *o);
 
+/* The defaults that depend on the mode: the pod model, or not (README "The pod model"). */
+static void model_defaults(struct opts *o)
+{
+	bool model = o->http_addr && !o->constant;
+
+	if (!o->cache_blocks)
+		o->cache_blocks = model ? MODEL_KV_BLOCKS : 1024;
+	if (o->event_delay_ms == UINT64_MAX)
+		o->event_delay_ms = model ? 0 : 100;
+	o->kv_blocks = o->cache_blocks;
+	if (o->jitter_ms && !o->constant)
+		tc_usage_error("--jitter-ms varies --prefill-ms: it needs --prefill-ms");
+}
+
 void opts_parse(int argc, char **argv, struct opts *o)
 {
 	enum {
@@ -239,6 +253,8 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		/* Shapes */
 		O_TOPIC, O_DP_RANKS, O_LORA, O_LORA_SHARE, O_SALT, O_SALT_SHARE, O_MM, O_MM_BARE,
 		O_HYBRID, O_OFFLOAD, O_OFFLOAD_MEDIUM, O_DUP, O_COPY_COUNTS,
+		/* The pod model */
+		O_SEQS, O_BATCHED, O_PREFILL_TPS, O_STEP_MS, O_DECODE_MS, O_SCALE,
 	};
 	static const struct option longopts[] = {
 		{ "pub", required_argument, NULL, O_PUB },
@@ -264,6 +280,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "rate", required_argument, NULL, O_RATE },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "cache-blocks", required_argument, NULL, O_CACHE },
+		{ "kv-blocks", required_argument, NULL, O_CACHE },
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "script", required_argument, NULL, O_SCRIPT },
 		{ "http", required_argument, NULL, O_HTTP },
@@ -287,6 +304,13 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "offload-medium", required_argument, NULL, O_OFFLOAD_MEDIUM },
 		{ "dup-copies", required_argument, NULL, O_DUP },
 		{ "copy-counts", no_argument, NULL, O_COPY_COUNTS },
+		/* The pod model */
+		{ "max-num-seqs", required_argument, NULL, O_SEQS },
+		{ "max-num-batched-tokens", required_argument, NULL, O_BATCHED },
+		{ "prefill-tokens-per-s", required_argument, NULL, O_PREFILL_TPS },
+		{ "step-overhead-ms", required_argument, NULL, O_STEP_MS },
+		{ "decode-ms-per-seq", required_argument, NULL, O_DECODE_MS },
+		{ "time-scale", required_argument, NULL, O_SCALE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -297,7 +321,11 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		.pub_ep = "tcp://127.0.0.1:5557", .model = "fake-model", .medium = "GPU",
 		.block_size = 16, .keep = 10000, .linger_ms = 200, .prefixes = 8,
 		.prefix_blocks = 8, .suffix_blocks = 2, .seed = 1, .rate = 1000, .batch = 1,
-		.cache_blocks = 1024, .prefill_ms = 50, .event_delay_ms = 100,
+		.event_delay_ms = UINT64_MAX,
+		/* The pod model: Llama-3.1-8B on one H100 (README "The pod model") */
+		.max_num_seqs = MODEL_SEQS, .max_batched = MODEL_BATCHED,
+		.prefill_tps = MODEL_PREFILL_TPS, .step_ms = MODEL_STEP_MS,
+		.decode_seq_ms = MODEL_DECODE_MS, .time_scale = 1,
 		/* Shapes */
 		.dp_ranks = 1, .lora_share = 1, .salt_share = 1, .offload_medium = "CPU",
 	};
@@ -342,7 +370,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_SEED: o->seed = opt_int("seed", optarg, 0, UINT64_MAX); break;
 		case O_RATE: o->rate = tc_arg_num("rate", optarg, 0, 1e9); break;
 		case O_BATCH: o->batch = opt_int("batch", optarg, 1, 65536); break;
-		case O_CACHE: o->cache_blocks = opt_int("cache-blocks", optarg, 1, 1u << 26); break;
+		case O_CACHE: o->cache_blocks = opt_int("kv-blocks", optarg, 1, 1u << 26); break;
 		case O_COUNT: o->count = opt_int("count", optarg, 0, UINT64_MAX); break;
 		case O_SCRIPT: o->script = optarg; break;
 		case O_HTTP:
@@ -351,7 +379,10 @@ void opts_parse(int argc, char **argv, struct opts *o)
 			o->http_addr = optarg;
 			break;
 		case O_TS_AHEAD: o->ts_ahead_ms = opt_int("ts-ahead-ms", optarg, 0, MAX_MS); break;
-		case O_PREFILL: o->prefill_ms = opt_int("prefill-ms", optarg, 0, MAX_MS); break;
+		case O_PREFILL:
+			o->prefill_ms = opt_int("prefill-ms", optarg, 0, MAX_MS);
+			o->constant = true;
+			break;
 		case O_JITTER: o->jitter_ms = opt_int("jitter-ms", optarg, 0, MAX_MS); break;
 		case O_EVDELAY: o->event_delay_ms = opt_int("event-delay-ms", optarg, 0, MAX_MS); break;
 		case O_FAIL: o->fail_rate = tc_arg_num("fail-rate", optarg, 0, 1); break;
@@ -373,6 +404,16 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_OFFLOAD_MEDIUM: o->offload_medium = optarg; break;
 		case O_DUP: o->dup_copies = tc_arg_num("dup-copies", optarg, 0, 1); break;
 		case O_COPY_COUNTS: o->copy_counts = true; break;
+		case O_SEQS: o->max_num_seqs = opt_int("max-num-seqs", optarg, 1, 1u << 20); break;
+		case O_BATCHED:
+			o->max_batched = opt_int("max-num-batched-tokens", optarg, 1, 1u << 24);
+			break;
+		case O_PREFILL_TPS:
+			o->prefill_tps = tc_arg_num("prefill-tokens-per-s", optarg, 1, 1e9);
+			break;
+		case O_STEP_MS: o->step_ms = tc_arg_num("step-overhead-ms", optarg, 0, 1e5); break;
+		case O_DECODE_MS: o->decode_seq_ms = tc_arg_num("decode-ms-per-seq", optarg, 0, 1e4); break;
+		case O_SCALE: o->time_scale = tc_arg_num("time-scale", optarg, 1e-3, 1e6); break;
 		default: /* 'h', ':' or '?' */
 			tc_getopt_default(c, argv, usage);
 		}
@@ -383,6 +424,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		tc_usage_error("--workload and --script cannot be combined");
 	if (!o->script && !o->http_addr)
 		o->workload = true;
+	model_defaults(o);
 	if (o->fail_rate + o->cancel_rate > 1)
 		tc_usage_error("--fail-rate %g plus --cancel-rate %g exceed 1", o->fail_rate,
 			       o->cancel_rate);
