@@ -51,12 +51,12 @@
  * The pod model's defaults: Llama-3.1-8B (bf16) on one H100 80GB, vLLM V1's default
  * scheduler limits (tools/fakepod/README.md "The pod model" gives the sources).
  */
-#define MODEL_SEQS        256
+#define MODEL_SEQS        1024
 #define MODEL_BATCHED     8192
-#define MODEL_KV_BLOCKS   28000
-#define MODEL_PREFILL_TPS 16000.0
-#define MODEL_STEP_MS     6.0
-#define MODEL_DECODE_MS   0.04
+#define MODEL_KV_BLOCKS   25000
+#define MODEL_PREFILL_TPS 24000.0
+#define MODEL_STEP_MS     4.6
+#define MODEL_DECODE_MS   0.03
 
 struct opts {
 	const char *pub_ep, *replay_ep, *http_addr, *script;
