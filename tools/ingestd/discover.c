@@ -11,6 +11,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <resolv.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -172,7 +173,12 @@ static int dns_start(struct ing_discover *ds)
 	pthread_condattr_destroy(&ca);
 	ds->dns_on = true;
 	ds->last_ok = true;
+	/* The thread starts with every signal blocked, so SIGHUP and SIGTERM reach the loop's. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&ds->thr, NULL, resolver_main, ds);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		return -rc;
 	ds->thr_ok = true;
