@@ -254,7 +254,9 @@ static void print_summary(struct load *L)
 		       rt->score_failed, L->bad_lines, L->fu_n, L->fu_same, L->fu_cached,
 		       L->fu_prompt, el, rps, a50, a99);
 		tally_print(t, stdout, true);
-		printf("},\"pods\":{");
+		printf("},\"policy\":");
+		tc_json_str(stdout, L->direct ? policy_name[o->policy] : "front");
+		printf(",\"pods\":{");
 		for (int i = 0; i < npods; i++) {
 			if (i)
 				putchar(',');
@@ -286,7 +288,8 @@ static void print_summary(struct load *L)
 		       PRIu64 ", bad input lines %" PRIu64 "\n",
 		       rt->commits_dropped, rt->reports_dropped, rt->retries, rt->score_failed,
 		       L->no_usage, L->bad_lines);
-		printf("summary: routed per pod:");
+		printf("summary: routed per pod (policy %s):",
+		       L->direct ? policy_name[o->policy] : "front's");
 		for (int i = 0; i < npods; i++)
 			printf(" %s %" PRIu64, L->direct ? o->pods[i].name : L->seen[i],
 			       L->direct ? o->pods[i].routed : L->seen_routed[i]);
@@ -328,6 +331,8 @@ static size_t on_data(struct call *c, const char *p, size_t n)
 {
 	struct lreq *q = c->arg;
 
+	if (q->L->direct && n)
+		route_load_first(&q->L->rt, &q->d); /* the first token: its prefill is done */
 	if (c->status == 200 && strstr(c->ctype, "event-stream"))
 		sse_feed(&q->sse, p, n, on_event, q);
 	else if (q->raw.len + n < (16u << 20)) { /* a whole answer (JSON), parsed at the end */
@@ -403,7 +408,7 @@ static void on_done(struct call *c, CURLcode rc)
 	else
 		st = S_ERROR;
 	if (L->direct && q->pod >= 0) {
-		L->o->pods[q->pod].outstanding--;
+		route_load_end(&L->rt, &q->d);
 		if (st == S_UNREACHABLE)
 			pod_down(&L->rt, &L->o->pods[q->pod], now);
 	}
@@ -490,7 +495,7 @@ static void submit(struct load *L, const uint32_t *toks, size_t n, unsigned turn
 		q->kind_known = true;
 		q->expected = route_expected(&L->rt, &q->d, q->ntok);
 		L->t.n[q->d.kind]++;
-		o->pods[q->pod].outstanding++;
+		route_load_start(&L->rt, &q->d);
 		snprintf(url, sizeof(url), "%s/v1/completions", o->pods[q->pod].url);
 		print_route(L, q);
 	} else {

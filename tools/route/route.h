@@ -6,8 +6,9 @@
  *
  * The parts, one job a file:
  *   main.c      the command line, the poll loop, signals, the mode chosen
- *   pick.c      the routing decision (keys, score, pick, commit) and pod health: the part a
- *               router embedding kvidx needs
+ *   pick.c      the routing decision (keys, score, pick, commit), the pods' load and health:
+ *               the part a router embedding kvidx needs
+ *   policy.c    the policies (--policy): a cost per pod from its match and load, the pick
  *   client.c    HTTP/1.1 requests to pods with keep-alive (libcurl's multi interface)
  *   answer.c    reading answers: server-sent events, usage, OpenAI-style errors (jansson)
  *   front.c     --listen: the OpenAI-compatible front (libmicrohttpd)
@@ -26,6 +27,7 @@
 #include <curl/curl.h>
 
 #include "kvidx.h"
+#include "policy.h"
 
 #define PROG "kvidx-route"
 #define NS_PER_MS 1000000ull
@@ -51,6 +53,8 @@ struct pod {
 	int idx;                       /* pod index in the index, -1 while unknown */
 	bool warned;                   /* "not in the index" said once */
 	uint32_t outstanding;          /* requests sent, not answered */
+	uint64_t pending_prefill;      /* uncached prompt tokens sent, first token not yet in */
+	uint64_t active_tokens;        /* prompt tokens of the requests outstanding */
 	uint64_t routed, failures;
 	uint64_t down_until;           /* marked down (unreachable) until then */
 };
@@ -65,6 +69,9 @@ struct opts {
 	int nfronts;
 	uint64_t prefixes, prefix_blocks, suffix_blocks, count, seed, max_tokens, concurrency;
 	double rate, duration, spec_weight, followups, followup_ms;
+	enum policy policy;
+	double prefill_rate;           /* --pod-prefill-rate: tokens/s */
+	uint64_t pod_max_num_seqs, pod_kv_blocks;
 	uint64_t reply_timeout_ms, connect_timeout_ms, down_ms, tries;
 	bool stream, text;
 	/* validation */
@@ -90,6 +97,9 @@ struct router {
 	int cand[MAX_PODS];
 	size_t ncand;
 	int rr;      /* round-robin cursor over opts.pods */
+	struct pol_params pp;
+	double confirm[MAX_PODS];  /* per opts.pods index: speculative routes confirmed in time */
+	uint64_t next_rates_ns;
 	uint64_t next_refresh_ns, next_missing_ns;
 	uint64_t commits_dropped, reports_dropped, retries, score_failed;
 };
@@ -100,6 +110,9 @@ struct decision {
 	enum kind kind;
 	uint32_t blocks, spec_blocks, nkeys;
 	double score;
+	double cost;                 /* the policy's cost of the pick (kvidx: expected TTFT, s) */
+	uint32_t ntok, uncached;     /* prompt tokens; those the match did not promise */
+	bool held, prefill_held;     /* counted in the pods' load (route_load_*) */
 	bool committed;
 	int pod, prefill_pod;        /* index pod indices committed, -1 if none */
 };
@@ -129,6 +142,16 @@ const uint64_t *route_keys(struct router *rt, const uint32_t *tokens, size_t nto
 /* Reports the outcome of d's request to the index. */
 void route_report(struct router *rt, const struct decision *d, uint64_t corr,
 		  uint32_t cached, uint32_t prompt_tokens);
+
+/*
+ * The router's own view of the pods' load: route_load_start() when d's request is sent
+ * (outstanding, its uncached tokens as prefill to come, its prompt as active tokens),
+ * route_load_first() at its first answer byte (its prefill is done), route_load_end() when it
+ * is over (either may come alone; each counts once).
+ */
+void route_load_start(struct router *rt, struct decision *d);
+void route_load_first(struct router *rt, struct decision *d);
+void route_load_end(struct router *rt, struct decision *d);
 
 /* What d's match promised in cached tokens (a pod never reports a whole prompt cached). */
 uint32_t route_expected(const struct router *rt, const struct decision *d, uint32_t ntok);
