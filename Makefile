@@ -167,7 +167,9 @@ $(GOHELPER): LIBS = $(LIBS_CORE)
 $(GOHELPER): $(BUILD)/tests/gohelper.o $(LIBKVIDX)
 	$(LINK)
 $(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE) -lm
-$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(BUILD)/tools/route/policy.o $(TOOL_ARCHIVES)
+# The router's policies and trace reader are tested as units (test_policy.c, test_trace.c).
+$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(BUILD)/tools/route/policy.o \
+                         $(BUILD)/tools/route/trace.o $(TOOL_ARCHIVES)
 	$(LINK)
 
 # The Go reader (lib/go/kvidx): standard library only, no module proxy, no cgo; its build

@@ -89,6 +89,14 @@ static void usage(FILE *f)
 "                           (default 0)\n"
 "  --followup-ms MS         mean of the exponential gap from an answer to the next turn\n"
 "                           (default 100)\n"
+"  --trace FILE           replay a request trace in the Mooncake format instead (one JSON\n"
+"                         object a line: timestamp ms, input_length, output_length,\n"
+"                         hash_ids): each hash id is the same 512 synthetic tokens in every\n"
+"                         process, max_tokens is output_length, arrivals at the timestamps\n"
+"  --trace-speedup X        divide the trace's timestamps by X (default 1)\n"
+"  --trace-limit N          replay its first N requests only (default 0: all)\n"
+"  --trace-dump             print each request's prompt as an input line and exit (no\n"
+"                           index, no pods needed)\n"
 "  --rate R               requests per second (synthetic default 10; with lines: default 0,\n"
 "                         each line as soon as it is read; 0: as fast as --concurrency\n"
 "                         allows)\n"
@@ -211,7 +219,7 @@ enum {
 	O_SUFFIX_BLOCKS, O_SEED, O_FOLLOWUPS, O_FOLLOWUP_MS, O_RATE, O_POISSON, O_COUNT,
 	O_DURATION, O_MAX_TOKENS, O_CONCURRENCY, O_NO_STREAM, O_VALIDATE, O_PAIRS, O_GAPS, O_SCENARIOS,
 	O_FAKEPODS, O_DELAY, O_STAGGER, O_QUIET, O_JSON, O_POLICY, O_PREFILL_RATE, O_MAX_SEQS,
-	O_KV_BLOCKS,
+	O_KV_BLOCKS, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP,
 };
 
 static void parse_args(struct opts *o, int argc, char **argv)
@@ -223,6 +231,10 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "prefill", required_argument, NULL, O_PREFILL },
 		{ "spec-weight", required_argument, NULL, O_SPEC_WEIGHT },
 		{ "policy", required_argument, NULL, O_POLICY },
+		{ "trace", required_argument, NULL, O_TRACE },
+		{ "trace-speedup", required_argument, NULL, O_TRACE_SPEEDUP },
+		{ "trace-limit", required_argument, NULL, O_TRACE_LIMIT },
+		{ "trace-dump", no_argument, NULL, O_TRACE_DUMP },
 		{ "pod-prefill-rate", required_argument, NULL, O_PREFILL_RATE },
 		{ "pod-max-num-seqs", required_argument, NULL, O_MAX_SEQS },
 		{ "pod-kv-blocks", required_argument, NULL, O_KV_BLOCKS },
@@ -269,7 +281,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			    .reply_timeout_ms = 300000, .connect_timeout_ms = 1000,
 			    .down_ms = 5000, .tries = 3, .spec_weight = 1.0, .followup_ms = 100,
 			    .max_tokens = 4, .concurrency = 4096, .policy = P_KVIDX,
-			    .prefill_rate = 10000, .pod_max_num_seqs = 256, .stream = true, .pairs = 5, .stagger_ms = 50 };
+			    .prefill_rate = 10000, .pod_max_num_seqs = 256, .trace_speedup = 1, .stream = true, .pairs = 5, .stagger_ms = 50 };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
@@ -287,6 +299,12 @@ static void parse_args(struct opts *o, int argc, char **argv)
 				tc_usage_error("--policy: '%s' is none of kvidx, prefix, round-robin, "
 					       "least-loaded, llm-d, dynamo", optarg);
 			break;
+		case O_TRACE: o->trace = optarg; break;
+		case O_TRACE_SPEEDUP:
+			o->trace_speedup = tc_arg_num("trace-speedup", optarg, 1e-3, 1e6);
+			break;
+		case O_TRACE_LIMIT: o->trace_limit = opt_u64("trace-limit", optarg, 0, UINT32_MAX); break;
+		case O_TRACE_DUMP: o->trace_dump = true; break;
 		case O_PREFILL_RATE:
 			o->prefill_rate = tc_arg_num("pod-prefill-rate", optarg, 1, 1e9);
 			break;
@@ -364,6 +382,14 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		tc_usage_error("--listen and --validate exclude each other");
 	if (o->listen)
 		o->mode = M_FRONT;
+	if (o->trace && (o->synthetic || o->file))
+		tc_usage_error("--trace excludes --synthetic and --file");
+	if (o->trace && o->mode != M_LOAD)
+		tc_usage_error("--trace is for the load generator, not with --listen or --validate");
+	if ((o->trace_dump || o->trace_limit) && !o->trace)
+		tc_usage_error("--trace-dump and --trace-limit need --trace FILE");
+	if (o->trace_dump) /* no pods needed to print prompts */
+		return;
 	if (o->nfronts && o->mode != M_LOAD)
 		tc_usage_error("--front is for the load generator, not with --listen or "
 			       "--validate");

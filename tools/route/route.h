@@ -12,7 +12,9 @@
  *   client.c    HTTP/1.1 requests to pods with keep-alive (libcurl's multi interface)
  *   answer.c    reading answers: server-sent events, usage, OpenAI-style errors (jansson)
  *   front.c     --listen: the OpenAI-compatible front (libmicrohttpd)
- *   load.c      the load generator: lines, files, the synthetic workload; to pods or fronts
+ *   load.c      the load generator: lines, files, the synthetic workload, a trace; to pods
+ *               or fronts
+ *   trace.c     a Mooncake-format request trace (--trace), its hash ids made tokens
  *   validate.c  --validate: the seed's paired-gap validation against live pods
  *   stats.c     latency samples, percentiles, per-kind tallies and their summary lines
  */
@@ -36,6 +38,7 @@
 #define MAX_FRONTS 64
 #define URL_MAX 512
 #define MAX_PROMPT_TOKENS (1u << 22)
+#define ROUTE_VOCAB 50000u /* synthetic tokens are drawn from [0, ROUTE_VOCAB) */
 
 /* ---- decisions ---------------------------------------------------------------------------- */
 
@@ -69,6 +72,10 @@ struct opts {
 	int nfronts;
 	uint64_t prefixes, prefix_blocks, suffix_blocks, count, seed, max_tokens, concurrency;
 	double rate, duration, spec_weight, followups, followup_ms;
+	const char *trace;             /* --trace FILE */
+	double trace_speedup;
+	uint64_t trace_limit;
+	bool trace_dump;
 	enum policy policy;
 	double prefill_rate;           /* --pod-prefill-rate: tokens/s */
 	uint64_t pod_max_num_seqs, pod_kv_blocks;
@@ -299,6 +306,36 @@ void tally_free(struct tally *t);
 /* One line per kind on f (text), or the members of a JSON object (json). */
 void tally_print(struct tally *t, FILE *f, bool json);
 
+
+/* ---- a request trace (trace.c) ----------------------------------------------------------- */
+
+#define TRACE_BLOCK 512 /* tokens per hash id (Mooncake's block) */
+
+struct trace_req {
+	uint64_t t_ms;                 /* arrival, ms from the trace's start */
+	uint32_t input_len, output_len;
+	size_t first;                  /* its hash ids: trace.ids[first .. first + nids) */
+	uint32_t nids;
+};
+
+struct trace {
+	struct trace_req *v;
+	size_t n, cap;
+	uint64_t *ids;
+	size_t nids, ids_cap;
+	uint64_t bad;                  /* lines skipped (each of the first few said) */
+};
+
+/* The TRACE_BLOCK tokens of hash id id: the same in every process. */
+void trace_block_tokens(uint64_t id, uint32_t out[TRACE_BLOCK]);
+
+/* Reads the requests of path (at most limit; 0: all). 0, or -1 after saying why. */
+int trace_load(struct trace *t, const char *path, uint64_t limit);
+
+/* Request i's prompt into *buf (grown as needed); returns its length, input_length. */
+size_t trace_prompt(const struct trace *t, size_t i, uint32_t **buf, size_t *cap);
+
+void trace_free(struct trace *t);
 
 /* ---- the modes ---------------------------------------------------------------------------- */
 
