@@ -34,7 +34,7 @@ $(BUILD)/tools/%.o:                INC = $(INC_TOOL)
 $(BUILD)/tools/ingestd/%.o:        INC = -Itools/ingestd $(INC_TOOL)
 $(BUILD)/tools/fakepod/%.o:        INC = -Itools/fakepod $(INC_TOOL)
 $(BUILD)/tools/route/%.o:          INC = -Itools/route $(INC_TOOL)
-$(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd $(INC_TOOL)
+$(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd -Itools/route $(INC_TOOL)
 $(BUILD)/bench/%.o:                INC = -Ibench $(INC_COMMON)
 
 # External libraries, per binary: each links what it uses and nothing more.
@@ -167,7 +167,9 @@ $(GOHELPER): LIBS = $(LIBS_CORE)
 $(GOHELPER): $(BUILD)/tests/gohelper.o $(LIBKVIDX)
 	$(LINK)
 $(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE) -lm
-$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
+# The router's policies and trace reader are tested as units (test_policy.c, test_trace.c).
+$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(BUILD)/tools/route/policy.o \
+                         $(BUILD)/tools/route/trace.o $(TOOL_ARCHIVES)
 	$(LINK)
 
 # The Go reader (lib/go/kvidx): standard library only, no module proxy, no cgo; its build
