@@ -38,7 +38,8 @@ enum opt_id {
 	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
 	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
-	O_REMOTE_TIER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER, O_CONFIG_WATCH,
+	O_REMOTE_TIER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER, O_DISC_ATTRS,
+	O_CONFIG_WATCH,
 };
 
 struct opt {
@@ -90,6 +91,7 @@ static const struct opt opts[] = {
 	{ O_DISC_PORTS, "discover-ports", OPT_SPECIAL },
 	{ O_DISC_INTERVAL, "discover-interval", OPT_DURATION },
 	{ O_DISC_SERVER, "discover-dns-server", OPT_SPECIAL },
+	{ O_DISC_ATTRS, "discover-pod-attrs", OPT_SPECIAL },
 	{ O_CONFIG_WATCH, "config-watch", OPT_DURATION },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -393,6 +395,33 @@ static int parse_disc_server(const char *v, struct ing_discover_config *d, char 
 	return 0;
 bad:
 	return fail(err, errlen, "discover-dns-server: expected IPv4[:PORT], got '%s'", v);
+}
+
+static bool endpoint_ok(const char *e);
+
+/* --discover-pod-attrs ATTRS: the --pod attributes model=, topic=, dp-ranks= that every
+ * discovered pod takes ("" resets them). */
+static int parse_disc_attrs(const char *v, struct ing_discover_config *d, char *err,
+			    size_t errlen)
+{
+	char buf[3 * ING_ENDPOINT_MAX];
+	struct ing_pod_spec s;
+	int rc;
+
+	if (strlen(v) >= sizeof(buf) - 32)
+		return fail(err, errlen, "discover-pod-attrs: too long");
+	snprintf(buf, sizeof(buf), "tcp://discovered:0%s%s", *v ? "," : "", v);
+	rc = ing_pod_spec_parse(buf, &s, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (s.replay[0] || s.name[0])
+		return fail(err, errlen, "discover-pod-attrs: replay= and name= come from "
+			    "--discover-ports; give model=, topic= or dp-ranks= only");
+	memcpy(d->model, s.model, sizeof(d->model));
+	memcpy(d->topic, s.topic, sizeof(d->topic));
+	d->topic_set = s.topic_set;
+	d->dp_ranks = s.dp_ranks;
+	return 0;
 }
 
 static bool endpoint_ok(const char *e)
@@ -757,6 +786,8 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 		return 0;
 	case O_DISC_SERVER:
 		return parse_disc_server(value, &c->disc, err, errlen);
+	case O_DISC_ATTRS:
+		return parse_disc_attrs(value, &c->disc, err, errlen);
 	case O_CONFIG_WATCH:
 		c->disc.watch_ms = ms;
 		return 0;
@@ -973,6 +1004,11 @@ int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 			    "--discover-dns or --config-watch");
 	if (c->disc.dns[0] && !c->disc.port_events)
 		return fail(err, errlen, "--discover-dns needs --discover-ports EVENTS,REPLAY,HTTP");
+	unsigned dr = c->disc.dp_ranks ? c->disc.dp_ranks : 1;
+	if (c->disc.dns[0] && (c->disc.port_events + dr - 1 > 65535 ||
+			       (c->disc.port_replay && c->disc.port_replay + dr - 1 > 65535)))
+		return fail(err, errlen, "--discover-pod-attrs dp-ranks=%u: --discover-ports leave "
+			    "no room for %u more ports", dr, dr - 1);
 	if (c->disc.watch_ms && !c->config_path[0])
 		return fail(err, errlen, "--config-watch needs --config FILE");
 	for (size_t i = 0; i < c->npods; i++)
@@ -1106,6 +1142,9 @@ void ing_config_usage(FILE *f)
 "                         time between two resolutions (default 5s)\n"
 "  --discover-dns-server IPv4[:PORT]\n"
 "                         ask this server (port default 53) instead of resolv.conf's\n"
+"  --discover-pod-attrs ATTRS\n"
+"                         --pod attributes every discovered pod takes: model=MODEL,\n"
+"                         topic=PREFIX, dp-ranks=N (e.g. 'model=org/m,dp-ranks=2')\n"
 "  --config-watch DURATION\n"
 "                         check the --config file this often (stat: inode, size, mtime, so a\n"
 "                         replaced file or a Kubernetes ConfigMap's swapped link is seen) and\n"

@@ -48,6 +48,11 @@ struct ing_discover_config {
 	uint16_t port_http;        /* the serving port: pods are named IP:HTTP */
 	uint32_t interval_ms;      /* re-resolution period (default 5000) */
 	uint32_t watch_ms;         /* --config-watch: stat() the config file this often, 0 = off */
+	/* --discover-pod-attrs: model=, topic=, dp-ranks= of every discovered pod */
+	char model[ING_MODEL_MAX];
+	char topic[ING_TOPIC_MAX];
+	bool topic_set;
+	unsigned dp_ranks;
 };
 
 enum ing_ttl_policy {
