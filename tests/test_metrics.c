@@ -814,8 +814,10 @@ Test(metrics, dump_prometheus)
 /*
  * examples/monitoring: the Prometheus rules (promtool check and test), the Grafana dashboard
  * (structure), and every metric either uses present in kvidx-dump --prometheus of an index
- * holding a pod with counters, histograms and a router worker (tests/check_monitoring.py).
- * Then the checker is shown to fail: a metric missing from the exposition, a broken dashboard.
+ * holding a pod with counters, histograms and a router worker (tests/check_monitoring.py),
+ * and per instance (groupings keep instance, the dashboard selects by it, the writer and
+ * target alerts exist). Then the checker is shown to fail: a metric missing from the
+ * exposition, a broken dashboard, a rule that drops instance.
  */
 /* Runs a shell command line formatted from fmt; its standard output in r.out (freed by the
  * caller). */
@@ -877,18 +879,24 @@ Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
 			     "exposition");
 	free(r.out);
 
-	/* A dashboard with overlapping panels and an undefined variable is refused. */
+	/* A dashboard with overlapping panels, an undefined variable and a series not selected
+	 * by instance is refused, and so is a rule aggregating the instances away. */
 	snprintf(dir, sizeof(dir), "/tmp/%s.mon", name);
 	r = run_sh("mkdir -p %s && cp examples/monitoring/* %s/ && /usr/bin/python3 -c '"
 		   "import json, sys; p = sys.argv[1]; d = json.load(open(p)); "
 		   "d[\"panels\"][1][\"gridPos\"][\"x\"] = 6; "
 		   "d[\"panels\"][0][\"targets\"][0][\"expr\"] += \" * $nosuch\"; "
-		   "json.dump(d, open(p, \"w\"))' %s/kvidx-dashboard.json && /usr/bin/python3 "
+		   "d[\"panels\"][1][\"targets\"][0][\"expr\"] = \"max(kvidx_pod_ttl_ms)\"; "
+		   "json.dump(d, open(p, \"w\"))' %s/kvidx-dashboard.json && "
+		   "sed -i '0,/by (instance, pod, model)/s//by (pod, model)/' %s/kvidx-rules.yml && "
+		   "/usr/bin/python3 "
 		   "tests/check_monitoring.py --no-promtool --dir %s --metrics %s 2>&1; s=$?; "
-		   "rm -rf %s; exit $s", dir, dir, dir, dir, mpath, dir);
+		   "rm -rf %s; exit $s", dir, dir, dir, dir, dir, mpath, dir);
 	cr_assert_eq(r.status, 1, "%s", r.out);
 	tu_assert_has(r.out, "overlaps panel");
 	tu_assert_has(r.out, "$nosuch is used but not defined in templating");
+	tu_assert_has(r.out, "kvidx_pod_ttl_ms is not selected by instance=~\"$instance\"");
+	tu_assert_has(r.out, "kvidx:pod_routes:rate5m: 'by (pod, model)' drops instance");
 	free(r.out);
 	unlink(mpath);
 }
