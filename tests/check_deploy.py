@@ -17,6 +17,8 @@ Kubernetes (deploy/kubernetes/*.yaml, parsed with python3-yaml), per manifest:
     kvidx-fakepod, which starts later), --metrics-listen as in the manifest on a free local
     port: the liveness path answers 200, the readiness path 503 while the pod is down and
     200 once it is up, and prometheus.io/path serves the exposition.
+Prometheus (deploy/prometheus): static.yml passes `promtool check config`; kubernetes.yml
+keeps the manifests' pods (their app label, ingestd's metrics port name) as job kvidx-ingestd.
 Containerfile: multi-stage, from Debian bookworm, a non-root USER, no kvidx-fakepod, and its
 run-time packages provide every library the installed tools link (ldd here).
 systemd (deploy/systemd/*.service): `systemd-analyze verify` with ExecStart pointed at DIR
@@ -213,8 +215,11 @@ def check_manifest(path):
     if ann.get("prometheus.io/port") != str(mport):
         fail(f"{where}: prometheus.io/port {ann.get('prometheus.io/port')!r} != {mport}")
     paths["scrape"] = ann.get("prometheus.io/path", "/metrics")
+    port_name = next((p.get("name") for p in ing.get("ports", [])
+                      if p.get("containerPort") == mport), None)
     return {"where": where, "args": args, "conf": conf, "listen": listen, "paths": paths,
-            "shape": shape}
+            "shape": shape, "port_name": port_name,
+            "app_label": wmeta.get("labels", {}).get("app.kubernetes.io/name")}
 
 
 def free_port():
@@ -395,6 +400,33 @@ def check_systemd(d, bindir):
             fail(f"systemd-analyze verify: status {r.returncode}: {msg}")
 
 
+def check_prometheus(d, infos):
+    """deploy/prometheus: static.yml passes promtool check config; kubernetes.yml keeps the
+    pods the manifests label, on the port name of ingestd's probes, as job kvidx-ingestd."""
+    r = subprocess.run(["promtool", "check", "config", os.path.join(d, "static.yml")],
+                       capture_output=True, text=True)
+    if r.returncode:
+        fail(f"promtool check config static.yml: {r.stdout}{r.stderr}")
+    with open(os.path.join(d, "kubernetes.yml")) as f:
+        cfg = yaml.safe_load(f)
+    jobs = {j["job_name"]: j for j in cfg.get("scrape_configs", [])}
+    for path in (os.path.join(d, "static.yml"), os.path.join(d, "kubernetes.yml")):
+        with open(path) as f:
+            if "kvidx-ingestd" not in {j["job_name"] for j in yaml.safe_load(f)["scrape_configs"]}:
+                fail(f"{os.path.basename(path)}: no job kvidx-ingestd (the rules' job)")
+    job = jobs.get("kvidx-ingestd", {})
+    keeps = {tuple(r.get("source_labels", [])): r.get("regex") for r in
+             job.get("relabel_configs", []) if r.get("action") == "keep"}
+    for info in infos:
+        for label, want in (("__meta_kubernetes_pod_label_app_kubernetes_io_name",
+                             info["app_label"]),
+                            ("__meta_kubernetes_pod_container_port_name", info["port_name"]),
+                            ("__meta_kubernetes_pod_annotation_prometheus_io_scrape", "true")):
+            if keeps.get((label,)) != want:
+                fail(f"kubernetes.yml: keeps {label} = {keeps.get((label,))!r}, "
+                     f"{info['where']} has {want!r}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="the build's bin directory")
@@ -403,21 +435,24 @@ def main():
     ap.add_argument("--no-systemd", action="store_true")
     a = ap.parse_args()
     manifests = sorted(glob.glob(os.path.join(a.dir, "kubernetes", "*.yaml")))
-    shapes = []
+    shapes, infos = [], []
     for m in manifests:
         info = check_manifest(m)
         if info:
+            infos.append(info)
             shapes.append(info["shape"])
             if not a.no_live:
                 live(info, a.bin)
     if sorted(s for s in shapes if s) != ["node", "sidecar"]:
         fail(f"kubernetes: want the sidecar and the node (DaemonSet) shapes, got {shapes}")
     check_containerfile(os.path.join(a.dir, "Containerfile"), a.bin)
+    check_prometheus(os.path.join(a.dir, "prometheus"), infos)
     if not a.no_systemd:
         check_systemd(os.path.join(a.dir, "systemd"), a.bin)
     if failures:
         return 1
-    print(f"check_deploy: ok ({len(manifests)} manifests, Containerfile, systemd units)")
+    print(f"check_deploy: ok ({len(manifests)} manifests, Containerfile, Prometheus "
+          f"configurations, systemd units)")
     return 0
 
 

@@ -2,7 +2,8 @@
  * test_deploy.c — deploy/ as docs/operations.md promises it, through tests/check_deploy.py:
  * the Kubernetes manifests (the shared /dev/shm, the index group == fsGroup, the probe paths
  * and scrape port against a running kvidx-ingestd started from each ConfigMap's config), the
- * Containerfile (multi-stage bookworm, non-root, run-time packages covering what the tools
+ * Prometheus configurations (promtool check config, the scrape job matching the manifests),
+ * the Containerfile (multi-stage bookworm, non-root, run-time packages covering what the tools
  * link, no kvidx-fakepod) and the systemd units (systemd-analyze verify without a message,
  * the sandboxing). Then the checker is shown to fail on broken copies of deploy/.
  */
@@ -62,7 +63,7 @@ Test(deploy, manifests_image_and_units_hold, .timeout = 120)
 	struct sh_out r = sh("cd '%s' && /usr/bin/python3 tests/check_deploy.py --bin '%s' 2>&1",
 			     src(), bin());
 	cr_assert_eq(r.status, 0, "check_deploy.py:\n%s", r.out);
-	tu_assert_has(r.out, "check_deploy: ok (2 manifests");
+	tu_assert_has(r.out, "check_deploy: ok (2 manifests, Containerfile, Prometheus");
 	free(r.out);
 }
 
@@ -81,6 +82,7 @@ Test(deploy, checker_catches_broken_copies, .timeout = 120)
 		"type: Directory}|emptyDir: {}|' "
 		"  \"$d/kubernetes/daemonset.yaml\" && "
 		"sed -i 's/libmicrohttpd12 libzmq5/libmicrohttpd12/' \"$d/Containerfile\" && "
+		"sed -i 's/regex: metrics/regex: http/' \"$d/prometheus/kubernetes.yml\" && "
 		"sed -i 's/^PrivateTmp=yes/PrivateTmp=no/; s/^ProtectHome=yes/ProtectHome=bogus/' "
 		"  \"$d/systemd/kvidx-ingestd.service\" && "
 		"/usr/bin/python3 tests/check_deploy.py --bin '%s' --dir \"$d\" 2>&1; s=$?; "
@@ -91,6 +93,8 @@ Test(deploy, checker_catches_broken_copies, .timeout = 120)
 	tu_assert_has(r.out, "the index group 2000 is not its fsGroup");
 	tu_assert_has(r.out, "router does not mount the node's /dev/shm");
 	tu_assert_has(r.out, "miss ['libbsd0'");
+	tu_assert_has(r.out, "kubernetes.yml: keeps __meta_kubernetes_pod_container_port_name = "
+			     "'http', daemonset.yaml has 'metrics'");
 	tu_assert_has(r.out, "kvidx-ingestd.service lacks PrivateTmp=yes");
 	tu_assert_has(r.out, "Failed to parse protect home value");
 	free(r.out);
