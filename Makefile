@@ -34,13 +34,13 @@ $(BUILD)/tools/%.o:                INC = $(INC_TOOL)
 $(BUILD)/tools/ingestd/%.o:        INC = -Itools/ingestd $(INC_TOOL)
 $(BUILD)/tools/fakepod/%.o:        INC = -Itools/fakepod $(INC_TOOL)
 $(BUILD)/tools/route/%.o:          INC = -Itools/route $(INC_TOOL)
-$(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd $(INC_TOOL)
+$(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd -Itools/route $(INC_TOOL)
 $(BUILD)/bench/%.o:                INC = -Ibench $(INC_COMMON)
 
 # External libraries, per binary: each links what it uses and nothing more.
 LIBS_CORE   := -lxxhash -lpthread -lrt
 LIBS_WIRE   := -lzmq -lmsgpackc
-LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc
+LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc -lresolv
 LIBS_HTTP   := -lmicrohttpd -lcurl -ljansson
 LIBS_TEST   := -lcriterion -lcurl -ljansson
 
@@ -51,7 +51,7 @@ BUILD_PKGS := build-essential pkg-config libjemalloc-dev libmsgpack-dev libxxhas
               libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev
 DEB_PKGS   := $(BUILD_PKGS) libck-dev liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
               curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
-              prometheus libxml2-utils python3-yaml systemd
+              prometheus libxml2-utils python3-yaml systemd dnsmasq
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
@@ -170,7 +170,9 @@ $(GOHELPER): LIBS = $(LIBS_CORE)
 $(GOHELPER): $(BUILD)/tests/gohelper.o $(LIBKVIDX)
 	$(LINK)
 $(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE) -lm
-$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
+# The router's policies and trace reader are tested as units (test_policy.c, test_trace.c).
+$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(BUILD)/tools/route/policy.o \
+                         $(BUILD)/tools/route/trace.o $(TOOL_ARCHIVES)
 	$(LINK)
 
 # The Go reader (lib/go/kvidx): standard library only, no module proxy, no cgo; its build

@@ -39,7 +39,8 @@ enum opt_id {
 	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
 	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
-	O_REMOTE_TIER,
+	O_REMOTE_TIER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER, O_DISC_ATTRS,
+	O_CONFIG_WATCH,
 };
 
 struct opt {
@@ -88,6 +89,12 @@ static const struct opt opts[] = {
 	{ O_METRICS, "metrics", OPT_STR }, /* its first name, kept for existing configs */
 	{ O_TOPIC_FILTER, "topic-filter", OPT_STR },
 	{ O_REMOTE_TIER, "remote-tier", OPT_SPECIAL },
+	{ O_DISC_DNS, "discover-dns", OPT_STR },
+	{ O_DISC_PORTS, "discover-ports", OPT_SPECIAL },
+	{ O_DISC_INTERVAL, "discover-interval", OPT_DURATION },
+	{ O_DISC_SERVER, "discover-dns-server", OPT_SPECIAL },
+	{ O_DISC_ATTRS, "discover-pod-attrs", OPT_SPECIAL },
+	{ O_CONFIG_WATCH, "config-watch", OPT_DURATION },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -129,6 +136,7 @@ void ing_config_init(struct ing_config *c)
 	c->spec.late_map = 131072;
 	c->spec.reap_interval_ms = 10;
 	c->spec.reap_pass_ms = 1000;
+	c->disc.interval_ms = 5000;
 }
 
 void ing_config_free(struct ing_config *c)
@@ -320,6 +328,91 @@ static int parse_group(const char *v, gid_t *out, char *err, size_t errlen)
 	if (getgrnam_r(v, &gr, buf, sizeof(buf), &res) != 0 || !res)
 		return fail(err, errlen, "group: no group named '%s'", v);
 	*out = res->gr_gid;
+	return 0;
+}
+
+/* --discover-ports EVENTS,REPLAY,HTTP: REPLAY 0 means no replay socket; the others 1..65535. */
+static int parse_disc_ports(const char *v, struct ing_discover_config *d, char *err,
+			    size_t errlen)
+{
+	uint16_t *out[3] = { &d->port_events, &d->port_replay, &d->port_http };
+	const char *p = v;
+
+	for (int i = 0; i < 3; i++) {
+		char num[8];
+		size_t n = strcspn(p, ",");
+		uint64_t u;
+
+		if (n == 0 || n >= sizeof(num))
+			goto bad;
+		memcpy(num, p, n);
+		num[n] = '\0';
+		if (!tc_parse_dec(num, 65535, &u) || (u == 0 && i != 1))
+			goto bad;
+		*out[i] = (uint16_t)u;
+		p += n;
+		if (i < 2 && *p++ != ',')
+			goto bad;
+	}
+	if (*p)
+		goto bad;
+	return 0;
+bad:
+	return fail(err, errlen, "discover-ports: expected EVENTS,REPLAY,HTTP (ports; REPLAY 0 "
+		    "for none), got '%s'", v);
+}
+
+/* --discover-dns-server IPv4[:PORT] (port default 53), kept as "IPv4:PORT". */
+static int parse_disc_server(const char *v, struct ing_discover_config *d, char *err,
+			     size_t errlen)
+{
+	char host[INET_ADDRSTRLEN];
+	const char *colon = strchr(v, ':');
+	size_t n = colon ? (size_t)(colon - v) : strlen(v);
+	uint64_t port = 53;
+	struct in_addr a;
+
+	if (!*v) {
+		d->server[0] = '\0';
+		return 0;
+	}
+	if (n == 0 || n >= sizeof(host))
+		goto bad;
+	memcpy(host, v, n);
+	host[n] = '\0';
+	if (inet_pton(AF_INET, host, &a) != 1 ||
+	    (colon && (!tc_parse_dec(colon + 1, 65535, &port) || port == 0)))
+		goto bad;
+	snprintf(d->server, sizeof(d->server), "%s:%u", host, (unsigned)port);
+	return 0;
+bad:
+	return fail(err, errlen, "discover-dns-server: expected IPv4[:PORT], got '%s'", v);
+}
+
+static bool endpoint_ok(const char *e);
+
+/* --discover-pod-attrs ATTRS: the --pod attributes model=, topic=, dp-ranks= that every
+ * discovered pod takes ("" resets them). */
+static int parse_disc_attrs(const char *v, struct ing_discover_config *d, char *err,
+			    size_t errlen)
+{
+	char buf[3 * ING_ENDPOINT_MAX];
+	struct ing_pod_spec s;
+	int rc;
+
+	if (strlen(v) >= sizeof(buf) - 32)
+		return fail(err, errlen, "discover-pod-attrs: too long");
+	snprintf(buf, sizeof(buf), "tcp://discovered:0%s%s", *v ? "," : "", v);
+	rc = ing_pod_spec_parse(buf, &s, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (s.replay[0] || s.name[0])
+		return fail(err, errlen, "discover-pod-attrs: replay= and name= come from "
+			    "--discover-ports; give model=, topic= or dp-ranks= only");
+	memcpy(d->model, s.model, sizeof(d->model));
+	memcpy(d->topic, s.topic, sizeof(d->topic));
+	d->topic_set = s.topic_set;
+	d->dp_ranks = s.dp_ranks;
 	return 0;
 }
 
@@ -676,6 +769,22 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 				    "remote-tier: expected none, gpu, cpu, disk or other, got '%s'",
 				    value);
 		return 0;
+	case O_DISC_DNS:
+		return copy_str(key, value, c->disc.dns, sizeof(c->disc.dns), err, errlen);
+	case O_DISC_PORTS:
+		return parse_disc_ports(value, &c->disc, err, errlen);
+	case O_DISC_INTERVAL:
+		if (ms == 0)
+			return fail(err, errlen, "discover-interval: must be > 0");
+		c->disc.interval_ms = ms;
+		return 0;
+	case O_DISC_SERVER:
+		return parse_disc_server(value, &c->disc, err, errlen);
+	case O_DISC_ATTRS:
+		return parse_disc_attrs(value, &c->disc, err, errlen);
+	case O_CONFIG_WATCH:
+		c->disc.watch_ms = ms;
+		return 0;
 	}
 	return fail(err, errlen, "%s: unhandled option", key);
 }
@@ -884,8 +993,18 @@ int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 	if (c->spec.floor_ms > c->spec.cap_ms)
 		return fail(err, errlen, "ttl-floor (%ums) is above ttl-cap (%ums)",
 			    c->spec.floor_ms, c->spec.cap_ms);
-	if (!c->npods && !c->bind[0])
-		return fail(err, errlen, "no pods: give --pod (connect mode) or --bind (bind mode)");
+	if (!c->npods && !c->bind[0] && !c->disc.dns[0] && !c->disc.watch_ms)
+		return fail(err, errlen, "no pods: give --pod (connect mode), --bind (bind mode), "
+			    "--discover-dns or --config-watch");
+	if (c->disc.dns[0] && !c->disc.port_events)
+		return fail(err, errlen, "--discover-dns needs --discover-ports EVENTS,REPLAY,HTTP");
+	unsigned dr = c->disc.dp_ranks ? c->disc.dp_ranks : 1;
+	if (c->disc.dns[0] && (c->disc.port_events + dr - 1 > 65535 ||
+			       (c->disc.port_replay && c->disc.port_replay + dr - 1 > 65535)))
+		return fail(err, errlen, "--discover-pod-attrs dp-ranks=%u: --discover-ports leave "
+			    "no room for %u more ports", dr, dr - 1);
+	if (c->disc.watch_ms && !c->config_path[0])
+		return fail(err, errlen, "--config-watch needs --config FILE");
 	for (size_t i = 0; i < c->npods; i++)
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(c->pods[i].endpoint, c->pods[j].endpoint))
@@ -1001,6 +1120,30 @@ void ing_config_usage(FILE *f)
 "  --reap-pass DURATION   time the reaper takes to walk the whole table: it examines\n"
 "                         slots x interval / pass slots per wake-up (default 1s)\n"
 "\n"
+"Discovery (pods found rather than listed; each source optional, all add and remove pods\n"
+"the way SIGHUP does, a removed pod's entries dropped at once):\n"
+"  --discover-dns NAME    re-resolve NAME's A records (a Kubernetes headless Service; the\n"
+"                         search domains of /etc/resolv.conf apply) on a helper thread;\n"
+"                         each address is a pod tcp://IP:EVENTS (replay tcp://IP:REPLAY)\n"
+"                         named IP:HTTP. An address that leaves the answer is removed; no\n"
+"                         address (NXDOMAIN) removes them all; a failed resolution\n"
+"                         (timeout, SERVFAIL) changes nothing. Default: off\n"
+"  --discover-ports EVENTS,REPLAY,HTTP\n"
+"                         ports of every discovered pod: its event PUB, its replay ROUTER\n"
+"                         (0: none), its serving port (the name routers use); required\n"
+"                         with --discover-dns, e.g. 5557,5558,8000\n"
+"  --discover-interval DURATION\n"
+"                         time between two resolutions (default 5s)\n"
+"  --discover-dns-server IPv4[:PORT]\n"
+"                         ask this server (port default 53) instead of resolv.conf's\n"
+"  --discover-pod-attrs ATTRS\n"
+"                         --pod attributes every discovered pod takes: model=MODEL,\n"
+"                         topic=PREFIX, dp-ranks=N (e.g. 'model=org/m,dp-ranks=2')\n"
+"  --config-watch DURATION\n"
+"                         check the --config file this often (stat: inode, size, mtime, so a\n"
+"                         replaced file or a Kubernetes ConfigMap's swapped link is seen) and\n"
+"                         reload its pod list on a change, as SIGHUP does. 0: off (default)\n"
+"\n"
 "Metrics:\n"
 "  --metrics-listen ADDR:PORT | PORT\n"
 "                         serve HTTP on ADDR:PORT: GET /metrics (per-pod metrics, labels\n"
@@ -1010,7 +1153,10 @@ void ing_config_usage(FILE *f)
 "                         127.0.0.1:PORT. ADDR: an IPv4 address, localhost, 0.0.0.0 or *\n"
 "                         (all), [IPV6]. The endpoint has no authentication: bind a pod IP\n"
 "                         or 0.0.0.0 only where the network is yours. Default: off.\n"
-"                         --metrics is the same flag under its older name\n"
+"                         --metrics is the same flag under its older name.\n"
+"                         With discovery also kvidx_discovery_resolutions_total,\n"
+"                         _resolution_failures_total, _pods_added_total, _pods_removed_total,\n"
+"                         kvidx_discovery_pods and kvidx_config_watch_reloads_total\n"
 "\n"
 "Other:\n"
 "  --config FILE          read settings from FILE first; flags given here override them\n"
@@ -1023,7 +1169,7 @@ void ing_config_usage(FILE *f)
 "\n"
 "Signals: SIGHUP re-reads the config file's pod list (added pods are subscribed, removed\n"
 "ones unsubscribed and dropped from the index, a changed pod line is both; other settings\n"
-"need a restart).\n"
+"need a restart). Pods from --pod and from --discover-dns are never touched by it.\n"
 "SIGTERM / SIGINT stop cleanly; the index stays and readers keep serving its last state.\n"
 "\n"
 "Sequence numbers, per pod: a small step back is a duplicate (ignored); a gap is replayed\n"
