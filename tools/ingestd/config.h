@@ -36,6 +36,23 @@ struct ing_pod_spec {
 	bool topic_set;
 	unsigned dp_ranks;               /* data-parallel ranks, 1..KV_POD_RANKS (0 = 1) */
 	bool from_file;                  /* listed in the config file (SIGHUP reloads those) */
+	bool discovered;                 /* made by DNS discovery (discover.c owns those) */
+};
+
+/* Pod discovery (discover.c): --discover-* and --config-watch. Durations in milliseconds. */
+struct ing_discover_config {
+	char dns[256];             /* name re-resolved for A records, "" = off */
+	char server[64];           /* "IPv4:PORT" asked instead of resolv.conf's, "" = those */
+	uint16_t port_events;      /* --discover-ports EVENTS,REPLAY,HTTP (REPLAY 0 = none) */
+	uint16_t port_replay;
+	uint16_t port_http;        /* the serving port: pods are named IP:HTTP */
+	uint32_t interval_ms;      /* re-resolution period (default 5000) */
+	uint32_t watch_ms;         /* --config-watch: stat() the config file this often, 0 = off */
+	/* --discover-pod-attrs: model=, topic=, dp-ranks= of every discovered pod */
+	char model[ING_MODEL_MAX];
+	char topic[ING_TOPIC_MAX];
+	bool topic_set;
+	unsigned dp_ranks;
 };
 
 enum ing_ttl_policy {
@@ -96,7 +113,8 @@ struct ing_config {
 	char config_path[4096];        /* "" = no config file */
 	struct ing_spec_config spec;
 	struct ing_cluster_config cluster;
-	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else loopback ADDR:PORT */
+	struct ing_discover_config disc;
+	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else HOST:PORT */
 	enum ilog_level log_level;
 	bool help;
 	struct ing_pod_spec *pods;
@@ -139,9 +157,16 @@ int ing_parse_duration(const char *key, const char *v, uint64_t max_ms, uint32_t
 		       char *err, size_t errlen);
 
 /*
- * Checks a --metrics value: HOST:PORT with HOST 127.0.0.0/8, localhost, or [::1] (the
- * endpoint has no authentication, so it is never exposed beyond the host). 0 or -EINVAL.
+ * Parses a --metrics-listen value (--metrics is its older name): PORT alone (loopback,
+ * 127.0.0.1:PORT), or HOST:PORT with HOST an IPv4 address, localhost, 0.0.0.0 or * (every
+ * address), or [IPV6]; PORT 1-65535; no host names (no DNS at start-up). The endpoint has no
+ * authentication: a non-loopback address is the operator's explicit choice (a pod IP that
+ * Prometheus scrapes). Writes the normalized HOST:PORT to out (if not NULL; cap bytes).
+ * 0 or -EINVAL with a message in err.
  */
+int ing_metrics_addr_parse(const char *v, char *out, size_t cap, char *err, size_t errlen);
+
+/* ing_metrics_addr_parse() without the output. */
 int ing_metrics_addr_check(const char *v, char *err, size_t errlen);
 
 /* Prints the --help text. */
