@@ -105,13 +105,15 @@ struct ing_pod {
 	bool connected, was_disconnected;
 
 	struct seq_state seq;
+	bool have_id;             /* the last sequence frame carried a publisher id */
+	uint8_t pub_id[KVW_PUB_ID_LEN];
 
 	bool replaying;
 	uint64_t rp_from, rp_next, rp_last, rp_deadline;
 	bool rp_got;
 	bool rp_at_start; /* --replay-on-start: no sequence yet, a later first seq is fine */
 	bool held;
-	uint64_t held_seq;
+	struct kvw_seqf held_sf;
 	char held_model[ING_MODEL_MAX];
 	void *held_buf;
 	size_t held_len, held_cap;
@@ -153,7 +155,7 @@ void ing_pod_read_monitor(struct ing_shared *sh, struct ing_pod *p);
  * the message's topic. Applies the sequence rules, then decodes and applies.
  */
 void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
-		  uint64_t seq, const void *payload, size_t len, uint64_t now);
+		  const struct kvw_seqf *sf, const void *payload, size_t len, uint64_t now);
 
 /* Periodic work: replay timeout, events_per_s window, queue_depth. */
 void ing_pod_housekeeping(struct ing_shared *sh, struct ing_pod *p, uint64_t now);
