@@ -847,11 +847,13 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 		ev->nhashes = n;
 		return 0;
 	case F_PARENT:
-		/* nil, or the integer 0 (llm-d's simulator in its array format; llm-d's pool
-		 * reads 0 as none too): no parent. */
-		ev->has_parent = o->type != MSGPACK_OBJECT_NIL &&
-				 !(o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 == 0);
-		return ev->has_parent ? get_hash(c, name, SIZE_MAX, o, &ev->parent) : 0;
+		/* nil, or a hash of value 0 (llm-d's simulator sends the integer 0 in its array
+		 * format; llm-d's pool reads 0 as none too): no parent. */
+		ev->has_parent = o->type != MSGPACK_OBJECT_NIL;
+		if (!ev->has_parent || (rc = get_hash(c, name, SIZE_MAX, o, &ev->parent)))
+			return ev->has_parent ? rc : 0;
+		ev->has_parent = ev->parent != 0;
+		return 0;
 	case F_TOKENS:
 		return get_u32s(c, name, o, KVW_MAX_TOKENS, &b->kvw_tokens, &b->kvw_token_cap,
 				&b->kvw_ntokens, &ev->kvw_token_off, &ev->ntokens);

@@ -103,7 +103,7 @@ struct kvw_event {
 	const uint64_t *hashes; /* block_hashes (BlockStored, BlockRemoved) */
 	size_t nhashes;
 
-	bool has_parent; /* BlockStored: parent_block_hash not nil */
+	bool has_parent; /* BlockStored: parent_block_hash neither nil nor 0 (parent then 0) */
 	uint64_t parent;
 
 	const uint32_t *tokens; /* BlockStored: token_ids, all new full blocks back to back */
