@@ -28,7 +28,15 @@
  * recent batches, so that rebuild applies whatever window the publisher still has (blocks
  * stored before it stay unknown; nothing wrong is indexed).
  *
- * Counters (KV_POD_CTRS) this file maintains: last_event_ns, last_seq, batches, events_per_s
+ * Restarts: a live message whose sequence frame carries a publisher id (8 + 16 bytes, vLLM
+ * #57789) other than the stream's last one, or a number that goes back (seq.h), is an engine
+ * restart: the rank is cleared in one step, restarts counted, and, with a replay endpoint and
+ * a first message past batch 0, a replay from 0 fetches what the new process sent before it.
+ * Empty batches are heartbeats: consumed in sequence, they refresh last_event_ns and spec.c's
+ * routed-but-silent clock and never touch the table (a duplicate-numbered one refreshes too).
+ *
+ * Counters (KV_POD_CTRS) this file maintains: last_event_ns, last_seq, batches, heartbeats,
+ * events_per_s
  * (events in the last full one-second window), seq_gaps, seq_dups, restarts, replays_ok,
  * replays_truncated, replays_failed, decode_errors, queue_depth (messages read for the pod in
  * the last poll round; ING_READ_BUDGET means "at least that many were waiting"), connected
