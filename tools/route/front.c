@@ -187,6 +187,8 @@ static size_t fwd_data(struct call *c, const char *p, size_t n)
 
 	if (q->out.len - q->out_pos > OUT_HIGH)
 		return CURL_WRITEFUNC_PAUSE;
+	if (q->routed && n)
+		route_load_first(&q->F->rt, &q->d); /* the first token: its prefill is done */
 	if (q->out_pos > OUT_HIGH) { /* compact what the client has taken */
 		memmove(q->out.s, q->out.s + q->out_pos, q->out.len - q->out_pos);
 		q->out.len -= q->out_pos;
@@ -217,7 +219,7 @@ static void fwd_done(struct call *c, CURLcode rc)
 	uint64_t now = kvidx_now_ns();
 
 	if (q->routed)
-		F->rt.o->pods[q->d.cand].outstanding--;
+		route_load_end(&F->rt, &q->d);
 	if (!c->head_done) {
 		/* Nothing reached the client yet: try another pod, or say why not. */
 		if (q->routed && call_unreachable(c, rc)) {
@@ -427,7 +429,7 @@ static int route_and_forward(struct freq *q)
 		q->tried[q->d.cand / 64] |= 1ull << (q->d.cand % 64);
 		if (q->tries == 0)
 			F->t.n[q->d.kind]++;
-		o->pods[q->d.cand].outstanding++;
+		route_load_start(&F->rt, &q->d);
 		if (!o->quiet && o->json)
 			printf("{\"event\":\"route\",\"id\":\"%s\",\"corr\":\"0x%016" PRIx64
 			       "\",\"pod\":\"%s\",\"kind\":\"%s\",\"blocks\":%u,"
@@ -442,7 +444,7 @@ static int route_and_forward(struct freq *q)
 		q->state = F_FORWARD;
 		if (start_call(q, &o->pods[q->d.cand], ep_path(q->ep), body, len, "POST") == 0)
 			return 0;
-		o->pods[q->d.cand].outstanding--;
+		route_load_end(&F->rt, &q->d);
 		if (++q->tries >= o->tries) {
 			set_error(q, 502, "cannot start a request to a pod");
 			return -1;
@@ -777,7 +779,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		/* The client left first: so does the request to the pod. */
 		call_cancel(&F->cl, &q->call);
 		if (q->routed)
-			F->o->pods[q->d.cand].outstanding--;
+			route_load_end(&F->rt, &q->d);
 	}
 	call_destroy(&q->call);
 	json_decref(q->req);
