@@ -39,8 +39,8 @@ enum opt_id {
 	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
 	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
-	O_REMOTE_TIER, O_CLUSTER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER, O_DISC_ATTRS,
-	O_CONFIG_WATCH,
+	O_REMOTE_TIER, O_CLUSTER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER,
+	O_DISC_ATTRS, O_CONFIG_WATCH, O_READY_STREAMS,
 };
 
 struct opt {
@@ -97,6 +97,7 @@ static const struct opt opts[] = {
 	{ O_CLUSTER, "cluster-ca", OPT_SPECIAL },
 	{ O_CLUSTER, "cluster-clock-skew", OPT_SPECIAL },
 	{ O_CLUSTER, "cluster-queue", OPT_SPECIAL },
+	{ O_READY_STREAMS, "ready-streams", OPT_SPECIAL },
 	{ O_DISC_DNS, "discover-dns", OPT_STR },
 	{ O_DISC_PORTS, "discover-ports", OPT_SPECIAL },
 	{ O_DISC_INTERVAL, "discover-interval", OPT_DURATION },
@@ -780,6 +781,11 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 		return 0;
 	case O_CLUSTER:
 		return ing_cluster_config_set(&c->cluster, key, value, from_file, err, errlen);
+	case O_READY_STREAMS:
+		if (strcmp(value, "all") && strcmp(value, "any"))
+			return fail(err, errlen, "ready-streams: expected all or any, got '%s'", value);
+		c->ready_any = !strcmp(value, "any");
+		return 0;
 	case O_DISC_DNS:
 		return copy_str(key, value, c->disc.dns, sizeof(c->disc.dns), err, errlen);
 	case O_DISC_PORTS:
@@ -1119,9 +1125,10 @@ void ing_config_usage(FILE *f)
 "                         not cover the event path); none is a stale expiry (default auto:\n"
 "                         the larger of 10s and 5 x the largest TTL)\n"
 "  --stale-limit DURATION\n"
-"                         pause a pod's speculation when routes were sent to it and no event\n"
-"                         came for this long since the earliest of them (\"pipeline broken\",\n"
-"                         spec_paused=2; resumes at the next event). 0 disables (default 5s)\n"
+"                         \"routed but silent\": routes were sent to a pod and nothing (no\n"
+"                         batch, no heartbeat) came from it for this long since the earliest\n"
+"                         of them: routed_silent=1, its speculation paused (spec_paused=2)\n"
+"                         until it is heard again. 0 disables (default 5s)\n"
 "  --corr-map N           route commits remembered for outcome reports, oldest forgotten\n"
 "                         first (default 64Ki)\n"
 "  --late-map N           expired predictions remembered for --late-window, oldest counted\n"
@@ -1168,6 +1175,10 @@ void ing_config_usage(FILE *f)
 "                         With discovery also kvidx_discovery_resolutions_total,\n"
 "                         _resolution_failures_total, _pods_added_total, _pods_removed_total,\n"
 "                         kvidx_discovery_pods and kvidx_config_watch_reloads_total\n"
+"  --ready-streams all|any\n"
+"                         /readyz needs every connect-mode stream connected (all, the\n"
+"                         default) or at least one (any: a model server down or rolling\n"
+"                         does not make a router sidecar unready; none configured is ready)\n"
 "\n"
 "Cluster (docs/cluster.md): router hosts share their route commits over NATS\n"
 "  --cluster URL[,URL...] NATS servers (nats://HOST:PORT, tls://HOST:PORT); default: off.\n"
