@@ -390,6 +390,9 @@ static int set_options(struct ing_cluster *c)
 	    (s = natsOptions_SetServers(c->opts, list, n)) != NATS_OK ||
 	    (s = natsOptions_SetName(c->opts, "kvidx-ingestd")) != NATS_OK ||
 	    (s = natsOptions_SetNoEcho(c->opts, true)) != NATS_OK ||
+	    /* Our messages are batches already: write each at once (on the sender thread)
+	     * instead of waiting for libnats's flusher. */
+	    (s = natsOptions_SetSendAsap(c->opts, true)) != NATS_OK ||
 	    (s = natsOptions_SetMaxReconnect(c->opts, -1)) != NATS_OK ||
 	    (s = natsOptions_SetCustomReconnectDelay(c->opts, reconnect_delay, c)) != NATS_OK ||
 	    (s = natsOptions_SetReconnectBufSize(c->opts, 1 << 20)) != NATS_OK ||
