@@ -95,6 +95,7 @@ struct ing_cluster {
 	atomic_bool stop;
 	atomic_int connected;
 	atomic_bool sub_done; /* the subscription's delivery thread is finished */
+	atomic_bool closed;   /* libnats's last connection callback (closed) has run */
 	_Atomic uint64_t ctr[CL_NCTR];
 	/* Writer-private. */
 	uint8_t *obuf;
@@ -203,6 +204,15 @@ static void on_sub_complete(void *arg)
 	struct ing_cluster *c = arg;
 
 	atomic_store(&c->sub_done, true);
+}
+
+/* The connection's last callback: libnats calls no other after it (cluster_close waits). */
+static void on_closed(natsConnection *nc, void *arg)
+{
+	struct ing_cluster *c = arg;
+
+	(void)nc;
+	atomic_store(&c->closed, true);
 }
 
 static void on_connected(natsConnection *nc, void *arg)
@@ -400,6 +410,7 @@ static int set_options(struct ing_cluster *c)
 	    (s = natsOptions_SetRetryOnFailedConnect(c->opts, true, on_connected, c)) != NATS_OK ||
 	    (s = natsOptions_SetReconnectedCB(c->opts, on_reconnected, c)) != NATS_OK ||
 	    (s = natsOptions_SetDisconnectedCB(c->opts, on_disconnected, c)) != NATS_OK ||
+	    (s = natsOptions_SetClosedCB(c->opts, on_closed, c)) != NATS_OK ||
 	    (s = natsOptions_SetErrorHandler(c->opts, on_error, c)) != NATS_OK) {
 		ilog(ILOG_ERROR, "cluster: NATS options: %s", natsStatus_GetText(s));
 		return -1;
@@ -503,8 +514,13 @@ void cluster_close(struct ing_cluster *c)
 		natsSubscription_Destroy(c->sub);
 	}
 	if (c->nc) {
+		/* Close runs the disconnected and closed callbacks on libnats's callback thread,
+		 * after it returns: c must outlive them. Then the library's threads are joined. */
 		natsConnection_Close(c->nc);
+		for (int i = 0; i < 2000 && !atomic_load(&c->closed); i++)
+			nats_Sleep(1);
 		natsConnection_Destroy(c->nc);
+		nats_CloseAndWait(2000);
 	}
 	if (c->opts)
 		natsOptions_Destroy(c->opts);
