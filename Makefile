@@ -51,7 +51,7 @@ BUILD_PKGS := build-essential pkg-config libjemalloc-dev libmsgpack-dev libxxhas
               libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev
 DEB_PKGS   := $(BUILD_PKGS) libck-dev liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
               curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
-              prometheus libxml2-utils python3-yaml dnsmasq
+              prometheus libxml2-utils python3-yaml systemd dnsmasq
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
@@ -76,8 +76,11 @@ TOOL_ARCHIVES := $(PROTO_A) $(COMMON_A) $(LIBKVIDX)
 INGESTD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tools/ingestd/main.c,$(wildcard tools/ingestd/*.c)))
 FAKEPOD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/fakepod/*.c))
 ROUTE_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/route/*.c))
-TOOLS         := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/kvidx-*.c)) \
-                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-fakepod $(BUILD)/bin/kvidx-route
+# The tools `make install` installs; kvidx-fakepod, a test double (a simulated vLLM pod), is
+# built with them but never installed (it runs from $(BUILD)/bin in the tests and `make run`).
+INSTALL_TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/kvidx-*.c)) \
+                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-route
+TOOLS         := $(INSTALL_TOOLS) $(BUILD)/bin/kvidx-fakepod
 TEST_SRCS     := $(wildcard tests/test_*.c tests/util*.c)
 TEST_OBJS     := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 STRESS_SRCS   := $(wildcard tests/stress_*.c)
@@ -266,7 +269,8 @@ run: setup
 	$(Q)./tools/run.sh $(BUILD)/bin
 
 # Installs the public header(s), both libraries (the shared one with its soname and
-# development symlinks), kvidx.pc (for this PREFIX/LIBDIR) and the tools, under DESTDIR.
+# development symlinks), kvidx.pc (for this PREFIX/LIBDIR) and the tools but kvidx-fakepod,
+# under DESTDIR. After an install into /usr/local, run `sudo ldconfig` (README).
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
 	  $(DESTDIR)$(PKGCONFIGDIR)
@@ -277,7 +281,7 @@ install: all
 	install -m 644 $(PUBLIC_HDRS) $(DESTDIR)$(INCLUDEDIR)/
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(KVIDX_VERSION)|' lib/kvidx.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/kvidx.pc
-	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(INSTALL_TOOLS) $(DESTDIR)$(BINDIR)/
 
 clean:
 	rm -rf build build-*

@@ -119,6 +119,7 @@ static void setup(struct fp *fp)
 static void teardown(struct fp *fp)
 {
 	http_stop(fp);
+	engine_free(fp);
 	while (fp->nheap) {
 		struct action a = heap_pop(fp);
 
@@ -140,6 +141,11 @@ static void teardown(struct fp *fp)
 	free(fp->pending.rank);
 	free(fp->tmp.v);
 	free(fp->tmp.rank);
+	free(fp->side.v);
+	free(fp->side.rank);
+	for (size_t i = 0; i < fp->nside; i++)
+		free(fp->side_acts[i].data);
+	free(fp->side_acts);
 	free(fp->evict);
 	free(fp->evict_fl);
 	script_free(fp);

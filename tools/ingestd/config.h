@@ -48,6 +48,11 @@ struct ing_discover_config {
 	uint16_t port_http;        /* the serving port: pods are named IP:HTTP */
 	uint32_t interval_ms;      /* re-resolution period (default 5000) */
 	uint32_t watch_ms;         /* --config-watch: stat() the config file this often, 0 = off */
+	/* --discover-pod-attrs: model=, topic=, dp-ranks= of every discovered pod */
+	char model[ING_MODEL_MAX];
+	char topic[ING_TOPIC_MAX];
+	bool topic_set;
+	unsigned dp_ranks;
 };
 
 enum ing_ttl_policy {
@@ -93,7 +98,7 @@ struct ing_config {
 	char config_path[4096];        /* "" = no config file */
 	struct ing_spec_config spec;
 	struct ing_discover_config disc;
-	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else loopback ADDR:PORT */
+	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else HOST:PORT */
 	enum ilog_level log_level;
 	bool help;
 	struct ing_pod_spec *pods;
@@ -136,9 +141,16 @@ int ing_parse_duration(const char *key, const char *v, uint64_t max_ms, uint32_t
 		       char *err, size_t errlen);
 
 /*
- * Checks a --metrics value: HOST:PORT with HOST 127.0.0.0/8, localhost, or [::1] (the
- * endpoint has no authentication, so it is never exposed beyond the host). 0 or -EINVAL.
+ * Parses a --metrics-listen value (--metrics is its older name): PORT alone (loopback,
+ * 127.0.0.1:PORT), or HOST:PORT with HOST an IPv4 address, localhost, 0.0.0.0 or * (every
+ * address), or [IPV6]; PORT 1-65535; no host names (no DNS at start-up). The endpoint has no
+ * authentication: a non-loopback address is the operator's explicit choice (a pod IP that
+ * Prometheus scrapes). Writes the normalized HOST:PORT to out (if not NULL; cap bytes).
+ * 0 or -EINVAL with a message in err.
  */
+int ing_metrics_addr_parse(const char *v, char *out, size_t cap, char *err, size_t errlen);
+
+/* ing_metrics_addr_parse() without the output. */
 int ing_metrics_addr_check(const char *v, char *err, size_t errlen);
 
 /* Prints the --help text. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics.h" /* metrics_set_ready() */
 
 #define NS_PER_MS 1000000ull
 
@@ -332,6 +333,39 @@ static void maybe_publish(struct ingestd *d)
 	ilog(ILOG_INFO, "replay at start done: generation published, readers switch to it");
 }
 
+#define READY_EVERY_NS 100000000ull /* readiness refreshed every 100 ms */
+
+/*
+ * Tells /readyz (metrics.c) whether this writer is ready: its generation is published (with
+ * --replay-on-start, the start-up replays are over) and every connect-mode stream's SUB is
+ * connected. Bind-mode pods connect to us, so there is nothing to wait for; a gap replay on a
+ * connected stream does not make the writer unready (it is short and bounded).
+ */
+static void report_ready(struct ingestd *d, uint64_t now)
+{
+	const struct ing_pod *first = NULL;
+	size_t down = 0, streams = 0;
+	char why[160];
+
+	if (d->ready_ns && now - d->ready_ns < READY_EVERY_NS)
+		return;
+	d->ready_ns = now;
+	for (size_t i = 0; i < d->sh.npods; i++) {
+		const struct ing_pod *p = d->sh.pods[i];
+		if (p->bind_mode)
+			continue;
+		streams++;
+		if (!p->connected && !down++)
+			first = p;
+	}
+	if (!d->published)
+		snprintf(why, sizeof(why), "replay at start in progress, generation not published");
+	else if (down)
+		snprintf(why, sizeof(why), "%zu of %zu streams not connected (first: %.100s)", down,
+			 streams, first->ep);
+	metrics_set_ready(d->published && !down, why);
+}
+
 /* Drains route commits; true if the budget ran out (more may be waiting). */
 static bool drain(struct ingestd *d)
 {
@@ -415,6 +449,7 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 			ing_pod_housekeeping(&d->sh, d->sh.pods[i], now);
 		spec_tick(&d->spec, now);
 		maybe_publish(d);
+		report_ready(d, now);
 		spec_yield(&d->spec);
 	}
 	pthread_mutex_unlock(&d->lock);

@@ -1,6 +1,6 @@
 /*
  * main.c — kvidx-ingestd, the one writer of a kvidx index: parses the configuration, installs
- * the signal handlers, opens the index, starts the --metrics endpoint if asked (metrics.c),
+ * the signal handlers, opens the index, starts the --metrics-listen endpoint if asked (metrics.c),
  * prints the start-up summary and runs the event loop (tools/ingestd/ingest.c) until SIGTERM
  * or SIGINT. Everything testable lives in the other files of tools/ingestd/; this one only
  * wires them together.
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 			ing_config_free(&cfg);
 			return 1;
 		}
-		ilog(ILOG_INFO, "metrics: http://%s/metrics", cfg.metrics);
+		ilog(ILOG_INFO, "metrics: http://%s/metrics (probes /healthz, /readyz)", cfg.metrics);
 	}
 	ingestd_summary(&d);
 	rc = ingestd_run(&d, &stop_flag, &hup_flag);

@@ -1,6 +1,7 @@
 /*
- * metrics.c — kvidx-ingestd's --metrics endpoint: GET /metrics on a loopback address,
- * rendering with prom_render() (tools/common/prom.c), served by GNU libmicrohttpd; see
+ * metrics.c — kvidx-ingestd's --metrics-listen endpoint: GET /metrics, rendering with
+ * prom_render() (tools/common/prom.c), and the probes /healthz and /readyz (readiness as the
+ * event loop last reported it, metrics_set_ready()), served by GNU libmicrohttpd; see
  * metrics.h for the contract.
  *
  * libmicrohttpd, not a parser of our own: it is Debian's well-kept embeddable HTTP server
@@ -17,21 +18,24 @@
  *     handler call of that daemon runs on that thread, which alone owns its struct msrv
  *     (index name, reader handle, log limiter) from MHD_start_daemon() on. Reader handles
  *     are single-threaded, so the thread opens its own and shares it with no one.
- *  2. It shares nothing else with its caller: rendering reads the segments like every reader
- *     (prom.c), and ilog() writes each line with one write(2).
+ *  2. It shares one thing with the event loop: the readiness state (ready_mu guards ready
+ *     and ready_why; the loop writes it, /readyz copies it, each holding the lock for a copy
+ *     of a short string). Rendering reads the segments like every reader (prom.c), and
+ *     ilog() writes each line with one write(2).
  *  3. Progress: rendering never waits for the writer; the thread blocks only in epoll.
  */
 #include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "config.h" /* ing_metrics_addr_check() */
+#include "config.h" /* ing_metrics_addr_parse() */
 #include "listen.h"
 #include "log.h"
 #include "metrics.h"
@@ -42,6 +46,21 @@
 #define CONN_MEM (16 << 10) /* request head and buffers per connection, bytes */
 #define CONN_TIMEOUT_S 5    /* idle seconds before a connection is closed */
 #define BACKLOG 256         /* listen() backlog beyond CONN_LIMIT */
+
+#define READY_WHY_MAX 192
+
+/* Readiness, written by the event loop (metrics_set_ready), read by /readyz. */
+static pthread_mutex_t ready_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool ready;
+static char ready_why[READY_WHY_MAX] = "starting";
+
+void metrics_set_ready(bool is_ready, const char *why)
+{
+	pthread_mutex_lock(&ready_mu);
+	ready = is_ready;
+	snprintf(ready_why, sizeof(ready_why), "%s", is_ready || !why ? "" : why);
+	pthread_mutex_unlock(&ready_mu);
+}
 
 struct msrv {
 	char name[KVIDX_NAME_MAX];
@@ -97,6 +116,19 @@ static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned status, c
 	return rc;
 }
 
+/* /readyz: 200 "ready", or 503 "not ready: REASON" from the event loop's last report. */
+static enum MHD_Result respond_ready(struct MHD_Connection *c)
+{
+	char msg[READY_WHY_MAX + 16];
+	bool ok;
+
+	pthread_mutex_lock(&ready_mu);
+	ok = ready;
+	snprintf(msg, sizeof(msg), ok ? "ready\n" : "not ready: %s\n", ready_why);
+	pthread_mutex_unlock(&ready_mu);
+	return respond_text(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, msg, NULL);
+}
+
 /* The exposition into a malloc'd buffer, opening the reader if needed. 0 or -errno. */
 static int render_body(struct msrv *s, char **body, size_t *len)
 {
@@ -142,10 +174,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	(void)upload;
 	*upload_len = 0; /* a request body, if any, is ignored */
 	*req = s;
-	if (strcmp(url, "/metrics") != 0)
-		return respond_text(c, MHD_HTTP_NOT_FOUND, "not found: try /metrics\n", NULL);
+	if (strcmp(url, "/metrics") != 0 && strcmp(url, "/healthz") != 0 &&
+	    strcmp(url, "/readyz") != 0)
+		return respond_text(c, MHD_HTTP_NOT_FOUND,
+				    "not found: try /metrics, /healthz or /readyz\n", NULL);
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
 		return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "use GET\n", "GET, HEAD");
+	if (!strcmp(url, "/healthz")) /* answered by the process: it is alive */
+		return respond_text(c, MHD_HTTP_OK, "ok\n", NULL);
+	if (!strcmp(url, "/readyz"))
+		return respond_ready(c);
 	rc = render_body(s, &body, &len);
 	if (rc < 0) {
 		ilog_limited(&s->lim, ILOG_WARN, "metrics: index '%s' cannot be read: %s", s->name,
@@ -179,17 +217,17 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 int metrics_http_start(const char *addr, const char *index_name)
 {
-	char err[256];
+	char err[256], hostport[256];
 	sigset_t all, old;
 	int fd;
 
 	if (!index_name)
 		index_name = KVIDX_DEFAULT_NAME;
-	/* The address --metrics accepts (loopback, port not 0), bound as the other servers'. */
+	/* The address --metrics-listen accepts (port not 0), bound as the other servers'. */
 	if (!addr || kv_name_check(index_name) < 0 ||
-	    ing_metrics_addr_check(addr, err, sizeof(err)) < 0)
+	    ing_metrics_addr_parse(addr, hostport, sizeof(hostport), err, sizeof(err)) < 0)
 		return -EINVAL;
-	fd = tc_listen_tcp(addr, false, BACKLOG, NULL, err, sizeof(err));
+	fd = tc_listen_tcp(hostport, false, BACKLOG, NULL, err, sizeof(err));
 	if (fd < 0)
 		return fd;
 	struct msrv *s = calloc(1, sizeof(*s));
@@ -205,7 +243,7 @@ int metrics_http_start(const char *addr, const char *index_name)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	struct MHD_Daemon *d = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-			(addr[0] == '[' ? MHD_USE_IPv6 : 0),
+			(hostport[0] == '[' ? MHD_USE_IPv6 : 0),
 		0, NULL, NULL, handle, s,
 		MHD_OPTION_LISTEN_SOCKET, fd,
 		MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
