@@ -839,6 +839,24 @@ Test(spec, probes_follow_the_streams)
 	zmq_close(x);
 }
 
+/* --ready-streams any: one stream up is enough; a model server down leaves the writer ready. */
+Test(spec, ready_with_any_stream)
+{
+	static char buf[1 << 16];
+	char addr[64], dead[128];
+	int port = tu_free_port();
+
+	pub_open(POD_A);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	snprintf(dead, sizeof(dead), "tcp://127.0.0.1:%d,name=gone-pod", tu_free_port());
+	START("--metrics-listen", addr, "--pod", dead, "--ready-streams", "any");
+	ready_pod(POD_A);
+	TU_EVENTUALLY(http_get_path(port, "/readyz", buf, sizeof(buf)) > 0 &&
+			      strstr(buf, " 200 ") && strstr(buf, "\r\n\r\nready\n"),
+		      "/readyz with one of two streams up, ready-streams any: %.300s; log: %s", buf,
+		      tu_ing.log);
+}
+
 Test(spec, flags_help_and_refusals)
 {
 	const char *bin = tu_tool_path("kvidx-ingestd");
@@ -860,6 +878,9 @@ Test(spec, flags_help_and_refusals)
 		 "tcp://127.0.0.1:1 2>/dev/null", bin);
 	st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "a host name must exit 2, got %#x", st);
+	snprintf(cmd, sizeof(cmd), "'%s' --ready-streams some --pod tcp://127.0.0.1:1 2>&1 | "
+		 "grep -q 'ready-streams: expected all or any'", bin);
+	cr_assert_eq(system(cmd), 0, "a bad --ready-streams must be refused, naming why");
 	snprintf(cmd, sizeof(cmd), "'%s' --ttl 2 --pod tcp://127.0.0.1:1 2>/dev/null", bin);
 	st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "a duration without unit must exit 2");

@@ -175,6 +175,13 @@ void cache_clear_rank(struct cache *c, uint32_t r)
 	cache_reset_rank(c, r);
 }
 
+void cache_forget(struct cache *c, uint32_t r)
+{
+	for (uint32_t k = 0; k < c->cap; k++)
+		if (c->nodes[r * c->cap + k].cached)
+			cache_uncache(c, r * c->cap + k);
+}
+
 void blk_ref(struct cache *c, uint32_t i)
 {
 	if (c->nodes[i].ref++ == 0)

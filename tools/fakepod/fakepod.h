@@ -367,6 +367,8 @@ uint32_t rank_of(const struct fp *fp, uint64_t h0);
  */
 size_t cache_match(struct cache *c, const uint64_t *h, size_t n);
 
+/* Uncaches every block of rank r (an AllBlocksCleared): held blocks stay held. */
+void cache_forget(struct cache *c, uint32_t r);
 /* The block caching hash h, or BLK_NONE. */
 uint32_t cache_lookup(const struct cache *c, uint64_t h);
 /* Holds block i (out of the free queue while held) / releases it (to the free queue's

@@ -13,7 +13,7 @@
  *   POST /tokenize             {"prompt": ...} or {"messages": [...],
  *                              "add_generation_prompt": bool}: {"count", "max_model_len",
  *                              "tokens", "token_strs"}
- *   GET  /v1/models, GET /health
+ *   GET  /v1/models, GET /health, GET /metrics (the pod model's vLLM metrics, engine.c)
  *
  * The stand-in tokenizer (deterministic, so that routers computing keys from /tokenize agree
  * with the pod): one token per byte of the UTF-8 text, its value (0..255); no special
@@ -22,12 +22,15 @@
  * add_generation_prompt, default true), "<|assistant|>\n" at the end; content is a string
  * or a list of {"type": "text", "text": ...} parts.
  *
- * Answers: after the prefill time the whole answer is ready: max_tokens (default 16) output
- * tokens " t0", " t1", ...; usage with prompt_tokens_details.cached_tokens, the pod's prefix
- * cache hit at arrival. Streaming answers are server-sent events, one "data:" event per
- * chunk, the first at the end of prefill; the usage chunk (choices []) when
- * stream_options.include_usage; then "data: [DONE]". Errors are OpenAI-style JSON
- * ({"error": {"message", "type", "param", "code"}}): 400 bad request, 404 unknown model or
+ * Answers: once the last token is generated (--prefill-ms: after the prefill time) the
+ * whole answer is ready: max_tokens (default 16) output tokens " t0", " t1", ...; usage with
+ * prompt_tokens_details.cached_tokens, the pod's prefix cache hit at admission (at arrival
+ * with --prefill-ms); headers X-Fakepod-Ttft-Seconds, -Queue-Seconds, -E2e-Seconds, the
+ * model's times. Streaming answers are server-sent events, one "data:" event per chunk, all
+ * sent then; the usage chunk (choices []) when stream_options.include_usage; then
+ * "data: [DONE]". Errors are OpenAI-style JSON
+ * ({"error": {"message", "type", "param", "code"}}): 400 bad request (or larger than the KV
+ * cache), 404 unknown model or
  * path, 405, 413, 500 failed prefill (or a restart), 503 too much in flight. A cancelled
  * request (--cancel-rate, or the "cancel" fault) is answered by closing the connection.
  * X-Request-Id is echoed (one is made up if absent) and names the completion ("cmpl-ID").

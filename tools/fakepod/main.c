@@ -17,9 +17,11 @@
  *   - a script (script.c): one command per line, for tests that need exact events, sequence
  *     gaps, restarts, delayed delivery and malformed payloads;
  *   - an HTTP server (http.c, serve.c) speaking vLLM's OpenAI-compatible API: routers send
- *     prompts; the pod answers with usage.prompt_tokens_details.cached_tokens after a
- *     simulated prefill and publishes the new blocks after a simulated route-to-event
- *     delay, with injectable failures, cancellations and lost events.
+ *     prompts; the pod model (engine.c: vLLM V1's scheduler and block pool, on a model clock
+ *     --time-scale times as fast as real time) schedules them, publishes what its cache
+ *     stores and evicts, and answers with usage.prompt_tokens_details.cached_tokens and its
+ *     model times; or, with --prefill-ms, after a constant delay; with injectable failures,
+ *     cancellations and lost events.
  *
  * Block hashes are the engine's, not kvidx request keys, as with a real vLLM (hash.c).
  *

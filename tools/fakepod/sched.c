@@ -1,6 +1,7 @@
 /*
  * sched.c — the fake pod's action queue: publications, script sequence changes (gap, lose,
- * restart) and served requests' completions, run in (due time, creation order) order, so that
+ * restart), served requests' completions (--prefill-ms) and the pod model's step ends
+ * (engine.c), run in (due time, creation order) order, so that
  * delays of any size keep a defined order. Sequence numbers (each rank's own) are assigned
  * when a batch is actually published. Also the simulated pod (or rank) restart, which empties
  * the queue of the old process.

@@ -40,7 +40,7 @@ enum opt_id {
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
 	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
 	O_REMOTE_TIER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER, O_DISC_ATTRS,
-	O_CONFIG_WATCH,
+	O_CONFIG_WATCH, O_READY_STREAMS,
 };
 
 struct opt {
@@ -89,6 +89,7 @@ static const struct opt opts[] = {
 	{ O_METRICS, "metrics", OPT_STR }, /* its first name, kept for existing configs */
 	{ O_TOPIC_FILTER, "topic-filter", OPT_STR },
 	{ O_REMOTE_TIER, "remote-tier", OPT_SPECIAL },
+	{ O_READY_STREAMS, "ready-streams", OPT_SPECIAL },
 	{ O_DISC_DNS, "discover-dns", OPT_STR },
 	{ O_DISC_PORTS, "discover-ports", OPT_SPECIAL },
 	{ O_DISC_INTERVAL, "discover-interval", OPT_DURATION },
@@ -769,6 +770,11 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 				    "remote-tier: expected none, gpu, cpu, disk or other, got '%s'",
 				    value);
 		return 0;
+	case O_READY_STREAMS:
+		if (strcmp(value, "all") && strcmp(value, "any"))
+			return fail(err, errlen, "ready-streams: expected all or any, got '%s'", value);
+		c->ready_any = !strcmp(value, "any");
+		return 0;
 	case O_DISC_DNS:
 		return copy_str(key, value, c->disc.dns, sizeof(c->disc.dns), err, errlen);
 	case O_DISC_PORTS:
@@ -1157,6 +1163,10 @@ void ing_config_usage(FILE *f)
 "                         With discovery also kvidx_discovery_resolutions_total,\n"
 "                         _resolution_failures_total, _pods_added_total, _pods_removed_total,\n"
 "                         kvidx_discovery_pods and kvidx_config_watch_reloads_total\n"
+"  --ready-streams all|any\n"
+"                         /readyz needs every connect-mode stream connected (all, the\n"
+"                         default) or at least one (any: a model server down or rolling\n"
+"                         does not make a router sidecar unready; none configured is ready)\n"
 "\n"
 "Other:\n"
 "  --config FILE          read settings from FILE first; flags given here override them\n"

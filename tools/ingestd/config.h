@@ -95,6 +95,7 @@ struct ing_config {
 	char bind[ING_ENDPOINT_MAX];   /* "" = no bind-mode socket */
 	char topic_filter[ING_TOPIC_MAX]; /* SUB prefix of pods without topic= (default "") */
 	unsigned remote_tier;          /* locality REMOTE blocks: 0 skipped, else this tier */
+	bool ready_any;                /* --ready-streams any: /readyz with one stream up */
 	char config_path[4096];        /* "" = no config file */
 	struct ing_spec_config spec;
 	struct ing_discover_config disc;

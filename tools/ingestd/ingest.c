@@ -338,7 +338,7 @@ static void maybe_publish(struct ingestd *d)
 /*
  * Tells /readyz (metrics.c) whether this writer is ready: its generation is published (with
  * --replay-on-start, the start-up replays are over) and every connect-mode stream's SUB is
- * connected. Bind-mode pods connect to us, so there is nothing to wait for; a gap replay on a
+ * connected (--ready-streams any: at least one, if there are any). Bind-mode pods connect to us, so there is nothing to wait for; a gap replay on a
  * connected stream does not make the writer unready (it is short and bounded).
  */
 static void report_ready(struct ingestd *d, uint64_t now)
@@ -358,12 +358,13 @@ static void report_ready(struct ingestd *d, uint64_t now)
 		if (!p->connected && !down++)
 			first = p;
 	}
+	bool streams_ok = d->cfg->ready_any ? down < streams || !streams : !down;
 	if (!d->published)
 		snprintf(why, sizeof(why), "replay at start in progress, generation not published");
-	else if (down)
+	else if (!streams_ok)
 		snprintf(why, sizeof(why), "%zu of %zu streams not connected (first: %.100s)", down,
 			 streams, first->ep);
-	metrics_set_ready(d->published && !down, why);
+	metrics_set_ready(d->published && streams_ok, why);
 }
 
 /* Drains route commits; true if the budget ran out (more may be waiting). */
