@@ -300,7 +300,9 @@ enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
 	X(routes_late_confirmations) X(routes_stale_expiries) X(routes_dropped_clear)        \
 	X(routes_dropped_removed) X(routes_dropped_evicted) X(routes_untracked)              \
 	/* speculative records dropped before they expired, by cause (layout 4) */           \
-	X(dropped_clear) X(dropped_removed) X(dropped_evicted)
+	X(dropped_clear) X(dropped_removed) X(dropped_evicted)                             \
+	/* liveness (heartbeats, routed but silent; layout 6, compatible) */                \
+	X(heartbeats) X(routed_silent)
 enum kv_pod_ctr {
 #define KV_POD_CTR_ENUM(n) KV_PC_##n,
 	KV_POD_CTRS(KV_POD_CTR_ENUM)

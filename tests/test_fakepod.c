@@ -240,6 +240,8 @@ static void send_msg(void *s, int n, const void *const *d, const size_t *l)
 struct got {
 	char topic[600];
 	uint64_t seq;
+	struct kvw_seqf sf;    /* the sequence frame: 8 bytes, or 24 with a publisher id */
+	size_t seqlen;
 	unsigned char *payload;
 	size_t len;
 	struct kvw_batch b;
@@ -260,7 +262,9 @@ static bool recv_batch(void *sub, struct got *g)
 	cr_assert_eq(m.n, 3, "PUB message of %d frames", m.n);
 	cr_assert(m.len[0] < sizeof g->topic);
 	memcpy(g->topic, m.data[0], m.len[0] + 1);
-	cr_assert(kvw_seq_get(m.data[1], m.len[1], &g->seq), "seq frame of %zu bytes", m.len[1]);
+	cr_assert(kvw_seq_frame(m.data[1], m.len[1], &g->sf), "seq frame of %zu bytes", m.len[1]);
+	g->seq = g->sf.seq;
+	g->seqlen = m.len[1];
 	g->payload = m.data[2];
 	g->len = m.len[2];
 	m.data[2] = NULL;
@@ -523,6 +527,46 @@ Test(fakepod, gap_restart_and_sigusr1_reset_seq)
 	cr_assert_eq(kill(child.pid, SIGTERM), 0);
 	cr_assert_eq(tu_child_wait(&child, 3000), 0);
 	cr_assert(strstr(child_stderr(), "batches=5 "), "summary missing");
+	got_free(&g);
+}
+
+/* --publisher-id: 24-byte sequence frames, HEX + 1 after a restart; --heartbeat: an idle
+ * rank publishes empty batches, numbered like the others. */
+Test(fakepod, publisher_id_restart_and_heartbeats)
+{
+	static const uint8_t id0[16] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+	uint8_t id1[16];
+	struct got g = { 0 };
+	void *sub;
+
+	spawn("--script", "-", "--pub", tu_endpoint(0), "--wait-subscribers", "1",
+	      "--linger-ms", "0", "--publisher-id", "000102030405060708090a0b0c0d0e0f",
+	      "--heartbeat", "100ms", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
+	say("store - %s", token_list(1, 16));
+	expect_batch(sub, &g, 0);
+	cr_assert_eq(g.seqlen, 24);
+	cr_assert(g.sf.has_id);
+	cr_assert_arr_eq(g.sf.id, id0, 16);
+	cr_assert_eq(g.b.nevents, 1);
+	/* Idle: a heartbeat. */
+	expect_batch(sub, &g, 1);
+	cr_assert_eq(g.b.nevents, 0, "heartbeat with %zu events", g.b.nevents);
+	cr_assert_arr_eq(g.sf.id, id0, 16);
+	/* A restart: a new process, numbering from 0 under the next id. */
+	say("restart");
+	say("store - %s", token_list(1, 16));
+	do
+		cr_assert(recv_batch(sub, &g), "no batch after the restart; stderr: %s",
+			  child_stderr());
+	while (!g.b.nevents);
+	memcpy(id1, id0, 16);
+	id1[15] = 16;
+	cr_assert_eq(g.seq, 0);
+	cr_assert_eq(g.seqlen, 24);
+	cr_assert_arr_eq(g.sf.id, id1, 16);
+	cr_assert_eq(kill(child.pid, SIGTERM), 0);
+	cr_assert_eq(tu_child_wait(&child, 3000), 0);
 	got_free(&g);
 }
 

@@ -263,6 +263,8 @@ Test(metrics, help_type_and_values)
 	tu_set_pod_ctr(w, a, KV_PC_stale_expiries, 4);
 	tu_set_pod_ctr(w, a, KV_PC_ttl_ms, 2000);
 	tu_set_pod_ctr(w, a, KV_PC_spec_paused, 2);
+	tu_set_pod_ctr(w, a, KV_PC_routed_silent, 1);
+	tu_set_pod_ctr(w, a, KV_PC_restarts, 3);
 	tu_set_pod_ctr(w, a, KV_PC_events_per_s, 350);
 	tu_set_pod_ctr(w, a, KV_PC_last_event_ns, kvidx_now_ns() - 3000000000ull); /* 3 s ago */
 	kvidx_writer_tick(w, kvidx_now_ns());
@@ -270,10 +272,16 @@ Test(metrics, help_type_and_values)
 	char *t = render();
 	assert_exposition(t);
 	/* Every per-pod counter of the layout is exported, under its name or as an age. */
+	static const char *totals[] = { "restarts", "heartbeats" }; /* named counter_total */
 	for (size_t i = 0; i < sizeof(pod_ctr_names) / sizeof(pod_ctr_names[0]); i++) {
 		const char *n = pod_ctr_names[i];
 		size_t l = strlen(n);
-		if (l > 3 && !strcmp(n + l - 3, "_ns"))
+		bool total = false;
+		for (size_t j = 0; j < sizeof(totals) / sizeof(totals[0]); j++)
+			total |= !strcmp(n, totals[j]);
+		if (total)
+			snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s_total counter\n", n);
+		else if (l > 3 && !strcmp(n + l - 3, "_ns"))
 			snprintf(want, sizeof(want), "# TYPE kvidx_pod_seconds_since_%.*s gauge\n",
 				 (int)(l - 3), n);
 		else
@@ -281,7 +289,7 @@ Test(metrics, help_type_and_values)
 		tu_assert_has(t, want);
 	}
 	static const char *gauges[] = { "ttl_ms", "spec_paused", "events_per_s", "queue_depth",
-					"connected", "last_seq" };
+					"connected", "last_seq", "routed_silent" };
 	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
 		snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s gauge\n", gauges[i]);
 		tu_assert_has(t, want);
@@ -297,6 +305,9 @@ Test(metrics, help_type_and_values)
 	}
 	tu_assert_has(t, "# HELP kvidx_pod_speculations Speculative entries");
 	tu_assert_lacks(t, "kvidx_pod_last_event_ns");
+	tu_assert_lacks(t, "# TYPE kvidx_pod_restarts counter");
+	tu_assert_has(t, "kvidx_pod_routed_silent{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1\n");
+	tu_assert_has(t, "kvidx_pod_restarts_total{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 3\n");
 	tu_assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1000\n");
 	tu_assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.2:8000\",model=\"\"} 0\n");
 	tu_assert_has(t, "kvidx_pod_ttl_ms{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 2000\n");

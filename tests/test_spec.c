@@ -714,6 +714,54 @@ Test(spec, pipeline_broken_pauses_speculation_until_events_flow)
 		      (unsigned long long)tu_ctr(a, KV_PC_spec_paused), tu_ing.log);
 }
 
+/*
+ * Routed but silent: routes went to the pod and nothing (no batch, no heartbeat) came from it
+ * for --stale-limit. Heartbeats between the routes keep it quiet; silence raises
+ * routed_silent (shm counter and metric) and stops speculation on it; a heartbeat ends it.
+ */
+Test(spec, routed_but_silent_pod_raises_the_metric)
+{
+	struct tu_pub *p = pub_open(POD_A);
+	uint64_t k[1] = { 0x5117e00 };
+
+	START("--ttl", "5s", "--stale-limit", "300ms");
+	int a = ready_pod(POD_A);
+	for (int i = 0; i < 6; i++) {
+		k[0] = 0x5117e00 + (uint64_t)i;
+		commit(10 + (uint64_t)i, a, -1, k, 1, 0, 0);
+		tu_pump(100);
+		tu_pub_events(p, NULL, 0);
+	}
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_heartbeats) == 6, "heartbeats not all seen; log: %s",
+		      tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_routed_silent), 0, "a heartbeating pod read as silent");
+	cr_assert_eq(tu_ctr(a, KV_PC_spec_paused), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_speculations), 6);
+
+	uint64_t t0 = kvidx_now_ns();
+	k[0] = 0x5117e10;
+	commit(20, a, -1, k, 1, 0, 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routed_silent) == 1 && tu_ctr(a, KV_PC_spec_paused) == 2 &&
+			      tu_pod_paused(tu_ing.rd, a),
+		      "a routed, silent pod was not flagged; log: %s", tu_ing.log);
+	cr_assert(kvidx_now_ns() - t0 >= 300 * MS, "flagged before --stale-limit");
+	cr_assert_eq(seen(k[0], a), TU_ABSENT, "a silent pod's prediction still trusted");
+	struct tu_run r = tu_run_tool("kvidx-dump", "--name %s --prometheus", tu_ing.name);
+	cr_assert_eq(tu_number_after(r.out, "\nkvidx_pod_routed_silent{pod=\"" POD_A
+					    "\",model=\"" MODEL "\"} "), 1);
+	cr_assert_eq(tu_number_after(r.out, "\nkvidx_pod_heartbeats_total{pod=\"" POD_A
+					    "\",model=\"" MODEL "\"} "), 6);
+	tu_assert_has(r.out, "# TYPE kvidx_pod_heartbeats_total counter");
+	free(r.out);
+	r = tu_run_tool("kvidx-top", "--name %s --once", tu_ing.name);
+	tu_assert_has(r.out, "ROUTED BUT SILENT");
+	free(r.out);
+
+	tu_pub_events(p, NULL, 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routed_silent) == 0 && tu_ctr(a, KV_PC_spec_paused) == 0,
+		      "a heartbeat did not end the silence; log: %s", tu_ing.log);
+}
+
 /* ---- outcomes ------------------------------------------------------------------------------------------ */
 
 Test(spec, outcomes_price_false_warm_routes)

@@ -68,6 +68,9 @@ struct opts {
 	int64_t rank;
 	uint64_t keep;
 	bool old_framing;
+	bool pub_id_set, pub_id_random; /* --publisher-id: 24-byte sequence frames */
+	uint8_t pub_id[16];
+	uint64_t heartbeat_ms;          /* --heartbeat: empty batches when idle (0: none) */
 	uint64_t wait_subs, linger_ms;
 	double duration;
 	bool workload;
@@ -266,6 +269,10 @@ struct kept {
 struct rank {
 	void *pub, *replay;
 	uint64_t seq, lose_left;
+	uint8_t id[16];           /* --publisher-id of this rank's current process */
+	uint64_t id_gen;          /* restarts seen by the id (a new id after each) */
+	bool published;           /* a batch went out since the start */
+	uint64_t last_pub_ns;     /* last batch or heartbeat (--heartbeat) */
 	struct kept *ring; /* o.keep slots */
 	size_t ring_head, ring_n;
 };
@@ -278,6 +285,13 @@ void publish(struct fp *fp, struct action *a);
 
 /* Forgets every batch rank r kept for replay. */
 void ring_clear(struct fp *fp, uint32_t r);
+
+/*
+ * --heartbeat: publishes an empty batch (numbered and kept like any other) on each rank that
+ * sent nothing for the interval, as vLLM #57789's idle publishers do. Returns when the next
+ * one is due (UINT64_MAX: none configured).
+ */
+uint64_t pub_heartbeats(struct fp *fp, uint64_t now);
 
 /* Answers the replay requests waiting on rank r's ROUTER. */
 void handle_replay(struct fp *fp, uint32_t r);

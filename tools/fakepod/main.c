@@ -227,6 +227,11 @@ static void run(struct fp *fp)
 				return;
 			if (fp->nheap)
 				next = fp->heap[0].due;
+			if (!fp->stopping && !fp->lingering) {
+				uint64_t hb = pub_heartbeats(fp, now);
+				if (hb < next)
+					next = hb;
+			}
 			if (fp->lingering && fp->linger_until < next)
 				next = fp->linger_until;
 			if (!fp->stopping) {

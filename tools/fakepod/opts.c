@@ -37,6 +37,13 @@ static void usage(FILE *f)
 "                         [\"\", topic, seq8, payload], then [\"\", topic, ff*8, \"\"]\n"
 "  --old-replay-framing   replay without the topic frame: [\"\", seq8, payload]\n"
 "  --keep N               batches kept for replay (default 10000; 0 keeps none)\n"
+"  --publisher-id HEX|random\n"
+"                         24-byte sequence frames, as vLLM #57789: the 8-byte number, then\n"
+"                         a 16-byte publisher id (32 hex digits; random: a random one per\n"
+"                         process). A restart is a new process with a new id: random draws\n"
+"                         again, HEX adds the restart count to its last 8 bytes\n"
+"  --heartbeat D          publish an empty batch on a rank idle for D (a duration: 1s);\n"
+"                         0 for none (default 1s with --publisher-id, else 0)\n"
 "  --pod NAME             pod in the topic (default: HOST:PORT of --http, else of --pub;\n"
 "                         a * or 0.0.0.0 host becomes 127.0.0.1)\n"
 "  --model M              model in the topic (default fake-model)\n"
@@ -249,6 +256,31 @@ static bool derive_pod(const char *ep, char *out, size_t outlen)
 
 static void check_shapes(const struct opts *o);
 
+/* --publisher-id: 32 hex digits, or "random". */
+static void parse_pub_id(struct opts *o, const char *arg)
+{
+	o->pub_id_set = true;
+	o->pub_id_random = !strcmp(arg, "random");
+	if (o->pub_id_random)
+		return;
+	for (int i = 0; i < 32; i++) {
+		char c = arg[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+			: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		if (v < 0) {
+			fprintf(stderr, PROG ": --publisher-id: expected 32 hex digits or random, "
+				"got '%s'\n", arg);
+			exit(2);
+		}
+		o->pub_id[i / 2] = (uint8_t)(o->pub_id[i / 2] << 4 | v);
+	}
+	if (arg[32]) {
+		fprintf(stderr, PROG ": --publisher-id: expected 32 hex digits or random, got "
+			"'%s'\n", arg);
+		exit(2);
+	}
+}
+
 /* The defaults that depend on the mode: the pod model, or not (README "The pod model"). */
 static void model_defaults(struct opts *o)
 {
@@ -272,7 +304,8 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		O_HTTP, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP, O_TS_AHEAD,
 		/* Shapes */
 		O_TOPIC, O_DP_RANKS, O_LORA, O_LORA_SHARE, O_SALT, O_SALT_SHARE, O_MM, O_MM_BARE,
-		O_HYBRID, O_OFFLOAD, O_OFFLOAD_MEDIUM, O_DUP, O_COPY_COUNTS,
+		O_HYBRID, O_OFFLOAD, O_OFFLOAD_MEDIUM, O_DUP, O_COPY_COUNTS, O_PUB_ID,
+		O_HEARTBEAT,
 		/* The pod model */
 		O_SEQS, O_BATCHED, O_PREFILL_TPS, O_STEP_MS, O_DECODE_MS, O_SCALE,
 	};
@@ -281,6 +314,8 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "replay", required_argument, NULL, O_REPLAY },
 		{ "old-replay-framing", no_argument, NULL, O_OLD },
 		{ "keep", required_argument, NULL, O_KEEP },
+		{ "publisher-id", required_argument, NULL, O_PUB_ID },
+		{ "heartbeat", required_argument, NULL, O_HEARTBEAT },
 		{ "pod", required_argument, NULL, O_POD },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "encoding", required_argument, NULL, O_ENCODING },
@@ -335,6 +370,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[160];
+	bool heartbeat_set = false;
 	int c;
 
 	*o = (struct opts){
@@ -357,6 +393,11 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_REPLAY: o->replay_ep = optarg; break;
 		case O_OLD: o->old_framing = true; break;
 		case O_KEEP: o->keep = opt_int("keep", optarg, 0, 100000000); break;
+		case O_PUB_ID: parse_pub_id(o, optarg); break;
+		case O_HEARTBEAT:
+			o->heartbeat_ms = (uint64_t)(tc_arg_duration("heartbeat", optarg) * 1e3);
+			heartbeat_set = true;
+			break;
 		case O_POD: o->pod = optarg; break;
 		case O_MODEL: o->model = optarg; break;
 		case O_ENCODING:
@@ -438,6 +479,8 @@ void opts_parse(int argc, char **argv, struct opts *o)
 			tc_getopt_default(c, argv, usage);
 		}
 	}
+	if (!heartbeat_set && o->pub_id_set)
+		o->heartbeat_ms = 1000; /* vLLM #57789's idle publishers: one a second */
 	if (optind < argc)
 		tc_usage_error("unexpected argument '%s'", argv[optind]);
 	if (o->workload && o->script)

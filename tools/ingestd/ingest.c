@@ -202,7 +202,7 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 {
 	char tpod[KVIDX_POD_NAME_MAX], tmodel[ING_MODEL_MAX];
 	struct ing_pod *p;
-	uint64_t seq;
+	struct kvw_seqf sf;
 
 	/* Pods are told apart by topic: kv@POD@MODEL, or the whole topic as the pod's name. */
 	if (kvw_parse_topic(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), tpod, sizeof(tpod), tmodel,
@@ -224,16 +224,17 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 	if (!p && !(p = ing_pod_open_bound(&d->sh, tpod, tmodel, now)))
 		return;
 	p->round_reads++;
-	if (total != 3 || !kvw_seq_get(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &seq)) {
+	if (total != 3 || !kvw_seq_frame(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &sf)) {
 		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
 		ilog_limited(&p->g->tgt.lim, ILOG_WARN,
-			     "pod %s: message of %d frames skipped: expected topic, 8-byte seq, "
-			     "payload", p->g->name, total);
+			     "pod %s: message of %d frames (seq frame %zu bytes) skipped: expected "
+			     "topic, 8-byte seq (+ 16-byte publisher id), payload", p->g->name, total,
+			     n > 1 ? zmq_msg_size(&f[1]) : (size_t)0);
 		return;
 	}
 	if (tmodel[0] && strcmp(p->g->model, tmodel))
 		snprintf(p->g->model, sizeof(p->g->model), "%s", tmodel);
-	ing_pod_live(&d->sh, p, tmodel, seq, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
+	ing_pod_live(&d->sh, p, tmodel, &sf, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
 }
 
 static unsigned read_bind(struct ingestd *d)

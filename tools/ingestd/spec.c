@@ -358,14 +358,17 @@ static void apply_pause(struct ing_spec *s, struct spec_pod *sp, int pod, uint64
 		      now - sp->pending_ns > limit;
 	enum spec_pause want = sp->stream ? SPEC_STREAM : broken ? SPEC_PIPELINE : SPEC_FRESH;
 
+	/* Routed but silent, whatever else pauses the pod (a disconnected pod can be both). */
+	ctr_set(sp, KV_PC_routed_silent, broken);
 	if (want == sp->paused)
 		return;
 	if (kvidx_pod_set_spec_paused(s->w, pod, want != SPEC_FRESH) < 0)
 		return;
 	if (want == SPEC_PIPELINE)
 		ilog(ILOG_WARN,
-		     "pod %s: routes were sent to it %.1f s ago and no event came since: event "
-		     "pipeline broken, speculation paused (spec_paused=2) until events flow",
+		     "pod %s: routed but silent: routes were sent to it %.1f s ago and no batch or "
+		     "heartbeat came since: event pipeline broken, speculation paused "
+		     "(spec_paused=2, routed_silent=1) until it is heard again",
 		     sp->label, (double)(now - sp->pending_ns) / 1e9);
 	else if (want == SPEC_STREAM) /* pods.c logs the replay or disconnect itself */
 		ilog(ILOG_DEBUG, "pod %s: speculation paused while its stream replays or is "
