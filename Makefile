@@ -41,6 +41,7 @@ $(BUILD)/bench/%.o:                INC = -Ibench $(INC_COMMON)
 LIBS_CORE   := -lxxhash -lpthread -lrt
 LIBS_WIRE   := -lzmq -lmsgpackc
 LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc -lresolv
+LIBS_NATS   := -lnats
 LIBS_HTTP   := -lmicrohttpd -lcurl -ljansson
 LIBS_TEST   := -lcriterion -lcurl -ljansson
 
@@ -48,10 +49,10 @@ LIBS_TEST   := -lcriterion -lcurl -ljansson
 # names the missing ones); DEB_PKGS for everything, installed by `make setup`, which test,
 # stress, bench and run call first.
 BUILD_PKGS := build-essential pkg-config libjemalloc-dev libmsgpack-dev libxxhash-dev \
-              libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev
+              libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libnats-dev
 DEB_PKGS   := $(BUILD_PKGS) libck-dev liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
               curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
-              prometheus libxml2-utils python3-yaml systemd dnsmasq
+              prometheus libxml2-utils python3-yaml systemd dnsmasq nats-server
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
@@ -139,14 +140,14 @@ $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
 
 # The tools. Libraries per binary: the key calculator and the segment readers need libkvidx
 # alone; what speaks ZeroMQ/msgpack adds those; the writer adds libmicrohttpd
-# (its metrics endpoint) and jemalloc; the fake pod serves HTTP (libmicrohttpd) with JSON
-# bodies (jansson); the router worker is an HTTP client (libcurl) and server too.
+# (its metrics endpoint), jemalloc and libnats (the cluster link; only the writer links
+# it); the fake pod serves HTTP (libmicrohttpd) with JSON bodies (jansson); the router worker is an HTTP client (libcurl) and server too.
 LINK = @mkdir -p $(dir $@) && $(if $(Q),echo "  LD      $@" &&) $(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS)
 $(BUILD)/bin/kvidx-hash $(BUILD)/bin/kvidx-dump $(BUILD)/bin/kvidx-top: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ttl: LIBS = $(LIBS_CORE) -lm
 $(BUILD)/bin/kvidx-route: LIBS = $(LIBS_HTTP) $(LIBS_CORE)
 $(BUILD)/bin/kvidx-fakepod: LIBS = $(LIBS_WIRE) -lmicrohttpd -ljansson $(LIBS_CORE)
-$(BUILD)/bin/kvidx-ingestd: LIBS = $(LIBS_INGEST) $(LIBS_CORE)
+$(BUILD)/bin/kvidx-ingestd: LIBS = $(LIBS_INGEST) $(LIBS_NATS) $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 $(BUILD)/bin/kvidx-fakepod: $(FAKEPOD_OBJS) $(TOOL_ARCHIVES)
@@ -169,7 +170,7 @@ GOHELPER := $(BUILD)/bin/kvidx-gohelper
 $(GOHELPER): LIBS = $(LIBS_CORE)
 $(GOHELPER): $(BUILD)/tests/gohelper.o $(LIBKVIDX)
 	$(LINK)
-$(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE) -lm
+$(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_NATS) $(LIBS_CORE) -lm
 # The router's policies and trace reader are tested as units (test_policy.c, test_trace.c).
 $(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(BUILD)/tools/route/policy.o \
                          $(BUILD)/tools/route/trace.o $(TOOL_ARCHIVES)

@@ -39,8 +39,8 @@ enum opt_id {
 	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
 	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
-	O_REMOTE_TIER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER, O_DISC_ATTRS,
-	O_CONFIG_WATCH, O_READY_STREAMS,
+	O_REMOTE_TIER, O_CLUSTER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER,
+	O_DISC_ATTRS, O_CONFIG_WATCH, O_READY_STREAMS,
 };
 
 struct opt {
@@ -89,6 +89,14 @@ static const struct opt opts[] = {
 	{ O_METRICS, "metrics", OPT_STR }, /* its first name, kept for existing configs */
 	{ O_TOPIC_FILTER, "topic-filter", OPT_STR },
 	{ O_REMOTE_TIER, "remote-tier", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-name", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-user", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-password", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-creds", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-ca", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-clock-skew", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-queue", OPT_SPECIAL },
 	{ O_READY_STREAMS, "ready-streams", OPT_SPECIAL },
 	{ O_DISC_DNS, "discover-dns", OPT_STR },
 	{ O_DISC_PORTS, "discover-ports", OPT_SPECIAL },
@@ -137,6 +145,7 @@ void ing_config_init(struct ing_config *c)
 	c->spec.late_map = 131072;
 	c->spec.reap_interval_ms = 10;
 	c->spec.reap_pass_ms = 1000;
+	ing_cluster_config_init(&c->cluster);
 	c->disc.interval_ms = 5000;
 }
 
@@ -770,6 +779,8 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 				    "remote-tier: expected none, gpu, cpu, disk or other, got '%s'",
 				    value);
 		return 0;
+	case O_CLUSTER:
+		return ing_cluster_config_set(&c->cluster, key, value, from_file, err, errlen);
 	case O_READY_STREAMS:
 		if (strcmp(value, "all") && strcmp(value, "any"))
 			return fail(err, errlen, "ready-streams: expected all or any, got '%s'", value);
@@ -1168,6 +1179,21 @@ void ing_config_usage(FILE *f)
 "                         /readyz needs every connect-mode stream connected (all, the\n"
 "                         default) or at least one (any: a model server down or rolling\n"
 "                         does not make a router sidecar unready; none configured is ready)\n"
+"\n"
+"Cluster (docs/cluster.md): router hosts share their route commits over NATS\n"
+"  --cluster URL[,URL...] NATS servers (nats://HOST:PORT, tls://HOST:PORT); default: off.\n"
+"                         Unreachable servers mean local-only operation and reconnection\n"
+"                         with backoff (metric kvidx_cluster_connected)\n"
+"  --cluster-name NAME    subject scope, [A-Za-z0-9_-]{1,32}; hosts share predictions with\n"
+"                         the same name and key scheme (algo, seed, block-size) (default kvidx)\n"
+"  --cluster-user USER    user name; cluster-password PASS is read from the config file only\n"
+"  --cluster-creds FILE   NATS credentials file (user JWT and NKey seed)\n"
+"  --cluster-ca FILE      CA certificates for the servers' TLS certificates (TLS required)\n"
+"  --cluster-clock-skew DURATION\n"
+"                         bound on the clock offset between hosts: a peer's prediction\n"
+"                         expires at min(origin commit + TTL, receipt + TTL) - this (default 5ms)\n"
+"  --cluster-queue N      messages queued per direction between the writer and the network\n"
+"                         threads; beyond, messages are dropped and counted (default 1024)\n"
 "\n"
 "Other:\n"
 "  --config FILE          read settings from FILE first; flags given here override them\n"

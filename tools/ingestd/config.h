@@ -81,6 +81,21 @@ struct ing_spec_config {
 	uint32_t reap_pass_ms;    /* time for the reaper to walk the whole table (default 1000) */
 };
 
+/* The cluster link (cluster.c, docs/cluster.md); urls "" = off. */
+struct ing_cluster_config {
+	char urls[1024];          /* --cluster URL[,URL...] */
+	char name[33];            /* --cluster-name: subject scope, [A-Za-z0-9_-] (default kvidx) */
+	char user[128], password[256]; /* --cluster-user / cluster-password (config file only) */
+	char creds[1024];         /* --cluster-creds FILE: NATS credentials (JWT + NKey seed) */
+	char ca[1024];            /* --cluster-ca FILE: CA certificates; TLS is required then */
+	uint32_t clock_skew_ms;   /* --cluster-clock-skew: bound on the hosts' clock offset (5ms) */
+	uint32_t queue;           /* --cluster-queue: messages per direction (default 1024) */
+};
+void ing_cluster_config_init(struct ing_cluster_config *c);
+/* Sets one cluster* option (cluster.c). 0 or -EINVAL with a message. */
+int ing_cluster_config_set(struct ing_cluster_config *c, const char *key, const char *value,
+			   bool from_file, char *err, size_t errlen);
+
 struct ing_config {
 	char name[KVIDX_NAME_MAX];
 	struct kvidx_geometry geo;     /* 0 fields: the library's defaults */
@@ -98,6 +113,7 @@ struct ing_config {
 	bool ready_any;                /* --ready-streams any: /readyz with one stream up */
 	char config_path[4096];        /* "" = no config file */
 	struct ing_spec_config spec;
+	struct ing_cluster_config cluster;
 	struct ing_discover_config disc;
 	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else HOST:PORT */
 	enum ilog_level log_level;

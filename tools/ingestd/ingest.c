@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "log.h"
 #include "metrics.h" /* metrics_set_ready() */
 
@@ -118,6 +119,15 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	}
 	d->spec_ok = true;
 	d->sh.spec = &d->spec;
+	if (cfg->cluster.urls[0]) {
+		d->cluster = cluster_open(&cfg->cluster, &d->spec, cfg->algo, cfg->seed,
+					  cfg->block_size);
+		if (!d->cluster) {
+			rc = -EINVAL;
+			goto fail;
+		}
+		d->spec.cluster = d->cluster;
+	}
 	rc = emap_init(&d->sh.emap, cfg->engine_map);
 	if (rc < 0) {
 		ilog(ILOG_ERROR, "engine-key map: %s", strerror(-rc));
@@ -294,10 +304,13 @@ static void add_item(struct ingestd *d, size_t *n, void *sock, struct ing_pod *p
 static int build_items(struct ingestd *d, size_t *n)
 {
 	*n = 0;
-	if (items_reserve(d, 2 * d->sh.npods + 2) < 0)
+	if (items_reserve(d, 2 * d->sh.npods + 3) < 0)
 		return -ENOMEM;
-	if (d->bell_fd >= 0) {
-		d->items[*n] = (zmq_pollitem_t){ .fd = d->bell_fd, .events = ZMQ_POLLIN };
+	int fds[2] = { d->bell_fd, cluster_fd(d->cluster) }; /* cluster_step() empties the 2nd */
+	for (int i = 0; i < 2; i++) {
+		if (fds[i] < 0)
+			continue;
+		d->items[*n] = (zmq_pollitem_t){ .fd = fds[i], .events = ZMQ_POLLIN };
 		d->item_pod[*n] = NULL;
 		d->item_kind[*n] = ITEM_DOORBELL;
 		(*n)++;
@@ -443,6 +456,7 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 			spec_yield(&d->spec);
 		}
 		busy |= drain(d);
+		busy |= cluster_step(d->cluster, kvidx_now_ns()); /* peers' commits; ours out */
 		/* A socket left with messages after its budget: poll again at once. */
 		timeout = busy ? 0 : 1;
 		uint64_t now = kvidx_now_ns();
@@ -498,6 +512,9 @@ void ingestd_close(struct ingestd *d)
 	/* The reaper first: after it, this thread is the only one making writer calls. */
 	if (d->spec_ok)
 		spec_reaper_stop(&d->spec);
+	cluster_close(d->cluster); /* its threads never touch the index */
+	d->cluster = NULL;
+	d->spec.cluster = NULL;
 	discover_close(&d->disc);
 	while (d->sh.npods)
 		ing_pod_close(&d->sh, d->sh.pods[d->sh.npods - 1], false);

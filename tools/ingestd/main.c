@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "discover.h"
 #include "ingest.h"
@@ -81,10 +82,13 @@ int main(int argc, char **argv)
 	if (cfg.metrics[0]) {
 		/* The index exists now; the server thread reads it like any router would. */
 		if (cfg.disc.dns[0] || cfg.disc.watch_ms)
-			metrics_set_extra(discover_render, &d.disc);
+			metrics_add_extra(discover_render, &d.disc);
+		if (d.cluster)
+			metrics_add_extra(cluster_metrics, d.cluster);
 		rc = metrics_http_start(cfg.metrics, cfg.name);
 		if (rc < 0) {
 			ilog(ILOG_ERROR, "metrics endpoint %s: %s", cfg.metrics, kvidx_strerror(rc));
+			metrics_clear_extra();
 			ingestd_close(&d);
 			ing_config_free(&cfg);
 			return 1;
@@ -94,6 +98,7 @@ int main(int argc, char **argv)
 	ingestd_summary(&d);
 	rc = ingestd_run(&d, &stop_flag, &hup_flag);
 	ilog(ILOG_INFO, "stopping: closing sockets; the index stays for its readers");
+	metrics_clear_extra(); /* before what the renderers read is freed */
 	ingestd_close(&d);
 	ing_config_free(&cfg);
 	return rc < 0 ? 1 : 0;

@@ -66,17 +66,36 @@ struct msrv {
 	char name[KVIDX_NAME_MAX];
 	struct kvidx_reader *r;
 	struct ilog_limit lim;
-	void (*extra)(FILE *f, void *arg); /* metrics_set_extra(), copied at start */
-	void *extra_arg;
 };
 
-static void (*extra_fn)(FILE *f, void *arg);
-static void *extra_fn_arg;
+/* The process's own families (metrics_add_extra()), shared by every server; the lock lets
+ * metrics_clear_extra() wait out a render in progress, so their arguments can be freed. */
+#define EXTRA_MAX 4
+static pthread_rwlock_t extra_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct {
+	void (*fn)(FILE *f, void *arg);
+	void *arg;
+} extras[EXTRA_MAX];
+static unsigned nextras;
 
-void metrics_set_extra(void (*fn)(FILE *f, void *arg), void *arg)
+int metrics_add_extra(void (*fn)(FILE *f, void *arg), void *arg)
 {
-	extra_fn = fn;
-	extra_fn_arg = arg;
+	int rc = 0;
+
+	pthread_rwlock_wrlock(&extra_lock);
+	if (nextras == EXTRA_MAX)
+		rc = -ENOSPC;
+	else
+		extras[nextras].fn = fn, extras[nextras++].arg = arg;
+	pthread_rwlock_unlock(&extra_lock);
+	return rc;
+}
+
+void metrics_clear_extra(void)
+{
+	pthread_rwlock_wrlock(&extra_lock);
+	nextras = 0;
+	pthread_rwlock_unlock(&extra_lock);
 }
 
 /*
@@ -147,8 +166,10 @@ static int render_body(struct msrv *s, char **body, size_t *len)
 		rewind(f);
 		rc = prom_render(s->r, f);
 	}
-	if (rc == 0 && s->extra)
-		s->extra(f, s->extra_arg);
+	pthread_rwlock_rdlock(&extra_lock);
+	for (unsigned i = 0; rc == 0 && i < nextras; i++)
+		extras[i].fn(f, extras[i].arg);
+	pthread_rwlock_unlock(&extra_lock);
 	if (fclose(f) != 0 && rc == 0)
 		rc = -EIO;
 	if (rc < 0) {
@@ -236,8 +257,6 @@ int metrics_http_start(const char *addr, const char *index_name)
 		return -ENOMEM;
 	}
 	snprintf(s->name, sizeof(s->name), "%s", index_name);
-	s->extra = extra_fn;
-	s->extra_arg = extra_fn_arg;
 	/* The daemon's thread starts with every signal blocked, so they go to the caller's. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);

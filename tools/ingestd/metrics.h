@@ -40,10 +40,13 @@ int metrics_http_start(const char *addr, const char *index_name);
 void metrics_set_ready(bool ready, const char *why);
 
 /*
- * fn(f, arg) appends the process's own families (discover.h) after the index's; servers
- * started after this call use it. fn runs on the server thread: it reads atomics only.
+ * fn(f, arg) appends the process's own families (discover.h, cluster.h) after the index's,
+ * in every server's exposition, in the order added (at most 4: else -ENOSPC). fn runs on the
+ * server threads: it reads atomics only. metrics_clear_extra() removes them all and returns
+ * once no render uses them, so that their arguments can be freed.
  */
 #include <stdio.h>
-void metrics_set_extra(void (*fn)(FILE *f, void *arg), void *arg);
+int metrics_add_extra(void (*fn)(FILE *f, void *arg), void *arg);
+void metrics_clear_extra(void);
 
 #endif /* KVIDX_INGEST_METRICS_H */
