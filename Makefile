@@ -261,9 +261,11 @@ fuzz: setup $(BUILD)/bin/fuzz_wire
 bench: setup
 	$(Q)$(MAKE) --no-print-directory OPT="-O2 -DNDEBUG" all $(BENCHES)
 	$(Q)bench/run.sh $(BUILD)
+	$(Q)bench/trace.sh $(BUILD)/bin
 bench-quick: setup
 	$(Q)$(MAKE) --no-print-directory OPT="-O2 -DNDEBUG" all $(BENCHES)
 	$(Q)bench/run.sh --quick $(BUILD)
+	$(Q)QUICK=1 bench/trace.sh $(BUILD)/bin
 
 run: setup
 	$(Q)$(MAKE) --no-print-directory all

@@ -187,8 +187,6 @@ static size_t fwd_data(struct call *c, const char *p, size_t n)
 
 	if (q->out.len - q->out_pos > OUT_HIGH)
 		return CURL_WRITEFUNC_PAUSE;
-	if (q->routed && n)
-		route_load_first(&q->F->rt, &q->d); /* the first token: its prefill is done */
 	if (q->out_pos > OUT_HIGH) { /* compact what the client has taken */
 		memmove(q->out.s, q->out.s + q->out_pos, q->out.len - q->out_pos);
 		q->out.len -= q->out_pos;

@@ -55,6 +55,7 @@ struct lreq {
 	uint32_t *toks; /* the prompt, kept for its next turn (synthetic) */
 	unsigned turn;
 	int prev_pod; /* the pod of the previous turn, -1 for a first turn */
+	double pod_ttft_ms;   /* the pod's X-Fakepod-Ttft-Seconds, -1 without */
 	struct sse sse;
 	struct tc_buf raw;    /* a whole (not streamed) answer */
 	struct usage u;
@@ -105,6 +106,7 @@ struct load {
 	struct samples ttft_all; /* every answer's TTFT, whatever its kind */
 	uint64_t pod_prefill[MAX_SEEN]; /* per pod: prompt tokens answered uncached */
 	uint64_t t_last;         /* the last answer */
+	uint64_t pod_ttfts;      /* answers whose TTFT the pod gave */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -142,6 +144,14 @@ static double unit(uint64_t *rng)
 static double ms_between(uint64_t a, uint64_t b)
 {
 	return (double)(b - a) / 1e6;
+}
+
+/* q's TTFT in ms: the pod's own figure if it gave one, else to the first byte; -1 if none. */
+static double ttft_of(const struct lreq *q)
+{
+	if (q->pod_ttft_ms >= 0)
+		return q->pod_ttft_ms;
+	return q->call.t_first ? ms_between(q->sent_ns, q->call.t_first) : -1;
 }
 
 static const char *pod_name_of(const struct load *L, const struct lreq *q)
@@ -192,7 +202,7 @@ static void print_route(struct load *L, const struct lreq *q)
 static void print_outcome(struct load *L, const struct lreq *q, enum status st, long http,
 			  uint32_t cached, bool fw, uint64_t now)
 {
-	double ttft = q->call.t_first ? ms_between(q->sent_ns, q->call.t_first) : -1;
+	double ttft = ttft_of(q);
 
 	if (L->o->quiet)
 		return;
@@ -250,14 +260,15 @@ static void print_summary(struct load *L)
 		       ",\"followups\":%" PRIu64 ",\"followups_same_pod\":%" PRIu64
 		       ",\"followup_cached_tokens\":%" PRIu64 ",\"followup_prompt_tokens\":%" PRIu64
 		       ",\"elapsed_s\":%.3f,\"answers_per_s\":%.3f,\"ttft_p50_ms\":%.3f"
-		       ",\"ttft_p90_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"kinds\":{",
+		       ",\"ttft_p90_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"ttft_from_pod\":%" PRIu64
+		       ",\"kinds\":{",
 		       total, t->n[K_PREDICTED], t->n[K_CONFIRMED], t->n[K_NOMATCH], outcomes,
 		       L->status[S_OK], L->status[S_FAILED], L->status[S_CANCELLED],
 		       L->status[S_ERROR], L->status[S_TIMEOUT], L->status[S_UNREACHABLE], fw,
 		       t->false_warm[K_PREDICTED], t->false_warm[K_CONFIRMED], t->wasted, cached,
 		       prompt, L->no_usage, rt->commits_dropped, rt->reports_dropped, rt->retries,
 		       rt->score_failed, L->bad_lines, L->fu_n, L->fu_same, L->fu_cached,
-		       L->fu_prompt, el, rps, a50, a90, a99);
+		       L->fu_prompt, el, rps, a50, a90, a99, L->pod_ttfts);
 		tally_print(t, stdout, true);
 		printf("},\"policy\":");
 		tc_json_str(stdout, L->direct ? policy_name[o->policy] : "front");
@@ -291,7 +302,8 @@ static void print_summary(struct load *L)
 		       prompt);
 		tally_print(t, stdout, false);
 		printf("summary: %" PRIu64 " answers in %.2f s (%.1f/s), TTFT p50 %.2f ms p90 %.2f ms"
-		       " p99 %.2f ms\n", L->status[S_OK], el, rps, a50, a90, a99);
+		       " p99 %.2f ms (%" PRIu64 " of them the pod's own figure)\n", L->status[S_OK], el,
+		       rps, a50, a90, a99, L->pod_ttfts);
 		printf("summary: next turns %" PRIu64 ", on the previous turn's pod %" PRIu64
 		       ", cached %" PRIu64 " of %" PRIu64 " prompt tokens\n",
 		       L->fu_n, L->fu_same, L->fu_cached, L->fu_prompt);
@@ -348,8 +360,6 @@ static size_t on_data(struct call *c, const char *p, size_t n)
 {
 	struct lreq *q = c->arg;
 
-	if (q->L->direct && n)
-		route_load_first(&q->L->rt, &q->d); /* the first token: its prefill is done */
 	if (c->status == 200 && strstr(c->ctype, "event-stream"))
 		sse_feed(&q->sse, p, n, on_event, q);
 	else if (q->raw.len + n < (16u << 20)) { /* a whole answer (JSON), parsed at the end */
@@ -364,6 +374,14 @@ static void on_head(struct call *c)
 	struct load *L = q->L;
 	struct curl_header *h;
 
+	/* kvidx-fakepod's model time to first token (its whole answer comes at the end). */
+	if (curl_easy_header(c->easy, "X-Fakepod-Ttft-Seconds", 0, CURLH_HEADER, -1, &h) ==
+	    CURLHE_OK) {
+		char *end;
+		double v = strtod(h->value, &end);
+		if (end != h->value && !*end && v >= 0 && v < 1e7)
+			q->pod_ttft_ms = v * 1e3;
+	}
 	if (L->direct)
 		return;
 	/* The front's decision, from its headers. */
@@ -458,12 +476,14 @@ static void on_done(struct call *c, CURLcode rc)
 		L->t.ok[k]++;
 		L->t.cached[k] += cached;
 		L->t.prompt[k] += q->ntok;
-		if (c->t_first)
-			samples_add(&L->t.ttft[k], ms_between(q->sent_ns, c->t_first));
+		if (ttft_of(q) >= 0)
+			samples_add(&L->t.ttft[k], ttft_of(q));
 		samples_add(&L->t.total[k], ms_between(q->sent_ns, now));
 	}
-	if (st == S_OK && c->t_first)
-		samples_add(&L->ttft_all, ms_between(q->sent_ns, c->t_first));
+	if (st == S_OK && ttft_of(q) >= 0)
+		samples_add(&L->ttft_all, ttft_of(q));
+	if (st == S_OK && q->pod_ttft_ms >= 0)
+		L->pod_ttfts++;
 	if (st == S_OK && q->pod >= 0 && q->pod < MAX_SEEN)
 		L->pod_prefill[q->pod] += q->ntok > cached ? q->ntok - cached : 0;
 	if (st == S_OK)
@@ -499,6 +519,7 @@ static void submit(struct load *L, const uint32_t *toks, size_t n, unsigned turn
 	q->turn = turn;
 	q->prev_pod = prev_pod;
 	q->pod = -1;
+	q->pod_ttft_ms = -1;
 	if (o->synthetic) {
 		q->toks = tc_xrealloc(NULL, n * sizeof(*toks));
 		memcpy(q->toks, toks, n * sizeof(*toks));

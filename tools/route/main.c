@@ -53,11 +53,13 @@ static void usage(FILE *f)
 "                         pod in the x-prefiller-host-port header (llm-d's sidecar)\n"
 "  --policy P             how to pick a pod (default kvidx; see Policy below): kvidx,\n"
 "                         prefix, round-robin, least-loaded, llm-d, dynamo\n"
-"  --pod-prefill-rate R   prompt tokens a pod prefills per second (default 10000): the\n"
-"                         kvidx policy's expected TTFT is in seconds of it\n"
-"  --pod-max-num-seqs N   a pod's running-set bound, vLLM's --max-num-seqs (default 256):\n"
+"  --pod-prefill-rate R   prompt tokens a pod prefills per second (default 24000, as\n"
+"                         kvidx-fakepod's model): the pods' prefill backlogs drain at it\n"
+"  --pod-time-scale F     the pods' model runs F times as fast as the wall clock, as\n"
+"                         kvidx-fakepod --time-scale (default 1: real pods)\n"
+"  --pod-max-num-seqs N   a pod's running-set bound, vLLM's --max-num-seqs (default 1024):\n"
 "                         llm-d's queue scorer counts the requests beyond it as waiting\n"
-"  --pod-kv-blocks N      a pod's KV cache in blocks (default 0: unknown, usage 0): llm-d's\n"
+"  --pod-kv-blocks N      a pod's KV cache in blocks (default 25000; 0: usage 0): llm-d's\n"
 "                         KV-utilization scorer\n"
 "  --spec-weight W        weight of a speculative block in the score, 0..1 (default 1, as\n"
 "                         llm-d; below 1 a confirmed match beats an equally long prediction)\n"
@@ -110,6 +112,8 @@ static void usage(FILE *f)
 "  --concurrency N        requests in flight at most; the input waits beyond (default\n"
 "                         4096; with --rate 0 a closed loop of N clients)\n"
 "  --no-stream            ask for whole answers (TTFT is then the whole answer's time)\n"
+"  TTFT is the pod's own figure where an answer carries X-Fakepod-Ttft-Seconds\n"
+"  (kvidx-fakepod's model time), else the time to the first answer byte\n"
 "\n"
 "Validation (--validate): pairs of requests sharing a long fresh prefix, the second sent\n"
 "a gap after the first; see the README's TTL guide.\n"
@@ -132,7 +136,8 @@ static void usage(FILE *f)
 "\n"
 "Policy (--policy), among the pods that are up, from the score (blocks matched from block\n"
 "0, tier- and speculation-weighted) and each pod's load as this router sent it (requests\n"
-"outstanding, uncached tokens whose first token has not come, prompt tokens in flight):\n"
+"outstanding; the prefill backlog: uncached tokens sent, drained at --pod-prefill-rate;\n"
+"prompt tokens in flight):\n"
 "  kvidx         the lowest expected TTFT: (prefill queued + this prompt's uncached tokens,\n"
 "                speculative blocks discounted by the pod's confirmation rate) / rate\n"
 "  prefix        the best score\n"
@@ -219,7 +224,7 @@ enum {
 	O_SUFFIX_BLOCKS, O_SEED, O_FOLLOWUPS, O_FOLLOWUP_MS, O_RATE, O_POISSON, O_COUNT,
 	O_DURATION, O_MAX_TOKENS, O_CONCURRENCY, O_NO_STREAM, O_VALIDATE, O_PAIRS, O_GAPS, O_SCENARIOS,
 	O_FAKEPODS, O_DELAY, O_STAGGER, O_QUIET, O_JSON, O_POLICY, O_PREFILL_RATE, O_MAX_SEQS,
-	O_KV_BLOCKS, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP,
+	O_KV_BLOCKS, O_TIME_SCALE, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP,
 };
 
 static void parse_args(struct opts *o, int argc, char **argv)
@@ -237,6 +242,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "trace-dump", no_argument, NULL, O_TRACE_DUMP },
 		{ "pod-prefill-rate", required_argument, NULL, O_PREFILL_RATE },
 		{ "pod-max-num-seqs", required_argument, NULL, O_MAX_SEQS },
+		{ "pod-time-scale", required_argument, NULL, O_TIME_SCALE },
 		{ "pod-kv-blocks", required_argument, NULL, O_KV_BLOCKS },
 		{ "down-ms", required_argument, NULL, O_DOWN },
 		{ "connect-timeout-ms", required_argument, NULL, O_CONNECT },
@@ -281,7 +287,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			    .reply_timeout_ms = 300000, .connect_timeout_ms = 1000,
 			    .down_ms = 5000, .tries = 3, .spec_weight = 1.0, .followup_ms = 100,
 			    .max_tokens = 4, .concurrency = 4096, .policy = P_KVIDX,
-			    .prefill_rate = 10000, .pod_max_num_seqs = 256, .trace_speedup = 1, .stream = true, .pairs = 5, .stagger_ms = 50 };
+			    .prefill_rate = 24000, .pod_max_num_seqs = 1024, .pod_kv_blocks = 25000,
+			    .pod_time_scale = 1, .trace_speedup = 1, .stream = true, .pairs = 5, .stagger_ms = 50 };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
@@ -307,6 +314,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		case O_TRACE_DUMP: o->trace_dump = true; break;
 		case O_PREFILL_RATE:
 			o->prefill_rate = tc_arg_num("pod-prefill-rate", optarg, 1, 1e9);
+			break;
+		case O_TIME_SCALE:
+			o->pod_time_scale = tc_arg_num("pod-time-scale", optarg, 1e-3, 1e6);
 			break;
 		case O_MAX_SEQS:
 			o->pod_max_num_seqs = opt_u64("pod-max-num-seqs", optarg, 1, 1u << 20);

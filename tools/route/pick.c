@@ -15,9 +15,9 @@
  * P/D (--prefill pods), the prefill pod is the policy's pick among the prefill pods and the
  * decode pod its pick among the decode pods; both are committed in one route.
  *
- * Load: each pod's requests outstanding, the uncached tokens of those whose first token has
- * not come (prefill still to compute) and the prompt tokens of those outstanding, as this
- * router sent them (route_load_*).
+ * Load: each pod's requests outstanding, its prefill backlog (the uncached tokens this router
+ * sent it, drained at the pod's prefill rate) and the prompt tokens of its requests
+ * outstanding (route_load_*).
  */
 #include "route.h"
 
@@ -209,14 +209,32 @@ static void rates_maybe_refresh(struct router *rt, uint64_t now)
 	free(ps);
 }
 
-/* Pod i's load as the policies see it: the router's own view (requests outstanding, prefill
- * to come, active tokens). */
-static void load_of(const struct router *rt, int i, struct pol_pod *pp)
+/*
+ * Pod p's prefill backlog at now: what this router sent it, drained at --pod-prefill-rate
+ * tokens per second of pod time (--pod-time-scale per second of wall time) since the last
+ * look. A fluid model of the pod's FCFS prefill queue: it needs no answer to come (a pod that
+ * sends its whole answer at the end, as kvidx-fakepod's model does, says nothing at the first
+ * token) and errs by the steps' overheads, which it ignores.
+ */
+static double backlog_at(const struct router *rt, struct pod *p, uint64_t now)
 {
-	const struct pod *p = &rt->o->pods[i];
+	if (now > p->backlog_ns) {
+		double drained = (double)(now - p->backlog_ns) / 1e9 * rt->o->pod_time_scale *
+				 rt->pp.prefill_rate;
+		p->backlog = p->backlog > drained ? p->backlog - drained : 0;
+		p->backlog_ns = now;
+	}
+	return p->backlog;
+}
+
+/* Pod i's load as the policies see it: the router's own view (requests outstanding, prefill
+ * backlog, active tokens). */
+static void load_of(const struct router *rt, int i, struct pol_pod *pp, uint64_t now)
+{
+	struct pod *p = &rt->o->pods[i];
 
 	pp->inflight = p->outstanding;
-	pp->prefill_tokens = p->pending_prefill;
+	pp->prefill_tokens = (uint64_t)(backlog_at(rt, p, now) + 0.5);
 	pp->active_tokens = p->active_tokens;
 }
 
@@ -247,13 +265,13 @@ static int best_of(struct router *rt, bool prefill, struct pol_pod *pp, const st
 }
 
 /* Each candidate's score row and load into pp[] (by opts.pods index). */
-static void fill_candidates(struct router *rt, int rows, struct pol_pod *pp)
+static void fill_candidates(struct router *rt, int rows, struct pol_pod *pp, uint64_t now)
 {
 	struct opts *o = rt->o;
 
 	for (int i = 0; i < o->npods; i++) {
 		pp[i] = (struct pol_pod){ .confirm_rate = rt->confirm[i] };
-		load_of(rt, i, &pp[i]);
+		load_of(rt, i, &pp[i], now);
 	}
 	for (int k = 0; k < rows; k++)
 		for (int i = 0; i < o->npods; i++)
@@ -297,7 +315,7 @@ int route_pick(struct router *rt, const uint32_t *tokens, size_t ntok, uint64_t 
 		rt->score_failed++;
 		rows = 0;
 	}
-	fill_candidates(rt, rows, pp);
+	fill_candidates(rt, rows, pp, now);
 
 	/* 3. Pick by --policy among the pods that are up (policy.c): the lowest cost; ties go
 	 *    to the pod with the fewest requests outstanding, then round robin (the scan
@@ -351,37 +369,30 @@ static struct pod *prefill_pod_of(struct router *rt, const struct decision *d)
 
 void route_load_start(struct router *rt, struct decision *d)
 {
-	struct pod *p = &rt->o->pods[d->cand];
+	struct pod *p = &rt->o->pods[d->cand], *pre = prefill_pod_of(rt, d);
 
 	if (d->held)
 		return;
-	d->held = d->prefill_held = true;
+	d->held = true;
 	p->outstanding++;
 	p->active_tokens += d->ntok;
-	prefill_pod_of(rt, d)->pending_prefill += d->uncached;
-}
-
-void route_load_first(struct router *rt, struct decision *d)
-{
-	struct pod *p = prefill_pod_of(rt, d);
-
-	if (!d->prefill_held)
-		return;
-	d->prefill_held = false;
-	p->pending_prefill -= d->uncached <= p->pending_prefill ? d->uncached : p->pending_prefill;
+	pre->pending_prefill += d->uncached;
+	backlog_at(rt, pre, kvidx_now_ns());
+	pre->backlog += d->uncached;
 }
 
 void route_load_end(struct router *rt, struct decision *d)
 {
-	struct pod *p = &rt->o->pods[d->cand];
+	struct pod *p = &rt->o->pods[d->cand], *pre = prefill_pod_of(rt, d);
 
-	route_load_first(rt, d);
 	if (!d->held)
 		return;
 	d->held = false;
 	if (p->outstanding)
 		p->outstanding--;
 	p->active_tokens -= d->ntok <= p->active_tokens ? d->ntok : p->active_tokens;
+	pre->pending_prefill -= d->uncached <= pre->pending_prefill ? d->uncached
+								    : pre->pending_prefill;
 }
 
 uint32_t route_expected(const struct router *rt, const struct decision *d, uint32_t ntok)

@@ -56,8 +56,10 @@ struct pod {
 	int idx;                       /* pod index in the index, -1 while unknown */
 	bool warned;                   /* "not in the index" said once */
 	uint32_t outstanding;          /* requests sent, not answered */
-	uint64_t pending_prefill;      /* uncached prompt tokens sent, first token not yet in */
+	uint64_t pending_prefill;      /* uncached prompt tokens of the requests outstanding */
 	uint64_t active_tokens;        /* prompt tokens of the requests outstanding */
+	double backlog;                /* prefill tokens queued, as of backlog_ns (pick.c) */
+	uint64_t backlog_ns;
 	uint64_t routed, failures;
 	uint64_t down_until;           /* marked down (unreachable) until then */
 };
@@ -78,6 +80,7 @@ struct opts {
 	bool trace_dump;
 	enum policy policy;
 	double prefill_rate;           /* --pod-prefill-rate: tokens/s */
+	double pod_time_scale;         /* --pod-time-scale: pod model time per wall time */
 	uint64_t pod_max_num_seqs, pod_kv_blocks;
 	uint64_t reply_timeout_ms, connect_timeout_ms, down_ms, tries;
 	bool stream, text;
@@ -119,7 +122,7 @@ struct decision {
 	double score;
 	double cost;                 /* the policy's cost of the pick (kvidx: expected TTFT, s) */
 	uint32_t ntok, uncached;     /* prompt tokens; those the match did not promise */
-	bool held, prefill_held;     /* counted in the pods' load (route_load_*) */
+	bool held;                   /* counted in the pods' load (route_load_*) */
 	bool committed;
 	int pod, prefill_pod;        /* index pod indices committed, -1 if none */
 };
@@ -152,12 +155,11 @@ void route_report(struct router *rt, const struct decision *d, uint64_t corr,
 
 /*
  * The router's own view of the pods' load: route_load_start() when d's request is sent
- * (outstanding, its uncached tokens as prefill to come, its prompt as active tokens),
- * route_load_first() at its first answer byte (its prefill is done), route_load_end() when it
- * is over (either may come alone; each counts once).
+ * (outstanding, its uncached tokens into the pod's prefill backlog and its pending prefill,
+ * its prompt as active tokens), route_load_end() when it is over (once; a d never started
+ * is left alone).
  */
 void route_load_start(struct router *rt, struct decision *d);
-void route_load_first(struct router *rt, struct decision *d);
 void route_load_end(struct router *rt, struct decision *d);
 
 /* What d's match promised in cached tokens (a pod never reports a whole prompt cached). */
