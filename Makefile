@@ -40,7 +40,7 @@ $(BUILD)/bench/%.o:                INC = -Ibench $(INC_COMMON)
 # External libraries, per binary: each links what it uses and nothing more.
 LIBS_CORE   := -lxxhash -lpthread -lrt
 LIBS_WIRE   := -lzmq -lmsgpackc
-LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc
+LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc -lresolv
 LIBS_HTTP   := -lmicrohttpd -lcurl -ljansson
 LIBS_TEST   := -lcriterion -lcurl -ljansson
 
@@ -51,7 +51,7 @@ BUILD_PKGS := build-essential pkg-config libjemalloc-dev libmsgpack-dev libxxhas
               libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev
 DEB_PKGS   := $(BUILD_PKGS) libck-dev liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
               curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
-              prometheus libxml2-utils python3-yaml
+              prometheus libxml2-utils python3-yaml dnsmasq
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).

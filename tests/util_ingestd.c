@@ -59,8 +59,8 @@ void tu_ingestd_teardown(void)
 
 /* ---- fake pods ---- */
 
-/* Binds p's sockets at ports xp and rp (0: any). 0, or -1 if a port was taken. */
-static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
+/* Binds p's sockets on host at ports xp and rp (0: any). 0, or -1 if a port was taken. */
+static int pub_bind_at(struct tu_pub *p, const char *topic, const char *host, int xp, int rp)
 {
 	char ep[64];
 	size_t len;
@@ -75,10 +75,16 @@ static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
 	zmq_setsockopt(p->xpub, ZMQ_SNDHWM, &zero, sizeof(zero));
 	zmq_setsockopt(p->router, ZMQ_SNDHWM, &zero, sizeof(zero));
 	zmq_setsockopt(p->xpub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
-	snprintf(ep, sizeof(ep), xp ? "tcp://127.0.0.1:%d" : "tcp://127.0.0.1:*", xp);
+	if (xp)
+		snprintf(ep, sizeof(ep), "tcp://%s:%d", host, xp);
+	else
+		snprintf(ep, sizeof(ep), "tcp://%s:*", host);
 	if (zmq_bind(p->xpub, ep) < 0)
 		return -1;
-	snprintf(ep, sizeof(ep), rp ? "tcp://127.0.0.1:%d" : "tcp://127.0.0.1:*", rp);
+	if (rp)
+		snprintf(ep, sizeof(ep), "tcp://%s:%d", host, rp);
+	else
+		snprintf(ep, sizeof(ep), "tcp://%s:*", host);
 	if (zmq_bind(p->router, ep) < 0)
 		return -1;
 	len = sizeof(p->ep);
@@ -86,6 +92,22 @@ static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
 	len = sizeof(p->rep);
 	zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->rep, &len);
 	return 0;
+}
+
+static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
+{
+	return pub_bind_at(p, topic, "127.0.0.1", xp, rp);
+}
+
+struct tu_pub *tu_pub_open_at(const char *topic, const char *host, int xp, int rp)
+{
+	struct tu_pub *p;
+
+	cr_assert(tu_ing.npubs < (int)(sizeof(tu_ing.pubs) / sizeof(tu_ing.pubs[0])));
+	p = &tu_ing.pubs[tu_ing.npubs++];
+	cr_assert_eq(pub_bind_at(p, topic, host, xp, rp), 0, "bind %s:%d/%d: %s", host, xp, rp,
+		     zmq_strerror(errno));
+	return p;
 }
 
 struct tu_pub *tu_pub_open(const char *topic)

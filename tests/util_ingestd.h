@@ -63,6 +63,10 @@ void tu_ingestd_teardown(void);
 /* A new fake pod publishing under topic ("kv@POD@MODEL"). */
 struct tu_pub *tu_pub_open(const char *topic);
 
+/* A new fake pod whose PUB and replay ROUTER bind host (a loopback address such as
+ * 127.0.0.2) at ports xp and rp: pods told apart by address, as DNS discovery finds them. */
+struct tu_pub *tu_pub_open_at(const char *topic, const char *host, int xp, int rp);
+
 /*
  * n fake pods (n <= 2) for the ranks of one data-parallel pod: rank r's PUB at the first one's
  * port + r and its replay ROUTER at the first one's replay port + r. Returns rank 0's.

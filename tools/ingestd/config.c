@@ -37,8 +37,9 @@ enum opt_id {
 	O_POD, O_BIND, O_CONFIG, O_LOG_LEVEL, O_HELP,
 	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
-	O_CORR_MAP, O_LOAD_TIMEOUT, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
-	O_REMOTE_TIER,
+	O_CORR_MAP, O_LOAD_TIMEOUT, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS,
+	O_TOPIC_FILTER, O_REMOTE_TIER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER,
+	O_CONFIG_WATCH,
 };
 
 struct opt {
@@ -87,6 +88,11 @@ static const struct opt opts[] = {
 	{ O_METRICS, "metrics", OPT_STR },
 	{ O_TOPIC_FILTER, "topic-filter", OPT_STR },
 	{ O_REMOTE_TIER, "remote-tier", OPT_SPECIAL },
+	{ O_DISC_DNS, "discover-dns", OPT_STR },
+	{ O_DISC_PORTS, "discover-ports", OPT_SPECIAL },
+	{ O_DISC_INTERVAL, "discover-interval", OPT_DURATION },
+	{ O_DISC_SERVER, "discover-dns-server", OPT_SPECIAL },
+	{ O_CONFIG_WATCH, "config-watch", OPT_DURATION },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -129,6 +135,7 @@ void ing_config_init(struct ing_config *c)
 	c->spec.late_map = 131072;
 	c->spec.reap_interval_ms = 10;
 	c->spec.reap_pass_ms = 1000;
+	c->disc.interval_ms = 5000;
 }
 
 void ing_config_free(struct ing_config *c)
@@ -331,6 +338,64 @@ static int parse_group(const char *v, gid_t *out, char *err, size_t errlen)
 		return fail(err, errlen, "group: no group named '%s'", v);
 	*out = res->gr_gid;
 	return 0;
+}
+
+/* --discover-ports EVENTS,REPLAY,HTTP: REPLAY 0 means no replay socket; the others 1..65535. */
+static int parse_disc_ports(const char *v, struct ing_discover_config *d, char *err,
+			    size_t errlen)
+{
+	uint16_t *out[3] = { &d->port_events, &d->port_replay, &d->port_http };
+	const char *p = v;
+
+	for (int i = 0; i < 3; i++) {
+		char num[8];
+		size_t n = strcspn(p, ",");
+		uint64_t u;
+
+		if (n == 0 || n >= sizeof(num))
+			goto bad;
+		memcpy(num, p, n);
+		num[n] = '\0';
+		if (!tc_parse_dec(num, 65535, &u) || (u == 0 && i != 1))
+			goto bad;
+		*out[i] = (uint16_t)u;
+		p += n;
+		if (i < 2 && *p++ != ',')
+			goto bad;
+	}
+	if (*p)
+		goto bad;
+	return 0;
+bad:
+	return fail(err, errlen, "discover-ports: expected EVENTS,REPLAY,HTTP (ports; REPLAY 0 "
+		    "for none), got '%s'", v);
+}
+
+/* --discover-dns-server IPv4[:PORT] (port default 53), kept as "IPv4:PORT". */
+static int parse_disc_server(const char *v, struct ing_discover_config *d, char *err,
+			     size_t errlen)
+{
+	char host[INET_ADDRSTRLEN];
+	const char *colon = strchr(v, ':');
+	size_t n = colon ? (size_t)(colon - v) : strlen(v);
+	uint64_t port = 53;
+	struct in_addr a;
+
+	if (!*v) {
+		d->server[0] = '\0';
+		return 0;
+	}
+	if (n == 0 || n >= sizeof(host))
+		goto bad;
+	memcpy(host, v, n);
+	host[n] = '\0';
+	if (inet_pton(AF_INET, host, &a) != 1 ||
+	    (colon && (!tc_parse_dec(colon + 1, 65535, &port) || port == 0)))
+		goto bad;
+	snprintf(d->server, sizeof(d->server), "%s:%u", host, (unsigned)port);
+	return 0;
+bad:
+	return fail(err, errlen, "discover-dns-server: expected IPv4[:PORT], got '%s'", v);
 }
 
 static bool endpoint_ok(const char *e)
@@ -689,6 +754,20 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 				    "remote-tier: expected none, gpu, cpu, disk or other, got '%s'",
 				    value);
 		return 0;
+	case O_DISC_DNS:
+		return copy_str(key, value, c->disc.dns, sizeof(c->disc.dns), err, errlen);
+	case O_DISC_PORTS:
+		return parse_disc_ports(value, &c->disc, err, errlen);
+	case O_DISC_INTERVAL:
+		if (ms == 0)
+			return fail(err, errlen, "discover-interval: must be > 0");
+		c->disc.interval_ms = ms;
+		return 0;
+	case O_DISC_SERVER:
+		return parse_disc_server(value, &c->disc, err, errlen);
+	case O_CONFIG_WATCH:
+		c->disc.watch_ms = ms;
+		return 0;
 	}
 	return fail(err, errlen, "%s: unhandled option", key);
 }
@@ -897,8 +976,13 @@ int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 	if (c->spec.floor_ms > c->spec.cap_ms)
 		return fail(err, errlen, "ttl-floor (%ums) is above ttl-cap (%ums)",
 			    c->spec.floor_ms, c->spec.cap_ms);
-	if (!c->npods && !c->bind[0])
-		return fail(err, errlen, "no pods: give --pod (connect mode) or --bind (bind mode)");
+	if (!c->npods && !c->bind[0] && !c->disc.dns[0] && !c->disc.watch_ms)
+		return fail(err, errlen, "no pods: give --pod (connect mode), --bind (bind mode), "
+			    "--discover-dns or --config-watch");
+	if (c->disc.dns[0] && !c->disc.port_events)
+		return fail(err, errlen, "--discover-dns needs --discover-ports EVENTS,REPLAY,HTTP");
+	if (c->disc.watch_ms && !c->config_path[0])
+		return fail(err, errlen, "--config-watch needs --config FILE");
 	for (size_t i = 0; i < c->npods; i++)
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(c->pods[i].endpoint, c->pods[j].endpoint))
@@ -1018,10 +1102,34 @@ void ing_config_usage(FILE *f)
 "  --reap-pass DURATION   time the reaper takes to walk the whole table: it examines\n"
 "                         slots x interval / pass slots per wake-up (default 1s)\n"
 "\n"
+"Discovery (pods found rather than listed; each source optional, all add and remove pods\n"
+"the way SIGHUP does, a removed pod's entries dropped at once):\n"
+"  --discover-dns NAME    re-resolve NAME's A records (a Kubernetes headless Service; the\n"
+"                         search domains of /etc/resolv.conf apply) on a helper thread;\n"
+"                         each address is a pod tcp://IP:EVENTS (replay tcp://IP:REPLAY)\n"
+"                         named IP:HTTP. An address that leaves the answer is removed; no\n"
+"                         address (NXDOMAIN) removes them all; a failed resolution\n"
+"                         (timeout, SERVFAIL) changes nothing. Default: off\n"
+"  --discover-ports EVENTS,REPLAY,HTTP\n"
+"                         ports of every discovered pod: its event PUB, its replay ROUTER\n"
+"                         (0: none), its serving port (the name routers use); required\n"
+"                         with --discover-dns, e.g. 5557,5558,8000\n"
+"  --discover-interval DURATION\n"
+"                         time between two resolutions (default 5s)\n"
+"  --discover-dns-server IPv4[:PORT]\n"
+"                         ask this server (port default 53) instead of resolv.conf's\n"
+"  --config-watch DURATION\n"
+"                         check the --config file this often (stat: inode, size, mtime, so a\n"
+"                         replaced file or a Kubernetes ConfigMap's swapped link is seen) and\n"
+"                         reload its pod list on a change, as SIGHUP does. 0: off (default)\n"
+"\n"
 "Metrics:\n"
 "  --metrics ADDR:PORT    serve per-pod metrics over HTTP on ADDR:PORT; loopback only\n"
 "                         (127.0.0.0/8, localhost, [::1]): the endpoint has no\n"
-"                         authentication. Labels are pod and model only. Default: off\n"
+"                         authentication. Labels are pod and model only. Default: off.\n"
+"                         With discovery also kvidx_discovery_resolutions_total,\n"
+"                         _resolution_failures_total, _pods_added_total, _pods_removed_total,\n"
+"                         kvidx_discovery_pods and kvidx_config_watch_reloads_total\n"
 "\n"
 "Other:\n"
 "  --config FILE          read settings from FILE first; flags given here override them\n"
@@ -1034,7 +1142,7 @@ void ing_config_usage(FILE *f)
 "\n"
 "Signals: SIGHUP re-reads the config file's pod list (added pods are subscribed, removed\n"
 "ones unsubscribed and dropped from the index, a changed pod line is both; other settings\n"
-"need a restart).\n"
+"need a restart). Pods from --pod and from --discover-dns are never touched by it.\n"
 "SIGTERM / SIGINT stop cleanly; the index stays and readers keep serving its last state.\n"
 "\n"
 "Sequence numbers, per pod: a small step back is a duplicate (ignored); a gap is replayed\n"

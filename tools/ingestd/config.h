@@ -36,6 +36,18 @@ struct ing_pod_spec {
 	bool topic_set;
 	unsigned dp_ranks;               /* data-parallel ranks, 1..KV_POD_RANKS (0 = 1) */
 	bool from_file;                  /* listed in the config file (SIGHUP reloads those) */
+	bool discovered;                 /* made by DNS discovery (discover.c owns those) */
+};
+
+/* Pod discovery (discover.c): --discover-* and --config-watch. Durations in milliseconds. */
+struct ing_discover_config {
+	char dns[256];             /* name re-resolved for A records, "" = off */
+	char server[64];           /* "IPv4:PORT" asked instead of resolv.conf's, "" = those */
+	uint16_t port_events;      /* --discover-ports EVENTS,REPLAY,HTTP (REPLAY 0 = none) */
+	uint16_t port_replay;
+	uint16_t port_http;        /* the serving port: pods are named IP:HTTP */
+	uint32_t interval_ms;      /* re-resolution period (default 5000) */
+	uint32_t watch_ms;         /* --config-watch: stat() the config file this often, 0 = off */
 };
 
 enum ing_ttl_policy {
@@ -81,6 +93,7 @@ struct ing_config {
 	unsigned remote_tier;          /* locality REMOTE blocks: 0 skipped, else this tier */
 	char config_path[4096];        /* "" = no config file */
 	struct ing_spec_config spec;
+	struct ing_discover_config disc;
 	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else loopback ADDR:PORT */
 	enum ilog_level log_level;
 	bool help;

@@ -148,6 +148,8 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	}
 	kvidx_writer_tick(d->sh.w, now);
 	d->sh.last_tick_ns = now;
+	if ((rc = discover_open(&d->disc, cfg)) < 0)
+		goto fail;
 	/* Last: from here on writer calls take d->lock. */
 	if ((rc = spec_reaper_start(&d->spec)) < 0)
 		goto fail;
@@ -355,7 +357,11 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 
 		if (*hup) {
 			*hup = 0;
-			ingestd_reload(d);
+			ingestd_reload(d, "SIGHUP");
+		}
+		if (discover_poll(&d->disc, &d->sh, kvidx_now_ns())) {
+			discover_count_reload(&d->disc);
+			ingestd_reload(d, "config watch");
 		}
 		if (build_items(d, &n) < 0) {
 			ilog(ILOG_ERROR, "out of memory building the poll set");
@@ -425,63 +431,34 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 
 /* ---- SIGHUP --------------------------------------------------------------------------------- */
 
-int ingestd_reload(struct ingestd *d)
+static bool is_from_file(const struct ing_pod *p)
+{
+	return p->spec.from_file;
+}
+
+int ingestd_reload(struct ingestd *d, const char *why)
 {
 	struct ing_config nc;
+	struct ilog_limit lim = { 0 };
 	char err[512];
-	uint64_t now = kvidx_now_ns();
 	size_t added = 0, removed = 0;
 	int rc;
 
 	if (!d->cfg->config_path[0]) {
-		ilog(ILOG_WARN, "SIGHUP: no --config file, nothing to reload");
+		ilog(ILOG_WARN, "%s: no --config file, nothing to reload", why);
 		return 0;
 	}
 	ing_config_init(&nc);
 	rc = ing_config_load_file(&nc, d->cfg->config_path, err, sizeof(err));
 	if (rc < 0) {
-		ilog(ILOG_ERROR, "SIGHUP: %s; pods unchanged", err);
+		ilog(ILOG_ERROR, "%s: %s; pods unchanged", why, err);
 		ing_config_free(&nc);
 		return rc;
 	}
-	/* Removed: file pods whose spec is no longer in the file. */
-	for (size_t i = d->sh.npods; i-- > 0;) {
-		struct ing_pod *p = d->sh.pods[i];
-		bool keep = false;
-		if (p->bind_mode || !p->spec.from_file)
-			continue;
-		for (size_t j = 0; j < nc.npods && !keep; j++)
-			keep = ing_pod_spec_equal(&p->spec, &nc.pods[j]);
-		if (!keep) {
-			ilog(ILOG_INFO, "SIGHUP: unsubscribing %s", p->spec.endpoint);
-			ing_pod_close(&d->sh, p, true);
-			removed++;
-		}
-	}
-	/* Added: file pods not subscribed yet. */
-	for (size_t j = 0; j < nc.npods; j++) {
-		bool have = false, clash = false;
-		for (size_t i = 0; i < d->sh.npods; i++) {
-			struct ing_pod *p = d->sh.pods[i];
-			if (p->bind_mode)
-				continue;
-			if (ing_pod_spec_equal(&p->spec, &nc.pods[j]))
-				have = true;
-			else if (!strcmp(p->spec.endpoint, nc.pods[j].endpoint))
-				clash = true;
-		}
-		if (have)
-			continue;
-		if (clash) {
-			ilog(ILOG_WARN, "SIGHUP: %s is already subscribed (command line); ignored",
-			     nc.pods[j].endpoint);
-			continue;
-		}
-		ilog(ILOG_INFO, "SIGHUP: subscribing %s", nc.pods[j].endpoint);
-		if (ing_pod_open(&d->sh, &nc.pods[j], now))
-			added++;
-	}
-	ilog(ILOG_INFO, "SIGHUP: %zu pods added, %zu removed, %zu subscribed", added, removed,
+	/* The file's pods only: command-line and discovered pods are someone else's. */
+	ing_pods_reconcile(&d->sh, nc.pods, nc.npods, is_from_file, why, &lim, &added, &removed,
+			   kvidx_now_ns());
+	ilog(ILOG_INFO, "%s: %zu pods added, %zu removed, %zu subscribed", why, added, removed,
 	     d->sh.npods);
 	ing_config_free(&nc);
 	return 0;
@@ -492,6 +469,7 @@ void ingestd_close(struct ingestd *d)
 	/* The reaper first: after it, this thread is the only one making writer calls. */
 	if (d->spec_ok)
 		spec_reaper_stop(&d->spec);
+	discover_close(&d->disc);
 	while (d->sh.npods)
 		ing_pod_close(&d->sh, d->sh.pods[d->sh.npods - 1], false);
 	free(d->sh.pods);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "discover.h"
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
@@ -79,6 +80,8 @@ int main(int argc, char **argv)
 	}
 	if (cfg.metrics[0]) {
 		/* The index exists now; the server thread reads it like any router would. */
+		if (cfg.disc.dns[0] || cfg.disc.watch_ms)
+			metrics_set_extra(discover_render, &d.disc);
 		rc = metrics_http_start(cfg.metrics, cfg.name);
 		if (rc < 0) {
 			ilog(ILOG_ERROR, "metrics endpoint %s: %s", cfg.metrics, kvidx_strerror(rc));

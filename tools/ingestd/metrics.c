@@ -47,7 +47,18 @@ struct msrv {
 	char name[KVIDX_NAME_MAX];
 	struct kvidx_reader *r;
 	struct ilog_limit lim;
+	void (*extra)(FILE *f, void *arg); /* metrics_set_extra(), copied at start */
+	void *extra_arg;
 };
+
+static void (*extra_fn)(FILE *f, void *arg);
+static void *extra_fn_arg;
+
+void metrics_set_extra(void (*fn)(FILE *f, void *arg), void *arg)
+{
+	extra_fn = fn;
+	extra_fn_arg = arg;
+}
 
 /*
  * How many connections the daemon may hold: CONN_LIMIT, after raising the soft limit on open
@@ -104,6 +115,8 @@ static int render_body(struct msrv *s, char **body, size_t *len)
 		rewind(f);
 		rc = prom_render(s->r, f);
 	}
+	if (rc == 0 && s->extra)
+		s->extra(f, s->extra_arg);
 	if (fclose(f) != 0 && rc == 0)
 		rc = -EIO;
 	if (rc < 0) {
@@ -185,6 +198,8 @@ int metrics_http_start(const char *addr, const char *index_name)
 		return -ENOMEM;
 	}
 	snprintf(s->name, sizeof(s->name), "%s", index_name);
+	s->extra = extra_fn;
+	s->extra_arg = extra_fn_arg;
 	/* The daemon's thread starts with every signal blocked, so they go to the caller's. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);

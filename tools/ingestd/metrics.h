@@ -27,4 +27,11 @@
  */
 int metrics_http_start(const char *addr, const char *index_name);
 
+/*
+ * fn(f, arg) appends the process's own families (discover.h) after the index's; servers
+ * started after this call use it. fn runs on the server thread: it reads atomics only.
+ */
+#include <stdio.h>
+void metrics_set_extra(void (*fn)(FILE *f, void *arg), void *arg);
+
 #endif /* KVIDX_INGEST_METRICS_H */
