@@ -305,8 +305,10 @@ enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
 	X(routes_dropped_removed) X(routes_dropped_evicted) X(routes_untracked)              \
 	/* speculative records dropped before they expired, by cause (layout 4) */           \
 	X(dropped_clear) X(dropped_removed) X(dropped_evicted)                               \
+	/* liveness (heartbeats, routed but silent; layout 6, compatible) */                  \
+	X(heartbeats) X(routed_silent)                                                       \
 	/* load view: requests retired without their outcome (layout 7) */                   \
-	X(load_timeouts) X(load_evicted)
+	X(load_lost)
 enum kv_pod_ctr {
 #define KV_POD_CTR_ENUM(n) KV_PC_##n,
 	KV_POD_CTRS(KV_POD_CTR_ENUM)

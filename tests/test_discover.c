@@ -258,6 +258,36 @@ Test(discover, dns_failure_keeps_pods)
 	TU_EVENTUALLY(holds(k2, pa), "events stopped; log: %s", tu_ing.log);
 }
 
+Test(discover, dns_pod_attrs_ranks_and_model)
+{
+	int ev_port = tu_port(4), rp_port = tu_port(6);
+	char server[64], ports[64];
+	/* One pod of two data-parallel ranks: rank r at the ports + r. */
+	struct tu_pub *r0 = tu_pub_open_at("kv@a@ignored", "127.0.0.2", ev_port, rp_port);
+	struct tu_pub *r1 = tu_pub_open_at("kv@a@ignored", "127.0.0.2", ev_port + 1, rp_port + 1);
+
+	hosts_set("127.0.0.2 " DNS_NAME "\n");
+	dnsmasq_start(tu_port(0));
+	snprintf(server, sizeof(server), "127.0.0.1:%d", tu_port(0));
+	snprintf(ports, sizeof(ports), "%d,%d,8000", ev_port, rp_port);
+	START("--capacity", "16k", "--discover-dns", DNS_NAME, "--discover-ports", ports,
+	      "--discover-dns-server", server, "--discover-interval", "200ms",
+	      "--discover-pod-attrs", "model=" MODEL ",dp-ranks=2");
+	tu_pub_wait_subscribed(r0);
+	tu_pub_wait_subscribed(r1);
+	int pa = wait_pod("127.0.0.2:8000");
+	/* Keys are computed for model= (the topic's model is overridden), on both ranks. */
+	uint64_t k0 = pub_block(r0, 41, 106000), k1 = pub_block(r1, 42, 107000);
+	TU_EVENTUALLY(holds(k0, pa) && holds(k1, pa), "ranks' blocks not indexed; log: %s",
+		      tu_ing.log);
+	cr_assert_eq(tu_ctr(pa, KV_PC_ranks), 2);
+
+	/* Gone from the answer: the pod goes, both ranks' entries with it. */
+	hosts_set("");
+	TU_EVENTUALLY(pod_index("127.0.0.2:8000") < 0, "pod not removed; log: %s", tu_ing.log);
+	cr_assert(!holds(k0, pa) && !holds(k1, pa));
+}
+
 /* ---- the watched config file ---------------------------------------------------------------- */
 
 Test(discover, config_watch_adds_and_removes_pods)
@@ -311,5 +341,15 @@ Test(discover, flags_are_checked)
 	r = tu_run_tool("kvidx-ingestd", "--pod tcp://127.0.0.1:1 --config-watch 1s 2>&1");
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.out, "--config FILE"), "%s", r.out);
+	free(r.out);
+	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 1,0,3 "
+			"--discover-pod-attrs name=a:1 2>&1");
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.out, "model=, topic= or dp-ranks= only"), "%s", r.out);
+	free(r.out);
+	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 65535,0,3 "
+			"--discover-pod-attrs dp-ranks=2 2>&1");
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.out, "no room"), "%s", r.out);
 	free(r.out);
 }

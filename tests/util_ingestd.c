@@ -175,15 +175,63 @@ void tu_send_frames(void *s, const void *a, size_t alen, const void *b, size_t b
 	}
 }
 
+/* p's sequence frame for seq: 8 bytes, or 24 with its publisher id. Returns the length. */
+static size_t seq_frame(const struct tu_pub *p, uint64_t seq, unsigned char out[24])
+{
+	kvw_seq_put(out, seq);
+	if (!p->has_id)
+		return 8;
+	memcpy(out + 8, p->id, KVW_PUB_ID_LEN);
+	return 24;
+}
+
 void tu_pub_batch(struct tu_pub *p, uint64_t seq, const void *buf, size_t len, bool send)
 {
-	unsigned char seq8[8];
+	unsigned char sf[24];
+	size_t sflen = seq_frame(p, seq, sf);
 
 	keep_batch(p, seq, buf, len);
 	if (!send)
 		return;
-	kvw_seq_put(seq8, seq);
-	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, buf, len);
+	tu_send_frames(p->xpub, p->topic, strlen(p->topic), sf, sflen, buf, len);
+}
+
+bool tu_log_has(const char *needle)
+{
+	FILE *f = fopen(tu_ing.log, "r");
+	char *text = NULL;
+	size_t cap = 0, n = 0, got;
+	bool has;
+
+	if (!f)
+		return false;
+	do {
+		if (n + 4096 + 1 > cap) {
+			cap = cap ? 2 * cap : 65536;
+			text = realloc(text, cap);
+			cr_assert_not_null(text);
+		}
+		got = fread(text + n, 1, cap - n - 1, f);
+		n += got;
+	} while (got);
+	fclose(f);
+	text[n] = '\0';
+	has = strstr(text, needle) != NULL;
+	free(text);
+	return has;
+}
+
+void tu_pub_restart(struct tu_pub *p, const uint8_t *id)
+{
+	for (size_t i = 0; i < p->nh; i++)
+		free(p->h[i].buf);
+	p->nh = 0;
+	p->next_seq = 0;
+	p->keep_from = 0;
+	if (id) {
+		p->has_id = true;
+		memcpy(p->id, id, KVW_PUB_ID_LEN);
+	}
 }
 
 uint64_t tu_pub_events_ex(struct tu_pub *p, const struct kvw_event *ev, size_t n, bool send,
@@ -208,15 +256,15 @@ uint64_t tu_pub_events(struct tu_pub *p, const struct kvw_event *ev, size_t n)
 	return tu_pub_events_ex(p, ev, n, true, KVW_FORM_ARRAY);
 }
 
-/* Sends one replay answer frame sequence: [id, "", (topic,) seq8, payload]. */
-static void replay_send(struct tu_pub *p, zmq_msg_t *id, const unsigned char seq8[8],
-			const void *buf, size_t len)
+/* Sends one replay answer frame sequence: [id, "", (topic,) seq frame, payload]. */
+static void replay_send(struct tu_pub *p, zmq_msg_t *id, const unsigned char *seqf,
+			size_t seqlen, const void *buf, size_t len)
 {
 	zmq_send(p->router, zmq_msg_data(id), zmq_msg_size(id), ZMQ_SNDMORE);
 	zmq_send(p->router, "", 0, ZMQ_SNDMORE);
 	if (!p->old_framing)
 		zmq_send(p->router, p->topic, strlen(p->topic), ZMQ_SNDMORE);
-	zmq_send(p->router, seq8, 8, ZMQ_SNDMORE);
+	zmq_send(p->router, seqf, seqlen, ZMQ_SNDMORE);
 	zmq_send(p->router, buf, len, 0);
 }
 
@@ -228,7 +276,7 @@ static void pub_serve(struct tu_pub *p, int timeout_ms)
 
 	while (zmq_poll(&it, 1, timeout_ms) > 0) {
 		zmq_msg_t id, f;
-		unsigned char seq8[8], end8[8];
+		unsigned char sf[24], end8[8];
 		uint64_t from = 0;
 		int more;
 		size_t ml = sizeof(more), n = 0;
@@ -257,11 +305,11 @@ static void pub_serve(struct tu_pub *p, int timeout_ms)
 			struct tu_batch *h = &p->h[i];
 			if (h->seq < from || h->seq < p->keep_from)
 				continue;
-			kvw_seq_put(seq8, h->seq);
-			replay_send(p, &id, seq8, h->buf, h->len);
+			size_t sflen = seq_frame(p, h->seq, sf);
+			replay_send(p, &id, sf, sflen, h->buf, h->len);
 		}
 		memset(end8, 0xff, 8);
-		replay_send(p, &id, end8, "", 0);
+		replay_send(p, &id, end8, 8, "", 0);
 		zmq_msg_close(&id);
 	}
 }

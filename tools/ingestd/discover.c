@@ -290,12 +290,13 @@ static bool is_discovered(const struct ing_pod *p)
 	return p->spec.discovered;
 }
 
+/* Discovered pods (their rank-0 streams: one per address). */
 static size_t count_discovered(const struct ing_shared *sh)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < sh->npods; i++)
-		n += sh->pods[i]->spec.discovered;
+		n += sh->pods[i]->spec.discovered && sh->pods[i]->st.rank == 0;
 	return n;
 }
 
@@ -307,7 +308,10 @@ static void spec_of(const struct ing_discover_config *dc, const char *ip, struct
 	if (dc->port_replay)
 		snprintf(s->replay, sizeof(s->replay), "tcp://%s:%u", ip, dc->port_replay);
 	snprintf(s->name, sizeof(s->name), "%s:%u", ip, dc->port_http);
-	s->dp_ranks = 1;
+	memcpy(s->model, dc->model, sizeof(s->model));
+	memcpy(s->topic, dc->topic, sizeof(s->topic));
+	s->topic_set = dc->topic_set;
+	s->dp_ranks = dc->dp_ranks;
 	s->discovered = true;
 }
 
@@ -343,7 +347,7 @@ static void dns_apply(struct ing_discover *ds, struct ing_shared *sh, uint64_t n
 	bool same = count_discovered(sh) == set->n;
 	for (size_t i = 0; i < sh->npods && same; i++) {
 		const struct ing_pod *p = sh->pods[i];
-		if (!p->spec.discovered)
+		if (!p->spec.discovered || p->st.rank != 0)
 			continue;
 		same = false;
 		for (size_t j = 0; j < set->n && !same; j++)

@@ -53,6 +53,8 @@ struct ingestd {
 	struct ing_load load; /* the load view (load.h); spec.load points here */
 	bool published; /* the generation is visible to readers (see maybe_publish()) */
 	int bell_fd;    /* kvidx_writer_doorbell(), in the poll set; -1 if unavailable */
+	struct ing_cluster *cluster; /* --cluster link (cluster.h), NULL: none */
+	uint64_t ready_ns; /* when readiness was last reported (report_ready()) */
 	struct ing_discover disc; /* DNS discovery and the config watch (discover.h) */
 };
 

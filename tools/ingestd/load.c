@@ -91,7 +91,7 @@ void load_commit(struct ing_load *l, uint64_t corr_id, int pod, int slot, uint32
 	/* A retry of one request on the same pod is a second request in flight: the map is a
 	 * multimap, each outcome retires one. */
 	if (spec_fifo_push(&l->map, corr_id, pod, slot, tokens, now, &ev))
-		retire(l, &ev, KV_PC_load_evicted, now);
+		retire(l, &ev, KV_PC_load_lost, now);
 	lp->inflight++;
 	lp->tokens += tokens;
 	publish(l, pod, now);
@@ -120,7 +120,7 @@ void load_tick(struct ing_load *l, uint64_t now)
 	while ((e = spec_fifo_oldest(&l->map)) && e->b + l->timeout_ns <= now) {
 		struct spec_fent copy = *e;
 		spec_fifo_del(&l->map, e);
-		retire(l, &copy, KV_PC_load_timeouts, now);
+		retire(l, &copy, KV_PC_load_lost, now);
 	}
 }
 

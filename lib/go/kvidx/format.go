@@ -211,7 +211,8 @@ var PodCounterNames = [...]string{
 	"routes_stale_expiries", "routes_dropped_clear", "routes_dropped_removed",
 	"routes_dropped_evicted", "routes_untracked",
 	"dropped_clear", "dropped_removed", "dropped_evicted",
-	"load_timeouts", "load_evicted",
+	"heartbeats", "routed_silent",
+	"load_lost",
 }
 
 // RouterCounterNames are the names of a router worker's counter words (FORMAT.md 5.6).
