@@ -346,6 +346,8 @@ struct kvidx_load {
 	uint32_t inflight;        /* requests routed to the pod whose outcome has not come */
 	uint64_t prefill_tokens;  /* uncached prompt tokens of those requests (still to compute) */
 	uint64_t updated_ns;      /* kvidx_now_ns() of the writer's last change to this row */
+	uint64_t lost;            /* requests the writer retired without their outcome (its time
+				   * bound, a full map) since the pod index was assigned */
 };
 
 /*

@@ -826,6 +826,7 @@ int kvidx_pod_load(struct kvidx_reader *r, int pod, struct kvidx_load *out)
 		uint64_t inflight = ld_relaxed(&lr->lr_inflight);
 		uint64_t tokens = ld_relaxed(&lr->lr_prefill_tokens);
 		uint64_t t_ns = ld_relaxed(&lr->lr_updated_ns);
+		uint64_t lost = ld_relaxed(&lr->lr_lost);
 		/* The field loads are ordered before the re-check of lr_seq. Pairs with the
 		 * release fence after the opening lr_seq bump in load_write(): if a field load saw
 		 * a change's store, the re-check sees that change's odd lr_seq (or a later one). */
@@ -834,6 +835,7 @@ int kvidx_pod_load(struct kvidx_reader *r, int pod, struct kvidx_load *out)
 			out->inflight = inflight > UINT32_MAX ? UINT32_MAX : (uint32_t)inflight;
 			out->prefill_tokens = tokens;
 			out->updated_ns = t_ns;
+			out->lost = lost;
 			return 0;
 		}
 	}

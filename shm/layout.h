@@ -306,9 +306,7 @@ enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
 	/* speculative records dropped before they expired, by cause (layout 4) */           \
 	X(dropped_clear) X(dropped_removed) X(dropped_evicted)                               \
 	/* liveness (heartbeats, routed but silent; layout 6, compatible) */                  \
-	X(heartbeats) X(routed_silent)                                                       \
-	/* load view: requests retired without their outcome (layout 7) */                   \
-	X(load_lost)
+	X(heartbeats) X(routed_silent)
 enum kv_pod_ctr {
 #define KV_POD_CTR_ENUM(n) KV_PC_##n,
 	KV_POD_CTRS(KV_POD_CTR_ENUM)
@@ -416,8 +414,9 @@ _Static_assert(sizeof(struct kvidx_router) == KV_ROUTER_BYTES, "router stats siz
  * The load view (layout 7): one cache line per pod at dh_load_off + pod * KV_LOAD_BYTES,
  * written by the writer only, under a seqlock (lr_seq odd while a change is in progress;
  * every other word relaxed). Requests routed to the pod whose outcome has not come, their
- * uncached prompt tokens, and the writer's time of its last change. Reset to zero when the
- * pod index is taken or freed. Words 4-7 are zero (room for later fields).
+ * uncached prompt tokens, the writer's time of its last change, and how many requests it
+ * retired without their outcome (time bound, full map). Reset to zero when the pod index is
+ * taken or freed. Words 5-7 are zero (room for later fields).
  */
 #define KV_LOAD_BYTES 64
 struct kvidx_load_row {
@@ -425,7 +424,8 @@ struct kvidx_load_row {
 	uint64_t lr_inflight;
 	uint64_t lr_prefill_tokens;
 	uint64_t lr_updated_ns;
-	uint64_t lr_reserved[4];
+	uint64_t lr_lost;
+	uint64_t lr_reserved[3];
 };
 _Static_assert(sizeof(struct kvidx_load_row) == KV_LOAD_BYTES, "load row size");
 

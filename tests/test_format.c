@@ -71,6 +71,7 @@ static const struct fld fields[] = {
 	FLD("kvidx_load_row", kvidx_load_row, lr_inflight),
 	FLD("kvidx_load_row", kvidx_load_row, lr_prefill_tokens),
 	FLD("kvidx_load_row", kvidx_load_row, lr_updated_ns),
+	FLD("kvidx_load_row", kvidx_load_row, lr_lost),
 	FLD("kvidx_load_row", kvidx_load_row, lr_reserved),
 	/* Arena units have no struct: reader.c reads entry words e[0], e[1] and record words
 	 * e[2 + 2i], e[3 + 2i], one 16-byte unit each. */

@@ -155,7 +155,7 @@ Test(load, commit_counts_uncached_tokens_outcome_retires)
 	cr_assert_eq(outcome_on(tu_ing.rd, 5, b), 0);
 	LOAD_EVENTUALLY(a, 0, 0);
 	LOAD_EVENTUALLY(b, 0, 0);
-	cr_assert_eq(tu_ctr(a, KV_PC_load_lost) + tu_ctr(b, KV_PC_load_lost), 0);
+	cr_assert_eq(load_of(a).lost + load_of(b).lost, 0);
 }
 
 Test(load, long_prompt_commits_its_prefix_and_counts_the_whole)
@@ -244,7 +244,7 @@ Test(load, conserved_under_many_routers)
 	}
 	LOAD_EVENTUALLY(a, 0, 0);
 	LOAD_EVENTUALLY(b, 0, 0);
-	cr_assert_eq(tu_ctr(a, KV_PC_load_lost) + tu_ctr(b, KV_PC_load_lost), 0, "nothing was retired without its outcome");
+	cr_assert_eq(load_of(a).lost + load_of(b).lost, 0, "nothing was retired without its outcome");
 }
 
 Test(load, killed_router_is_retired_by_the_time_bound)
@@ -275,8 +275,8 @@ Test(load, killed_router_is_retired_by_the_time_bound)
 	cr_assert_eq(waitpid(kid, &st, 0), kid);
 	/* The commits were published before the kill: the writer sees them, then the bound
 	 * retires them (counted), and the row is back to zero. */
-	TU_EVENTUALLY(tu_ctr(a, KV_PC_load_lost) == 5, "lost %llu; load %u; log: %s",
-		      (unsigned long long)tu_ctr(a, KV_PC_load_lost), load_of(a).inflight,
+	TU_EVENTUALLY(load_of(a).lost == 5, "lost %llu; load %u; log: %s",
+		      (unsigned long long)load_of(a).lost, load_of(a).inflight,
 		      tu_ing.log);
 	LOAD_EVENTUALLY(a, 0, 0);
 	/* A late outcome after the bound finds nothing and changes nothing. */
@@ -293,7 +293,7 @@ Test(load, full_map_retires_its_oldest)
 	for (uint64_t j = 0; j < 20; j++)
 		cr_assert_eq(commit_on(tu_ing.rd, j, a, -1, 1, 0, 10), 0);
 	LOAD_EVENTUALLY(a, 16, 160);
-	cr_assert_eq(tu_ctr(a, KV_PC_load_lost), 4);
+	cr_assert_eq(load_of(a).lost, 4);
 	cr_assert_eq(outcome_on(tu_ing.rd, 0, a), 0); /* evicted already: nothing */
 	cr_assert_eq(outcome_on(tu_ing.rd, 19, a), 0);
 	LOAD_EVENTUALLY(a, 15, 150);

@@ -406,6 +406,7 @@ static PyObject *Reader_load(ReaderObject *self, PyObject *pod)
 	PyStructSequence_SET_ITEM(t, 0, PyLong_FromUnsignedLong(l.inflight));
 	PyStructSequence_SET_ITEM(t, 1, PyLong_FromUnsignedLongLong(l.prefill_tokens));
 	PyStructSequence_SET_ITEM(t, 2, PyLong_FromUnsignedLongLong(l.updated_ns));
+	PyStructSequence_SET_ITEM(t, 3, PyLong_FromUnsignedLongLong(l.lost));
 	if (PyErr_Occurred())
 		Py_CLEAR(t);
 	return t;
@@ -734,7 +735,7 @@ static PyMethodDef Reader_methods[] = {
 	  "keys on pod, the request counted in its load view; prompt_tokens 0: len(keys) x "
 	  "block size). False when this reader's ring was full (dropped and counted)." },
 	{ "load", (PyCFunction)Reader_load, METH_O,
-	  "load(pod) -> Load(inflight, prefill_tokens, updated_ns): the pod's row of the load "
+	  "load(pod) -> Load(inflight, prefill_tokens, updated_ns, lost): the pod's row of the load "
 	  "view, every router's requests in flight there and their uncached prompt tokens "
 	  "(kvidx_pod_load()). pod: index or name. Wait-free." },
 	{ "report_outcome", (PyCFunction)(void (*)(void))Reader_report_outcome,
@@ -777,10 +778,11 @@ static PyStructSequence_Field load_fields[] = {
 	{ "inflight", "requests routed to the pod whose outcome has not come" },
 	{ "prefill_tokens", "uncached prompt tokens of those requests" },
 	{ "updated_ns", "kvidx_now_ns() of the writer's last change to the row" },
+	{ "lost", "requests retired without their outcome (time bound, full map)" },
 	{ NULL }
 };
 static PyStructSequence_Desc load_desc = { "kvidx.Load", "One pod's row of the load view.",
-					   load_fields, 3 };
+					   load_fields, 4 };
 
 static PyStructSequence_Field score_fields[] = {
 	{ "pod", "pod name (None if removed since)" },

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inspect.h"
-#include "layout.h"
+#include <stdbool.h>
 
 #define NS_PER_MS 1000000ull
 
@@ -47,10 +46,7 @@ static struct load_pod *lpod(struct ing_load *l, int pod)
 {
 	if (!l->pods || pod < 0 || (uint32_t)pod >= l->max_pods)
 		return NULL;
-	struct load_pod *lp = &l->pods[pod];
-	if (!lp->ctr)
-		lp->ctr = kv_writer_pod_ctrs(l->w, pod);
-	return lp;
+	return &l->pods[pod];
 }
 
 static void publish(struct ing_load *l, int pod, uint64_t now)
@@ -58,12 +54,12 @@ static void publish(struct ing_load *l, int pod, uint64_t now)
 	struct load_pod *lp = &l->pods[pod];
 	struct kvidx_load row = { .inflight = lp->inflight > UINT32_MAX ? UINT32_MAX :
 								  (uint32_t)lp->inflight,
-				  .prefill_tokens = lp->tokens, .updated_ns = now };
+				  .prefill_tokens = lp->tokens, .updated_ns = now, .lost = lp->lost };
 	(void)kvidx_pod_set_load(l->w, pod, &row); /* -KVIDX_ENOPOD: nothing to show it on */
 }
 
-/* Takes request e (removed from the map already) off its pod; counts why, if c >= 0. */
-static void retire(struct ing_load *l, const struct spec_fent *e, int c, uint64_t now)
+/* Takes request e (removed from the map already) off its pod; lost: without its outcome. */
+static void retire(struct ing_load *l, const struct spec_fent *e, bool lost, uint64_t now)
 {
 	struct load_pod *lp = lpod(l, e->sub);
 
@@ -72,8 +68,7 @@ static void retire(struct ing_load *l, const struct spec_fent *e, int c, uint64_
 	/* The sums only ever hold what the map holds: never below zero. */
 	lp->inflight -= lp->inflight ? 1 : 0;
 	lp->tokens -= e->a < lp->tokens ? e->a : lp->tokens;
-	if (c >= 0 && lp->ctr)
-		stat_add(&lp->ctr[c], 1);
+	lp->lost += lost;
 	publish(l, e->sub, now);
 }
 
@@ -91,7 +86,7 @@ void load_commit(struct ing_load *l, uint64_t corr_id, int pod, int slot, uint32
 	/* A retry of one request on the same pod is a second request in flight: the map is a
 	 * multimap, each outcome retires one. */
 	if (spec_fifo_push(&l->map, corr_id, pod, slot, tokens, now, &ev))
-		retire(l, &ev, KV_PC_load_lost, now);
+		retire(l, &ev, true, now);
 	lp->inflight++;
 	lp->tokens += tokens;
 	publish(l, pod, now);
@@ -107,7 +102,7 @@ void load_outcome(struct ing_load *l, uint64_t corr_id, int pod, uint64_t now)
 	}
 	struct spec_fent copy = *e;
 	spec_fifo_del(&l->map, e);
-	retire(l, &copy, -1, now);
+	retire(l, &copy, false, now);
 }
 
 void load_tick(struct ing_load *l, uint64_t now)
@@ -120,7 +115,7 @@ void load_tick(struct ing_load *l, uint64_t now)
 	while ((e = spec_fifo_oldest(&l->map)) && e->b + l->timeout_ns <= now) {
 		struct spec_fent copy = *e;
 		spec_fifo_del(&l->map, e);
-		retire(l, &copy, KV_PC_load_lost, now);
+		retire(l, &copy, true, now);
 	}
 }
 
@@ -131,6 +126,5 @@ void load_pod_forget(struct ing_load *l, int pod)
 	if (!lp)
 		return;
 	spec_fifo_purge(&l->map, pod, false);
-	lp->inflight = lp->tokens = 0;
-	lp->ctr = NULL; /* the next occupant's counters are looked up afresh */
+	lp->inflight = lp->tokens = lp->lost = 0;
 }

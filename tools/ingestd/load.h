@@ -12,7 +12,7 @@
  *             (retired by the bound already, or never committed) changes nothing and counts.
  *   bound     a request in flight longer than --load-timeout is retired (its outcome is taken
  *             as lost: a router that crashed, a ring that was full); a full map (--corr-map
- *             entries) retires its oldest. Both count per pod (load_lost).
+ *             entries) retires its oldest. Both count in the row's lost.
  *   pod gone  kvidx_pod_remove(): its requests are forgotten (the library zeroes the row).
  *
  * Requests are kept in one bounded FIFO map (spec.h's struct spec_fifo) keyed (corr_id, pod),
@@ -28,7 +28,7 @@
 
 struct load_pod {
 	uint64_t inflight, tokens;
-	uint64_t *ctr; /* kv_writer_pod_ctrs(), NULL until the pod is seen */
+	uint64_t lost; /* retired without their outcome */
 };
 
 struct ing_load {

@@ -179,7 +179,8 @@ const (
 	lrInflight      = 8
 	lrPrefillTokens = 16
 	lrUpdatedNs     = 24
-	lrReserved      = 32
+	lrLost          = 32
+	lrReserved      = 40
 )
 
 // Pod entry fields (FORMAT.md 5.4).
@@ -212,7 +213,6 @@ var PodCounterNames = [...]string{
 	"routes_dropped_evicted", "routes_untracked",
 	"dropped_clear", "dropped_removed", "dropped_evicted",
 	"heartbeats", "routed_silent",
-	"load_lost",
 }
 
 // RouterCounterNames are the names of a router worker's counter words (FORMAT.md 5.6).

@@ -167,7 +167,7 @@ func TestFormatOffsets(t *testing.T) {
 		"kvidx_data_hdr.dh_hist_off": dhHistOff, "kvidx_data_hdr.dh_state": dhState,
 		"kvidx_data_hdr.dh_routers_off": dhRoutersOff, "kvidx_data_hdr.dh_load_off": dhLoadOff,
 		"kvidx_load_row.lr_seq": lrSeq, "kvidx_load_row.lr_inflight": lrInflight,
-		"kvidx_load_row.lr_prefill_tokens": lrPrefillTokens, "kvidx_load_row.lr_updated_ns": lrUpdatedNs,
+		"kvidx_load_row.lr_prefill_tokens": lrPrefillTokens, "kvidx_load_row.lr_updated_ns": lrUpdatedNs, "kvidx_load_row.lr_lost": lrLost,
 		"kvidx_load_row.lr_reserved":     lrReserved,
 		"kvidx_data_hdr.dh_heartbeat_ns": dhHeartbeatNs, "kvidx_data_hdr.dh_writer_pid": dhWriterPid,
 		"kvidx_pod.pd_word": pdWord, "kvidx_pod.pd_seq": pdSeq, "kvidx_pod.pd_name": pdName,

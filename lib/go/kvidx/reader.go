@@ -489,6 +489,7 @@ type Load struct {
 	Inflight      uint32 // requests routed to the pod whose outcome has not come
 	PrefillTokens uint64 // uncached prompt tokens of those requests (still to compute)
 	UpdatedNs     uint64 // NowNs() of the writer's last change to the row
+	Lost          uint64 // requests retired without their outcome (time bound, full map)
 }
 
 const loadTries = 4 // seqlock attempts before ErrRetry, as the C library
@@ -517,11 +518,12 @@ func (r *Reader) PodLoad(pod int) (Load, error) {
 		n := v.m.ld64(off + lrInflight)
 		t := v.m.ld64(off + lrPrefillTokens)
 		u := v.m.ld64(off + lrUpdatedNs)
+		lost := v.m.ld64(off + lrLost)
 		if s1&1 == 0 && v.m.ld64(off+lrSeq) == s1 {
 			if n > math.MaxUint32 {
 				n = math.MaxUint32
 			}
-			return Load{Inflight: uint32(n), PrefillTokens: t, UpdatedNs: u}, nil
+			return Load{Inflight: uint32(n), PrefillTokens: t, UpdatedNs: u, Lost: lost}, nil
 		}
 	}
 	return Load{}, ErrRetry
