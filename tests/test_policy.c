@@ -1,6 +1,7 @@
 /*
  * test_policy.c — kvidx-route's routing policies (tools/route/policy.c) on constructed
- * states: each policy's pick, its cost where the formula gives an exact number, the ties.
+ * states: each policy's pick, its cost where the formula gives an exact number, the ties;
+ * and kvidx-route refusing a policy it does not know.
  */
 #include <criterion/criterion.h>
 #include <math.h>
