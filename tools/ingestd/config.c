@@ -38,9 +38,9 @@ enum opt_id {
 	O_POD, O_BIND, O_CONFIG, O_LOG_LEVEL, O_HELP,
 	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
-	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
-	O_REMOTE_TIER, O_CLUSTER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL, O_DISC_SERVER,
-	O_DISC_ATTRS, O_CONFIG_WATCH, O_READY_STREAMS,
+	O_CORR_MAP, O_LOAD_TIMEOUT, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS,
+	O_TOPIC_FILTER, O_REMOTE_TIER, O_CLUSTER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL,
+	O_DISC_SERVER, O_DISC_ATTRS, O_CONFIG_WATCH, O_READY_STREAMS,
 };
 
 struct opt {
@@ -82,6 +82,7 @@ static const struct opt opts[] = {
 	{ O_LATE_WINDOW, "late-window", OPT_SPECIAL },
 	{ O_STALE_LIMIT, "stale-limit", OPT_DURATION },
 	{ O_CORR_MAP, "corr-map", OPT_U64 },
+	{ O_LOAD_TIMEOUT, "load-timeout", OPT_DURATION },
 	{ O_LATE_MAP, "late-map", OPT_U64 },
 	{ O_REAP_INTERVAL, "reap-interval", OPT_DURATION },
 	{ O_REAP_PASS, "reap-pass", OPT_DURATION },
@@ -142,6 +143,7 @@ void ing_config_init(struct ing_config *c)
 	c->spec.late_window_ms = 0;
 	c->spec.stale_limit_ms = 5000;
 	c->spec.corr_map = 65536;
+	c->spec.load_timeout_ms = 120000;
 	c->spec.late_map = 131072;
 	c->spec.reap_interval_ms = 10;
 	c->spec.reap_pass_ms = 1000;
@@ -740,6 +742,11 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 			return fail(err, errlen, "corr-map: must be 1..1Gi");
 		c->spec.corr_map = u;
 		return 0;
+	case O_LOAD_TIMEOUT:
+		if (!ms)
+			return fail(err, errlen, "load-timeout: must be > 0");
+		c->spec.load_timeout_ms = ms;
+		return 0;
 	case O_LATE_MAP:
 		if (u == 0 || u > (1ull << 30))
 			return fail(err, errlen, "late-map: must be 1..1Gi");
@@ -1131,6 +1138,10 @@ void ing_config_usage(FILE *f)
 "                         until it is heard again. 0 disables (default 5s)\n"
 "  --corr-map N           route commits remembered for outcome reports, oldest forgotten\n"
 "                         first (default 64Ki)\n"
+"  --load-timeout DURATION\n"
+"                         the load view (kvidx_pod_load) counts a routed request until its\n"
+"                         outcome report, or for this long when none comes (a router that\n"
+"                         crashed leaves no load behind it for longer) (default 120s)\n"
 "  --late-map N           expired predictions remembered for --late-window, oldest counted\n"
 "                         stale early when full (default 128Ki)\n"
 "  --reap-interval DURATION\n"

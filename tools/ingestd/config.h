@@ -76,6 +76,7 @@ struct ing_spec_config {
 	uint32_t late_window_ms;  /* expiry -> late confirmation window; 0: max(10 s, 5 x TTL) */
 	uint32_t stale_limit_ms;  /* routes without events this long pause speculation (5000) */
 	uint64_t corr_map;        /* route commits remembered for outcomes (default 65536) */
+	uint32_t load_timeout_ms; /* load view: a request without outcome retired after (120000) */
 	uint64_t late_map;        /* expired predictions remembered (default 131072) */
 	uint32_t reap_interval_ms; /* reaper wake-up period (default 10) */
 	uint32_t reap_pass_ms;    /* time for the reaper to walk the whole table (default 1000) */

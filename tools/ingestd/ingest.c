@@ -119,6 +119,13 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	}
 	d->spec_ok = true;
 	d->sh.spec = &d->spec;
+	rc = load_init(&d->load, d->sh.w, cfg->geo.max_pods, cfg->block_size, cfg->spec.corr_map,
+		       cfg->spec.load_timeout_ms);
+	if (rc < 0) {
+		ilog(ILOG_ERROR, "load view: %s", strerror(-rc));
+		goto fail;
+	}
+	d->spec.load = &d->load;
 	if (cfg->cluster.urls[0]) {
 		d->cluster = cluster_open(&cfg->cluster, &d->spec, cfg->algo, cfg->seed,
 					  cfg->block_size);
@@ -464,6 +471,7 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 		for (size_t i = 0; i < d->sh.npods; i++)
 			ing_pod_housekeeping(&d->sh, d->sh.pods[i], now);
 		spec_tick(&d->spec, now);
+		load_tick(&d->load, now);
 		maybe_publish(d);
 		report_ready(d, now);
 		spec_yield(&d->spec);
@@ -533,6 +541,8 @@ void ingestd_close(struct ingestd *d)
 	kvw_batch_free(&d->sh.batch);
 	ing_apply_free(&d->sh.ap);
 	emap_free(&d->sh.emap);
+	d->spec.load = NULL;
+	load_free(&d->load);
 	if (d->spec_ok) {
 		spec_free(&d->spec);
 		d->spec_ok = false;

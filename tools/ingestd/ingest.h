@@ -32,6 +32,7 @@
 
 #include "config.h"
 #include "discover.h"
+#include "load.h"
 #include "pods.h"
 #include "spec.h"
 
@@ -49,6 +50,7 @@ struct ingestd {
 	bool lock_ok;
 	struct ing_spec spec;
 	bool spec_ok;
+	struct ing_load load; /* the load view (load.h); spec.load points here */
 	bool published; /* the generation is visible to readers (see maybe_publish()) */
 	int bell_fd;    /* kvidx_writer_doorbell(), in the poll set; -1 if unavailable */
 	struct ing_cluster *cluster; /* --cluster link (cluster.h), NULL: none */

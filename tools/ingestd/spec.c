@@ -73,6 +73,7 @@
 #include "hist.h"
 #include "inspect.h"
 #include "layout.h"
+#include "load.h"
 #include "log.h"
 #include "ttl.h"
 
@@ -534,6 +535,8 @@ static void spec_pod_detach(void *arg, int pod, bool removed)
 	if (!sp)
 		return;
 	if (removed) {
+		if (s->load)
+			load_pod_forget(s->load, pod);
 		spec_fifo_purge(&s->corr, pod, true);
 		spec_fifo_purge(&s->late, pod, false);
 		spec_fifo_purge(&s->routes, pod, false);
@@ -625,6 +628,9 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 	int opod = pp ? rt->prefill_pod : rt->pod;
 	spec_fifo_push(&s->corr, rt->corr_id, 0, opod, predicted | (on_pred ? PRED_FLAG : 0),
 		       created, NULL);
+	if (s->load)
+		load_commit(s->load, rt->corr_id, opod, slot, rt->prompt_tokens, rt->nkeys,
+			    rt->matched_blocks, now);
 	if (s->cluster)
 		cluster_local_commit(s->cluster, &(struct cl_commit){
 			.corr = rt->corr_id, .keys = rt->keys, .nkeys = rt->nkeys, .created_ns = created,
@@ -647,6 +653,8 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 		predicted = e->a & ~PRED_FLAG;
 		spec_fifo_del(&s->corr, e);
 	}
+	if (s->load)
+		load_outcome(s->load, o->corr_id, pod, s->drain_now);
 	if (!sp)
 		return;
 	/* vLLM recomputes at least a prompt's last token: a full hit reports the prompt less

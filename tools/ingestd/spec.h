@@ -135,10 +135,12 @@ struct spec_pod {
 	uint64_t spec_live;   /* speculative records of the pod in the table (a clear drops them) */
 };
 
+struct ing_load; /* load.h */
 struct ing_cluster;
 
 struct ing_spec {
 	struct kvidx *w;
+	struct ing_load *load; /* the load view's accounting (load.h), or NULL: none */
 	struct ing_cluster *cluster; /* the cluster link (cluster.c), NULL: none */
 	const struct ing_spec_config *cfg;
 	pthread_mutex_t *lock; /* the writer mutex */
