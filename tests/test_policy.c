@@ -1,11 +1,15 @@
 /*
  * test_policy.c — kvidx-route's routing policies (tools/route/policy.c) on constructed
- * states: each policy's pick, its cost where the formula gives an exact number, the ties.
+ * states: each policy's pick, its cost where the formula gives an exact number, the ties;
+ * and kvidx-route refusing a policy it does not know.
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "policy.h"
+#include "util_run.h"
 
 #define BS 16
 
@@ -269,4 +273,15 @@ Test(policy, hot_spot_spreads_under_kvidx_and_not_under_prefix)
 	}
 	cr_assert_eq(used[0], 4, "kvidx spreads the hot prefix");
 	cr_assert_eq(used[1], 1, "prefix keeps it on one pod");
+}
+
+Test(policy, an_unknown_policy_is_a_usage_error)
+{
+	struct tu_run r = tu_run_tool("kvidx-route", "--pod a:1=http://127.0.0.1:1 --policy llmd "
+				      "--synthetic --count 1 2>&1");
+
+	cr_assert_eq(r.status, 2, "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "--policy: 'llmd' is none of kvidx, prefix, round-robin, "
+				  "least-loaded, llm-d, dynamo"), "%s", r.out);
+	free(r.out);
 }
