@@ -34,13 +34,14 @@ $(BUILD)/tools/%.o:                INC = $(INC_TOOL)
 $(BUILD)/tools/ingestd/%.o:        INC = -Itools/ingestd $(INC_TOOL)
 $(BUILD)/tools/fakepod/%.o:        INC = -Itools/fakepod $(INC_TOOL)
 $(BUILD)/tools/route/%.o:          INC = -Itools/route $(INC_TOOL)
-$(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd $(INC_TOOL)
+$(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd -Itools/route $(INC_TOOL)
 $(BUILD)/bench/%.o:                INC = -Ibench $(INC_COMMON)
 
 # External libraries, per binary: each links what it uses and nothing more.
 LIBS_CORE   := -lxxhash -lpthread -lrt
 LIBS_WIRE   := -lzmq -lmsgpackc
-LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc
+LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc -lresolv
+LIBS_NATS   := -lnats
 LIBS_HTTP   := -lmicrohttpd -lcurl -ljansson
 LIBS_TEST   := -lcriterion -lcurl -ljansson
 
@@ -48,10 +49,10 @@ LIBS_TEST   := -lcriterion -lcurl -ljansson
 # names the missing ones); DEB_PKGS for everything, installed by `make setup`, which test,
 # stress, bench and run call first.
 BUILD_PKGS := build-essential pkg-config libjemalloc-dev libmsgpack-dev libxxhash-dev \
-              libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev
+              libzmq3-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libnats-dev
 DEB_PKGS   := $(BUILD_PKGS) libck-dev liburcu-dev libcriterion-dev libhiredis-dev redis-server clang libclang-rt-14-dev \
               curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
-              prometheus libxml2-utils python3-yaml
+              prometheus libxml2-utils python3-yaml systemd dnsmasq nats-server
 
 # The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
@@ -76,8 +77,11 @@ TOOL_ARCHIVES := $(PROTO_A) $(COMMON_A) $(LIBKVIDX)
 INGESTD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tools/ingestd/main.c,$(wildcard tools/ingestd/*.c)))
 FAKEPOD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/fakepod/*.c))
 ROUTE_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/route/*.c))
-TOOLS         := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/kvidx-*.c)) \
-                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-fakepod $(BUILD)/bin/kvidx-route
+# The tools `make install` installs; kvidx-fakepod, a test double (a simulated vLLM pod), is
+# built with them but never installed (it runs from $(BUILD)/bin in the tests and `make run`).
+INSTALL_TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/kvidx-*.c)) \
+                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-route
+TOOLS         := $(INSTALL_TOOLS) $(BUILD)/bin/kvidx-fakepod
 TEST_SRCS     := $(wildcard tests/test_*.c tests/util*.c)
 TEST_OBJS     := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 STRESS_SRCS   := $(wildcard tests/stress_*.c)
@@ -136,14 +140,14 @@ $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
 
 # The tools. Libraries per binary: the key calculator and the segment readers need libkvidx
 # alone; what speaks ZeroMQ/msgpack adds those; the writer adds libmicrohttpd
-# (its metrics endpoint) and jemalloc; the fake pod serves HTTP (libmicrohttpd) with JSON
-# bodies (jansson); the router worker is an HTTP client (libcurl) and server too.
+# (its metrics endpoint), jemalloc and libnats (the cluster link; only the writer links
+# it); the fake pod serves HTTP (libmicrohttpd) with JSON bodies (jansson); the router worker is an HTTP client (libcurl) and server too.
 LINK = @mkdir -p $(dir $@) && $(if $(Q),echo "  LD      $@" &&) $(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS)
 $(BUILD)/bin/kvidx-hash $(BUILD)/bin/kvidx-dump $(BUILD)/bin/kvidx-top: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ttl: LIBS = $(LIBS_CORE) -lm
 $(BUILD)/bin/kvidx-route: LIBS = $(LIBS_HTTP) $(LIBS_CORE)
 $(BUILD)/bin/kvidx-fakepod: LIBS = $(LIBS_WIRE) -lmicrohttpd -ljansson $(LIBS_CORE)
-$(BUILD)/bin/kvidx-ingestd: LIBS = $(LIBS_INGEST) $(LIBS_CORE)
+$(BUILD)/bin/kvidx-ingestd: LIBS = $(LIBS_INGEST) $(LIBS_NATS) $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGESTD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 $(BUILD)/bin/kvidx-fakepod: $(FAKEPOD_OBJS) $(TOOL_ARCHIVES)
@@ -166,8 +170,10 @@ GOHELPER := $(BUILD)/bin/kvidx-gohelper
 $(GOHELPER): LIBS = $(LIBS_CORE)
 $(GOHELPER): $(BUILD)/tests/gohelper.o $(LIBKVIDX)
 	$(LINK)
-$(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_CORE) -lm
-$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(TOOL_ARCHIVES)
+$(BUILD)/bin/test_kvidx: LIBS = $(LIBS_TEST) $(LIBS_INGEST) $(LIBS_NATS) $(LIBS_CORE) -lm
+# The router's policies and trace reader are tested as units (test_policy.c, test_trace.c).
+$(BUILD)/bin/test_kvidx: $(TEST_OBJS) $(INGESTD_OBJS) $(BUILD)/tools/route/policy.o \
+                         $(BUILD)/tools/route/trace.o $(TOOL_ARCHIVES)
 	$(LINK)
 
 # The Go reader (lib/go/kvidx): standard library only, no module proxy, no cgo; its build
@@ -266,16 +272,19 @@ fuzz: setup $(BUILD)/bin/fuzz_wire
 bench: setup
 	$(Q)$(MAKE) --no-print-directory OPT="-O2 -DNDEBUG" all $(BENCHES)
 	$(Q)bench/run.sh $(BUILD)
+	$(Q)bench/trace.sh $(BUILD)/bin
 bench-quick: setup
 	$(Q)$(MAKE) --no-print-directory OPT="-O2 -DNDEBUG" all $(BENCHES)
 	$(Q)bench/run.sh --quick $(BUILD)
+	$(Q)QUICK=1 bench/trace.sh $(BUILD)/bin
 
 run: setup
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)./tools/run.sh $(BUILD)/bin
 
 # Installs the public header(s), both libraries (the shared one with its soname and
-# development symlinks), kvidx.pc (for this PREFIX/LIBDIR) and the tools, under DESTDIR.
+# development symlinks), kvidx.pc (for this PREFIX/LIBDIR) and the tools but kvidx-fakepod,
+# under DESTDIR. After an install into /usr/local, run `sudo ldconfig` (README).
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) \
 	  $(DESTDIR)$(PKGCONFIGDIR)
@@ -286,7 +295,7 @@ install: all
 	install -m 644 $(PUBLIC_HDRS) $(DESTDIR)$(INCLUDEDIR)/
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(KVIDX_VERSION)|' lib/kvidx.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/kvidx.pc
-	install -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(INSTALL_TOOLS) $(DESTDIR)$(BINDIR)/
 
 clean:
 	rm -rf build build-*

@@ -22,6 +22,7 @@ struct kv_view {
 	const uint64_t *arena;
 	const uint64_t *hist;
 	const struct kvidx_router *routers;
+	const struct kvidx_load_row *load;
 	uint64_t nslots, units;
 	uint32_t ppk, max_pods, max_probe, max_readers;
 };

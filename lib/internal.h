@@ -69,6 +69,7 @@ struct kvidx {
 	uint64_t *slots;
 	uint64_t *hist; /* per-pod latency histograms */
 	struct kvidx_router *routers; /* per registry slot statistics */
+	struct kvidx_load_row *load;  /* per pod load view */
 	uint64_t nslots, capacity;
 	uint32_t ppk, max_pods, max_probe;
 	/* The layers below the table (arena.h, rcu.h). */

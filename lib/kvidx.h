@@ -281,28 +281,50 @@ static inline int kvidx_score(struct kvidx_reader *r, const uint64_t *keys, size
 
 /* ---- route commits (router -> writer) ----------------------------------------------------- */
 
+/* Keys a commit carries to the writer: the prefix it speculates. A longer prompt is not
+ * refused: its first KVIDX_MAX_COMMIT_KEYS keys are sent (see kvidx_commit()). */
 #define KVIDX_MAX_COMMIT_KEYS 2048
 
-/* A routing decision, as a router commits it. */
+/*
+ * A routing decision, as a router commits it. The struct can grow at the end (as
+ * struct kvidx_score's rows): the library learns the caller's size from kvidx_commit_sized(),
+ * which the kvidx_commit() macro below calls with sizeof(*rt) at the caller's compile time;
+ * fields past that size read as 0.
+ */
 struct kvidx_route {
 	uint64_t corr_id;        /* request-safe correlation id (never prompt data) */
 	int pod;                 /* chosen (decode) pod index */
 	int prefill_pod;         /* chosen prefill pod under P/D disaggregation, or -1 */
-	const uint64_t *keys;    /* the prompt's block keys (at most KVIDX_MAX_COMMIT_KEYS) */
+	const uint64_t *keys;    /* the prompt's block keys (any number; see kvidx_commit()) */
 	size_t nkeys;
 	uint32_t matched_blocks; /* blocks the chosen pod matched when the router scored */
 	uint32_t matched_spec;   /* of those, held only speculatively */
+	/* 1.1: */
+	uint32_t prompt_tokens;  /* the prompt's length in tokens; 0: unknown (the writer then
+				  * takes nkeys x block size) */
 };
+
+/* sizeof(struct kvidx_route) in 1.0 (no prompt_tokens), the smallest size accepted. */
+#define KVIDX_ROUTE_SIZE_1_0 40
 
 /*
  * Sends a routing decision to the writer, which adds speculative records for keys on the
- * chosen pod(s) (except where already confirmed) and starts the route-to-confirmation clock.
+ * chosen pod(s) (except where already confirmed), starts the route-to-confirmation clock, and
+ * counts the request in the pod's load (kvidx_pod_load()) until its outcome comes. Only the
+ * first KVIDX_MAX_COMMIT_KEYS keys are sent (the writer speculates at most that prefix); the
+ * load counts the whole prompt (prompt_tokens, or nkeys x block size when 0).
  * Wait-free: returns 0, -EAGAIN when this reader's ring is full (the commit is dropped and
- * counted in its registry slot), -E2BIG for too many keys, -EINVAL for bad arguments.
+ * counted in its registry slot), -EINVAL for bad arguments (size below KVIDX_ROUTE_SIZE_1_0).
  * The commit is stamped with kvidx_now_ns() and the reader's data generation (pod indices
  * are only meaningful within one generation).
+ *
+ * kvidx_commit() is a macro over kvidx_commit_sized() (1.1) passing the caller's
+ * sizeof(struct kvidx_route). The 1.0 function of that name stays exported for programs built
+ * against 1.0 (it reads the 1.0 fields only); (kvidx_commit)(r, rt) or &kvidx_commit reach it.
  */
+int kvidx_commit_sized(struct kvidx_reader *r, const struct kvidx_route *rt, size_t size);
 int kvidx_commit(struct kvidx_reader *r, const struct kvidx_route *rt);
+#define kvidx_commit(r, rt) kvidx_commit_sized((r), (rt), sizeof(*(rt)))
 
 /*
  * Reports what the model server said about a routed request: cached_tokens as vLLM's
@@ -311,6 +333,30 @@ int kvidx_commit(struct kvidx_reader *r, const struct kvidx_route *rt);
  */
 int kvidx_report_outcome(struct kvidx_reader *r, uint64_t corr_id, int pod,
 			 uint32_t cached_tokens, uint32_t prompt_tokens);
+
+/*
+ * The load view (1.1): per pod, what the writer knows of the work routed to it and not yet
+ * finished, as every router worker committed and reported it. A request counts from its
+ * commit (as the writer drains it) until its outcome report, or until the writer's bound in
+ * time (kvidx-ingestd --load-timeout) when no outcome ever comes (a router that crashed).
+ * Under P/D it counts on the pod its outcome is for (the prefill pod). How stale it can be:
+ * README "Load view".
+ */
+struct kvidx_load {
+	uint32_t inflight;        /* requests routed to the pod whose outcome has not come */
+	uint64_t prefill_tokens;  /* uncached prompt tokens of those requests (still to compute) */
+	uint64_t updated_ns;      /* kvidx_now_ns() of the writer's last change to this row */
+	uint64_t lost;            /* requests the writer retired without their outcome (its time
+				   * bound, a full map) since the pod index was assigned */
+};
+
+/*
+ * Pod's load row, one consistent snapshot. Wait-free (a bounded number of loads; no section,
+ * no syscall unless the writer switched data generations). Returns 0, -KVIDX_ENOPOD (the
+ * pod index is not in use), or -KVIDX_ERETRY (the writer was changing the row on every try:
+ * call again). A pod the writer never counted anything on reads as zeros.
+ */
+int kvidx_pod_load(struct kvidx_reader *r, int pod, struct kvidx_load *out);
 
 /* Reader-side view of the index header and pods (for tools and routers). */
 struct kvidx_info {

@@ -234,6 +234,16 @@ void kvidx_writer_tick(struct kvidx *w, uint64_t now_ns);
  * -KVIDX_ENOPOD. */
 int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused);
 
+/*
+ * Publishes pod's load row (kvidx_pod_load(), 1.1): load->inflight, load->prefill_tokens and
+ * load->lost,
+ * stamped load->updated_ns (0: kvidx_now_ns()). The writer keeps the accounting (what is in
+ * flight, what retires it); this only publishes it, under the row's seqlock, so a reader sees
+ * either the old or the new row whole. kvidx_pod_add() and kvidx_pod_remove() reset the row
+ * to zeros. Returns 0 or -KVIDX_ENOPOD.
+ */
+int kvidx_pod_set_load(struct kvidx *w, int pod, const struct kvidx_load *load);
+
 /* ---- route commits (router -> writer) ----------------------------------------------------- */
 
 /* What kvidx_drain() hands over. */

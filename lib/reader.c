@@ -121,6 +121,7 @@ static int rd_map_gen(struct kvidx_reader *r, uint64_t gen)
 	v.arena = (const void *)((const char *)v.base + h.dh_arena_off);
 	v.hist = (const void *)((const char *)v.base + h.dh_hist_off);
 	v.routers = (const void *)((const char *)v.base + h.dh_routers_off);
+	v.load = (const void *)((const char *)v.base + h.dh_load_off);
 	v.max_readers = h.dh_max_readers;
 	if (v.max_pods > r->scratch_pods) {
 		int32_t *rop = malloc(v.max_pods * sizeof(*rop));
@@ -799,6 +800,46 @@ int kvidx_reader_pod(struct kvidx_reader *r, int pod, char name[KVIDX_POD_NAME_M
 	if (model)
 		model[KVIDX_POD_NAME_MAX - 1] = '\0';
 	return 0;
+}
+
+#define KV_LOAD_TRIES 4 /* seqlock attempts before -KVIDX_ERETRY (the writer's change is short) */
+
+int kvidx_pod_load(struct kvidx_reader *r, int pod, struct kvidx_load *out)
+{
+	if (!out)
+		return -EINVAL;
+	/* A writer that switched generations (a restart) counts afresh in the new one: follow
+	 * it, as rd_enter() does; the rows are at fixed places, so no read-side section. */
+	if (kvidx_unlikely(ld_relaxed(&r->ih->ih_generation) != r->v.gen))
+		(void)rd_switch(r); /* on failure keep serving the generation we have */
+	if (r->v.base == NULL || pod < 0 || (uint32_t)pod >= r->v.max_pods)
+		return -KVIDX_ENOPOD;
+	/* Acquire pairs with the release stores of pd_word in kvidx_pod_add() and pod_bump()
+	 * (writer.c), which reset the row before a pod index is taken or after it is freed. */
+	if (KV_POD_STATE(ld_acquire(&r->v.pods[pod].pd_word)) != KV_POD_ACTIVE)
+		return -KVIDX_ENOPOD;
+	const struct kvidx_load_row *lr = &r->v.load[pod];
+	for (int i = 0; i < KV_LOAD_TRIES; i++) {
+		/* Acquire pairs with the release store that ends a change in load_write()
+		 * (writer.c): fields read after an even lr_seq are at least that change's. */
+		uint64_t s1 = ld_acquire(&lr->lr_seq);
+		uint64_t inflight = ld_relaxed(&lr->lr_inflight);
+		uint64_t tokens = ld_relaxed(&lr->lr_prefill_tokens);
+		uint64_t t_ns = ld_relaxed(&lr->lr_updated_ns);
+		uint64_t lost = ld_relaxed(&lr->lr_lost);
+		/* The field loads are ordered before the re-check of lr_seq. Pairs with the
+		 * release fence after the opening lr_seq bump in load_write(): if a field load saw
+		 * a change's store, the re-check sees that change's odd lr_seq (or a later one). */
+		fence_acquire();
+		if (!(s1 & 1) && ld_relaxed(&lr->lr_seq) == s1) {
+			out->inflight = inflight > UINT32_MAX ? UINT32_MAX : (uint32_t)inflight;
+			out->prefill_tokens = tokens;
+			out->updated_ns = t_ns;
+			out->lost = lost;
+			return 0;
+		}
+	}
+	return -KVIDX_ERETRY;
 }
 
 int kvidx_reader_pod_find(struct kvidx_reader *r, const char *name)

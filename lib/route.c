@@ -106,14 +106,22 @@ static int ring_drop(struct kvidx_reader *r)
 	return -EAGAIN;
 }
 
-int kvidx_commit(struct kvidx_reader *r, const struct kvidx_route *rt)
+_Static_assert(offsetof(struct kvidx_route, prompt_tokens) == KVIDX_ROUTE_SIZE_1_0,
+	       "1.1 fields follow the 1.0 struct");
+
+/* Commits rt, whose fields past what the caller's struct held are zero. */
+static int commit(struct kvidx_reader *r, const struct kvidx_route *rt)
 {
-	if (!rt || (!rt->keys && rt->nkeys) || rt->pod < 0 || rt->pod >= KV_MAX_PODS ||
+	if ((!rt->keys && rt->nkeys) || rt->pod < 0 || rt->pod >= KV_MAX_PODS ||
 	    rt->prefill_pod >= KV_MAX_PODS || rt->prefill_pod < -1)
 		return -EINVAL;
-	if (rt->nkeys > KVIDX_MAX_COMMIT_KEYS)
-		return -E2BIG;
-	uint64_t nmsg = 1 + (rt->nkeys + KV_MSG_KEYS_PER - 1) / KV_MSG_KEYS_PER;
+	/* The writer speculates at most KVIDX_MAX_COMMIT_KEYS blocks: a longer prompt sends that
+	 * prefix, and its length for the load view (the whole prompt's tokens). */
+	uint64_t nkeys = rt->nkeys < KVIDX_MAX_COMMIT_KEYS ? rt->nkeys : KVIDX_MAX_COMMIT_KEYS;
+	uint64_t prompt = rt->prompt_tokens;
+	if (!prompt && rt->nkeys > nkeys)
+		prompt = (uint64_t)rt->nkeys * ld_relaxed(&r->v.hdr->dh_block_size);
+	uint64_t nmsg = 1 + (nkeys + KV_MSG_KEYS_PER - 1) / KV_MSG_KEYS_PER;
 	if (!ring_room(r, nmsg))
 		return ring_drop(r);
 	uint32_t seq = ++r->commit_seq;
@@ -126,13 +134,13 @@ int kvidx_commit(struct kvidx_reader *r, const struct kvidx_route *rt)
 	m->u.commit.gen = r->v.gen;
 	m->u.commit.pod = (uint16_t)rt->pod;
 	m->u.commit.prefill_pod = rt->prefill_pod < 0 ? UINT16_MAX : (uint16_t)rt->prefill_pod;
-	m->u.commit.nkeys = (uint32_t)rt->nkeys;
+	m->u.commit.nkeys = (uint32_t)nkeys;
 	m->u.commit.matched = rt->matched_blocks;
 	m->u.commit.matched_spec = rt->matched_spec;
+	m->u.commit.prompt_tokens = prompt > UINT32_MAX ? UINT32_MAX : (uint32_t)prompt;
 	for (uint64_t i = 1, k = 0; i < nmsg; i++) {
 		struct kv_msg *km = ring_slot(r, i);
-		unsigned n = rt->nkeys - k < KV_MSG_KEYS_PER ? (unsigned)(rt->nkeys - k) :
-							       KV_MSG_KEYS_PER;
+		unsigned n = nkeys - k < KV_MSG_KEYS_PER ? (unsigned)(nkeys - k) : KV_MSG_KEYS_PER;
 		memset(km, 0, sizeof(*km));
 		km->m_type = KV_MSG_KEYS;
 		km->m_n = (uint8_t)n;
@@ -143,6 +151,22 @@ int kvidx_commit(struct kvidx_reader *r, const struct kvidx_route *rt)
 	}
 	ring_put(r, nmsg);
 	return 0;
+}
+
+int kvidx_commit_sized(struct kvidx_reader *r, const struct kvidx_route *rt, size_t size)
+{
+	struct kvidx_route c = { 0 };
+
+	if (!rt || size < KVIDX_ROUTE_SIZE_1_0)
+		return -EINVAL;
+	memcpy(&c, rt, size < sizeof(c) ? size : sizeof(c));
+	return commit(r, &c);
+}
+
+/* 1.0's symbol (kvidx.h defines a macro of this name over kvidx_commit_sized()). */
+int (kvidx_commit)(struct kvidx_reader *r, const struct kvidx_route *rt)
+{
+	return kvidx_commit_sized(r, rt, KVIDX_ROUTE_SIZE_1_0);
 }
 
 int kvidx_report_outcome(struct kvidx_reader *r, uint64_t corr_id, int pod,
@@ -229,7 +253,8 @@ static size_t drain_one(struct kvidx *w, uint32_t i, size_t budget,
 								 -1 : m.u.commit.prefill_pod,
 					  .keys = keybuf, .nkeys = nkeys,
 					  .matched_blocks = m.u.commit.matched,
-					  .matched_spec = m.u.commit.matched_spec };
+					  .matched_spec = m.u.commit.matched_spec,
+					  .prompt_tokens = m.u.commit.prompt_tokens };
 		if (!ok || m.u.commit.gen != w->gen ||
 		    rt.pod >= (int)w->max_pods || rt.prefill_pod >= (int)w->max_pods) {
 			stat_add(&w->st->route_bad, 1);

@@ -591,6 +591,7 @@ static int data_create(struct kvidx *w, const struct kvidx_writer_opts *o)
 	w->slots = (uint64_t *)((char *)w->data + plan.dh_slots_off);
 	w->hist = (uint64_t *)((char *)w->data + plan.dh_hist_off);
 	w->routers = (struct kvidx_router *)((char *)w->data + plan.dh_routers_off);
+	w->load = (struct kvidx_load_row *)((char *)w->data + plan.dh_load_off);
 	w->nslots = plan.dh_nslots;
 	w->capacity = plan.dh_capacity;
 	w->ppk = plan.dh_pods_per_key;
@@ -748,6 +749,36 @@ static void pod_write_names(struct kvidx_pod *p, const char *name, const char *m
 	st_release(&p->pd_seq, ld_relaxed(&p->pd_seq) + 1);
 }
 
+/* Writes pod's load row under its seqlock (kvidx_pod_set_load()). */
+static void load_write(struct kvidx_load_row *lr, uint64_t inflight, uint64_t tokens,
+		       uint64_t lost, uint64_t t_ns)
+{
+	/* lr_seq odd while the row changes. The release fence orders the odd lr_seq before the
+	 * field stores; it pairs with the acquire fence before the re-check of lr_seq in
+	 * kvidx_pod_load() (reader.c). */
+	st_relaxed(&lr->lr_seq, ld_relaxed(&lr->lr_seq) + 1);
+	fence_release();
+	st_relaxed(&lr->lr_inflight, inflight);
+	st_relaxed(&lr->lr_prefill_tokens, tokens);
+	st_relaxed(&lr->lr_updated_ns, t_ns);
+	st_relaxed(&lr->lr_lost, lost);
+	/* Release: the fields are complete before lr_seq is even again. Pairs with the acquire
+	 * load of lr_seq in kvidx_pod_load(). */
+	st_release(&lr->lr_seq, ld_relaxed(&lr->lr_seq) + 1);
+}
+
+int kvidx_pod_set_load(struct kvidx *w, int pod, const struct kvidx_load *load)
+{
+	if (!load)
+		return -EINVAL;
+	if (pod < 0 || (unsigned)pod >= w->max_pods ||
+	    KV_POD_STATE(w->pods[pod].pd_word) != KV_POD_ACTIVE)
+		return -KVIDX_ENOPOD;
+	load_write(&w->load[pod], load->inflight, load->prefill_tokens, load->lost,
+		   load->updated_ns ? load->updated_ns : kvidx_now_ns());
+	return 0;
+}
+
 int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 {
 	int free_idx = -1;
@@ -781,6 +812,7 @@ int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 	pod_write_names(p, name, model);
 	for (int c = 0; c < KV_POD_COUNTERS; c++)
 		st_relaxed(&p->pd_ctr[c], 0);
+	load_write(&w->load[free_idx], 0, 0, 0, kvidx_now_ns()); /* a previous occupant's load */
 	for (int which = 0; which < KV_HIST_PER_POD; which++) {
 		uint64_t *h = kv_writer_pod_hist(w, free_idx, which);
 		for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
@@ -807,6 +839,8 @@ static int pod_bump(struct kvidx *w, int pod, unsigned state)
 	st_release(&w->pods[pod].pd_word,
 		   KV_POD_WORD(state, KV_POD_FLAGS(pw), (KV_POD_GEN(pw) + 1) & 0xffff));
 	stat_add(&w->st->pod_clears, 1);
+	if (state == KV_POD_FREE)
+		load_write(&w->load[pod], 0, 0, 0, kvidx_now_ns());
 	kv_sweep_start(w);
 	/*
 	 * Generations are 16 bits: before one could come round to a value that records still

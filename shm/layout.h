@@ -41,6 +41,7 @@
  *   dh_pods_off   struct kvidx_pod[max_pods] pod name, model, state word, per-pod counters
  *   dh_hist_off   uint64_t[max_pods][KV_HIST_PER_POD][KV_HIST_BUCKETS] latency histograms
  *   dh_routers_off struct kvidx_router[max_readers] per router worker (registry slot) stats
+ *   dh_load_off   struct kvidx_load_row[max_pods] the load view: in flight, prefill to compute
  *   dh_slots_off  uint64_t[nslots+max_probe] open-addressing slots, linear probing, no wrap
  *   dh_arena_off  16-byte units[arena_units] entries: key, meta, then cap records
  *
@@ -78,7 +79,7 @@
 #define KV_IDX_MAGIC 0x5844495844494b56ull  /* "VKIDXIDX" little-endian */
 #define KV_CTL_MAGIC 0x4c54435844494b56ull  /* "VKIDXCTL" little-endian */
 #define KV_DATA_MAGIC 0x4154414458444b56ull /* "VKDXDATA" little-endian */
-#define KV_LAYOUT_VERSION 6u
+#define KV_LAYOUT_VERSION 7u
 
 /*
  * Format stamp: the layout version and the sizes the format fixes, all constants of
@@ -198,7 +199,8 @@ struct kv_msg {
 			uint64_t t_ns, gen;
 			uint16_t pod, prefill_pod;
 			uint32_t nkeys, matched, matched_spec;
-			uint8_t pad[12];
+			uint32_t prompt_tokens; /* layout 7; 0: unknown */
+			uint8_t pad[8];
 		} commit;
 		uint64_t keys[KV_MSG_KEYS_PER];
 		struct {
@@ -241,7 +243,8 @@ struct kvidx_data_hdr {
 	uint64_t dh_arena_off;
 	uint64_t dh_hist_off; /* max_pods x KV_HIST_PER_POD x KV_HIST_BUCKETS u64: histograms */
 	uint64_t dh_routers_off; /* max_readers x struct kvidx_router (layout 4) */
-	uint8_t dh_pad0[256 - 208];
+	uint64_t dh_load_off;    /* max_pods x struct kvidx_load_row (layout 7) */
+	uint8_t dh_pad0[256 - 216];
 	/* Mutable, writer-written. */
 	uint64_t dh_state;
 	uint64_t dh_heartbeat_ns;
@@ -250,6 +253,7 @@ struct kvidx_data_hdr {
 };
 _Static_assert(offsetof(struct kvidx_data_hdr, dh_state) == 256, "data header layout");
 _Static_assert(offsetof(struct kvidx_data_hdr, dh_routers_off) == 200, "routers offset");
+_Static_assert(offsetof(struct kvidx_data_hdr, dh_load_off) == 208, "load offset");
 
 /* Writer counters (relaxed; readers may see them lag). Order is the dump's order. */
 #define KV_STATS(X)                                                                          \
@@ -300,7 +304,9 @@ enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
 	X(routes_late_confirmations) X(routes_stale_expiries) X(routes_dropped_clear)        \
 	X(routes_dropped_removed) X(routes_dropped_evicted) X(routes_untracked)              \
 	/* speculative records dropped before they expired, by cause (layout 4) */           \
-	X(dropped_clear) X(dropped_removed) X(dropped_evicted)
+	X(dropped_clear) X(dropped_removed) X(dropped_evicted)                               \
+	/* liveness (heartbeats, routed but silent; layout 6, compatible) */                  \
+	X(heartbeats) X(routed_silent)
 enum kv_pod_ctr {
 #define KV_POD_CTR_ENUM(n) KV_PC_##n,
 	KV_POD_CTRS(KV_POD_CTR_ENUM)
@@ -403,6 +409,25 @@ struct kvidx_router {
 	uint64_t rt_hist[KV_HIST_BUCKETS];
 };
 _Static_assert(sizeof(struct kvidx_router) == KV_ROUTER_BYTES, "router stats size");
+
+/*
+ * The load view (layout 7): one cache line per pod at dh_load_off + pod * KV_LOAD_BYTES,
+ * written by the writer only, under a seqlock (lr_seq odd while a change is in progress;
+ * every other word relaxed). Requests routed to the pod whose outcome has not come, their
+ * uncached prompt tokens, the writer's time of its last change, and how many requests it
+ * retired without their outcome (time bound, full map). Reset to zero when the pod index is
+ * taken or freed. Words 5-7 are zero (room for later fields).
+ */
+#define KV_LOAD_BYTES 64
+struct kvidx_load_row {
+	uint64_t lr_seq;
+	uint64_t lr_inflight;
+	uint64_t lr_prefill_tokens;
+	uint64_t lr_updated_ns;
+	uint64_t lr_lost;
+	uint64_t lr_reserved[3];
+};
+_Static_assert(sizeof(struct kvidx_load_row) == KV_LOAD_BYTES, "load row size");
 
 /* Record word 0 packing. */
 #define KV_REC_W0(pod, gen, tiers, flags, ttl)                                              \

@@ -198,8 +198,9 @@ int kv_data_plan(struct kvidx_data_hdr *h, uint64_t capacity, uint64_t records, 
 	h->dh_hist_off = align4k(h->dh_pods_off + (uint64_t)max_pods * sizeof(struct kvidx_pod));
 	h->dh_routers_off = align4k(h->dh_hist_off +
 				    (uint64_t)max_pods * KV_HIST_PER_POD * KV_HIST_BUCKETS * 8);
-	h->dh_slots_off = align4k(h->dh_routers_off +
-				  (uint64_t)max_readers * sizeof(struct kvidx_router));
+	h->dh_load_off = align4k(h->dh_routers_off +
+				 (uint64_t)max_readers * sizeof(struct kvidx_router));
+	h->dh_slots_off = align4k(h->dh_load_off + (uint64_t)max_pods * KV_LOAD_BYTES);
 	h->dh_arena_off = align4k(h->dh_slots_off + (h->dh_nslots + KV_MAX_PROBE) * 8);
 	h->dh_size = align4k(h->dh_arena_off + units * 16);
 	return 0;
@@ -222,6 +223,7 @@ int kv_data_validate(const struct kvidx_data_hdr *h, size_t size)
 	    plan.dh_max_probe != h->dh_max_probe || plan.dh_stats_off != h->dh_stats_off ||
 	    plan.dh_pods_off != h->dh_pods_off || plan.dh_slots_off != h->dh_slots_off ||
 	    plan.dh_hist_off != h->dh_hist_off || plan.dh_routers_off != h->dh_routers_off ||
+	    plan.dh_load_off != h->dh_load_off ||
 	    plan.dh_arena_off != h->dh_arena_off || plan.dh_size != h->dh_size ||
 	    h->dh_size > size)
 		return -KVIDX_ECORRUPT;

@@ -11,7 +11,11 @@ FILE is what `kvidx-dump --prometheus` printed. Checks, each failure printed on 
      24-column grid without overlaps, targets with an expression and a unique refId, every
      $variable defined, and the panels the TTL guide names present;
   3. every kvidx_* metric a rule or a panel uses exists in FILE (histogram families with their
-     _bucket/_sum/_count series), and every kvidx:* recording rule a panel uses is defined.
+     _bucket/_sum/_count series), and every kvidx:* recording rule a panel uses is defined;
+  4. per instance: every `by (...)` and `on (...)` of a rule keeps `instance` (absent() rules
+     aside: they have no instance), the rules alert on a dead writer
+     (kvidx_writer_heartbeat_age_seconds) and on a down (up == 0) and an absent target; the
+     dashboard defines an `instance` variable and selects every kvidx series with it.
 
 Exit status 0 when everything holds, 1 otherwise. Debian's python3 and python3-yaml.
 """
@@ -59,6 +63,40 @@ def rule_exprs(rules):
             if "record" in r:
                 recorded.add(r["record"])
     return out, recorded
+
+
+GROUPING = re.compile(r"\b(by|on)\s*\(([^)]*)\)")
+SELECTOR = re.compile(r"\b(kvidx[_:][A-Za-z0-9_:]+)(\{[^}]*\})?")
+
+
+def check_per_instance(rules, dash_exprs, dash, errs):
+    """Item 4 of the docstring: one broken ingestd must show on its own."""
+    alerts = {}
+    for g in rules.get("groups", []):
+        for r in g.get("rules", []):
+            name, e = r.get("alert") or r.get("record"), r["expr"]
+            if r.get("alert"):
+                alerts[name] = e
+            if "absent(" in e:
+                continue
+            for kind, labels in GROUPING.findall(e):
+                if "instance" not in [l.strip() for l in labels.split(",")]:
+                    errs.append(f"{name}: '{kind} ({labels})' drops instance")
+    if not any("kvidx_writer_heartbeat_age_seconds" in e for e in alerts.values()):
+        errs.append("rules: no alert on kvidx_writer_heartbeat_age_seconds (a dead writer)")
+    if not any(re.search(r"\bup\{[^}]*\}\s*==\s*0", e) for e in alerts.values()):
+        errs.append("rules: no alert on a target down (up == 0)")
+    if not any("absent(up" in e for e in alerts.values()):
+        errs.append("rules: no alert on an absent target (absent(up{...}))")
+    names = {v.get("name") for v in dash.get("templating", {}).get("list", [])}
+    if "instance" not in names:
+        errs.append("dashboard: no instance variable")
+    for where, e in dash_exprs:
+        if where.startswith("variable instance"):
+            continue
+        for m, sel in SELECTOR.findall(e):
+            if 'instance=~"$instance"' not in sel:
+                errs.append(f"panel '{where}': {m} is not selected by instance=~\"$instance\"")
 
 
 def check_dashboard(d, errs):
@@ -141,7 +179,10 @@ def main():
         except ValueError as e:
             errs.append(f"dashboard: not JSON: {e}")
             dash = {}
-    exprs += check_dashboard(dash, errs)
+    dash_exprs = check_dashboard(dash, errs)
+    exprs += dash_exprs
+    with open(rules_path) as f:
+        check_per_instance(yaml.safe_load(f), dash_exprs, dash, errs)
     with open(a.metrics) as f:
         have = exposition_names(f.read())
     used = 0

@@ -11,6 +11,8 @@
  *                                      P pod name|model
  *                                      C pod name=value ... (named per-pod counters)
  *                                      K pod rank flags,last_seq,... (ranks in use)
+ *                                      W pod inflight,prefill_tokens,updated_ns,lost
+ *                                        (load view rows; "W pod -": no such pod)
  *                                      L key : pod,tiers,spec,t_ns,expires ...
  *                                      S weights cands keys :
  *                                        pod,blocks,spec,score,gpu,cpu,disk,other,spec_run
@@ -37,7 +39,7 @@
  *                                    held: p1 on cpu (blocks 0-5) and gpu (0-3, 5), p2 on gpu
  *                                    (0-1) then predicted (2-4), p5 predicted (0-2); READY;
  *                                    prints each accepted route ("R corr pod prefill matched
- *                                    spec nkeys keys...") and outcome ("O corr pod cached
+ *                                    spec prompt nkeys keys...") and outcome ("O corr pod cached
  *                                    prompt") as it drains, and "BAD n" when route_bad grows,
  *                                    until stdin closes.
  *
@@ -278,6 +280,15 @@ static int do_build(const char *name, uint64_t seed)
 	for (int i = 0; i < 3; i++)
 		kvidx_writer_tick(w, kvidx_now_ns());
 	set_counters(w);
+	/* Load rows: random on most pods, zeros on some, up to values past 32 bits. */
+	for (int p = 0; p < 16; p++) {
+		struct kvidx_load l = { .inflight = (uint32_t)(tc_rng_next(&rng) >> rnd(64)),
+					.prefill_tokens = tc_rng_next(&rng) >> rnd(64),
+					.updated_ns = now - rnd(1000) * MS,
+					.lost = tc_rng_next(&rng) >> rnd(64) };
+		if (rnd(4))
+			kvidx_pod_set_load(w, p, &l); /* -KVIDX_ENOPOD on pods not in use */
+	}
 
 	struct kvidx_reader *r = kvidx_reader_open(name);
 	if (!r)
@@ -296,6 +307,15 @@ static int do_build(const char *name, uint64_t seed)
 			printf("P %d -\n", p);
 	}
 	print_counters(r);
+	for (int p = 0; p < 16; p++) {
+		struct kvidx_load l;
+		int lrc = kvidx_pod_load(r, p, &l);
+		if (lrc == 0)
+			printf("W %d %u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 "\n", p, l.inflight,
+			       l.prefill_tokens, l.updated_ns, l.lost);
+		else
+			printf("W %d -\n", p);
+	}
 	for (int c = 0; c < NCHAINS; c++)
 		for (int i = 0; i < CHAIN; i++)
 			print_lookup(r, chains[c][i]);
@@ -438,8 +458,8 @@ static int do_churn(const char *name, uint64_t seed, uint32_t stall_ms)
 
 static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns)
 {
-	printf("R %" PRIu64 " %d %d %u %u %zu ", rt->corr_id, rt->pod, rt->prefill_pod,
-	       rt->matched_blocks, rt->matched_spec, rt->nkeys);
+	printf("R %" PRIu64 " %d %d %u %u %u %zu ", rt->corr_id, rt->pod, rt->prefill_pod,
+	       rt->matched_blocks, rt->matched_spec, rt->prompt_tokens, rt->nkeys);
 	print_list_keys(rt->keys, rt->nkeys);
 	uint64_t now = kvidx_now_ns();
 	/* The commit's stamp must be CLOCK_MONOTONIC: within the last minute. */

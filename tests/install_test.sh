@@ -28,6 +28,7 @@ for f in include/kvidx.h lib/libkvidx.a lib/libkvidx.so.1.0.0 lib/pkgconfig/kvid
 	bin/kvidx-ingestd bin/kvidx-hash bin/kvidx-route; do
 	[ -e "$root/$f" ] || fail "$f not installed"
 done
+[ ! -e "$root/bin/kvidx-fakepod" ] || fail "kvidx-fakepod (a test double) installed in bin"
 [ -f lib/kvidx_writer.h ] && { [ -e "$root/include/kvidx_writer.h" ] || fail "kvidx_writer.h not installed"; }
 [ "$(readlink "$root/lib/libkvidx.so.1")" = libkvidx.so.1.0.0 ] || fail "libkvidx.so.1 link"
 [ "$(readlink "$root/lib/libkvidx.so")" = libkvidx.so.1 ] || fail "libkvidx.so link"

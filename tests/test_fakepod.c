@@ -8,11 +8,15 @@
  * API, and checks what comes out on the wire with the project's own decoder: topic,
  * sequence numbers, every event field, both encodings, replay framings, HTTP answers
  * (cached tokens, streaming, errors, faults) and the timing of delayed events. The child is killed in teardown whatever happens.
+ * The pod model (suite fakepod, model_*; suite podmodel with kvidx-ingestd): TTFT in model
+ * time against uncached tokens and the queue, --max-num-seqs, vLLM's metric names, and an
+ * eviction's BlockRemoved followed by the index.
  */
 #include <criterion/criterion.h>
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +32,8 @@
 #include <curl/curl.h>
 
 #include "util_http.h"
+#include "util_index.h"
+#include "util_ingestd.h"
 #include "util_run.h"
 #include "wire.h"
 
@@ -234,6 +240,8 @@ static void send_msg(void *s, int n, const void *const *d, const size_t *l)
 struct got {
 	char topic[600];
 	uint64_t seq;
+	struct kvw_seqf sf;    /* the sequence frame: 8 bytes, or 24 with a publisher id */
+	size_t seqlen;
 	unsigned char *payload;
 	size_t len;
 	struct kvw_batch b;
@@ -254,7 +262,9 @@ static bool recv_batch(void *sub, struct got *g)
 	cr_assert_eq(m.n, 3, "PUB message of %d frames", m.n);
 	cr_assert(m.len[0] < sizeof g->topic);
 	memcpy(g->topic, m.data[0], m.len[0] + 1);
-	cr_assert(kvw_seq_get(m.data[1], m.len[1], &g->seq), "seq frame of %zu bytes", m.len[1]);
+	cr_assert(kvw_seq_frame(m.data[1], m.len[1], &g->sf), "seq frame of %zu bytes", m.len[1]);
+	g->seq = g->sf.seq;
+	g->seqlen = m.len[1];
 	g->payload = m.data[2];
 	g->len = m.len[2];
 	m.data[2] = NULL;
@@ -517,6 +527,46 @@ Test(fakepod, gap_restart_and_sigusr1_reset_seq)
 	cr_assert_eq(kill(child.pid, SIGTERM), 0);
 	cr_assert_eq(tu_child_wait(&child, 15000), 0);
 	cr_assert(strstr(child_stderr(), "batches=5 "), "summary missing");
+	got_free(&g);
+}
+
+/* --publisher-id: 24-byte sequence frames, HEX + 1 after a restart; --heartbeat: an idle
+ * rank publishes empty batches, numbered like the others. */
+Test(fakepod, publisher_id_restart_and_heartbeats)
+{
+	static const uint8_t id0[16] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+	uint8_t id1[16];
+	struct got g = { 0 };
+	void *sub;
+
+	spawn("--script", "-", "--pub", tu_endpoint(0), "--wait-subscribers", "1",
+	      "--linger-ms", "0", "--publisher-id", "000102030405060708090a0b0c0d0e0f",
+	      "--heartbeat", "100ms", NULL);
+	sub = sock(ZMQ_SUB, tu_endpoint(0));
+	say("store - %s", token_list(1, 16));
+	expect_batch(sub, &g, 0);
+	cr_assert_eq(g.seqlen, 24);
+	cr_assert(g.sf.has_id);
+	cr_assert_arr_eq(g.sf.id, id0, 16);
+	cr_assert_eq(g.b.nevents, 1);
+	/* Idle: a heartbeat. */
+	expect_batch(sub, &g, 1);
+	cr_assert_eq(g.b.nevents, 0, "heartbeat with %zu events", g.b.nevents);
+	cr_assert_arr_eq(g.sf.id, id0, 16);
+	/* A restart: a new process, numbering from 0 under the next id. */
+	say("restart");
+	say("store - %s", token_list(1, 16));
+	do
+		cr_assert(recv_batch(sub, &g), "no batch after the restart; stderr: %s",
+			  child_stderr());
+	while (!g.b.nevents);
+	memcpy(id1, id0, 16);
+	id1[15] = 16;
+	cr_assert_eq(g.seq, 0);
+	cr_assert_eq(g.seqlen, 24);
+	cr_assert_arr_eq(g.sf.id, id1, 16);
+	cr_assert_eq(kill(child.pid, SIGTERM), 0);
+	cr_assert_eq(tu_child_wait(&child, 3000), 0);
 	got_free(&g);
 }
 
@@ -1294,4 +1344,268 @@ Test(fakepod, duration_ends_http_mode)
 	cr_assert_eq(rc, 0);
 	cr_assert_geq(now_ms() - t0, 290);
 	cr_assert(strstr(child_stderr(), "requests=0 "));
+}
+
+/* ---- the pod model (tools/fakepod/engine.c) -------------------------------------------------- */
+
+/*
+ * Times are asserted in model time, as the pod reports them (X-Fakepod-*-Seconds, /metrics):
+ * exact values where the engine was idle when the request arrived, orderings otherwise; no
+ * assertion on the wall clock.
+ */
+
+/* POST /v1/completions of tokens [from, from + n) with max_tokens mt; returns the status. */
+static long model_complete(int port_n, uint32_t from, size_t n, unsigned mt,
+			   const char *const *hdrs, struct tu_http *r)
+{
+	static char body[1 << 16];
+	size_t k = 0;
+
+	k += (size_t)snprintf(body + k, sizeof body - k, "{\"max_tokens\":%u,\"prompt\":[", mt);
+	for (size_t i = 0; i < n; i++)
+		k += (size_t)snprintf(body + k, sizeof body - k, "%s%u", i ? "," : "",
+				      from + (unsigned)i);
+	snprintf(body + k, sizeof body - k, "]}");
+	tu_http(tu_url(port_n, "/v1/completions"), body, hdrs, 20000, r);
+	return r->status;
+}
+
+/* A model-time header, in microseconds (-1 if absent). */
+static long long header_us(const char *v)
+{
+	return *v ? (long long)(strtod(v, NULL) * 1e6 + 0.5) : -1;
+}
+
+/* The value of the series "NAME{labels} V" of a /metrics text (the first one), or -1. */
+static double metric(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = text; (p = strstr(p, name)); p += n)
+		if ((p == text || p[-1] == '\n') && (p[n] == '{' || p[n] == ' ')) {
+			const char *v = strchr(p, ' ');
+
+			return v ? strtod(v + 1, NULL) : -1;
+		}
+	return -1;
+}
+
+static double get_metric(int port_n, const char *name)
+{
+	struct tu_http r;
+	double v;
+
+	tu_http(tu_url(port_n, "/metrics"), NULL, NULL, RCV_MS, &r);
+	cr_assert_eq(r.status, 200, "GET /metrics: %ld", r.status);
+	v = metric(r.body, name);
+	tu_http_free(&r);
+	return v;
+}
+
+Test(fakepod, model_ttft_grows_with_uncached_tokens)
+{
+	const char *fail[] = { "X-Fakepod-Fault: fail", NULL };
+	struct tu_http r;
+	long long a, b, c;
+
+	/* Steps of 10 ms plus 0.1 ms per prefill token (10000 tokens/s), run 100 times as
+	 * fast as real time; every request arrives at an idle engine. */
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--time-scale", "100",
+	      "--step-overhead-ms", "10", "--prefill-tokens-per-s", "10000",
+	      "--decode-ms-per-seq", "1", "--kv-blocks", "1024", "--linger-ms", "0", NULL);
+	cr_assert_eq(model_complete(1, 100, 320, 2, NULL, &r), 200, "%s; stderr %s", r.body,
+		     child_stderr());
+	a = header_us(r.ttft);
+	cr_assert_eq(cached_of(&r), 0);
+	cr_assert_eq(a, 10000 + 32000, "320 uncached tokens: TTFT %lld us", a);
+	cr_assert_eq(header_us(r.queue), 0);
+	tu_http_free(&r);
+
+	/* The same prompt: 19 blocks hit (the last token is recomputed), 16 tokens to compute. */
+	cr_assert_eq(model_complete(1, 100, 320, 2, NULL, &r), 200);
+	b = header_us(r.ttft);
+	cr_assert_eq(cached_of(&r), 304);
+	cr_assert_eq(b, 10000 + 1600, "16 uncached tokens: TTFT %lld us", b);
+	tu_http_free(&r);
+
+	/* Twice the uncached tokens, one step (the 8192-token budget holds it). */
+	cr_assert_eq(model_complete(1, 5000, 640, 2, NULL, &r), 200);
+	c = header_us(r.ttft);
+	cr_assert_eq(c, 10000 + 64000, "640 uncached tokens: TTFT %lld us", c);
+	cr_assert(b < a && a < c);
+	tu_http_free(&r);
+
+	/* Chunked prefill: 10000 tokens take two steps (8192 + 1808). */
+	cr_assert_eq(model_complete(1, 20000, 10000, 1, NULL, &r), 200);
+	cr_assert_eq(header_us(r.ttft), 2 * 10000 + 1000000, "TTFT %s", r.ttft);
+	tu_http_free(&r);
+
+	/* A failed prefill (fault header) answers 500 and caches nothing. */
+	cr_assert_eq(model_complete(1, 40000, 64, 2, fail, &r), 500);
+	tu_http_free(&r);
+	cr_assert_eq(model_complete(1, 40000, 64, 2, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 0, "a failed request cached blocks");
+	tu_http_free(&r);
+	/* A prompt and answer larger than the KV cache: 400. */
+	cr_assert_eq(model_complete(1, 1, 16, 20000, NULL, &r), 400, "%s", r.body);
+	tu_http_free(&r);
+}
+
+/* A request sent from a thread of its own. */
+struct bg_req {
+	pthread_t th;
+	uint32_t from;
+	size_t n;
+	unsigned mt;
+	struct tu_http r;
+};
+
+static void *bg_run(void *arg)
+{
+	struct bg_req *q = arg;
+
+	model_complete(1, q->from, q->n, q->mt, NULL, &q->r);
+	return NULL;
+}
+
+static void bg_start(struct bg_req *q, uint32_t from, size_t n, unsigned mt)
+{
+	q->from = from;
+	q->n = n;
+	q->mt = mt;
+	cr_assert_eq(pthread_create(&q->th, NULL, bg_run, q), 0);
+}
+
+Test(fakepod, model_max_num_seqs_holds_requests_back)
+{
+	struct bg_req q[2];
+	long long t1, t2, w2;
+
+	/* One running request at most; a request decodes 300 steps of 10 ms (3 s of model
+	 * time, 0.3 s of wall time at --time-scale 10). */
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--time-scale", "10",
+	      "--max-num-seqs", "1", "--step-overhead-ms", "10", "--decode-ms-per-seq", "0",
+	      "--prefill-tokens-per-s", "10000", "--linger-ms", "0", NULL);
+	cr_assert(TU_WAIT_FOR(get_metric(1, "vllm:num_requests_running") == 0, 3000),
+		  "no /metrics; stderr %s", child_stderr());
+	bg_start(&q[0], 100, 160, 300);
+	cr_assert(TU_WAIT_FOR(get_metric(1, "vllm:num_requests_running") == 1, 5000));
+	bg_start(&q[1], 9000, 160, 2);
+	cr_assert(TU_WAIT_FOR(get_metric(1, "vllm:num_requests_waiting") == 1, 5000),
+		  "the second request was not held back");
+	cr_assert_eq(get_metric(1, "vllm:num_requests_running"), 1, "--max-num-seqs 1");
+	pthread_join(q[0].th, NULL);
+	pthread_join(q[1].th, NULL);
+	cr_assert_eq(q[0].r.status, 200);
+	cr_assert_eq(q[1].r.status, 200);
+	t1 = header_us(q[0].r.ttft);
+	t2 = header_us(q[1].r.ttft);
+	w2 = header_us(q[1].r.queue);
+	cr_assert_eq(t1, 10000 + 16000, "the first request: TTFT %lld us", t1);
+	cr_assert_gt(w2, 0, "the second request did not wait");
+	/* Admitted alone once the first finished: its wait plus its own prefill step. */
+	cr_assert_eq(t2, w2 + 10000 + 16000, "TTFT %lld us, waited %lld us", t2, w2);
+	cr_assert_gt(t2, t1, "the queue did not lengthen the TTFT");
+	tu_http_free(&q[0].r);
+	tu_http_free(&q[1].r);
+}
+
+Test(fakepod, model_metrics_have_vllm_names)
+{
+	static const char *const names[] = {
+		"# TYPE vllm:num_requests_running gauge",
+		"# TYPE vllm:num_requests_waiting gauge",
+		"# TYPE vllm:kv_cache_usage_perc gauge",
+		"# TYPE vllm:prefix_cache_queries_total counter",
+		"# TYPE vllm:prefix_cache_hits_total counter",
+		"# TYPE vllm:time_to_first_token_seconds histogram",
+		"vllm:time_to_first_token_seconds_bucket{model_name=\"fake-model\",engine=\"0\","
+		"le=\"0.001\"} 0",
+		"vllm:time_to_first_token_seconds_bucket{model_name=\"fake-model\",engine=\"0\","
+		"le=\"2560\"} 2",
+		"vllm:time_to_first_token_seconds_bucket{model_name=\"fake-model\",engine=\"0\","
+		"le=\"+Inf\"} 2",
+		"vllm:time_to_first_token_seconds_count{model_name=\"fake-model\",engine=\"0\"} 2",
+		"vllm:prefix_cache_queries_total{model_name=\"fake-model\",engine=\"0\"} 128",
+		"vllm:prefix_cache_hits_total{model_name=\"fake-model\",engine=\"0\"} 48",
+		"vllm:kv_cache_usage_perc{model_name=\"fake-model\",engine=\"0\"} 0",
+	};
+	struct tu_http r;
+
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--time-scale", "100",
+	      "--linger-ms", "0", NULL);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(model_complete(1, 7, 64, 2, NULL, &r), 200, "stderr %s",
+			     child_stderr());
+		tu_http_free(&r);
+	}
+	tu_http(tu_url(1, "/metrics"), NULL, NULL, RCV_MS, &r);
+	cr_assert_eq(r.status, 200);
+	cr_assert(strstr(r.ctype, "text/plain"), "Content-Type %s", r.ctype);
+	/* Tokens queried 64 + 64; hit at the second admission: 3 blocks (the last recomputed). */
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		cr_assert(strstr(r.body, names[i]), "no '%s' in:\n%s", names[i], r.body);
+	tu_http_free(&r);
+}
+
+static void pm_setup(void)
+{
+	setup();
+	tu_ingestd_setup("podmodel");
+}
+
+static void pm_teardown(void)
+{
+	teardown();
+	tu_ingestd_teardown();
+}
+
+TestSuite(podmodel, .init = pm_setup, .fini = pm_teardown, .timeout = 30);
+
+/* Whether the index holds key on pod p (confirmed or predicted). */
+static bool indexed(uint64_t key, int p)
+{
+	struct kvidx_rec rec;
+	int st = tu_rec_state(tu_ing.rd, key, p, &rec);
+
+	cr_assert(st >= 0, "lookup of 0x%016llx failed", (unsigned long long)key);
+	return st != TU_ABSENT;
+}
+
+Test(podmodel, eviction_publishes_block_removed_and_the_index_follows)
+{
+	uint64_t ka[4], kb[6];
+	struct tu_http r;
+	char ep[64];
+	int p;
+
+	/* A cache of 8 blocks. A's 4 blocks are freed when it ends (still cached); B needs 6:
+	 * the 4 never used, then A's least recently freed ones, its tail first. */
+	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--pod", "pm-pod", "--model",
+	      "pm-model", "--kv-blocks", "8", "--time-scale", "100", "--wait-subscribers", "1",
+	      "--linger-ms", "0", NULL);
+	snprintf(ep, sizeof ep, "%s", tu_endpoint(0));
+	tu_ingestd_start((const char *const[]){ "--capacity", "16k", "--pod", ep, NULL });
+	cr_assert_eq(tu_keys_of("pm-model", 0, tu_toks(1000, 64), 64, ka), 4);
+	cr_assert_eq(tu_keys_of("pm-model", 0, tu_toks(5000, 96), 96, kb), 6);
+
+	cr_assert_eq(model_complete(1, 1000, 64, 1, NULL, &r), 200, "stderr %s", child_stderr());
+	tu_http_free(&r);
+	TU_EVENTUALLY(kvidx_reader_pod_find(tu_ing.rd, "pm-pod") >= 0, "pod never registered; "
+		      "log %s", tu_ing.log);
+	p = kvidx_reader_pod_find(tu_ing.rd, "pm-pod");
+	TU_EVENTUALLY(indexed(ka[3], p), "A's blocks never indexed; log %s", tu_ing.log);
+	cr_assert_eq(model_complete(1, 5000, 96, 1, NULL, &r), 200);
+	tu_http_free(&r);
+	TU_EVENTUALLY(indexed(kb[5], p), "B's blocks never indexed");
+	TU_EVENTUALLY(!indexed(ka[3], p) && !indexed(ka[2], p),
+		      "A's evicted tail still indexed; log %s", tu_ing.log);
+	cr_assert(indexed(ka[0], p) && indexed(ka[1], p), "A's head was evicted");
+	cr_assert_eq(tu_ctr(p, KV_PC_blocks_removed), 2);
+	for (int i = 0; i < 6; i++)
+		cr_assert(indexed(kb[i], p), "B's block %d", i);
+	/* A again: its head is still cached, as the index said. */
+	cr_assert_eq(model_complete(1, 1000, 64, 1, NULL, &r), 200);
+	cr_assert_eq(cached_of(&r), 32);
+	tu_http_free(&r);
 }

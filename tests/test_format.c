@@ -50,7 +50,8 @@ static const struct fld fields[] = {
 	MSG_HDR("commit"), MSG("commit", u.commit.t_ns), MSG("commit", u.commit.gen),
 	MSG("commit", u.commit.pod), MSG("commit", u.commit.prefill_pod),
 	MSG("commit", u.commit.nkeys), MSG("commit", u.commit.matched),
-	MSG("commit", u.commit.matched_spec), MSG("commit", u.commit.pad),
+	MSG("commit", u.commit.matched_spec), MSG("commit", u.commit.prompt_tokens),
+	MSG("commit", u.commit.pad),
 	MSG_HDR("keys"), MSG("keys", u.keys),
 	MSG_HDR("outcome"), MSG("outcome", u.outcome.t_ns), MSG("outcome", u.outcome.gen),
 	MSG("outcome", u.outcome.pod), MSG("outcome", u.outcome.pad0),
@@ -60,11 +61,18 @@ static const struct fld fields[] = {
 	DH(dh_algo), DH(dh_block_size), DH(dh_seed), DH(dh_capacity), DH(dh_records),
 	DH(dh_nslots), DH(dh_arena_units), DH(dh_pods_per_key), DH(dh_max_pods),
 	DH(dh_max_readers), DH(dh_max_probe), DH(dh_stats_off), DH(dh_pods_off),
-	DH(dh_slots_off), DH(dh_arena_off), DH(dh_hist_off), DH(dh_routers_off), DH(dh_pad0),
+	DH(dh_slots_off), DH(dh_arena_off), DH(dh_hist_off), DH(dh_routers_off), DH(dh_load_off),
+	DH(dh_pad0),
 	DH(dh_state),
 	DH(dh_heartbeat_ns), DH(dh_writer_pid), DH(dh_pad1),
 	PD(pd_word), PD(pd_seq), PD(pd_pad0), PD(pd_name), PD(pd_model), PD(pd_ctr),
 	FLD("kvidx_router", kvidx_router, rt_ctr), FLD("kvidx_router", kvidx_router, rt_hist),
+	FLD("kvidx_load_row", kvidx_load_row, lr_seq),
+	FLD("kvidx_load_row", kvidx_load_row, lr_inflight),
+	FLD("kvidx_load_row", kvidx_load_row, lr_prefill_tokens),
+	FLD("kvidx_load_row", kvidx_load_row, lr_updated_ns),
+	FLD("kvidx_load_row", kvidx_load_row, lr_lost),
+	FLD("kvidx_load_row", kvidx_load_row, lr_reserved),
 	/* Arena units have no struct: reader.c reads entry words e[0], e[1] and record words
 	 * e[2 + 2i], e[3 + 2i], one 16-byte unit each. */
 	{ "entry", "key", 0, 8 }, { "entry", "meta", 8, 8 },
@@ -87,6 +95,7 @@ static const struct tag_size tags[] = {
 	{ "kvidx_data_hdr", sizeof(struct kvidx_data_hdr) },
 	{ "kvidx_pod", sizeof(struct kvidx_pod) },
 	{ "kvidx_router", sizeof(struct kvidx_router) },
+	{ "kvidx_load_row", sizeof(struct kvidx_load_row) },
 	{ "entry", 16 },
 	{ "record", 16 },
 };
@@ -123,6 +132,7 @@ static const struct cst consts[] = {
 	{ "KV_PROMPT_CLASSES", KV_PROMPT_CLASSES },
 	{ "KV_ROUTER_BYTES", KV_ROUTER_BYTES },
 	{ "KV_ROUTER_WORDS", KV_ROUTER_WORDS },
+	{ "KV_LOAD_BYTES", KV_LOAD_BYTES },
 	{ "KV_UNIT_BYTES", 2 * sizeof(uint64_t) },
 	{ "KV_REGION_ALIGN", 4096 }, /* checked against kv_data_plan() below */
 	{ "KV_SLOT_EMPTY", KV_SLOT_EMPTY },
@@ -426,15 +436,16 @@ Test(format, plan_bounds_and_stamp)
 	cr_expect_lt(kv_data_plan(&h, (1ull << 31) + 1, 1, 1, 1, 1), 0);
 	cr_expect_eq(kv_data_plan(&h, 1000, 2000, 10, 256, 64), 0);
 	uint64_t offs[] = { h.dh_stats_off, h.dh_pods_off, h.dh_hist_off, h.dh_routers_off,
-			    h.dh_slots_off, h.dh_arena_off, h.dh_size };
+			    h.dh_load_off, h.dh_slots_off, h.dh_arena_off, h.dh_size };
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
 		cr_expect_eq(offs[i] % 4096, 0, "offset %zu not 4096-aligned", i);
 	cr_expect_eq(h.dh_stats_off, 4096);
-	cr_expect_eq(KV_STAMP, (6ull << 48) | (192ull << 32) | (2752ull << 16) | (64ull << 8) | 64);
-	/* Section 5.2's order: histograms, router statistics, then the slots. */
+	cr_expect_eq(KV_STAMP, (7ull << 48) | (192ull << 32) | (2752ull << 16) | (64ull << 8) | 64);
+	/* Section 5.2's order: histograms, router statistics, the load view, then the slots. */
 	cr_expect_eq(h.dh_routers_off, (h.dh_hist_off + 256ull * KV_HIST_PER_POD * 192 * 8 + 4095) &
 					       ~4095ull);
-	cr_expect_eq(h.dh_slots_off, (h.dh_routers_off + 64ull * KV_ROUTER_BYTES + 4095) & ~4095ull);
+	cr_expect_eq(h.dh_load_off, (h.dh_routers_off + 64ull * KV_ROUTER_BYTES + 4095) & ~4095ull);
+	cr_expect_eq(h.dh_slots_off, (h.dh_load_off + 256ull * KV_LOAD_BYTES + 4095) & ~4095ull);
 }
 
 /* Section 2 and 6: object names, the registry formulas, and what the validators accept. */

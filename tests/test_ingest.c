@@ -511,6 +511,159 @@ Test(ingest, publisher_restart_clears_and_resyncs)
 	cr_assert_eq(p->replay_requests, 0);
 }
 
+/* 24-byte sequence frames (seq8 + a 16-byte publisher id, vLLM #57789) index exactly as
+ * 8-byte ones, live and replayed (a gap among them is replayed); other lengths stay skipped. */
+Test(ingest, publisher_id_frames_index_like_8_byte_ones)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const bool lost[5] = { false, false, true, false, false };
+	const unsigned char f9[9] = { 0 };
+	const uint32_t *t;
+	uint64_t k[5];
+
+	p->has_id = true;
+	memset(p->id, 0xa5, sizeof(p->id));
+	start_on(p, NULL);
+	chain5(p, lost, k, &t);
+	int pod = wait_pod(POD);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "gap not replayed; log: %s", tu_ing.log);
+	tu_wait_batches(pod, 5);
+	cr_assert_eq(score_blocks(k, 5, pod), 5);
+	cr_assert_eq(p->last_replay_from, 2);
+	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_restarts), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_last_seq), 4);
+	tu_send_frames(p->xpub, p->topic, strlen(p->topic), f9, sizeof(f9), "x", 1);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_decode_errors) == 1, "9-byte seq frame not counted");
+	cr_assert(tu_log_has("seq frame 9 bytes"), "log: %s", tu_ing.log);
+}
+
+/* llm-d's simulator (array format) sends parent 0 for "no parent": a root block. */
+Test(ingest, parent_zero_is_no_parent)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const uint32_t *a = tu_toks(1300, BS);
+	uint64_t h = 51, k1;
+
+	start_on(p, NULL);
+	tu_keys_of(MODEL, 0, a, BS, &k1);
+	pub_one(p, tu_stored(&h, 1, true, 0, a, BS, BS));
+	int pod = wait_pod(POD);
+	TU_EVENTUALLY(holds(k1, pod), "block with parent 0 not indexed; log: %s", tu_ing.log);
+	uint64_t k2 = pub_block(p, 52, 51, k1, tu_toks(1400, BS));
+	TU_EVENTUALLY(holds(k2, pod), "child of the parent-0 block not indexed");
+	cr_assert_eq(tu_ctr(pod, KV_PC_unknown_parent), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_blocks_stored), 2);
+}
+
+/* Publishes two chained blocks of the tokens u (engine hashes 1001, 1002) as batches 0 and 1
+ * of a restarted publisher, batch 0 lost on the way (kept for replay); ku: their keys. */
+static void restart_two(struct tu_pub *p, const uint8_t *id, uint64_t ku[2])
+{
+	const uint32_t *u = tu_toks(40000, 2 * BS);
+	uint64_t hu[] = { 1001, 1002 };
+	struct kvw_event e0 = tu_stored(hu, 1, false, 0, u, BS, BS);
+
+	tu_keys_of(MODEL, 0, u, 2 * BS, ku);
+	tu_pub_restart(p, id);
+	tu_pub_events_ex(p, &e0, 1, false, KVW_FORM_ARRAY);
+	pub_one(p, tu_stored(hu + 1, 1, true, 1001, u + BS, BS, BS));
+}
+
+/* After a restart the pod is cleared, batch 0 comes by a replay asked from 0, the new blocks
+ * arrive. */
+static void check_restarted(struct tu_pub *p, int pod, const uint64_t k[5], const uint64_t ku[2])
+{
+	TU_EVENTUALLY(holds(ku[0], pod) && holds(ku[1], pod),
+		      "restarted stream not applied; log: %s", tu_ing.log);
+	cr_assert(!holds(k[0], pod) && !holds(k[4], pod), "old process's blocks survived");
+	cr_assert_eq(tu_ctr(pod, KV_PC_restarts), 1);
+	cr_assert_eq(p->replay_requests, 1);
+	cr_assert_eq(p->last_replay_from, 0);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "replay from 0 not finished");
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 0);
+	cr_assert_eq(tu_ctr(pod, KV_PC_last_seq), 1);
+	cr_assert(tu_log_has("engine restarted, pod cleared"), "log: %s", tu_ing.log);
+}
+
+/* A new publisher id is a restart even where the sequence alone (5 -> 1) reads as a
+ * duplicate. */
+Test(ingest, new_publisher_id_is_a_restart)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const bool lost[5] = { false };
+	const uint32_t *t;
+	uint8_t id2[KVW_PUB_ID_LEN];
+	uint64_t k[5], ku[2];
+
+	p->has_id = true;
+	memset(p->id, 0x11, sizeof(p->id));
+	start_on(p, NULL);
+	chain5(p, lost, k, &t);
+	int pod = wait_pod(POD);
+	TU_EVENTUALLY(holds(k[4], pod), "chain not stored; log: %s", tu_ing.log);
+	memset(id2, 0x22, sizeof(id2));
+	restart_two(p, id2, ku);
+	check_restarted(p, pod, k, ku);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_dups), 0);
+	cr_assert(tu_log_has("publisher id changed from 11111111111111111111111111111111 to "
+			     "22222222222222222222222222222222"), "log: %s", tu_ing.log);
+}
+
+/* Without an id, a sequence that goes back (21 -> 1) is a restart; heartbeats (empty
+ * batches) took the old process's sequence that far without touching the table. */
+Test(ingest, sequence_back_without_id_is_a_restart)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	const bool lost[5] = { false };
+	const uint32_t *t;
+	uint64_t k[5], ku[2];
+
+	start_on(p, NULL);
+	chain5(p, lost, k, &t);
+	int pod = wait_pod(POD);
+	for (int i = 0; i < 16; i++)
+		tu_pub_events(p, NULL, 0);
+	tu_wait_batches(pod, 21);
+	cr_assert_eq(tu_ctr(pod, KV_PC_heartbeats), 16);
+	cr_assert_eq(score_blocks(k, 5, pod), 5);
+	restart_two(p, NULL, ku);
+	check_restarted(p, pod, k, ku);
+	cr_assert(tu_log_has("seq went back from 20 to 1"), "log: %s", tu_ing.log);
+}
+
+/* Heartbeats keep a pod fresh (last_event_ns moves on) without touching the table, even one
+ * sent again under the same sequence number. */
+Test(ingest, heartbeats_keep_a_pod_fresh)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+
+	start_on(p, NULL);
+	uint64_t k = pub_block(p, 61, 0, 0, tu_toks(1500, BS));
+	int pod = wait_pod(POD);
+	tu_wait_batches(pod, 1);
+	uint64_t t1 = tu_ctr(pod, KV_PC_last_event_ns);
+	for (int i = 0; i < 3; i++) {
+		tu_pump(20);
+		tu_pub_events(p, NULL, 0);
+	}
+	tu_wait_batches(pod, 4);
+	cr_assert_eq(tu_ctr(pod, KV_PC_heartbeats), 3);
+	uint64_t t2 = tu_ctr(pod, KV_PC_last_event_ns);
+	cr_assert(t2 >= t1 + 40 * 1000000ull, "heartbeats did not refresh the pod");
+	cr_assert_eq(tu_ctr(pod, KV_PC_blocks_stored), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_events), 1);
+	cr_assert(holds(k, pod));
+	/* The same heartbeat again (seq 3): a duplicate, yet the publisher was heard. */
+	tu_pump(20);
+	p->next_seq--;
+	tu_pub_events(p, NULL, 0);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_seq_dups) == 1, "duplicate not seen; log: %s", tu_ing.log);
+	cr_assert(tu_ctr(pod, KV_PC_last_event_ns) > t2, "duplicate heartbeat not heard");
+	cr_assert_eq(tu_ctr(pod, KV_PC_heartbeats), 3);
+	cr_assert_eq(tu_ctr(pod, KV_PC_clears), 0);
+}
+
 Test(ingest, malformed_counted_and_skipped)
 {
 	struct tu_pub *p = tu_pub_open(TOPIC);

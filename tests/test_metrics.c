@@ -5,8 +5,9 @@
  * buckets that match the samples, +Inf == _count), that no key ever appears; the loopback
  * HTTP server of tools/ingestd/metrics.c (200 with the body, 404, 405, 400, 431, an idle
  * client that does not wedge the next one and is closed after the idle timeout, hundreds of
- * idle and slow connections while scrapes go on, 503 until the index exists, -EINVAL for
- * anything but a loopback address);
+ * idle and slow connections while scrapes go on, 503 until the index exists, the addresses
+ * --metrics-listen takes (every address, a bare port on loopback) and refuses, the probes
+ * /healthz and /readyz);
  * and kvidx-dump --prometheus.
  *
  * Each test creates its own index "t-met-<pid>-<n>", unlinked in teardown; the dump is found
@@ -262,6 +263,8 @@ Test(metrics, help_type_and_values)
 	tu_set_pod_ctr(w, a, KV_PC_stale_expiries, 4);
 	tu_set_pod_ctr(w, a, KV_PC_ttl_ms, 2000);
 	tu_set_pod_ctr(w, a, KV_PC_spec_paused, 2);
+	tu_set_pod_ctr(w, a, KV_PC_routed_silent, 1);
+	tu_set_pod_ctr(w, a, KV_PC_restarts, 3);
 	tu_set_pod_ctr(w, a, KV_PC_events_per_s, 350);
 	tu_set_pod_ctr(w, a, KV_PC_last_event_ns, kvidx_now_ns() - 3000000000ull); /* 3 s ago */
 	kvidx_writer_tick(w, kvidx_now_ns());
@@ -269,10 +272,16 @@ Test(metrics, help_type_and_values)
 	char *t = render();
 	assert_exposition(t);
 	/* Every per-pod counter of the layout is exported, under its name or as an age. */
+	static const char *totals[] = { "restarts", "heartbeats" }; /* named counter_total */
 	for (size_t i = 0; i < sizeof(pod_ctr_names) / sizeof(pod_ctr_names[0]); i++) {
 		const char *n = pod_ctr_names[i];
 		size_t l = strlen(n);
-		if (l > 3 && !strcmp(n + l - 3, "_ns"))
+		bool total = false;
+		for (size_t j = 0; j < sizeof(totals) / sizeof(totals[0]); j++)
+			total |= !strcmp(n, totals[j]);
+		if (total)
+			snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s_total counter\n", n);
+		else if (l > 3 && !strcmp(n + l - 3, "_ns"))
 			snprintf(want, sizeof(want), "# TYPE kvidx_pod_seconds_since_%.*s gauge\n",
 				 (int)(l - 3), n);
 		else
@@ -280,7 +289,7 @@ Test(metrics, help_type_and_values)
 		tu_assert_has(t, want);
 	}
 	static const char *gauges[] = { "ttl_ms", "spec_paused", "events_per_s", "queue_depth",
-					"connected", "last_seq" };
+					"connected", "last_seq", "routed_silent" };
 	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
 		snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s gauge\n", gauges[i]);
 		tu_assert_has(t, want);
@@ -296,6 +305,9 @@ Test(metrics, help_type_and_values)
 	}
 	tu_assert_has(t, "# HELP kvidx_pod_speculations Speculative entries");
 	tu_assert_lacks(t, "kvidx_pod_last_event_ns");
+	tu_assert_lacks(t, "# TYPE kvidx_pod_restarts counter");
+	tu_assert_has(t, "kvidx_pod_routed_silent{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1\n");
+	tu_assert_has(t, "kvidx_pod_restarts_total{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 3\n");
 	tu_assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1000\n");
 	tu_assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.2:8000\",model=\"\"} 0\n");
 	tu_assert_has(t, "kvidx_pod_ttl_ms{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 2000\n");
@@ -686,14 +698,13 @@ Test(metrics, http_index_appears_later)
 	free(resp);
 }
 
-Test(metrics, http_loopback_only)
+Test(metrics, http_listen_addresses)
 {
 	static const char *bad[] = {
-		"0.0.0.0:9100",     "10.0.0.1:9100",     "192.168.1.1:9100", "[::]:9100",
-		"[::ffff:127.0.0.1]:9100", "[fe80::1]:9100", "example.com:9100", "127.0.0.1",
-		"localhost",        "127.0.0.1:0",       "127.0.0.1:65536",  "127.0.0.1:abc",
-		"127.0.0.1:80x",    "127.0.0.1:-1",      ":9100",            "[::1]9100",
-		"[::1:9100",        "127.1:9100",        "",                 NULL,
+		"example.com:9100", "127.0.0.1",     "localhost",     "127.0.0.1:0",
+		"127.0.0.1:65536",  "127.0.0.1:abc", "127.0.0.1:80x", "127.0.0.1:-1",
+		":9100",            "[::1]9100",     "[::1:9100",     "127.1:9100",
+		"0",                "",              NULL,
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -701,20 +712,72 @@ Test(metrics, http_loopback_only)
 			     bad[i] ? bad[i] : "NULL");
 	cr_assert_eq(metrics_http_start("127.0.0.1:9100", "../x"), -EINVAL);
 
-	/* Other loopback forms are served. */
+	/* Every address (a pod's network), reached here through loopback. */
 	char addr[64];
 	int port = tu_free_port();
+	snprintf(addr, sizeof(addr), "0.0.0.0:%d", port);
+	cr_assert_eq(metrics_http_start(addr, name), 0, "%s", addr);
+	char *resp = get(port, "GET /healthz HTTP/1.0\r\n\r\n");
+	cr_assert(status_is(resp, 200), "%.300s", resp);
+	free(resp);
+	/* An address this host does not have: the bind's error, not a parse error. */
+	snprintf(addr, sizeof(addr), "192.0.2.1:%d", tu_free_port());
+	cr_assert_eq(metrics_http_start(addr, name), -EADDRNOTAVAIL, "%s", addr);
+	/* A bare port is loopback; localhost is served too. */
+	port = tu_free_port();
+	snprintf(addr, sizeof(addr), "%d", port);
+	cr_assert_eq(metrics_http_start(addr, name), 0, "%s", addr);
+	resp = get(port, "GET /other HTTP/1.0\r\n\r\n");
+	cr_assert(status_is(resp, 404), "%.300s", resp);
+	tu_assert_has(resp, "/healthz");
+	free(resp);
+	port = tu_free_port();
 	snprintf(addr, sizeof(addr), "localhost:%d", port);
 	cr_assert_eq(metrics_http_start(addr, name), 0, "%s", addr);
-	char *resp = get(port, "GET /other HTTP/1.0\r\n\r\n");
-	cr_assert(status_is(resp, 404), "%.300s", resp);
-	free(resp);
 	/* The same port again: in use. */
 	cr_assert_eq(metrics_http_start(addr, name), -EADDRINUSE);
 	snprintf(addr, sizeof(addr), "[::1]:%d", tu_free_port());
 	int rc = metrics_http_start(addr, name);
 	cr_assert(rc == 0 || rc == -EADDRNOTAVAIL || rc == -EAFNOSUPPORT, "%s: %s", addr,
 		  strerror(-rc));
+}
+
+/* /healthz answers while the process lives, index or not; /readyz what the loop last said. */
+Test(metrics, http_probes)
+{
+	int port = start_server(name); /* no index yet: /metrics is 503, /healthz is not */
+	char *resp;
+
+	resp = get(port, "GET /healthz HTTP/1.0\r\n\r\n");
+	cr_assert(status_is(resp, 200), "%.300s", resp);
+	tu_assert_has(resp, "\r\n\r\nok\n");
+	free(resp);
+	resp = get(port, "HEAD /healthz HTTP/1.0\r\n\r\n");
+	cr_assert(status_is(resp, 200), "%.300s", resp);
+	free(resp);
+	resp = get(port, "GET /readyz HTTP/1.0\r\n\r\n");
+	cr_assert(status_is(resp, 503), "%.300s", resp);
+	tu_assert_has(resp, "\r\n\r\nnot ready: starting\n");
+	free(resp);
+	metrics_set_ready(false, "2 of 3 streams not connected (first: tcp://10.0.0.9:5557)");
+	resp = get(port, "GET /readyz?verbose HTTP/1.0\r\n\r\n");
+	cr_assert(status_is(resp, 503), "%.300s", resp);
+	tu_assert_has(resp, "not ready: 2 of 3 streams not connected (first: tcp://10.0.0.9:5557)\n");
+	free(resp);
+	metrics_set_ready(true, "ignored");
+	resp = get(port, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	cr_assert(status_is(resp, 200), "%.300s", resp);
+	tu_assert_has(resp, "\r\n\r\nready\n");
+	free(resp);
+	resp = get(port, "POST /readyz HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+	cr_assert(status_is(resp, 405), "%.300s", resp);
+	free(resp);
+	resp = get(port, "GET /healthzx HTTP/1.0\r\n\r\n");
+	cr_assert(status_is(resp, 404), "%.300s", resp);
+	free(resp);
+	resp = get(port, "GET /metrics HTTP/1.0\r\n\r\n");
+	cr_assert(status_is(resp, 503), "%.300s", resp);
+	free(resp);
 }
 
 /* ---- kvidx-dump --prometheus ---- */
@@ -762,8 +825,10 @@ Test(metrics, dump_prometheus)
 /*
  * examples/monitoring: the Prometheus rules (promtool check and test), the Grafana dashboard
  * (structure), and every metric either uses present in kvidx-dump --prometheus of an index
- * holding a pod with counters, histograms and a router worker (tests/check_monitoring.py).
- * Then the checker is shown to fail: a metric missing from the exposition, a broken dashboard.
+ * holding a pod with counters, histograms and a router worker (tests/check_monitoring.py),
+ * and per instance (groupings keep instance, the dashboard selects by it, the writer and
+ * target alerts exist). Then the checker is shown to fail: a metric missing from the
+ * exposition, a broken dashboard, a rule that drops instance.
  */
 /* Runs a shell command line formatted from fmt; its standard output in r.out (freed by the
  * caller). */
@@ -825,18 +890,24 @@ Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
 			     "exposition");
 	free(r.out);
 
-	/* A dashboard with overlapping panels and an undefined variable is refused. */
+	/* A dashboard with overlapping panels, an undefined variable and a series not selected
+	 * by instance is refused, and so is a rule aggregating the instances away. */
 	snprintf(dir, sizeof(dir), "/tmp/%s.mon", name);
 	r = run_sh("mkdir -p %s && cp examples/monitoring/* %s/ && /usr/bin/python3 -c '"
 		   "import json, sys; p = sys.argv[1]; d = json.load(open(p)); "
 		   "d[\"panels\"][1][\"gridPos\"][\"x\"] = 6; "
 		   "d[\"panels\"][0][\"targets\"][0][\"expr\"] += \" * $nosuch\"; "
-		   "json.dump(d, open(p, \"w\"))' %s/kvidx-dashboard.json && /usr/bin/python3 "
+		   "d[\"panels\"][1][\"targets\"][0][\"expr\"] = \"max(kvidx_pod_ttl_ms)\"; "
+		   "json.dump(d, open(p, \"w\"))' %s/kvidx-dashboard.json && "
+		   "sed -i '0,/by (instance, pod, model)/s//by (pod, model)/' %s/kvidx-rules.yml && "
+		   "/usr/bin/python3 "
 		   "tests/check_monitoring.py --no-promtool --dir %s --metrics %s 2>&1; s=$?; "
-		   "rm -rf %s; exit $s", dir, dir, dir, dir, mpath, dir);
+		   "rm -rf %s; exit $s", dir, dir, dir, dir, dir, mpath, dir);
 	cr_assert_eq(r.status, 1, "%s", r.out);
 	tu_assert_has(r.out, "overlaps panel");
 	tu_assert_has(r.out, "$nosuch is used but not defined in templating");
+	tu_assert_has(r.out, "kvidx_pod_ttl_ms is not selected by instance=~\"$instance\"");
+	tu_assert_has(r.out, "kvidx:pod_routes:rate5m: 'by (pod, model)' drops instance");
 	free(r.out);
 	unlink(mpath);
 }

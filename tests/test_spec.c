@@ -741,6 +741,54 @@ Test(spec, pipeline_broken_pauses_speculation_until_events_flow)
 		      (unsigned long long)tu_ctr(a, KV_PC_spec_paused), tu_ing.log);
 }
 
+/*
+ * Routed but silent: routes went to the pod and nothing (no batch, no heartbeat) came from it
+ * for --stale-limit. Heartbeats between the routes keep it quiet; silence raises
+ * routed_silent (shm counter and metric) and stops speculation on it; a heartbeat ends it.
+ */
+Test(spec, routed_but_silent_pod_raises_the_metric)
+{
+	struct tu_pub *p = pub_open(POD_A);
+	uint64_t k[1] = { 0x5117e00 };
+
+	START("--ttl", "5s", "--stale-limit", "300ms");
+	int a = ready_pod(POD_A);
+	for (int i = 0; i < 6; i++) {
+		k[0] = 0x5117e00 + (uint64_t)i;
+		commit(10 + (uint64_t)i, a, -1, k, 1, 0, 0);
+		tu_pump(100);
+		tu_pub_events(p, NULL, 0);
+	}
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_heartbeats) == 6, "heartbeats not all seen; log: %s",
+		      tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_routed_silent), 0, "a heartbeating pod read as silent");
+	cr_assert_eq(tu_ctr(a, KV_PC_spec_paused), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_speculations), 6);
+
+	uint64_t t0 = kvidx_now_ns();
+	k[0] = 0x5117e10;
+	commit(20, a, -1, k, 1, 0, 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routed_silent) == 1 && tu_ctr(a, KV_PC_spec_paused) == 2 &&
+			      tu_pod_paused(tu_ing.rd, a),
+		      "a routed, silent pod was not flagged; log: %s", tu_ing.log);
+	cr_assert(kvidx_now_ns() - t0 >= 300 * MS, "flagged before --stale-limit");
+	cr_assert_eq(seen(k[0], a), TU_ABSENT, "a silent pod's prediction still trusted");
+	struct tu_run r = tu_run_tool("kvidx-dump", "--name %s --prometheus", tu_ing.name);
+	cr_assert_eq(tu_number_after(r.out, "\nkvidx_pod_routed_silent{pod=\"" POD_A
+					    "\",model=\"" MODEL "\"} "), 1);
+	cr_assert_eq(tu_number_after(r.out, "\nkvidx_pod_heartbeats_total{pod=\"" POD_A
+					    "\",model=\"" MODEL "\"} "), 6);
+	tu_assert_has(r.out, "# TYPE kvidx_pod_heartbeats_total counter");
+	free(r.out);
+	r = tu_run_tool("kvidx-top", "--name %s --once", tu_ing.name);
+	tu_assert_has(r.out, "ROUTED BUT SILENT");
+	free(r.out);
+
+	tu_pub_events(p, NULL, 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routed_silent) == 0 && tu_ctr(a, KV_PC_spec_paused) == 0,
+		      "a heartbeat did not end the silence; log: %s", tu_ing.log);
+}
+
 /* ---- outcomes ------------------------------------------------------------------------------------------ */
 
 Test(spec, outcomes_price_false_warm_routes)
@@ -785,12 +833,14 @@ Test(spec, outcomes_price_false_warm_routes)
 /* ---- metrics hook and flags ----------------------------------------------------------------------------- */
 
 /* GET /metrics from 127.0.0.1:port into buf; bytes read, or -1. */
-static ssize_t http_get(int port, char *buf, size_t cap)
+static ssize_t http_get_path(int port, const char *path, char *buf, size_t cap)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	const char *req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+	char req[256];
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
 	ssize_t n, got = 0;
 
 	if (fd < 0)
@@ -805,6 +855,11 @@ static ssize_t http_get(int port, char *buf, size_t cap)
 	buf[got] = '\0';
 	close(fd);
 	return got;
+}
+
+static ssize_t http_get(int port, char *buf, size_t cap)
+{
+	return http_get_path(port, "/metrics", buf, cap);
 }
 
 Test(spec, metrics_endpoint_serves_speculation_counters)
@@ -824,6 +879,59 @@ Test(spec, metrics_endpoint_serves_speculation_counters)
 	cr_assert(strstr(buf, "kvidx_pod_stale_expiries"), "no stale_expiries metric");
 }
 
+/* /healthz and /readyz on a non-loopback --metrics-listen: not ready while a stream is down
+ * (named in the answer), ready once its publisher appears. */
+Test(spec, probes_follow_the_streams)
+{
+	static char buf[1 << 16];
+	char addr[64], dead[128], want[160];
+	int port = tu_free_port(), dport = tu_free_port();
+
+	pub_open(POD_A);
+	snprintf(addr, sizeof(addr), "0.0.0.0:%d", port);
+	snprintf(dead, sizeof(dead), "tcp://127.0.0.1:%d,name=late-pod", dport);
+	START("--metrics-listen", addr, "--pod", dead);
+	ready_pod(POD_A);
+	TU_EVENTUALLY(http_get_path(port, "/healthz", buf, sizeof(buf)) > 0 &&
+			      strstr(buf, " 200 ") && strstr(buf, "\r\n\r\nok\n"),
+		      "/healthz: %.300s; log: %s", buf, tu_ing.log);
+	snprintf(want, sizeof(want), "not ready: 1 of 2 streams not connected (first: "
+		 "tcp://127.0.0.1:%d)", dport);
+	TU_EVENTUALLY(http_get_path(port, "/readyz", buf, sizeof(buf)) > 0 &&
+			      strstr(buf, " 503 ") && strstr(buf, want),
+		      "/readyz with a pod down: %.300s", buf);
+	/* The pod comes up: ZMQ reconnects and the writer becomes ready. */
+	void *x = zmq_socket(tu_ing.zctx, ZMQ_XPUB);
+	char ep[64];
+	cr_assert_not_null(x);
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", dport);
+	cr_assert_eq(zmq_bind(x, ep), 0, "bind %s: %s", ep, zmq_strerror(errno));
+	TU_EVENTUALLY(http_get_path(port, "/readyz", buf, sizeof(buf)) > 0 &&
+			      strstr(buf, " 200 ") && strstr(buf, "\r\n\r\nready\n"),
+		      "/readyz with every pod up: %.300s; log: %s", buf, tu_ing.log);
+	int zero = 0;
+	zmq_setsockopt(x, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_close(x);
+}
+
+/* --ready-streams any: one stream up is enough; a model server down leaves the writer ready. */
+Test(spec, ready_with_any_stream)
+{
+	static char buf[1 << 16];
+	char addr[64], dead[128];
+	int port = tu_free_port();
+
+	pub_open(POD_A);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	snprintf(dead, sizeof(dead), "tcp://127.0.0.1:%d,name=gone-pod", tu_free_port());
+	START("--metrics-listen", addr, "--pod", dead, "--ready-streams", "any");
+	ready_pod(POD_A);
+	TU_EVENTUALLY(http_get_path(port, "/readyz", buf, sizeof(buf)) > 0 &&
+			      strstr(buf, " 200 ") && strstr(buf, "\r\n\r\nready\n"),
+		      "/readyz with one of two streams up, ready-streams any: %.300s; log: %s", buf,
+		      tu_ing.log);
+}
+
 Test(spec, flags_help_and_refusals)
 {
 	const char *bin = tu_tool_path("kvidx-ingestd");
@@ -832,17 +940,22 @@ Test(spec, flags_help_and_refusals)
 
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' --help | grep -q -- '--ttl-policy' && '%s' --help | grep -q -- "
-		 "'--metrics ADDR:PORT' && '%s' --help | grep -q -- '--stale-limit' && '%s' --help "
+		 "'--metrics-listen ADDR:PORT' && '%s' --help | grep -q -- '--stale-limit' && '%s' --help "
 		 "| grep -q -- '--late-window'",
 		 bin, bin, bin, bin);
 	cr_assert_eq(system(cmd), 0, "--help does not document the speculation flags");
-	snprintf(cmd, sizeof(cmd),
-		 "'%s' --metrics 0.0.0.0:9464 --pod tcp://127.0.0.1:1 2>&1 | grep -q loopback", bin);
-	cr_assert_eq(system(cmd), 0, "a non-loopback --metrics must be refused, naming why");
-	snprintf(cmd, sizeof(cmd), "'%s' --metrics 10.1.2.3:9464 --pod tcp://127.0.0.1:1 "
-		 "2>/dev/null", bin);
+	snprintf(cmd, sizeof(cmd), "'%s' --help | grep -q -- '--metrics-listen ADDR:PORT'", bin);
+	cr_assert_eq(system(cmd), 0, "--help does not document --metrics-listen");
+	snprintf(cmd, sizeof(cmd), "'%s' --metrics-listen 10.1.2.3:0 --pod tcp://127.0.0.1:1 "
+		 "2>&1 | grep -q 'port 0'", bin);
+	cr_assert_eq(system(cmd), 0, "--metrics-listen with port 0 must be refused, naming why");
+	snprintf(cmd, sizeof(cmd), "'%s' --metrics-listen example.com:9464 --pod "
+		 "tcp://127.0.0.1:1 2>/dev/null", bin);
 	st = system(cmd);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "non-loopback must exit 2, got %#x", st);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "a host name must exit 2, got %#x", st);
+	snprintf(cmd, sizeof(cmd), "'%s' --ready-streams some --pod tcp://127.0.0.1:1 2>&1 | "
+		 "grep -q 'ready-streams: expected all or any'", bin);
+	cr_assert_eq(system(cmd), 0, "a bad --ready-streams must be refused, naming why");
 	snprintf(cmd, sizeof(cmd), "'%s' --ttl 2 --pod tcp://127.0.0.1:1 2>/dev/null", bin);
 	st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "a duration without unit must exit 2");
@@ -1045,17 +1158,30 @@ Test(spec, config_parses_speculation_flags)
 	cr_assert_eq(ing_config_check(&c, err, sizeof(err)), -EINVAL, "floor above cap accepted");
 	ing_config_free(&c);
 
-	/* --metrics: loopback only. */
-	const char *ok[] = { "127.0.0.1:9464", "127.1.2.3:1", "localhost:80", "[::1]:9464" };
-	const char *bad[] = { "0.0.0.0:9464", "10.0.0.1:9464", "[::]:9464", "::1:9464",
-			      "127.0.0.1:0", "127.0.0.1:x", "127.0.0.1", "example.com:80",
-			      "127.0.0.1:70000" };
+	/* --metrics-listen (and its old name --metrics): any address the host can bind, a
+	 * bare PORT on loopback, never port 0 or a host name. */
+	const char *ok[] = { "127.0.0.1:9464", "127.1.2.3:1", "localhost:80", "[::1]:9464",
+			     "0.0.0.0:9464", "10.0.0.1:9464", "[::]:9464", "*:9464", "9464" };
+	const char *bad[] = { "::1:9464", "127.0.0.1:0", "127.0.0.1:x", "127.0.0.1",
+			      "example.com:80", "127.0.0.1:70000", "0", "123456", "" };
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
 		cr_assert_eq(ing_metrics_addr_check(ok[i], err, sizeof(err)), 0, "%s: %s", ok[i],
 			     err);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		cr_assert_eq(ing_metrics_addr_check(bad[i], err, sizeof(err)), -EINVAL,
 			     "%s accepted", bad[i]);
-	cr_assert_eq(ing_metrics_addr_check("0.0.0.0:9464", err, sizeof(err)), -EINVAL);
-	cr_assert(strstr(err, "loopback"), "%s", err);
+	char out[64];
+	cr_assert_eq(ing_metrics_addr_parse("9464", out, sizeof(out), err, sizeof(err)), 0);
+	cr_assert_str_eq(out, "127.0.0.1:9464");
+	ing_config_init(&c);
+	cr_assert_eq(ing_config_set(&c, "metrics-listen", "10.0.0.7:25990", false, err,
+				    sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(c.metrics, "10.0.0.7:25990");
+	cr_assert_eq(ing_config_set(&c, "metrics", "25991", false, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_str_eq(c.metrics, "127.0.0.1:25991", "the old name is the same setting");
+	cr_assert_eq(ing_config_set(&c, "metrics-listen", "127.0.0.1:0", false, err, sizeof(err)),
+		     -EINVAL);
+	cr_assert(strstr(err, "metrics-listen: port 0"), "%s", err);
+	ing_config_free(&c);
 }

@@ -326,9 +326,10 @@ static uint64_t decode_one_hash(void (*put)(struct tp *, const void *), const vo
 	decode_tp_ok(&t, &b);
 	cr_assert_eq(b.nevents, 1);
 	cr_assert_eq(b.events[0].nhashes, 1);
-	cr_assert(b.events[0].has_parent);
-	cr_assert_eq(b.events[0].parent, b.events[0].hashes[0]);
 	v = b.events[0].hashes[0];
+	/* The parent is the same hash; of value 0 it reads as no parent (llm-d's rule). */
+	cr_assert_eq(b.events[0].has_parent, v != 0);
+	cr_assert_eq(b.events[0].parent, v);
 	kvw_batch_free(&b);
 	return v;
 }
@@ -730,9 +731,9 @@ Test(wire, parent_nil_and_present)
 	{
 		uint64_t h = 0;
 
-		one_hash_payload(&t, put_u64, &h); /* parent 0 is a parent, not nil */
+		one_hash_payload(&t, put_u64, &h); /* parent 0 is no parent, as nil */
 		decode_ok(t.sb.data, t.sb.size, &b);
-		cr_assert(b.events[0].has_parent);
+		cr_assert(!b.events[0].has_parent);
 		cr_assert_eq(b.events[0].parent, 0);
 		tp_free(&t);
 	}
@@ -1439,6 +1440,64 @@ Test(wire, sequence_frames)
 		cr_assert_eq(f[i], i + 1);
 	cr_assert(kvw_seq_get(f, 8, &s));
 	cr_assert_eq(s, 0x0102030405060708ull);
+}
+
+/* 8 + 16 bytes: the sequence and a publisher id (vLLM #57789); nothing else but 8. */
+Test(wire, sequence_frames_with_publisher_id)
+{
+	uint8_t f[25];
+	struct kvw_seqf sf = { .seq = 77 };
+
+	kvw_seq_put(f, 42);
+	for (int i = 0; i < 16; i++)
+		f[8 + i] = (uint8_t)(0xa0 + i);
+	cr_assert(kvw_seq_frame(f, 24, &sf));
+	cr_assert_eq(sf.seq, 42);
+	cr_assert(sf.has_id);
+	cr_assert_arr_eq(sf.id, f + 8, 16);
+	cr_assert(kvw_seq_frame(f, 8, &sf));
+	cr_assert_eq(sf.seq, 42);
+	cr_assert(!sf.has_id);
+	for (int i = 0; i < 16; i++)
+		cr_assert_eq(sf.id[i], 0);
+	sf.seq = 77;
+	for (size_t len = 0; len <= sizeof(f); len++)
+		if (len != 8 && len != 24)
+			cr_assert(!kvw_seq_frame(f, len, &sf), "%zu-byte frame accepted", len);
+	cr_assert_eq(sf.seq, 77, "a refused frame changed the output");
+	cr_assert(!kvw_seq_get(f, 24, &sf.seq), "replay requests stay 8 bytes");
+}
+
+/* Parent 0 (llm-d's simulator, array format) is no parent, in both encodings; other
+ * parents stay parents. */
+Test(wire, parent_zero_is_no_parent)
+{
+	static const uint32_t tok[4] = { 1, 2, 3, 4 };
+	uint64_t h[1] = { 9 };
+	struct kvw_event ev[2] = {
+		{ .type = KVW_BLOCK_STORED, .hashes = h, .nhashes = 1, .has_parent = true,
+		  .parent = 0, .tokens = tok, .ntokens = 4, .block_size = 4 },
+		{ .type = KVW_BLOCK_STORED, .hashes = h, .nhashes = 1, .has_parent = true,
+		  .parent = 1, .tokens = tok, .ntokens = 4, .block_size = 4 },
+	};
+
+	for (size_t i = 0; i < sizeof(rt_forms) / sizeof(rt_forms[0]); i++) {
+		struct kvw_enc e;
+		struct kvw_batch b;
+		const void *buf;
+		size_t len;
+
+		kvw_enc_init(&e);
+		kvw_batch_init(&b);
+		encode_events(&e, &rt_forms[i], ev, 2, &buf, &len);
+		decode_ok(buf, len, &b);
+		cr_assert_eq(b.nevents, 2);
+		cr_assert(!b.events[0].has_parent, "form %zu: parent 0 read as a parent", i);
+		cr_assert(b.events[1].has_parent);
+		cr_assert_eq(b.events[1].parent, 1);
+		kvw_batch_free(&b);
+		kvw_enc_free(&e);
+	}
 }
 
 /* ---- events judged one by one ------------------------------------------------------------------ */

@@ -71,6 +71,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
 	header_value(p, len, "X-Kvidx-Decision", r->kind, sizeof(r->kind));
 	header_value(p, len, "X-Kvidx-Worker", r->worker, sizeof(r->worker));
 	header_value(p, len, "X-Kvidx-Prefill-Pod", r->prefill, sizeof(r->prefill));
+	header_value(p, len, "X-Fakepod-Ttft-Seconds", r->ttft, sizeof(r->ttft));
+	header_value(p, len, "X-Fakepod-Queue-Seconds", r->queue, sizeof(r->queue));
 	return len;
 }
 

@@ -18,6 +18,7 @@ struct tu_http {
 	size_t len;
 	size_t chunks;       /* body pieces as they arrived */
 	char ctype[128], reqid[160], pod[80], kind[16], worker[16], prefill[80];
+	char ttft[32], queue[32]; /* kvidx-fakepod's X-Fakepod-Ttft-Seconds, -Queue-Seconds */
 	uint64_t t_start_ns, t_first_ns, t_end_ns;
 };
 

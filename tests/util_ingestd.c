@@ -59,8 +59,8 @@ void tu_ingestd_teardown(void)
 
 /* ---- fake pods ---- */
 
-/* Binds p's sockets at ports xp and rp (0: any). 0, or -1 if a port was taken. */
-static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
+/* Binds p's sockets on host at ports xp and rp (0: any). 0, or -1 if a port was taken. */
+static int pub_bind_at(struct tu_pub *p, const char *topic, const char *host, int xp, int rp)
 {
 	char ep[64];
 	size_t len;
@@ -75,10 +75,16 @@ static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
 	zmq_setsockopt(p->xpub, ZMQ_SNDHWM, &zero, sizeof(zero));
 	zmq_setsockopt(p->router, ZMQ_SNDHWM, &zero, sizeof(zero));
 	zmq_setsockopt(p->xpub, ZMQ_XPUB_VERBOSE, &one, sizeof(one));
-	snprintf(ep, sizeof(ep), xp ? "tcp://127.0.0.1:%d" : "tcp://127.0.0.1:*", xp);
+	if (xp)
+		snprintf(ep, sizeof(ep), "tcp://%s:%d", host, xp);
+	else
+		snprintf(ep, sizeof(ep), "tcp://%s:*", host);
 	if (zmq_bind(p->xpub, ep) < 0)
 		return -1;
-	snprintf(ep, sizeof(ep), rp ? "tcp://127.0.0.1:%d" : "tcp://127.0.0.1:*", rp);
+	if (rp)
+		snprintf(ep, sizeof(ep), "tcp://%s:%d", host, rp);
+	else
+		snprintf(ep, sizeof(ep), "tcp://%s:*", host);
 	if (zmq_bind(p->router, ep) < 0)
 		return -1;
 	len = sizeof(p->ep);
@@ -86,6 +92,22 @@ static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
 	len = sizeof(p->rep);
 	zmq_getsockopt(p->router, ZMQ_LAST_ENDPOINT, p->rep, &len);
 	return 0;
+}
+
+static int pub_bind(struct tu_pub *p, const char *topic, int xp, int rp)
+{
+	return pub_bind_at(p, topic, "127.0.0.1", xp, rp);
+}
+
+struct tu_pub *tu_pub_open_at(const char *topic, const char *host, int xp, int rp)
+{
+	struct tu_pub *p;
+
+	cr_assert(tu_ing.npubs < (int)(sizeof(tu_ing.pubs) / sizeof(tu_ing.pubs[0])));
+	p = &tu_ing.pubs[tu_ing.npubs++];
+	cr_assert_eq(pub_bind_at(p, topic, host, xp, rp), 0, "bind %s:%d/%d: %s", host, xp, rp,
+		     zmq_strerror(errno));
+	return p;
 }
 
 struct tu_pub *tu_pub_open(const char *topic)
@@ -153,15 +175,63 @@ void tu_send_frames(void *s, const void *a, size_t alen, const void *b, size_t b
 	}
 }
 
+/* p's sequence frame for seq: 8 bytes, or 24 with its publisher id. Returns the length. */
+static size_t seq_frame(const struct tu_pub *p, uint64_t seq, unsigned char out[24])
+{
+	kvw_seq_put(out, seq);
+	if (!p->has_id)
+		return 8;
+	memcpy(out + 8, p->id, KVW_PUB_ID_LEN);
+	return 24;
+}
+
 void tu_pub_batch(struct tu_pub *p, uint64_t seq, const void *buf, size_t len, bool send)
 {
-	unsigned char seq8[8];
+	unsigned char sf[24];
+	size_t sflen = seq_frame(p, seq, sf);
 
 	keep_batch(p, seq, buf, len);
 	if (!send)
 		return;
-	kvw_seq_put(seq8, seq);
-	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, buf, len);
+	tu_send_frames(p->xpub, p->topic, strlen(p->topic), sf, sflen, buf, len);
+}
+
+bool tu_log_has(const char *needle)
+{
+	FILE *f = fopen(tu_ing.log, "r");
+	char *text = NULL;
+	size_t cap = 0, n = 0, got;
+	bool has;
+
+	if (!f)
+		return false;
+	do {
+		if (n + 4096 + 1 > cap) {
+			cap = cap ? 2 * cap : 65536;
+			text = realloc(text, cap);
+			cr_assert_not_null(text);
+		}
+		got = fread(text + n, 1, cap - n - 1, f);
+		n += got;
+	} while (got);
+	fclose(f);
+	text[n] = '\0';
+	has = strstr(text, needle) != NULL;
+	free(text);
+	return has;
+}
+
+void tu_pub_restart(struct tu_pub *p, const uint8_t *id)
+{
+	for (size_t i = 0; i < p->nh; i++)
+		free(p->h[i].buf);
+	p->nh = 0;
+	p->next_seq = 0;
+	p->keep_from = 0;
+	if (id) {
+		p->has_id = true;
+		memcpy(p->id, id, KVW_PUB_ID_LEN);
+	}
 }
 
 uint64_t tu_pub_events_ex(struct tu_pub *p, const struct kvw_event *ev, size_t n, bool send,
@@ -186,15 +256,15 @@ uint64_t tu_pub_events(struct tu_pub *p, const struct kvw_event *ev, size_t n)
 	return tu_pub_events_ex(p, ev, n, true, KVW_FORM_ARRAY);
 }
 
-/* Sends one replay answer frame sequence: [id, "", (topic,) seq8, payload]. */
-static void replay_send(struct tu_pub *p, zmq_msg_t *id, const unsigned char seq8[8],
-			const void *buf, size_t len)
+/* Sends one replay answer frame sequence: [id, "", (topic,) seq frame, payload]. */
+static void replay_send(struct tu_pub *p, zmq_msg_t *id, const unsigned char *seqf,
+			size_t seqlen, const void *buf, size_t len)
 {
 	zmq_send(p->router, zmq_msg_data(id), zmq_msg_size(id), ZMQ_SNDMORE);
 	zmq_send(p->router, "", 0, ZMQ_SNDMORE);
 	if (!p->old_framing)
 		zmq_send(p->router, p->topic, strlen(p->topic), ZMQ_SNDMORE);
-	zmq_send(p->router, seq8, 8, ZMQ_SNDMORE);
+	zmq_send(p->router, seqf, seqlen, ZMQ_SNDMORE);
 	zmq_send(p->router, buf, len, 0);
 }
 
@@ -206,7 +276,7 @@ static void pub_serve(struct tu_pub *p, int timeout_ms)
 
 	while (zmq_poll(&it, 1, timeout_ms) > 0) {
 		zmq_msg_t id, f;
-		unsigned char seq8[8], end8[8];
+		unsigned char sf[24], end8[8];
 		uint64_t from = 0;
 		int more;
 		size_t ml = sizeof(more), n = 0;
@@ -235,11 +305,11 @@ static void pub_serve(struct tu_pub *p, int timeout_ms)
 			struct tu_batch *h = &p->h[i];
 			if (h->seq < from || h->seq < p->keep_from)
 				continue;
-			kvw_seq_put(seq8, h->seq);
-			replay_send(p, &id, seq8, h->buf, h->len);
+			size_t sflen = seq_frame(p, h->seq, sf);
+			replay_send(p, &id, sf, sflen, h->buf, h->len);
 		}
 		memset(end8, 0xff, 8);
-		replay_send(p, &id, end8, "", 0);
+		replay_send(p, &id, end8, 8, "", 0);
 		zmq_msg_close(&id);
 	}
 }

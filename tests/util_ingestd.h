@@ -41,6 +41,8 @@ struct tu_pub {
 	int replay_requests;
 	uint64_t last_replay_from;
 	uint64_t next_seq;
+	bool has_id;              /* sequence frames of 24 bytes: seq8 + id (live and replayed) */
+	uint8_t id[KVW_PUB_ID_LEN];
 	struct kvw_enc enc;
 };
 
@@ -63,6 +65,10 @@ void tu_ingestd_teardown(void);
 /* A new fake pod publishing under topic ("kv@POD@MODEL"). */
 struct tu_pub *tu_pub_open(const char *topic);
 
+/* A new fake pod whose PUB and replay ROUTER bind host (a loopback address such as
+ * 127.0.0.2) at ports xp and rp: pods told apart by address, as DNS discovery finds them. */
+struct tu_pub *tu_pub_open_at(const char *topic, const char *host, int xp, int rp);
+
 /*
  * n fake pods (n <= 2) for the ranks of one data-parallel pod: rank r's PUB at the first one's
  * port + r and its replay ROUTER at the first one's replay port + r. Returns rank 0's.
@@ -76,6 +82,10 @@ void tu_send_frames(void *s, const void *a, size_t alen, const void *b, size_t b
 /* Publishes payload as batch seq and keeps it for replay; send=false only keeps it, as if
  * the message had been lost on the way. */
 void tu_pub_batch(struct tu_pub *p, uint64_t seq, const void *buf, size_t len, bool send);
+
+/* The publisher restarts: a new process that numbers from 0 and holds nothing for replay;
+ * id: the new process's publisher id (24-byte frames from now on), NULL: frames as before. */
+void tu_pub_restart(struct tu_pub *p, const uint8_t *id);
 
 /* Encodes events as one batch in form and publishes it as the next seq (send=false:
  * lost). Returns its seq. tu_pub_events() sends it in array form. */
@@ -97,6 +107,9 @@ void tu_pump(int ms);
 
 /* Asserts that cond comes to hold within TU_DEADLINE_MS, pumping every 2 ms. */
 #define TU_EVENTUALLY(cond, ...) cr_assert(TU_POLL(cond, TU_DEADLINE_MS, tu_pump(2)), __VA_ARGS__)
+
+/* Whether the daemon's log (tu_ing.log) holds needle so far. */
+bool tu_log_has(const char *needle);
 
 /* Pod counter c of pod, as the test's reader sees it. */
 uint64_t tu_ctr(int pod, enum kv_pod_ctr c);

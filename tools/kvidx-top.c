@@ -68,7 +68,8 @@ static void usage(FILE *f)
 	      "histogram, per route (routes with new predictions: in time, early, stale,\n"
 	      "dropped), event lag p50/p99 and the queue depth peak, latency p99 by prompt\n"
 	      "length (<512, <2k, <8k, >=8k tokens), and event freshness (time since the last\n"
-	      "event, events/s, speculation paused or not); per router worker (registry slot)\n"
+	      "batch or heartbeat, events/s, speculation paused or not, ROUTED BUT SILENT for\n"
+	      "a pod routed to that sends nothing); per router worker (registry slot)\n"
 	      "its routes and latency; index-wide the keys, records, speculative records,\n"
 	      "readers and the writer's heartbeat age.\n"
 	      "\n"
@@ -393,6 +394,9 @@ static int frame(struct top *t)
 		}
 		if (!p->ctr[KV_PC_connected] && !strcmp(state, "active"))
 			state = "active, disconnected";
+		/* Routes went to it and nothing came back for --stale-limit: the worst case. */
+		if (p->ctr[KV_PC_routed_silent])
+			state = "ROUTED BUT SILENT";
 		if (last && now >= last)
 			fmt_us(age, sizeof(age), (now - last) / 1000);
 		printf("%-*s %-19s %10s %8" PRIu64 " %8s %6" PRIu64 " %8" PRIu64 " %8" PRIu64, w,

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh BUILD_BIN_DIR — the demo behind `make run`: on loopback, three fake vLLM pods
-# (kvidx-fakepod --http, vLLM's OpenAI-compatible API, with an event delay, jitter and small
-# failure rates) in the shapes real vLLM streams have (pod 0: vLLM's default topic "" and two
+# (kvidx-fakepod --http, vLLM's OpenAI-compatible API, each the pod model of a vLLM engine
+# run 10 times as fast as real time, with small failure rates) in the shapes real vLLM streams have (pod 0: vLLM's default topic "" and two
 # data-parallel ranks; pod 1: a hybrid model with CPU offloading and duplicate copies; pod 2:
 # llm-d's kv@POD@MODEL topic), a fourth pod playing a workload of LoRA, salted and multimodal
 # prompts (not routed to), kvidx-ingestd subscribed to their KV events (with their replay sockets),
@@ -86,8 +86,10 @@ echo "run.sh: logs in $LOGS"
 echo "run.sh: in another terminal: $BIN/kvidx-ttl --name $NAME"
 echo "        (and $BIN/kvidx-dump --name $NAME for everything the index holds)"
 
-# Pods: events 80 ms after each request (plus 0..40 ms jitter), a few failed or cancelled
-# requests and lost events, so that early and stale expiries show up. Pod i publishes on
+# Pods: the pod model (tools/fakepod/README.md) at --time-scale 10, so that two cores keep
+# up with it, with a KV cache small enough to evict (2048 blocks; pod 1's 512 blocks show
+# three groups' events), a few failed or cancelled requests and lost events, so that early
+# and stale expiries show up. Pod i publishes on
 # PORT+10i (rank r on + r), replays on PORT+10i+2 (+ r) and serves HTTP on PORT+10i+4.
 podargs=""
 routeargs=""
@@ -99,12 +101,12 @@ while [ $i -lt $NPODS ]; do
 	attrs=""
 	case $i in # the shapes: the positional parameters (BIN is read already)
 	0) set -- --topic "" --dp-ranks 2; attrs=",model=fake-model,dp-ranks=2" ;;
-	1) set -- --hybrid --offload 0.3 --dup-copies 0.1 --copy-counts --cache-blocks 128 ;;
+	1) set -- --hybrid --offload 0.3 --dup-copies 0.1 --copy-counts --kv-blocks 512 ;;
 	*) set -- ;;
 	esac
 	start "pod-$i" "$BIN/kvidx-fakepod" --http "127.0.0.1:$srv" \
 		--pub "tcp://127.0.0.1:$pub" --replay "tcp://127.0.0.1:$rep" \
-		--prefill-ms 20 --event-delay-ms 80 --jitter-ms 40 \
+		--time-scale 10 --kv-blocks 2048 --max-num-seqs 64 \
 		--fail-rate 0.02 --cancel-rate 0.01 --drop-events 0.01 --seed $((i + 1)) "$@"
 	spec="tcp://127.0.0.1:$pub,replay=tcp://127.0.0.1:$rep,name=127.0.0.1:$srv$attrs"
 	podargs="$podargs --pod $spec"

@@ -34,7 +34,7 @@
 #define ROWS_INLINE 64 /* score rows on the stack; more candidates than this use the heap */
 
 static PyObject *KvidxError, *ConcurrentUseError, *ArrayType;
-static PyTypeObject PodType, ScoreType;
+static PyTypeObject PodType, ScoreType, LoadType;
 
 typedef struct {
 	PyObject_HEAD
@@ -381,6 +381,37 @@ static int pod_index(ReaderObject *self, PyObject *pod)
 	return rc;
 }
 
+/* load(pod): the pod's row of the load view (kvidx_pod_load()). */
+static PyObject *Reader_load(ReaderObject *self, PyObject *pod)
+{
+	struct kvidx_load l;
+	int rc;
+
+	if (claim(self) < 0)
+		return NULL;
+	int p = pod_index(self, pod);
+	/* -KVIDX_ERETRY: the writer changed the row on every try; it is brief, so try again a
+	 * few times before giving the error to the caller. */
+	for (int i = 0; p >= 0 && i < 4; i++)
+		if ((rc = kvidx_pod_load(self->rd_r, p, &l)) != -KVIDX_ERETRY)
+			break;
+	unclaim(self);
+	if (p < 0)
+		return NULL;
+	if (rc < 0)
+		return raise_kvidx(rc);
+	PyObject *t = PyStructSequence_New(&LoadType);
+	if (!t)
+		return NULL;
+	PyStructSequence_SET_ITEM(t, 0, PyLong_FromUnsignedLong(l.inflight));
+	PyStructSequence_SET_ITEM(t, 1, PyLong_FromUnsignedLongLong(l.prefill_tokens));
+	PyStructSequence_SET_ITEM(t, 2, PyLong_FromUnsignedLongLong(l.updated_ns));
+	PyStructSequence_SET_ITEM(t, 3, PyLong_FromUnsignedLongLong(l.lost));
+	if (PyErr_Occurred())
+		Py_CLEAR(t);
+	return t;
+}
+
 static PyObject *Reader_pod_index(ReaderObject *self, PyObject *pod)
 {
 	if (claim(self) < 0)
@@ -630,14 +661,14 @@ static PyObject *ring_result(int rc)
 static PyObject *Reader_commit(ReaderObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "keys", "pod", "corr_id", "prefill_pod", "matched_blocks",
-				  "matched_spec", NULL };
+				  "matched_spec", "prompt_tokens", NULL };
 	PyObject *keys, *pod, *prefill = Py_None;
 	unsigned long long corr = 0;
-	unsigned int matched = 0, mspec = 0;
+	unsigned int matched = 0, mspec = 0, prompt = 0;
 	struct carr k;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|KOII:commit", kwlist, &keys, &pod, &corr,
-					 &prefill, &matched, &mspec))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|KOIII:commit", kwlist, &keys, &pod, &corr,
+					 &prefill, &matched, &mspec, &prompt))
 		return NULL;
 	if (keys_claimed(self, keys, &k) < 0)
 		return NULL;
@@ -648,7 +679,7 @@ static PyObject *Reader_commit(ReaderObject *self, PyObject *args, PyObject *kw)
 	if (p >= 0 && (prefill == Py_None || pp >= 0)) {
 		struct kvidx_route rt = { .corr_id = corr, .pod = p, .prefill_pod = pp,
 					  .keys = k.p, .nkeys = k.n, .matched_blocks = matched,
-					  .matched_spec = mspec };
+					  .matched_spec = mspec, .prompt_tokens = prompt };
 		res = ring_result(kvidx_commit(self->rd_r, &rt));
 	}
 	unclaim(self);
@@ -699,9 +730,14 @@ static PyMethodDef Reader_methods[] = {
 	  "unknown names are skipped), None for every pod holding block 0; weights: dict of "
 	  "gpu, cpu, disk, other, speculative. Releases the GIL." },
 	{ "commit", (PyCFunction)(void (*)(void))Reader_commit, METH_VARARGS | METH_KEYWORDS,
-	  "commit(keys, pod, corr_id=0, prefill_pod=None, matched_blocks=0, matched_spec=0) -> "
-	  "bool: sends a routing decision to the writer (predictions for keys on pod). False "
-	  "when this reader's ring was full (dropped and counted)." },
+	  "commit(keys, pod, corr_id=0, prefill_pod=None, matched_blocks=0, matched_spec=0, "
+	  "prompt_tokens=0) -> bool: sends a routing decision to the writer (predictions for "
+	  "keys on pod, the request counted in its load view; prompt_tokens 0: len(keys) x "
+	  "block size). False when this reader's ring was full (dropped and counted)." },
+	{ "load", (PyCFunction)Reader_load, METH_O,
+	  "load(pod) -> Load(inflight, prefill_tokens, updated_ns, lost): the pod's row of the load "
+	  "view, every router's requests in flight there and their uncached prompt tokens "
+	  "(kvidx_pod_load()). pod: index or name. Wait-free." },
 	{ "report_outcome", (PyCFunction)(void (*)(void))Reader_report_outcome,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "report_outcome(corr_id, pod, cached_tokens, prompt_tokens) -> bool: what the model "
@@ -737,6 +773,16 @@ static PyStructSequence_Field pod_fields[] = {
 	{ NULL }
 };
 static PyStructSequence_Desc pod_desc = { "kvidx.Pod", "A pod of the index.", pod_fields, 3 };
+
+static PyStructSequence_Field load_fields[] = {
+	{ "inflight", "requests routed to the pod whose outcome has not come" },
+	{ "prefill_tokens", "uncached prompt tokens of those requests" },
+	{ "updated_ns", "kvidx_now_ns() of the writer's last change to the row" },
+	{ "lost", "requests retired without their outcome (time bound, full map)" },
+	{ NULL }
+};
+static PyStructSequence_Desc load_desc = { "kvidx.Load", "One pod's row of the load view.",
+					   load_fields, 4 };
 
 static PyStructSequence_Field score_fields[] = {
 	{ "pod", "pod name (None if removed since)" },
@@ -783,6 +829,8 @@ PyMODINIT_FUNC PyInit_kvidx(void)
 		return NULL;
 	if (!ScoreType.tp_name && PyStructSequence_InitType2(&ScoreType, &score_desc) < 0)
 		return NULL;
+	if (!LoadType.tp_name && PyStructSequence_InitType2(&LoadType, &load_desc) < 0)
+		return NULL;
 	arr = PyImport_ImportModule("array");
 	if (!arr)
 		return NULL;
@@ -805,9 +853,11 @@ PyMODINIT_FUNC PyInit_kvidx(void)
 	Py_INCREF(&ReaderType);
 	Py_INCREF(&PodType);
 	Py_INCREF(&ScoreType);
+	Py_INCREF(&LoadType);
 	if (PyModule_AddObject(m, "Reader", (PyObject *)&ReaderType) < 0 ||
 	    PyModule_AddObject(m, "Pod", (PyObject *)&PodType) < 0 ||
 	    PyModule_AddObject(m, "Score", (PyObject *)&ScoreType) < 0 ||
+	    PyModule_AddObject(m, "Load", (PyObject *)&LoadType) < 0 ||
 	    PyModule_AddObjectRef(m, "Error", KvidxError) < 0 ||
 	    PyModule_AddObjectRef(m, "ConcurrentUseError", ConcurrentUseError) < 0 ||
 	    PyModule_AddStringConstant(m, "__version__", "1.0.0") < 0 ||

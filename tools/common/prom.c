@@ -48,7 +48,9 @@ static void us_as_seconds(FILE *f, uint64_t us)
 
 /* ---- what the per-pod values are ---- */
 
-enum ctr_kind { K_UNTYPED = 0, K_COUNTER, K_GAUGE, K_AGE };
+/* K_TOTAL: a counter exported as kvidx_pod_<name>_total (the Prometheus convention; counters
+ * named before it kept their names). */
+enum ctr_kind { K_UNTYPED = 0, K_COUNTER, K_GAUGE, K_AGE, K_TOTAL };
 
 struct ctr_meta {
 	enum ctr_kind kind;
@@ -67,8 +69,8 @@ static const char *const pod_ctr_names[KV_PC_COUNT] = {
  * is still exported, as untyped with a generic help line.
  */
 static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
-	[KV_PC_last_event_ns] = { K_AGE, "Seconds since the last event batch from the pod was "
-					 "received (+Inf: none yet)." },
+	[KV_PC_last_event_ns] = { K_AGE, "Seconds since the last event batch or heartbeat from "
+					 "the pod was received (+Inf: none yet)." },
 	[KV_PC_last_seq] = { K_GAUGE, "Sequence number of the last event batch from the pod." },
 	[KV_PC_batches] = { K_COUNTER, "Event batches received from the pod." },
 	[KV_PC_events] = { K_COUNTER, "KV events received from the pod." },
@@ -79,7 +81,8 @@ static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
 					  "one-second window." },
 	[KV_PC_seq_gaps] = { K_COUNTER, "Gaps in the pod's event sequence numbers." },
 	[KV_PC_seq_dups] = { K_COUNTER, "Event batches dropped as repeated sequence numbers." },
-	[KV_PC_restarts] = { K_COUNTER, "Publisher restarts detected (sequence went back)." },
+	[KV_PC_restarts] = { K_TOTAL, "Engine restarts detected (a new publisher id, or the "
+				      "sequence went back); each cleared the rank." },
 	[KV_PC_replays_ok] = { K_COUNTER, "Replays that covered a sequence gap." },
 	[KV_PC_replays_truncated] = { K_COUNTER, "Replays that could not cover a gap (the pod "
 					      "was cleared)." },
@@ -173,6 +176,10 @@ static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
 					       "BlockRemoved." },
 	[KV_PC_dropped_evicted] = { K_COUNTER, "Speculative entries dropped unexpired to make "
 					       "room." },
+	[KV_PC_heartbeats] = { K_TOTAL, "Empty event batches (heartbeats) received from the pod." },
+	[KV_PC_routed_silent] = { K_GAUGE, "1 while routes were committed to the pod and nothing "
+					   "(no batch, no heartbeat) came from it for longer than "
+					   "--stale-limit." },
 };
 
 /* Writer counters that are levels, not running totals. */
@@ -262,6 +269,8 @@ static void render_pod_ctrs(FILE *f, const struct tc_pod *pods, int n, uint64_t 
 			size_t len = strlen(cn);
 			int keep = len > 3 && !strcmp(cn + len - 3, "_ns") ? (int)len - 3 : (int)len;
 			snprintf(name, sizeof(name), "kvidx_pod_seconds_since_%.*s", keep, cn);
+		} else if (m->kind == K_TOTAL) {
+			snprintf(name, sizeof(name), "kvidx_pod_%s_total", cn);
 		} else {
 			snprintf(name, sizeof(name), "kvidx_pod_%s", cn);
 		}
@@ -270,7 +279,7 @@ static void render_pod_ctrs(FILE *f, const struct tc_pod *pods, int n, uint64_t 
 		else
 			snprintf(help, sizeof(help), "Per-pod value %s (shm/layout.h KV_POD_CTRS).",
 				 cn);
-		family(f, name, m->kind == K_COUNTER ? "counter" :
+		family(f, name, m->kind == K_COUNTER || m->kind == K_TOTAL ? "counter" :
 				m->kind == K_UNTYPED ? "untyped" : "gauge", help);
 		for (int i = 0; i < n; i++) {
 			fputs(name, f);

@@ -1,8 +1,11 @@
 /*
- * cache.c — the fake pod's simulated prefix cache: at most --cache-blocks engine hashes per
- * data-parallel rank, least recently used evicted first, and the admission of a prompt's
- * blocks to it after prefill, which is what makes the pod publish BlockStored and
- * BlockRemoved, in the shapes real vLLM streams have (reference/kv-events.md):
+ * cache.c — the fake pod's simulated KV cache, vLLM's block pool (vllm/v1/core/block_pool.py):
+ * --kv-blocks blocks per data-parallel rank, each held by the requests using it (a reference
+ * count: blocks of running requests are pinned); a block nobody holds sits in its rank's
+ * free queue, still cached (its hash findable) until an allocation takes it, least recently
+ * freed first, which evicts it. That is what makes the pod publish BlockStored (a block
+ * cached) and BlockRemoved (a cached block evicted), in the shapes real vLLM streams have
+ * (reference/kv-events.md):
  *
  *   --hybrid      each step's full-attention events (group 0, "full_attention") come with the
  *                 sliding-window group's (1: only the blocks inside the window listed, the
@@ -15,8 +18,9 @@
  *                 copies); evicting such a block sends two BlockRemoved, with
  *                 remaining_copy_counts under --copy-counts.
  *
- * An open-addressing table (linear probing, backward-shift deletion) maps a hash to its node;
- * each rank's nodes form a doubly linked list, most recent at head.
+ * An open-addressing table (linear probing, backward-shift deletion) maps a cached hash to its
+ * block; each rank's free blocks form a doubly linked list, the most recently freed at head,
+ * the next to be reused at tail. Rank r owns blocks [r * cap, (r + 1) * cap).
  */
 #include "fakepod.h"
 
@@ -35,8 +39,10 @@
 
 struct cache_node {
 	uint64_t hash;
-	uint32_t prev, next;
+	uint32_t prev, next; /* the rank's free queue, while ref is 0 */
+	uint32_t ref;        /* requests holding the block */
 	uint8_t rank, flags;
+	bool cached;         /* hash is valid and in the table */
 };
 
 uint32_t rank_of(const struct fp *fp, uint64_t h0)
@@ -49,18 +55,70 @@ static size_t cache_home(const struct cache *c, uint64_t h)
 	return (size_t)(h ^ (h >> 29)) & c->mask;
 }
 
+/* The slot holding hash h, or the empty slot where it would go. */
+static size_t cache_slot(const struct cache *c, uint64_t h)
+{
+	size_t i = cache_home(c, h);
+
+	while (c->slots[i] && c->nodes[c->slots[i] - 1].hash != h)
+		i = (i + 1) & c->mask;
+	return i;
+}
+
+uint32_t cache_lookup(const struct cache *c, uint64_t h)
+{
+	uint32_t s = c->slots[cache_slot(c, h)];
+
+	return s ? s - 1 : NIL32;
+}
+
+static void fq_unlink(struct cache *c, uint32_t i)
+{
+	struct cache_node *n = &c->nodes[i];
+
+	if (n->prev != NIL32)
+		c->nodes[n->prev].next = n->next;
+	else
+		c->head[n->rank] = n->next;
+	if (n->next != NIL32)
+		c->nodes[n->next].prev = n->prev;
+	else
+		c->tail[n->rank] = n->prev;
+	c->nfree[n->rank]--;
+}
+
+/* Block i (ref 0) becomes its rank's most recently freed: the last to be reused. */
+static void fq_push_head(struct cache *c, uint32_t i)
+{
+	uint32_t r = c->nodes[i].rank;
+
+	c->nodes[i].prev = NIL32;
+	c->nodes[i].next = c->head[r];
+	if (c->head[r] != NIL32)
+		c->nodes[c->head[r]].prev = i;
+	c->head[r] = i;
+	if (c->tail[r] == NIL32)
+		c->tail[r] = i;
+	c->nfree[r]++;
+}
+
+static void cache_reset_rank(struct cache *c, uint32_t r)
+{
+	c->size[r] = c->nfree[r] = 0;
+	c->head[r] = c->tail[r] = NIL32;
+	for (uint32_t k = 0; k < c->cap; k++) {
+		uint32_t i = r * c->cap + k;
+
+		c->nodes[i] = (struct cache_node){ .rank = (uint8_t)r };
+		fq_push_head(c, i);
+	}
+}
+
 void cache_clear(struct cache *c)
 {
-	size_t total = (size_t)c->cap * c->nranks;
-
 	memset(c->slots, 0, (c->mask + 1) * sizeof(*c->slots));
-	for (uint32_t r = 0; r < c->nranks; r++) {
-		c->size[r] = 0;
-		c->head[r] = c->tail[r] = NIL32;
-	}
-	for (size_t i = 0; i < total; i++)
-		c->nodes[i].next = i + 1 < total ? (uint32_t)i + 1 : NIL32;
-	c->free_list = 0;
+	for (uint32_t r = 0; r < c->nranks; r++)
+		cache_reset_rank(c, r);
 }
 
 void cache_init(struct cache *c, uint32_t cap, uint32_t nranks)
@@ -83,88 +141,11 @@ void cache_free(struct cache *c)
 	free(c->slots);
 }
 
-/* The slot holding hash h, or the empty slot where it would go. */
-static size_t cache_slot(const struct cache *c, uint64_t h)
+/* Takes block i's hash out of the table (backward-shift deletion) and out of the cache. */
+static void cache_uncache(struct cache *c, uint32_t i)
 {
-	size_t i = cache_home(c, h);
+	size_t hole = cache_slot(c, c->nodes[i].hash), j = hole;
 
-	while (c->slots[i] && c->nodes[c->slots[i] - 1].hash != h)
-		i = (i + 1) & c->mask;
-	return i;
-}
-
-static uint32_t cache_find(const struct cache *c, uint64_t h)
-{
-	uint32_t s = c->slots[cache_slot(c, h)];
-
-	return s ? s - 1 : NIL32;
-}
-
-static void cache_unlink(struct cache *c, uint32_t i)
-{
-	struct cache_node *n = &c->nodes[i];
-
-	if (n->prev != NIL32)
-		c->nodes[n->prev].next = n->next;
-	else
-		c->head[n->rank] = n->next;
-	if (n->next != NIL32)
-		c->nodes[n->next].prev = n->prev;
-	else
-		c->tail[n->rank] = n->prev;
-}
-
-static void cache_push_head(struct cache *c, uint32_t i)
-{
-	uint32_t r = c->nodes[i].rank;
-
-	c->nodes[i].prev = NIL32;
-	c->nodes[i].next = c->head[r];
-	if (c->head[r] != NIL32)
-		c->nodes[c->head[r]].prev = i;
-	c->head[r] = i;
-	if (c->tail[r] == NIL32)
-		c->tail[r] = i;
-}
-
-static void cache_touch(struct cache *c, uint32_t i)
-{
-	if (c->head[c->nodes[i].rank] == i)
-		return;
-	cache_unlink(c, i);
-	cache_push_head(c, i);
-}
-
-/* Inserts h (not present) as rank r's most recent. Rank r's part must not be full. */
-static void cache_insert(struct cache *c, uint64_t h, uint32_t r, uint8_t flags)
-{
-	uint32_t i = c->free_list;
-
-	c->free_list = c->nodes[i].next;
-	c->nodes[i].hash = h;
-	c->nodes[i].rank = (uint8_t)r;
-	c->nodes[i].flags = flags;
-	c->slots[cache_slot(c, h)] = i + 1;
-	cache_push_head(c, i);
-	c->size[r]++;
-}
-
-/*
- * Removes rank r's least recently used block and returns its hash (and flags). Rank r's part
- * must not be empty.
- */
-static uint64_t cache_evict(struct cache *c, uint32_t r, uint8_t *flags)
-{
-	uint32_t i = c->tail[r];
-	uint64_t h = c->nodes[i].hash;
-	size_t hole = cache_slot(c, h), j = hole;
-
-	*flags = c->nodes[i].flags;
-	cache_unlink(c, i);
-	c->nodes[i].next = c->free_list;
-	c->free_list = i;
-	c->size[r]--;
-	/* Backward-shift deletion: pull later members of the probe run into the hole. */
 	for (;;) {
 		size_t k;
 
@@ -178,29 +159,96 @@ static uint64_t cache_evict(struct cache *c, uint32_t r, uint8_t *flags)
 		hole = j;
 	}
 	c->slots[hole] = 0;
-	return h;
+	c->nodes[i].cached = false;
+	c->size[c->nodes[i].rank]--;
 }
 
 void cache_clear_rank(struct cache *c, uint32_t r)
 {
-	uint8_t fl;
-
 	if (c->nranks == 1) {
 		cache_clear(c);
 		return;
 	}
-	while (c->size[r])
-		cache_evict(c, r, &fl);
+	for (uint32_t k = 0; k < c->cap; k++)
+		if (c->nodes[r * c->cap + k].cached)
+			cache_uncache(c, r * c->cap + k);
+	cache_reset_rank(c, r);
+}
+
+void cache_forget(struct cache *c, uint32_t r)
+{
+	for (uint32_t k = 0; k < c->cap; k++)
+		if (c->nodes[r * c->cap + k].cached)
+			cache_uncache(c, r * c->cap + k);
+}
+
+void blk_ref(struct cache *c, uint32_t i)
+{
+	if (c->nodes[i].ref++ == 0)
+		fq_unlink(c, i);
+}
+
+void blk_unref(struct cache *c, uint32_t i)
+{
+	if (--c->nodes[i].ref == 0)
+		fq_push_head(c, i);
+}
+
+uint32_t blk_alloc(struct fp *fp, uint32_t r)
+{
+	struct cache *c = &fp->cache;
+	uint32_t i = c->tail[r];
+
+	if (i == NIL32)
+		return NIL32;
+	if (c->nodes[i].cached) { /* evicted: its BlockRemoved comes with cache_evictions() */
+		tc_grow(&fp->evict, &fp->evict_cap, fp->nevict + 1, sizeof(*fp->evict));
+		tc_grow(&fp->evict_fl, &fp->evict_fl_cap, fp->nevict + 1, sizeof(*fp->evict_fl));
+		fp->evict[fp->nevict] = c->nodes[i].hash;
+		fp->evict_fl[fp->nevict++] = c->nodes[i].flags;
+		cache_uncache(c, i);
+	}
+	blk_ref(c, i);
+	return i;
+}
+
+bool blk_store(struct cache *c, uint32_t i, uint64_t h, uint8_t flags)
+{
+	size_t s = cache_slot(c, h);
+
+	if (c->slots[s] || c->nodes[i].cached)
+		return false;
+	c->nodes[i].hash = h;
+	c->nodes[i].flags = flags;
+	c->nodes[i].cached = true;
+	c->slots[s] = i + 1;
+	c->size[c->nodes[i].rank]++;
+	return true;
+}
+
+uint32_t cache_nfree(const struct cache *c, uint32_t r)
+{
+	return c->nfree[r];
+}
+
+bool blk_free_cached(const struct cache *c, uint32_t i)
+{
+	return c->nodes[i].ref == 0;
 }
 
 size_t cache_match(struct cache *c, const uint64_t *h, size_t n)
 {
 	size_t matched = 0;
 
-	while (matched < n && cache_find(c, h[matched]) != NIL32)
+	while (matched < n && cache_lookup(c, h[matched]) != NIL32)
 		matched++;
-	for (size_t i = matched; i-- > 0;)
-		cache_touch(c, cache_find(c, h[i]));
+	/* Touched last to first: a free block moves to the reused-last end of its queue. */
+	for (size_t i = matched; i-- > 0;) {
+		uint32_t b = cache_lookup(c, h[i]);
+
+		blk_ref(c, b);
+		blk_unref(c, b);
+	}
 	return matched;
 }
 
@@ -295,66 +343,87 @@ static void stored_events(struct fp *fp, struct evlist *out, const uint64_t *h, 
 	}
 }
 
-/*
- * Blocks already cached are reused, missing ones stored, and least recently used blocks of
- * other prompts evicted to make room. Appends a BlockRemoved for the evictions and a
- * BlockStored for the stored blocks (from the first uncached one on) to out. Blocks are
- * touched last to first, so a prompt's tail is evicted before its head, as vLLM's free-block
- * queue does. Only the first cap blocks of a prompt longer than the cache are kept.
- */
-void cache_admit(struct fp *fp, const uint64_t *h, const uint32_t *tokens, size_t nblocks,
-		 struct evlist *out)
+void cache_evictions(struct fp *fp, struct evlist *out)
 {
-	struct cache *c = &fp->cache;
-	size_t n = nblocks < c->cap ? nblocks : c->cap, matched = 0, missing = 0, i;
-	uint32_t bs = fp->o.block_size, r;
-	struct ev_attr keep = fp->attr;
+	if (!fp->nevict)
+		return;
+	evicted_events(fp, out, fp->evict, fp->evict_fl, fp->nevict);
+	fp->nevict = 0;
+}
+
+uint8_t cache_draw_flags(struct fp *fp)
+{
 	uint8_t fl = 0;
 
-	if (!nblocks)
-		return;
-	r = fp->ev_rank = rank_of(fp, h[0]);
-
-	while (matched < n && cache_find(c, h[matched]) != NIL32)
-		matched++;
-	for (i = n; i-- > matched;) {
-		uint32_t idx = cache_find(c, h[i]);
-
-		if (idx != NIL32)
-			cache_touch(c, idx);
-		else
-			missing++;
-	}
-	for (i = matched; i-- > 0;)
-		cache_touch(c, cache_find(c, h[i]));
-	if (!missing)
-		return;
 	/* Drawn in a fixed order, and only for the shapes asked for. */
 	if (shape_draw(fp, fp->o.offload))
 		fl |= CN_OFFLOADED;
 	if (shape_draw(fp, fp->o.dup_copies))
 		fl |= CN_DUP;
-	if (c->size[r] + missing > c->cap) {
-		size_t need = c->size[r] + missing - c->cap;
+	return fl;
+}
 
-		tc_grow(&fp->evict, &fp->evict_cap, need, sizeof(*fp->evict));
-		tc_grow(&fp->evict_fl, &fp->evict_fl_cap, need, sizeof(*fp->evict_fl));
-		/* The prompt's own blocks are the most recent, so none of them is evicted. */
-		for (size_t k = 0; k < need; k++)
-			fp->evict[k] = cache_evict(c, r, &fp->evict_fl[k]);
-		evicted_events(fp, out, fp->evict, fp->evict_fl, need);
-	}
-	for (i = n; i-- > matched;) {
-		uint32_t idx = cache_find(c, h[i]);
+void cache_stored(struct fp *fp, struct evlist *out, const uint64_t *h, size_t n,
+		  const uint32_t *tokens, size_t first, uint8_t fl)
+{
+	struct ev_attr keep = fp->attr;
 
-		if (idx == NIL32)
-			cache_insert(c, h[i], r, fl);
-		else
-			cache_touch(c, idx);
+	stored_events(fp, out, h + first, n, first > 0, first ? h[first - 1] : 0,
+		      tokens + first * fp->o.block_size, first, fl);
+	fp->attr = keep;
+}
+
+/*
+ * A prompt passing through at once (the workload, --prefill-ms): its blocks are held while
+ * missing ones are allocated (evicting the least recently used free blocks) and stored, then
+ * released last to first, so that a prompt's tail is evicted before its head, as vLLM's free
+ * block queue does. Appends a BlockRemoved for the evictions and a BlockStored for the stored
+ * blocks (from the first uncached one on) to out. Only the first cap blocks of a prompt longer
+ * than the cache are kept; fewer if blocks held by running requests leave no room.
+ */
+void cache_admit(struct fp *fp, const uint64_t *h, const uint32_t *tokens, size_t nblocks,
+		 struct evlist *out)
+{
+	struct cache *c = &fp->cache;
+	size_t n = nblocks < c->cap ? nblocks : c->cap, matched = 0, missing = 0, stored, i;
+	uint32_t r, *held;
+	struct ev_attr keep = fp->attr;
+	uint8_t fl;
+
+	if (!nblocks)
+		return;
+	r = fp->ev_rank = rank_of(fp, h[0]);
+	while (matched < n && cache_lookup(c, h[matched]) != NIL32)
+		matched++;
+	for (i = matched; i < n; i++)
+		if (cache_lookup(c, h[i]) == NIL32)
+			missing++;
+	if (!missing) {
+		cache_match(c, h, n);
+		return;
 	}
-	for (i = matched; i-- > 0;)
-		cache_touch(c, cache_find(c, h[i]));
-	stored_events(fp, out, h + matched, n - matched, matched > 0,
-		      matched ? h[matched - 1] : 0, tokens + matched * bs, matched, fl);
+	fl = cache_draw_flags(fp);
+	held = tc_xrealloc(NULL, n * sizeof(*held));
+	for (i = 0; i < n; i++) {
+		held[i] = cache_lookup(c, h[i]);
+		if (held[i] != NIL32)
+			blk_ref(c, held[i]);
+	}
+	for (i = matched; i < n; i++) {
+		if (held[i] != NIL32)
+			continue;
+		held[i] = blk_alloc(fp, r);
+		if (held[i] == NIL32)
+			break; /* every block is held by a running request */
+		blk_store(c, held[i], h[i], fl);
+	}
+	stored = i;
+	for (i = n; i-- > 0;)
+		if (held[i] != NIL32)
+			blk_unref(c, held[i]);
+	free(held);
+	cache_evictions(fp, out);
+	if (stored > matched)
+		cache_stored(fp, out, h, stored - matched, tokens, matched, fl);
 	fp->attr = keep;
 }

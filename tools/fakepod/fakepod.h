@@ -13,9 +13,12 @@
  *   pub.c       each rank's PUB socket, replay buffer and ROUTER, the XPUB subscriber count
  *   zframes.c   ZMQ plumbing: binding sockets, multi-frame messages, ROUTER envelopes
  *   hash.c      engine block hashes
- *   cache.c     the simulated prefix cache (LRU per rank) and admission of a prompt's blocks
- *               to it, with the shapes of vLLM's streams (hybrid groups, offload
- *               placeholders, duplicate copies)
+ *   cache.c     the simulated KV cache (vLLM's block pool: reference counts, an LRU free
+ *               queue per rank), the admission of a prompt's blocks to it at once, the
+ *               events it produces, with the shapes of vLLM's streams (hybrid groups,
+ *               offload placeholders, duplicate copies)
+ *   engine.c    the pod model: vLLM V1's scheduler (continuous batching, chunked prefill,
+ *               preemption), step times, the model clock, GET /metrics
  *   workload.c  the synthetic workload
  *   script.c    the script language
  *   serve.c     a served request's life: cache lookup, fate, prefill, its events
@@ -44,6 +47,17 @@
 
 /* ---- options (opts.c) --------------------------------------------------------------------- */
 
+/*
+ * The pod model's defaults: Llama-3.1-8B (bf16) on one H100 80GB, vLLM V1's default
+ * scheduler limits (tools/fakepod/README.md "The pod model" gives the sources).
+ */
+#define MODEL_SEQS        1024
+#define MODEL_BATCHED     8192
+#define MODEL_KV_BLOCKS   25000
+#define MODEL_PREFILL_TPS 24000.0
+#define MODEL_STEP_MS     4.6
+#define MODEL_DECODE_MS   0.03
+
 struct opts {
 	const char *pub_ep, *replay_ep, *http_addr, *script;
 	const char *pod, *model, *medium;
@@ -54,12 +68,20 @@ struct opts {
 	int64_t rank;
 	uint64_t keep;
 	bool old_framing;
+	bool pub_id_set, pub_id_random; /* --publisher-id: 24-byte sequence frames */
+	uint8_t pub_id[16];
+	uint64_t heartbeat_ms;          /* --heartbeat: empty batches when idle (0: none) */
 	uint64_t wait_subs, linger_ms;
 	double duration;
 	bool workload;
 	uint64_t prefixes, prefix_blocks, suffix_blocks, seed, batch, cache_blocks, count;
 	double rate;
 	uint64_t prefill_ms, jitter_ms, event_delay_ms;
+	bool constant;              /* --prefill-ms given: no pod model */
+
+	/* the pod model (engine.c) */
+	uint64_t max_num_seqs, max_batched, kv_blocks;
+	double prefill_tps, step_ms, decode_seq_ms, time_scale;
 	double fail_rate, cancel_rate, drop_rate;
 	uint64_t ts_ahead_ms; /* batch ts this far ahead of the wall clock (a skewed clock) */
 
@@ -192,6 +214,7 @@ enum act_kind {
 	ACT_LOSE,       /* keep the next n batches for replay but do not send them */
 	ACT_RESTART,    /* the rank's sequence back to 0, nothing kept, cache emptied */
 	ACT_SERVE_DONE, /* a served request's prefill is over: reply, maybe store blocks */
+	ACT_STEP,       /* the pod model: rank's engine step ends (n: its generation) */
 };
 
 struct action {
@@ -211,6 +234,9 @@ struct action {
  * (due time, creation order) order.
  */
 void schedule(struct fp *fp, struct action *a, uint64_t now);
+
+/* Queues a for a->due, even if it is due now (a step never runs inside another). */
+void enqueue(struct fp *fp, struct action *a);
 
 /* Runs every queued action due by now. */
 void run_due(struct fp *fp, uint64_t now);
@@ -243,6 +269,10 @@ struct kept {
 struct rank {
 	void *pub, *replay;
 	uint64_t seq, lose_left;
+	uint8_t id[16];           /* --publisher-id of this rank's current process */
+	uint64_t id_gen;          /* restarts seen by the id (a new id after each) */
+	bool published;           /* a batch went out since the start */
+	uint64_t last_pub_ns;     /* last batch or heartbeat (--heartbeat) */
 	struct kept *ring; /* o.keep slots */
 	size_t ring_head, ring_n;
 };
@@ -255,6 +285,13 @@ void publish(struct fp *fp, struct action *a);
 
 /* Forgets every batch rank r kept for replay. */
 void ring_clear(struct fp *fp, uint32_t r);
+
+/*
+ * --heartbeat: publishes an empty batch (numbered and kept like any other) on each rank that
+ * sent nothing for the interval, as vLLM #57789's idle publishers do. Returns when the next
+ * one is due (UINT64_MAX: none configured).
+ */
+uint64_t pub_heartbeats(struct fp *fp, uint64_t now);
 
 /* Answers the replay requests waiting on rank r's ROUTER. */
 void handle_replay(struct fp *fp, uint32_t r);
@@ -309,16 +346,20 @@ void engine_chain_x(uint64_t parent, const uint32_t *tokens, size_t first, size_
 
 struct cache_node;
 
+#define BLK_NONE UINT32_MAX
+
 /*
- * At most cap engine hashes per rank, least recently used evicted first. A prompt belongs to
- * one rank (the one rank_of() its first block names), so each rank is an engine with a cache
- * of its own; one table finds any rank's blocks.
+ * cap blocks per rank, each cached (an engine hash) or not, held by requests or free; free
+ * blocks are reused least recently freed first. A prompt belongs to one rank (the one
+ * rank_of() its first block names), so each rank is an engine with a cache of its own; one
+ * table finds any rank's cached blocks.
  */
 struct cache {
 	uint32_t cap, nranks;
-	uint32_t size[FP_MAX_RANKS], head[FP_MAX_RANKS], tail[FP_MAX_RANKS];
+	uint32_t size[FP_MAX_RANKS];  /* cached blocks */
+	uint32_t nfree[FP_MAX_RANKS]; /* blocks in the free queue (cached or not) */
+	uint32_t head[FP_MAX_RANKS], tail[FP_MAX_RANKS];
 	struct cache_node *nodes;
-	uint32_t free_list;
 	uint32_t *slots; /* node index + 1; 0 = empty */
 	size_t mask;
 };
@@ -339,6 +380,34 @@ uint32_t rank_of(const struct fp *fp, uint64_t h0);
  * (last to first) so that they stay.
  */
 size_t cache_match(struct cache *c, const uint64_t *h, size_t n);
+
+/* Uncaches every block of rank r (an AllBlocksCleared): held blocks stay held. */
+void cache_forget(struct cache *c, uint32_t r);
+/* The block caching hash h, or BLK_NONE. */
+uint32_t cache_lookup(const struct cache *c, uint64_t h);
+/* Holds block i (out of the free queue while held) / releases it (to the free queue's
+ * reused-last end when nobody holds it). */
+void blk_ref(struct cache *c, uint32_t i);
+void blk_unref(struct cache *c, uint32_t i);
+/* Whether block i is free (held by nobody): holding it takes a block from the free queue. */
+bool blk_free_cached(const struct cache *c, uint32_t i);
+/* Blocks in rank r's free queue. */
+uint32_t cache_nfree(const struct cache *c, uint32_t r);
+/*
+ * Takes rank r's least recently freed block, held once; a cached one is evicted, its hash
+ * kept for cache_evictions(). BLK_NONE if every block is held.
+ */
+uint32_t blk_alloc(struct fp *fp, uint32_t r);
+/* Caches held block i as hash h with shape flags; false (nothing done) if h is cached. */
+bool blk_store(struct cache *c, uint32_t i, uint64_t h, uint8_t flags);
+/* The shape flags (--offload, --dup-copies) of a prompt's new blocks, drawn. */
+uint8_t cache_draw_flags(struct fp *fp);
+/* Appends the BlockRemoved events of the evictions since the last call to out. */
+void cache_evictions(struct fp *fp, struct evlist *out);
+/* Appends the BlockStored events of blocks h[first, first + n) of a prompt (tokens its
+ * tokens, fl their flags) to out. */
+void cache_stored(struct fp *fp, struct evlist *out, const uint64_t *h, size_t n,
+		  const uint32_t *tokens, size_t first, uint8_t fl);
 
 /*
  * Admits a prompt's full blocks to its rank's cache, as an engine does after prefill, and
@@ -367,8 +436,6 @@ void script_free(struct fp *fp);
 
 /* ---- served requests (serve.c) and the HTTP API (http.c) ---------------------------------- */
 
-/* A served request being "prefilled" (serve.c), and its HTTP request (http.c). */
-struct inflight;
 struct hreq;
 
 enum srv_status {
@@ -383,14 +450,74 @@ struct srv_fault {
 	uint64_t delay_ns;
 };
 
+/* A served request (serve.c, engine.c), and its HTTP request (http.c). */
+struct inflight {
+	struct hreq *h; /* its HTTP request; NULL once the connection is gone */
+	enum srv_status status;
+	uint32_t cached_tokens;
+	bool drop_event, has_delay;
+	uint64_t event_due;   /* --prefill-ms: when its batch is published (wall clock) */
+	uint64_t event_delay; /* the pod model: its batch this long after arrival, at least */
+	uint64_t *hashes;     /* engine hashes of the prompt's full blocks */
+	uint32_t *tokens;     /* their tokens */
+	size_t nblocks;
+
+	/* the pod model (engine.c); times are model time, in ns */
+	struct inflight *next; /* in the waiting queue */
+	uint32_t rank;
+	size_t ntokens, max_tokens; /* prompt tokens, output tokens to generate */
+	size_t nout;     /* generated so far */
+	size_t computed; /* tokens whose KV is computed (or being, sched of them, this step) */
+	size_t sched;    /* tokens scheduled in the current step */
+	size_t nstored;  /* leading prompt blocks past the caching decision */
+	uint32_t *blocks; /* held blocks, in token order */
+	size_t nblk, blk_cap;
+	bool admitted;
+	uint8_t fl;      /* shape flags of its new blocks */
+	uint64_t arrival, first_sched, first_token;
+};
+
+#define TTFT_BUCKETS 22
+
+/* One rank's engine: its scheduler's queues and vLLM's statistics. */
+struct engine {
+	struct inflight *wait_head, *wait_tail;
+	size_t nwait;
+	struct inflight **run; /* in admission order */
+	size_t nrun, run_cap;
+	bool busy;          /* a step is under way */
+	uint64_t step_end;  /* its end, model time */
+	uint64_t gen;       /* restarts: a step of an older generation is void */
+	uint64_t queries, hits, preemptions, prompt_tokens, gen_tokens, success;
+	uint64_t ttft_bucket[TTFT_BUCKETS + 1], ttft_count;
+	double ttft_sum;
+};
+
+/* Model time (ns since the start) at wall time wall (kvidx_now_ns()). */
+uint64_t model_now(const struct fp *fp, uint64_t wall);
+/* q arrives at its rank's engine (the pod model); a step starts if it was idle. */
+void engine_submit(struct fp *fp, struct inflight *q, uint64_t now);
+/* ACT_STEP: the step of rank r's engine (generation gen) is over. */
+void engine_step_end(struct fp *fp, uint32_t r, uint64_t gen, uint64_t now);
+/* A restart (of rank `rank`, or all if < 0): every request of the engines fails. */
+void engine_restart(struct fp *fp, int rank);
+/* Frees every request of the engines without an answer. */
+void engine_free(struct fp *fp);
+/* GET /metrics: the exposition text (malloc'd), its length in *len. */
+char *engine_metrics(struct fp *fp, size_t *len);
+
 /*
- * A prompt arrived: looks up its cached prefix, draws its fate and queues its completion
- * after the prefill time; the answer comes through http_answer(), maybe before this returns
- * (no prefill time). Returns 0, or -1 if it failed at once (a restart fault, too much in
- * flight): then nothing is queued and the caller answers.
+ * A prompt of ntokens tokens, to be answered with max_tokens tokens, arrived: draws its
+ * fate, then hands it to the pod model, or (--prefill-ms) looks up its cached prefix and
+ * queues its completion after the prefill time; the answer comes through http_answer(),
+ * maybe before this returns (no prefill time). Returns 0; -1 if it failed at once (a
+ * restart fault, too much in flight); -2 if prompt and answer exceed the KV cache (the pod
+ * model): then nothing is queued and the caller answers.
  */
 int serve_request(struct fp *fp, struct hreq *h, const uint32_t *tokens, size_t ntokens,
-		  const struct srv_fault *f, uint64_t now);
+		  size_t max_tokens, const struct srv_fault *f, uint64_t now);
+/* The pod model is done with q at model time t (its blocks released): answer, free q. */
+void serve_finish(struct fp *fp, struct inflight *q, uint64_t t);
 /* Prefill is over (ACT_SERVE_DONE): store the blocks of a success, answer, free q. */
 void serve_complete(struct fp *fp, struct inflight *q, uint64_t now);
 /* Answers "failed" to q and frees it: its pod restarted. */
@@ -412,6 +539,8 @@ void http_run(struct fp *fp);
 /* serve.c tells h which request it became, and that it is gone. */
 void http_bind(struct hreq *h, struct inflight *q);
 void http_detach(struct hreq *h);
+/* The model times of h's answer (headers X-Fakepod-*-Seconds), in ns. */
+void http_times(struct hreq *h, uint64_t ttft, uint64_t queue, uint64_t e2e);
 /* The outcome of h's prompt: queue the answer (resuming its connection). */
 void http_answer(struct fp *fp, struct hreq *h, enum srv_status st, uint32_t cached_tokens);
 /* Whether h's client has closed its connection (a cancellation). */
@@ -448,7 +577,11 @@ struct fp {
 
 	struct cache cache;
 	struct evlist pending; /* script or workload events not yet in a batch */
-	struct evlist tmp;     /* one served request's events */
+	struct evlist tmp;     /* one served request's events; a model step's */
+	struct evlist side;    /* a model step's events of a request with a fault */
+	struct action *side_acts; /* their batches, until the step's end is known */
+	size_t nside, side_cap;
+	struct engine eng[FP_MAX_RANKS]; /* the pod model */
 
 	/* shapes: what the next events carry (events.c, cache.c) */
 	uint32_t ev_rank;           /* the rank of the events being built */
@@ -457,9 +590,9 @@ struct fp {
 	uint64_t shape_rng;         /* draws of --lora-share, --offload, ... */
 	struct kvw_event prev_ev;   /* the last event encoded (its arrays not kept) */
 	uint64_t prev_h0;           /* its first hash */
-	uint64_t *evict;            /* scratch of cache_admit(): evicted hashes, their flags */
+	uint64_t *evict;            /* blk_alloc()'s evicted hashes, their flags */
 	uint8_t *evict_fl;
-	size_t evict_cap, evict_fl_cap;
+	size_t nevict, evict_cap, evict_fl_cap;
 
 	/* the run (main.c) */
 	bool started;

@@ -13,7 +13,7 @@
  *   POST /tokenize             {"prompt": ...} or {"messages": [...],
  *                              "add_generation_prompt": bool}: {"count", "max_model_len",
  *                              "tokens", "token_strs"}
- *   GET  /v1/models, GET /health
+ *   GET  /v1/models, GET /health, GET /metrics (the pod model's vLLM metrics, engine.c)
  *
  * The stand-in tokenizer (deterministic, so that routers computing keys from /tokenize agree
  * with the pod): one token per byte of the UTF-8 text, its value (0..255); no special
@@ -22,12 +22,15 @@
  * add_generation_prompt, default true), "<|assistant|>\n" at the end; content is a string
  * or a list of {"type": "text", "text": ...} parts.
  *
- * Answers: after the prefill time the whole answer is ready: max_tokens (default 16) output
- * tokens " t0", " t1", ...; usage with prompt_tokens_details.cached_tokens, the pod's prefix
- * cache hit at arrival. Streaming answers are server-sent events, one "data:" event per
- * chunk, the first at the end of prefill; the usage chunk (choices []) when
- * stream_options.include_usage; then "data: [DONE]". Errors are OpenAI-style JSON
- * ({"error": {"message", "type", "param", "code"}}): 400 bad request, 404 unknown model or
+ * Answers: once the last token is generated (--prefill-ms: after the prefill time) the
+ * whole answer is ready: max_tokens (default 16) output tokens " t0", " t1", ...; usage with
+ * prompt_tokens_details.cached_tokens, the pod's prefix cache hit at admission (at arrival
+ * with --prefill-ms); headers X-Fakepod-Ttft-Seconds, -Queue-Seconds, -E2e-Seconds, the
+ * model's times. Streaming answers are server-sent events, one "data:" event per chunk, all
+ * sent then; the usage chunk (choices []) when stream_options.include_usage; then
+ * "data: [DONE]". Errors are OpenAI-style JSON
+ * ({"error": {"message", "type", "param", "code"}}): 400 bad request (or larger than the KV
+ * cache), 404 unknown model or
  * path, 405, 413, 500 failed prefill (or a restart), 503 too much in flight. A cancelled
  * request (--cancel-rate, or the "cancel" fault) is answered by closing the connection.
  * X-Request-Id is echoed (one is made up if absent) and names the completion ("cmpl-ID").
@@ -85,6 +88,8 @@ struct hreq {
 	char id[160];
 	enum srv_status st;
 	uint32_t cached;
+	bool timed;                /* http_times() was called */
+	uint64_t ttft, queue, e2e; /* model time, ns */
 };
 
 /* A response body handed to libmicrohttpd, which frees it with the response. */
@@ -114,8 +119,12 @@ static void sb_event(struct tc_buf *b, json_t *j)
 	free(s);
 }
 
-static enum MHD_Result queue_body(struct MHD_Connection *c, unsigned status, char *s,
-				  size_t len, const char *ctype, const char *reqid)
+static void add_times(struct MHD_Response *r, const struct hreq *h);
+
+/* Queues a response; th (or NULL) gives the model-time headers of an answer. */
+static enum MHD_Result queue_body_t(struct MHD_Connection *c, unsigned status, char *s,
+				    size_t len, const char *ctype, const char *reqid,
+				    const struct hreq *th)
 {
 	struct MHD_Response *r =
 		MHD_create_response_from_buffer(len, s, MHD_RESPMEM_MUST_FREE);
@@ -129,20 +138,34 @@ static enum MHD_Result queue_body(struct MHD_Connection *c, unsigned status, cha
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
 	if (reqid && *reqid)
 		MHD_add_response_header(r, "X-Request-Id", reqid);
+	if (th)
+		add_times(r, th);
 	rc = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return rc;
 }
 
-static enum MHD_Result queue_json(struct MHD_Connection *c, unsigned status, json_t *j,
-				  const char *reqid)
+static enum MHD_Result queue_body(struct MHD_Connection *c, unsigned status, char *s,
+				  size_t len, const char *ctype, const char *reqid)
+{
+	return queue_body_t(c, status, s, len, ctype, reqid, NULL);
+}
+
+static enum MHD_Result queue_json_t(struct MHD_Connection *c, unsigned status, json_t *j,
+				    const char *reqid, const struct hreq *th)
 {
 	char *s = json_dumps(j, JSON_COMPACT);
 
 	json_decref(j);
 	if (!s)
 		return MHD_NO;
-	return queue_body(c, status, s, strlen(s), "application/json", reqid);
+	return queue_body_t(c, status, s, strlen(s), "application/json", reqid, th);
+}
+
+static enum MHD_Result queue_json(struct MHD_Connection *c, unsigned status, json_t *j,
+				  const char *reqid)
+{
+	return queue_json_t(c, status, j, reqid, NULL);
 }
 
 /* The OpenAI-style error answer. */
@@ -349,13 +372,13 @@ static enum MHD_Result queue_success(struct hreq *h)
 					   "logprobs", "finish_reason", "length", "stop_reason",
 					   "prompt_logprobs");
 		free(text.s);
-		return queue_json(h->conn, 200,
-				  json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", id, "object",
-					    h->kind == EP_CHAT ? "chat.completion"
-							       : "text_completion",
-					    "created", created, "model", h->fp->o.model, "choices",
-					    choice, "usage", usage_json(h)),
-				  h->id);
+		return queue_json_t(h->conn, 200,
+				    json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", id, "object",
+					      h->kind == EP_CHAT ? "chat.completion"
+								 : "text_completion",
+					      "created", created, "model", h->fp->o.model,
+					      "choices", choice, "usage", usage_json(h)),
+				    h->id, h);
 	}
 	if (h->kind == EP_CHAT)
 		sb_event(&b, chunk_json(h, id, created, -1));
@@ -381,6 +404,7 @@ static enum MHD_Result queue_success(struct hreq *h)
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
 				"text/event-stream; charset=utf-8");
 	MHD_add_response_header(r, "X-Request-Id", h->id);
+	add_times(r, h);
 	rc = MHD_queue_response(h->conn, 200, r);
 	MHD_destroy_response(r);
 	return rc;
@@ -401,6 +425,29 @@ static enum MHD_Result queue_answer(struct hreq *h)
 }
 
 /* ---- serve.c's side ------------------------------------------------------------------------ */
+
+void http_times(struct hreq *h, uint64_t ttft, uint64_t queue, uint64_t e2e)
+{
+	h->timed = true;
+	h->ttft = ttft;
+	h->queue = queue;
+	h->e2e = e2e;
+}
+
+/* The model times of a successful answer, as headers: seconds, 6 decimals. */
+static void add_times(struct MHD_Response *r, const struct hreq *h)
+{
+	char v[32];
+
+	if (!h->timed)
+		return;
+	snprintf(v, sizeof v, "%.6f", (double)h->ttft / 1e9);
+	MHD_add_response_header(r, "X-Fakepod-Ttft-Seconds", v);
+	snprintf(v, sizeof v, "%.6f", (double)h->queue / 1e9);
+	MHD_add_response_header(r, "X-Fakepod-Queue-Seconds", v);
+	snprintf(v, sizeof v, "%.6f", (double)h->e2e / 1e9);
+	MHD_add_response_header(r, "X-Fakepod-E2e-Seconds", v);
+}
 
 void http_bind(struct hreq *h, struct inflight *q)
 {
@@ -621,8 +668,13 @@ static enum MHD_Result do_generate(struct hreq *h)
 	}
 	h->prompt_tokens = t.n;
 	h->state = H_WAIT;
-	rc = serve_request(fp, h, t.v, t.n, &f, kvidx_now_ns());
+	rc = serve_request(fp, h, t.v, t.n, h->max_tokens, &f, kvidx_now_ns());
 	free(t.v);
+	if (rc == -2)
+		return queue_error(h, 400, "the prompt (%zu tokens) and max_tokens (%u) exceed the "
+				   "KV cache (--kv-blocks %" PRIu64 " of %" PRIu32 " tokens)",
+				   h->prompt_tokens, h->max_tokens, fp->o.kv_blocks,
+				   fp->o.block_size);
 	if (rc)
 		return queue_error(h, f.restart ? 500 : 503, f.restart
 				   ? "prefill failed: the pod restarted (X-Fakepod-Fault: restart)"
@@ -649,6 +701,15 @@ static enum MHD_Result do_models(struct hreq *h)
 			  h->id);
 }
 
+static enum MHD_Result do_metrics(struct hreq *h)
+{
+	size_t len;
+	char *s = engine_metrics(h->fp, &len);
+
+	return queue_body(h->conn, 200, s, len, "text/plain; version=0.0.4; charset=utf-8",
+			  h->id);
+}
+
 static enum MHD_Result dispatch(struct hreq *h, const char *url, const char *method)
 {
 	static const struct {
@@ -656,7 +717,7 @@ static enum MHD_Result dispatch(struct hreq *h, const char *url, const char *met
 	} eps[] = {
 		{ "/v1/completions", "POST" }, { "/v1/chat/completions", "POST" },
 		{ "/tokenize", "POST" },       { "/v1/models", "GET" },
-		{ "/health", "GET" },
+		{ "/health", "GET" },          { "/metrics", "GET" },
 	};
 	size_t i;
 
@@ -677,6 +738,7 @@ static enum MHD_Result dispatch(struct hreq *h, const char *url, const char *met
 	case 1: h->kind = EP_CHAT; return do_generate(h);
 	case 2: return do_tokenize(h);
 	case 3: return do_models(h);
+	case 5: return do_metrics(h);
 	default: return queue_body(h->conn, 200, NULL, 0, NULL, h->id);
 	}
 }

@@ -17,9 +17,11 @@
  *   - a script (script.c): one command per line, for tests that need exact events, sequence
  *     gaps, restarts, delayed delivery and malformed payloads;
  *   - an HTTP server (http.c, serve.c) speaking vLLM's OpenAI-compatible API: routers send
- *     prompts; the pod answers with usage.prompt_tokens_details.cached_tokens after a
- *     simulated prefill and publishes the new blocks after a simulated route-to-event
- *     delay, with injectable failures, cancellations and lost events.
+ *     prompts; the pod model (engine.c: vLLM V1's scheduler and block pool, on a model clock
+ *     --time-scale times as fast as real time) schedules them, publishes what its cache
+ *     stores and evicts, and answers with usage.prompt_tokens_details.cached_tokens and its
+ *     model times; or, with --prefill-ms, after a constant delay; with injectable failures,
+ *     cancellations and lost events.
  *
  * Block hashes are the engine's, not kvidx request keys, as with a real vLLM (hash.c).
  *
@@ -119,6 +121,7 @@ static void setup(struct fp *fp)
 static void teardown(struct fp *fp)
 {
 	http_stop(fp);
+	engine_free(fp);
 	while (fp->nheap) {
 		struct action a = heap_pop(fp);
 
@@ -140,6 +143,11 @@ static void teardown(struct fp *fp)
 	free(fp->pending.rank);
 	free(fp->tmp.v);
 	free(fp->tmp.rank);
+	free(fp->side.v);
+	free(fp->side.rank);
+	for (size_t i = 0; i < fp->nside; i++)
+		free(fp->side_acts[i].data);
+	free(fp->side_acts);
 	free(fp->evict);
 	free(fp->evict_fl);
 	script_free(fp);
@@ -219,6 +227,11 @@ static void run(struct fp *fp)
 				return;
 			if (fp->nheap)
 				next = fp->heap[0].due;
+			if (!fp->stopping && !fp->lingering) {
+				uint64_t hb = pub_heartbeats(fp, now);
+				if (hb < next)
+					next = hb;
+			}
 			if (fp->lingering && fp->linger_until < next)
 				next = fp->linger_until;
 			if (!fp->stopping) {

@@ -37,6 +37,13 @@ static void usage(FILE *f)
 "                         [\"\", topic, seq8, payload], then [\"\", topic, ff*8, \"\"]\n"
 "  --old-replay-framing   replay without the topic frame: [\"\", seq8, payload]\n"
 "  --keep N               batches kept for replay (default 10000; 0 keeps none)\n"
+"  --publisher-id HEX|random\n"
+"                         24-byte sequence frames, as vLLM #57789: the 8-byte number, then\n"
+"                         a 16-byte publisher id (32 hex digits; random: a random one per\n"
+"                         process). A restart is a new process with a new id: random draws\n"
+"                         again, HEX adds the restart count to its last 8 bytes\n"
+"  --heartbeat D          publish an empty batch on a rank idle for D (a duration: 1s);\n"
+"                         0 for none (default 1s with --publisher-id, else 0)\n"
 "  --pod NAME             pod in the topic (default: HOST:PORT of --http, else of --pub;\n"
 "                         a * or 0.0.0.0 host becomes 127.0.0.1)\n"
 "  --model M              model in the topic (default fake-model)\n"
@@ -63,7 +70,8 @@ static void usage(FILE *f)
 "  --seed N               seed of the workload and of the served fates (default 1)\n"
 "  --rate R               events per second, 0 = as fast as possible (default 1000)\n"
 "  --batch N              events per batch, also in script mode (default 1)\n"
-"  --cache-blocks C       LRU block cache size; evictions give BlockRemoved (default 1024)\n"
+"  --kv-blocks C          KV cache blocks per rank (alias --cache-blocks; default 25000\n"
+"                         for the pod model, else 1024); evictions give BlockRemoved\n"
 "  --count N              stop the workload after N events (default 0: no limit)\n"
 "\n"
 "Script:\n"
@@ -71,17 +79,35 @@ static void usage(FILE *f)
 "\n"
 "HTTP (vLLM's OpenAI-compatible API, for routers; see below):\n"
 "  --http HOST:PORT       serve POST /v1/completions, /v1/chat/completions, /tokenize,\n"
-"                         GET /v1/models and /health here (e.g. 127.0.0.1:8000)\n"
-"  --prefill-ms MS        time from request to its answer (first streamed chunk)\n"
-"                         (default 50)\n"
-"  --jitter-ms MS         add a uniform 0..MS to both delays, per request (default 0)\n"
+"                         GET /v1/models, /health, /metrics here (e.g. 127.0.0.1:8000)\n"
+"  --prefill-ms MS        no pod model: every answer MS after its request, the cache\n"
+"                         looked up at arrival, blocks stored at the answer\n"
+"  --jitter-ms MS         with --prefill-ms: add a uniform 0..MS to both delays\n"
 "  --event-delay-ms MS    time from request to its BlockStored batch, at least the\n"
-"                         prefill time (default 100)\n"
+"                         prefill time (default 100 with --prefill-ms; the pod model:\n"
+"                         0, its events at the end of the step that caches them)\n"
 "  --fail-rate P          probability that prefill fails: HTTP 500, nothing stored\n"
 "  --cancel-rate P        probability of a cancellation: the connection is closed\n"
 "                         without an answer, nothing stored\n"
 "  --drop-events P        probability that an ok request's event batch is never published\n"
 "                         (no sequence number used: replay cannot recover it)\n"
+"\n"
+"The pod model (--http without --prefill-ms; tools/fakepod/README.md): vLLM V1's\n"
+"scheduler, continuous batching with chunked prefill and preemption, a KV cache of\n"
+"--kv-blocks blocks (held blocks pinned, freed ones reused least recently freed first);\n"
+"defaults: Llama-3.1-8B on one H100 80GB (sources in the README):\n"
+"  --max-num-seqs N       running requests at most (default 1024)\n"
+"  --max-num-batched-tokens N  tokens per step at most (default 8192)\n"
+"  --prefill-tokens-per-s R  prefill speed, uncached prompt tokens (default 24000)\n"
+"  --step-overhead-ms MS  time of every step (default 4.6)\n"
+"  --decode-ms-per-seq MS  added per decoding request in the step (default 0.03)\n"
+"  --time-scale F         run the model F times as fast as real time (default 1);\n"
+"                         reported times stay model time\n"
+"Answers carry the model's times in headers X-Fakepod-Ttft-Seconds,\n"
+"X-Fakepod-Queue-Seconds and X-Fakepod-E2e-Seconds; GET /metrics serves vLLM's metrics\n"
+"(vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc,\n"
+"vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total,\n"
+"vllm:time_to_first_token_seconds, ...).\n"
 "\n"
 "Shapes (what real vLLM 0.26+ streams contain):\n"
 "  --topic T              the topic of every message instead of kv@<pod>@<model>; may be\n"
@@ -157,12 +183,13 @@ static void usage(FILE *f)
 "HTTP: prompts are token ids or text; text goes through the stand-in tokenizer, one\n"
 "token per UTF-8 byte (its value), and chat messages through the template\n"
 "\"<|ROLE|>\\nCONTENT\\n\"... then \"<|assistant|>\\n\"; POST /tokenize shows the result.\n"
-"Answers come after the prefill time: usage.prompt_tokens_details.cached_tokens counts the\n"
-"leading full blocks cached when the request arrived (a fully cached prompt reports one\n"
-"block less, as vLLM recomputes the last token); \"stream\": true gives server-sent\n"
-"events (the usage chunk with stream_options.include_usage). A client that closes its\n"
-"connection before the end of prefill cancels the request. The new blocks of an ok\n"
-"request form one batch: BlockRemoved for its evictions, then BlockStored. Another\n"
+"Answers come after the last token (--prefill-ms: after MS):\n"
+"usage.prompt_tokens_details.cached_tokens counts the leading full blocks cached when the\n"
+"request was admitted (--prefill-ms: arrived; a fully cached prompt reports one block\n"
+"less, as vLLM recomputes the last token); \"stream\": true gives server-sent events (the\n"
+"usage chunk with stream_options.include_usage). A client that closes its connection\n"
+"before its first token cancels the request. A step's events (--prefill-ms: an ok\n"
+"request's) form one batch: BlockRemoved for evictions, then BlockStored. Another\n"
 "model is 404; malformed requests 400, with OpenAI-style JSON errors. X-Request-Id is\n"
 "echoed. Faults for validation tools: header X-Fakepod-Fault: fail, cancel,\n"
 "drop-events, restart or delay=D (this request's events after D), comma-separated.\n"
@@ -229,6 +256,45 @@ static bool derive_pod(const char *ep, char *out, size_t outlen)
 
 static void check_shapes(const struct opts *o);
 
+/* --publisher-id: 32 hex digits, or "random". */
+static void parse_pub_id(struct opts *o, const char *arg)
+{
+	o->pub_id_set = true;
+	o->pub_id_random = !strcmp(arg, "random");
+	if (o->pub_id_random)
+		return;
+	for (int i = 0; i < 32; i++) {
+		char c = arg[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+			: c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		if (v < 0) {
+			fprintf(stderr, PROG ": --publisher-id: expected 32 hex digits or random, "
+				"got '%s'\n", arg);
+			exit(2);
+		}
+		o->pub_id[i / 2] = (uint8_t)(o->pub_id[i / 2] << 4 | v);
+	}
+	if (arg[32]) {
+		fprintf(stderr, PROG ": --publisher-id: expected 32 hex digits or random, got "
+			"'%s'\n", arg);
+		exit(2);
+	}
+}
+
+/* The defaults that depend on the mode: the pod model, or not (README "The pod model"). */
+static void model_defaults(struct opts *o)
+{
+	bool model = o->http_addr && !o->constant;
+
+	if (!o->cache_blocks)
+		o->cache_blocks = model ? MODEL_KV_BLOCKS : 1024;
+	if (o->event_delay_ms == UINT64_MAX)
+		o->event_delay_ms = model ? 0 : 100;
+	o->kv_blocks = o->cache_blocks;
+	if (o->jitter_ms && !o->constant)
+		tc_usage_error("--jitter-ms varies --prefill-ms: it needs --prefill-ms");
+}
+
 void opts_parse(int argc, char **argv, struct opts *o)
 {
 	enum {
@@ -238,13 +304,18 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		O_HTTP, O_PREFILL, O_JITTER, O_EVDELAY, O_FAIL, O_CANCEL, O_DROP, O_TS_AHEAD,
 		/* Shapes */
 		O_TOPIC, O_DP_RANKS, O_LORA, O_LORA_SHARE, O_SALT, O_SALT_SHARE, O_MM, O_MM_BARE,
-		O_HYBRID, O_OFFLOAD, O_OFFLOAD_MEDIUM, O_DUP, O_COPY_COUNTS,
+		O_HYBRID, O_OFFLOAD, O_OFFLOAD_MEDIUM, O_DUP, O_COPY_COUNTS, O_PUB_ID,
+		O_HEARTBEAT,
+		/* The pod model */
+		O_SEQS, O_BATCHED, O_PREFILL_TPS, O_STEP_MS, O_DECODE_MS, O_SCALE,
 	};
 	static const struct option longopts[] = {
 		{ "pub", required_argument, NULL, O_PUB },
 		{ "replay", required_argument, NULL, O_REPLAY },
 		{ "old-replay-framing", no_argument, NULL, O_OLD },
 		{ "keep", required_argument, NULL, O_KEEP },
+		{ "publisher-id", required_argument, NULL, O_PUB_ID },
+		{ "heartbeat", required_argument, NULL, O_HEARTBEAT },
 		{ "pod", required_argument, NULL, O_POD },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "encoding", required_argument, NULL, O_ENCODING },
@@ -264,6 +335,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "rate", required_argument, NULL, O_RATE },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "cache-blocks", required_argument, NULL, O_CACHE },
+		{ "kv-blocks", required_argument, NULL, O_CACHE },
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "script", required_argument, NULL, O_SCRIPT },
 		{ "http", required_argument, NULL, O_HTTP },
@@ -287,17 +359,29 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "offload-medium", required_argument, NULL, O_OFFLOAD_MEDIUM },
 		{ "dup-copies", required_argument, NULL, O_DUP },
 		{ "copy-counts", no_argument, NULL, O_COPY_COUNTS },
+		/* The pod model */
+		{ "max-num-seqs", required_argument, NULL, O_SEQS },
+		{ "max-num-batched-tokens", required_argument, NULL, O_BATCHED },
+		{ "prefill-tokens-per-s", required_argument, NULL, O_PREFILL_TPS },
+		{ "step-overhead-ms", required_argument, NULL, O_STEP_MS },
+		{ "decode-ms-per-seq", required_argument, NULL, O_DECODE_MS },
+		{ "time-scale", required_argument, NULL, O_SCALE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char err[160];
+	bool heartbeat_set = false;
 	int c;
 
 	*o = (struct opts){
 		.pub_ep = "tcp://127.0.0.1:5557", .model = "fake-model", .medium = "GPU",
 		.block_size = 16, .keep = 10000, .linger_ms = 200, .prefixes = 8,
 		.prefix_blocks = 8, .suffix_blocks = 2, .seed = 1, .rate = 1000, .batch = 1,
-		.cache_blocks = 1024, .prefill_ms = 50, .event_delay_ms = 100,
+		.event_delay_ms = UINT64_MAX,
+		/* The pod model: Llama-3.1-8B on one H100 (README "The pod model") */
+		.max_num_seqs = MODEL_SEQS, .max_batched = MODEL_BATCHED,
+		.prefill_tps = MODEL_PREFILL_TPS, .step_ms = MODEL_STEP_MS,
+		.decode_seq_ms = MODEL_DECODE_MS, .time_scale = 1,
 		/* Shapes */
 		.dp_ranks = 1, .lora_share = 1, .salt_share = 1, .offload_medium = "CPU",
 	};
@@ -309,6 +393,11 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_REPLAY: o->replay_ep = optarg; break;
 		case O_OLD: o->old_framing = true; break;
 		case O_KEEP: o->keep = opt_int("keep", optarg, 0, 100000000); break;
+		case O_PUB_ID: parse_pub_id(o, optarg); break;
+		case O_HEARTBEAT:
+			o->heartbeat_ms = (uint64_t)(tc_arg_duration("heartbeat", optarg) * 1e3);
+			heartbeat_set = true;
+			break;
 		case O_POD: o->pod = optarg; break;
 		case O_MODEL: o->model = optarg; break;
 		case O_ENCODING:
@@ -342,7 +431,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_SEED: o->seed = opt_int("seed", optarg, 0, UINT64_MAX); break;
 		case O_RATE: o->rate = tc_arg_num("rate", optarg, 0, 1e9); break;
 		case O_BATCH: o->batch = opt_int("batch", optarg, 1, 65536); break;
-		case O_CACHE: o->cache_blocks = opt_int("cache-blocks", optarg, 1, 1u << 26); break;
+		case O_CACHE: o->cache_blocks = opt_int("kv-blocks", optarg, 1, 1u << 26); break;
 		case O_COUNT: o->count = opt_int("count", optarg, 0, UINT64_MAX); break;
 		case O_SCRIPT: o->script = optarg; break;
 		case O_HTTP:
@@ -351,7 +440,10 @@ void opts_parse(int argc, char **argv, struct opts *o)
 			o->http_addr = optarg;
 			break;
 		case O_TS_AHEAD: o->ts_ahead_ms = opt_int("ts-ahead-ms", optarg, 0, MAX_MS); break;
-		case O_PREFILL: o->prefill_ms = opt_int("prefill-ms", optarg, 0, MAX_MS); break;
+		case O_PREFILL:
+			o->prefill_ms = opt_int("prefill-ms", optarg, 0, MAX_MS);
+			o->constant = true;
+			break;
 		case O_JITTER: o->jitter_ms = opt_int("jitter-ms", optarg, 0, MAX_MS); break;
 		case O_EVDELAY: o->event_delay_ms = opt_int("event-delay-ms", optarg, 0, MAX_MS); break;
 		case O_FAIL: o->fail_rate = tc_arg_num("fail-rate", optarg, 0, 1); break;
@@ -373,16 +465,29 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_OFFLOAD_MEDIUM: o->offload_medium = optarg; break;
 		case O_DUP: o->dup_copies = tc_arg_num("dup-copies", optarg, 0, 1); break;
 		case O_COPY_COUNTS: o->copy_counts = true; break;
+		case O_SEQS: o->max_num_seqs = opt_int("max-num-seqs", optarg, 1, 1u << 20); break;
+		case O_BATCHED:
+			o->max_batched = opt_int("max-num-batched-tokens", optarg, 1, 1u << 24);
+			break;
+		case O_PREFILL_TPS:
+			o->prefill_tps = tc_arg_num("prefill-tokens-per-s", optarg, 1, 1e9);
+			break;
+		case O_STEP_MS: o->step_ms = tc_arg_num("step-overhead-ms", optarg, 0, 1e5); break;
+		case O_DECODE_MS: o->decode_seq_ms = tc_arg_num("decode-ms-per-seq", optarg, 0, 1e4); break;
+		case O_SCALE: o->time_scale = tc_arg_num("time-scale", optarg, 1e-3, 1e6); break;
 		default: /* 'h', ':' or '?' */
 			tc_getopt_default(c, argv, usage);
 		}
 	}
+	if (!heartbeat_set && o->pub_id_set)
+		o->heartbeat_ms = 1000; /* vLLM #57789's idle publishers: one a second */
 	if (optind < argc)
 		tc_usage_error("unexpected argument '%s'", argv[optind]);
 	if (o->workload && o->script)
 		tc_usage_error("--workload and --script cannot be combined");
 	if (!o->script && !o->http_addr)
 		o->workload = true;
+	model_defaults(o);
 	if (o->fail_rate + o->cancel_rate > 1)
 		tc_usage_error("--fail-rate %g plus --cancel-rate %g exceed 1", o->fail_rate,
 			       o->cancel_rate);

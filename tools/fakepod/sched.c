@@ -1,6 +1,7 @@
 /*
  * sched.c — the fake pod's action queue: publications, script sequence changes (gap, lose,
- * restart) and served requests' completions, run in (due time, creation order) order, so that
+ * restart), served requests' completions (--prefill-ms) and the pod model's step ends
+ * (engine.c), run in (due time, creation order) order, so that
  * delays of any size keep a defined order. Sequence numbers (each rank's own) are assigned
  * when a batch is actually published. Also the simulated pod (or rank) restart, which empties
  * the queue of the old process.
@@ -78,6 +79,7 @@ void pod_restart(struct fp *fp, uint64_t order_limit, int rank)
 		cache_clear(&fp->cache);
 	else
 		cache_clear_rank(&fp->cache, (uint32_t)rank);
+	engine_restart(fp, all ? -1 : rank);
 	for (i = 0; i < fp->nheap; i++) {
 		struct action *a = &fp->heap[i];
 
@@ -117,6 +119,9 @@ static void run_action(struct fp *fp, struct action *a, uint64_t now)
 	case ACT_SERVE_DONE:
 		serve_complete(fp, a->data, now);
 		break;
+	case ACT_STEP:
+		engine_step_end(fp, a->rank, a->n, now);
+		break;
 	}
 }
 
@@ -127,6 +132,12 @@ void schedule(struct fp *fp, struct action *a, uint64_t now)
 		run_action(fp, a, now);
 	else
 		heap_push(fp, a);
+}
+
+void enqueue(struct fp *fp, struct action *a)
+{
+	a->order = fp->order++;
+	heap_push(fp, a);
 }
 
 void run_due(struct fp *fp, uint64_t now)

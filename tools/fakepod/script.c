@@ -392,7 +392,8 @@ static int script_line(struct fp *fp, char *line, uint64_t now)
 			return -1;
 		if (clear) {
 			ev_add(fp, &fp->pending, KVW_ALL_BLOCKS_CLEARED);
-			cache_clear_rank(&fp->cache, fp->script_rank);
+			/* Blocks requests of the pod model hold stay theirs. */
+			cache_forget(&fp->cache, fp->script_rank);
 		}
 		if (fp->pending.n >= fp->o.batch)
 			flush_pending(fp, fp->pending.n, now);

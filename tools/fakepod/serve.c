@@ -1,12 +1,14 @@
 /*
- * serve.c — the life of a request the fake pod serves over HTTP (http.c): the prefix-cache
- * lookup when it arrives (as vLLM's scheduler does), its fate drawn from the failure rates
- * or forced by a fault header, its completion after the simulated prefill, and the
- * BlockStored batch of its new blocks after the simulated route-to-event delay, maybe lost
- * (the validation cases of seeds/prefix-cache-speculative-index-ttl.md).
+ * serve.c — the life of a request the fake pod serves over HTTP (http.c): its fate drawn
+ * from the failure rates or forced by a fault header, then either the pod model (engine.c:
+ * vLLM's scheduler decides when it is admitted, prefilled, decoded, and what its blocks
+ * publish) or, with --prefill-ms, the constant mode: the prefix-cache lookup at arrival, the
+ * completion after the fixed prefill time, and the BlockStored batch of its new blocks after
+ * the route-to-event delay, maybe lost (the validation cases of
+ * seeds/prefix-cache-speculative-index-ttl.md).
  *
- * A request whose client went away before its prefill ended is cancelled: nothing is
- * stored, as when a vLLM request is aborted before its blocks are computed.
+ * A request whose client went away before its first token is cancelled: nothing more is
+ * stored, as when a vLLM request is aborted.
  */
 #include "fakepod.h"
 
@@ -17,18 +19,7 @@
 #include "cli.h"
 #include "rng.h"
 
-#define MAX_INFLIGHT 65536 /* requests being "prefilled" at once */
-
-struct inflight {
-	struct hreq *h; /* its HTTP request; NULL once the connection is gone */
-	enum srv_status status;
-	uint32_t cached_tokens;
-	bool drop_event;
-	uint64_t event_due;
-	uint64_t *hashes; /* engine hashes of the prompt's full blocks */
-	uint32_t *tokens; /* their tokens */
-	size_t nblocks;
-};
+#define MAX_INFLIGHT 65536 /* requests being served at once */
 
 static double rng_unit(uint64_t *s)
 {
@@ -41,6 +32,7 @@ void free_inflight(struct fp *fp, struct inflight *q)
 		http_detach(q->h);
 	free(q->hashes);
 	free(q->tokens);
+	free(q->blocks);
 	free(q);
 	fp->ninflight--;
 }
@@ -67,6 +59,17 @@ void serve_fail(struct fp *fp, struct inflight *q)
 	free_inflight(fp, q);
 }
 
+void serve_finish(struct fp *fp, struct inflight *q, uint64_t t)
+{
+	count(fp, q->status);
+	if (q->h) {
+		http_times(q->h, q->first_token - q->arrival, q->first_sched - q->arrival,
+			   t - q->arrival);
+		http_answer(fp, q->h, q->status, q->cached_tokens);
+	}
+	free_inflight(fp, q);
+}
+
 void serve_complete(struct fp *fp, struct inflight *q, uint64_t now)
 {
 	/* A client that left before the end of prefill cancelled the request. */
@@ -86,13 +89,17 @@ void serve_complete(struct fp *fp, struct inflight *q, uint64_t now)
 		evlist_drop(&fp->tmp, fp->tmp.n);
 	}
 	count(fp, q->status);
-	if (q->h)
+	if (q->h) {
+		uint64_t d = now - q->arrival;
+
+		http_times(q->h, d, 0, d);
 		http_answer(fp, q->h, q->status, q->cached_tokens);
+	}
 	free_inflight(fp, q);
 }
 
 int serve_request(struct fp *fp, struct hreq *h, const uint32_t *tokens, size_t ntokens,
-		  const struct srv_fault *f, uint64_t now)
+		  size_t max_tokens, const struct srv_fault *f, uint64_t now)
 {
 	struct inflight *q;
 	struct action a;
@@ -109,6 +116,9 @@ int serve_request(struct fp *fp, struct hreq *h, const uint32_t *tokens, size_t 
 		count(fp, SRV_FAILED);
 		return -1;
 	}
+	if (!fp->o.constant &&
+	    (ntokens + max_tokens + bs - 1) / bs > fp->o.kv_blocks)
+		return -2;
 	if (fp->ninflight >= MAX_INFLIGHT) {
 		fp_warn(&fp->rl_serve, "--http: more than %d requests in flight: failing one",
 			MAX_INFLIGHT);
@@ -131,11 +141,23 @@ int serve_request(struct fp *fp, struct hreq *h, const uint32_t *tokens, size_t 
 	if (f->cancel)
 		q->status = SRV_CANCELLED;
 
-	/* The scheduler's lookup: leading cached blocks, touched so they stay. */
 	nblocks = ntokens / bs;
 	q->nblocks = nblocks;
-	q->hashes = tc_xrealloc(NULL, nblocks * sizeof(*q->hashes));
+	q->hashes = tc_xrealloc(NULL, (nblocks ? nblocks : 1) * sizeof(*q->hashes));
 	engine_chain(0, tokens, nblocks, bs, q->hashes);
+	delay_ns = f->has_delay ? f->delay_ns : fp->o.event_delay_ms * NS_PER_MS;
+	if (!fp->o.constant) {
+		q->tokens = tc_xrealloc(NULL, (nblocks ? nblocks * bs : 1) * sizeof(*q->tokens));
+		memcpy(q->tokens, tokens, nblocks * bs * sizeof(*q->tokens));
+		q->ntokens = ntokens;
+		q->max_tokens = max_tokens;
+		q->rank = nblocks ? rank_of(fp, q->hashes[0]) : 0;
+		q->event_delay = delay_ns;
+		q->has_delay = delay_ns > 0;
+		engine_submit(fp, q, now);
+		return 0;
+	}
+	/* The scheduler's lookup: leading cached blocks, touched so they stay. */
 	matched = cache_match(&fp->cache, q->hashes, nblocks);
 	/* Like vLLM, never report the whole prompt as cached: its last token is recomputed. */
 	if (matched && matched * bs == ntokens)
@@ -145,7 +167,7 @@ int serve_request(struct fp *fp, struct hreq *h, const uint32_t *tokens, size_t 
 		q->tokens = tc_xrealloc(NULL, nblocks * bs * sizeof(*q->tokens));
 		memcpy(q->tokens, tokens, nblocks * bs * sizeof(*q->tokens));
 	}
-	delay_ns = f->has_delay ? f->delay_ns : fp->o.event_delay_ms * NS_PER_MS;
+	q->arrival = now;
 	q->event_due = now + delay_ns + jitter;
 	memset(&a, 0, sizeof a);
 	a.kind = ACT_SERVE_DONE;

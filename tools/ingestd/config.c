@@ -17,6 +17,7 @@
 
 #include "duration.h"
 #include "kvidx_writer.h"
+#include "listen.h"
 #include "parse.h"
 #include "ttl.h"
 
@@ -37,8 +38,9 @@ enum opt_id {
 	O_POD, O_BIND, O_CONFIG, O_LOG_LEVEL, O_HELP,
 	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
 	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
-	O_CORR_MAP, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS, O_TOPIC_FILTER,
-	O_REMOTE_TIER,
+	O_CORR_MAP, O_LOAD_TIMEOUT, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS,
+	O_TOPIC_FILTER, O_REMOTE_TIER, O_CLUSTER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL,
+	O_DISC_SERVER, O_DISC_ATTRS, O_CONFIG_WATCH, O_READY_STREAMS,
 };
 
 struct opt {
@@ -80,12 +82,29 @@ static const struct opt opts[] = {
 	{ O_LATE_WINDOW, "late-window", OPT_SPECIAL },
 	{ O_STALE_LIMIT, "stale-limit", OPT_DURATION },
 	{ O_CORR_MAP, "corr-map", OPT_U64 },
+	{ O_LOAD_TIMEOUT, "load-timeout", OPT_DURATION },
 	{ O_LATE_MAP, "late-map", OPT_U64 },
 	{ O_REAP_INTERVAL, "reap-interval", OPT_DURATION },
 	{ O_REAP_PASS, "reap-pass", OPT_DURATION },
-	{ O_METRICS, "metrics", OPT_STR },
+	{ O_METRICS, "metrics-listen", OPT_STR },
+	{ O_METRICS, "metrics", OPT_STR }, /* its first name, kept for existing configs */
 	{ O_TOPIC_FILTER, "topic-filter", OPT_STR },
 	{ O_REMOTE_TIER, "remote-tier", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-name", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-user", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-password", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-creds", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-ca", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-clock-skew", OPT_SPECIAL },
+	{ O_CLUSTER, "cluster-queue", OPT_SPECIAL },
+	{ O_READY_STREAMS, "ready-streams", OPT_SPECIAL },
+	{ O_DISC_DNS, "discover-dns", OPT_STR },
+	{ O_DISC_PORTS, "discover-ports", OPT_SPECIAL },
+	{ O_DISC_INTERVAL, "discover-interval", OPT_DURATION },
+	{ O_DISC_SERVER, "discover-dns-server", OPT_SPECIAL },
+	{ O_DISC_ATTRS, "discover-pod-attrs", OPT_SPECIAL },
+	{ O_CONFIG_WATCH, "config-watch", OPT_DURATION },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -124,9 +143,12 @@ void ing_config_init(struct ing_config *c)
 	c->spec.late_window_ms = 0;
 	c->spec.stale_limit_ms = 5000;
 	c->spec.corr_map = 65536;
+	c->spec.load_timeout_ms = 120000;
 	c->spec.late_map = 131072;
 	c->spec.reap_interval_ms = 10;
 	c->spec.reap_pass_ms = 1000;
+	ing_cluster_config_init(&c->cluster);
+	c->disc.interval_ms = 5000;
 }
 
 void ing_config_free(struct ing_config *c)
@@ -251,55 +273,45 @@ static int parse_fraction(const char *key, const char *v, double *out, char *err
 	return 0;
 }
 
+int ing_metrics_addr_parse(const char *v, char *out, size_t cap, char *err, size_t errlen)
+{
+	char buf[ING_ENDPOINT_MAX];
+	const char *port;
+
+	/* A bare PORT keeps the endpoint on loopback, the default before pod networks. */
+	if (*v && strspn(v, "0123456789") == strlen(v)) {
+		if (strlen(v) > 5)
+			return fail(err, errlen, "metrics-listen: bad port in '%s' (1-65535)", v);
+		snprintf(buf, sizeof(buf), "127.0.0.1:%s", v);
+	} else if (strlen(v) >= sizeof(buf)) {
+		return fail(err, errlen, "metrics-listen: address too long");
+	} else {
+		snprintf(buf, sizeof(buf), "%s", v);
+	}
+	if (*buf == ':')
+		return fail(err, errlen, "metrics-listen: no address before the port in '%s' (PORT "
+			    "alone is loopback; 0.0.0.0:PORT is every address)", v);
+	if (tc_listen_check(buf, err, errlen) < 0) {
+		char why[256];
+		snprintf(why, sizeof(why), "%s", err);
+		return fail(err, errlen, "metrics-listen: %s (expected PORT, IPV4:PORT, "
+			    "localhost:PORT, 0.0.0.0:PORT or [IPV6]:PORT)", why);
+	}
+	port = strrchr(buf, ':') + 1;
+	if (atoi(port) == 0)
+		return fail(err, errlen, "metrics-listen: port 0 in '%s': give the port Prometheus "
+			    "scrapes (1-65535)", v);
+	if (out) {
+		if (strlen(buf) >= cap)
+			return fail(err, errlen, "metrics-listen: address too long");
+		memcpy(out, buf, strlen(buf) + 1);
+	}
+	return 0;
+}
+
 int ing_metrics_addr_check(const char *v, char *err, size_t errlen)
 {
-	char host[256];
-	const char *port;
-	size_t hl;
-
-	if (*v == '[') {
-		const char *rb = strchr(v, ']');
-		if (!rb || rb[1] != ':')
-			return fail(err, errlen, "metrics: expected ADDR:PORT or [IPV6]:PORT, got '%s'",
-				    v);
-		hl = (size_t)(rb - v - 1);
-		if (hl >= sizeof(host))
-			return fail(err, errlen, "metrics: address too long");
-		memcpy(host, v + 1, hl);
-		port = rb + 2;
-	} else {
-		const char *colon = strrchr(v, ':');
-		if (!colon || colon == v)
-			return fail(err, errlen, "metrics: expected ADDR:PORT (e.g. 127.0.0.1:9464), "
-				    "got '%s'", v);
-		hl = (size_t)(colon - v);
-		if (hl >= sizeof(host))
-			return fail(err, errlen, "metrics: address too long");
-		memcpy(host, v, hl);
-		port = colon + 1;
-	}
-	host[hl] = '\0';
-	if (!*port || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5 ||
-	    atoi(port) > 65535 || atoi(port) == 0)
-		return fail(err, errlen, "metrics: bad port in '%s' (1-65535)", v);
-	struct in_addr a4;
-	struct in6_addr a6;
-	bool loop = !strcmp(host, "localhost");
-	if (*v != '[' && strchr(host, ':'))
-		return fail(err, errlen, "metrics: write an IPv6 address in brackets, [::1]:PORT");
-	if (*v == '[') {
-		if (inet_pton(AF_INET6, host, &a6) != 1)
-			return fail(err, errlen, "metrics: '%s' is not an IPv6 address", host);
-		loop = !memcmp(&a6, &in6addr_loopback, sizeof(a6));
-	} else if (!loop && inet_pton(AF_INET, host, &a4) == 1) {
-		loop = (ntohl(a4.s_addr) >> 24) == 127;
-	}
-	if (!loop)
-		return fail(err, errlen,
-			    "metrics: '%s' is not a loopback address; the metrics endpoint has no "
-			    "authentication, so only 127.0.0.0/8, localhost or [::1] are accepted "
-			    "(put a proxy in front to expose it)", host);
-	return 0;
+	return ing_metrics_addr_parse(v, NULL, 0, err, errlen);
 }
 
 static int copy_str(const char *key, const char *v, char *dst, size_t cap, char *err,
@@ -328,6 +340,91 @@ static int parse_group(const char *v, gid_t *out, char *err, size_t errlen)
 	if (getgrnam_r(v, &gr, buf, sizeof(buf), &res) != 0 || !res)
 		return fail(err, errlen, "group: no group named '%s'", v);
 	*out = res->gr_gid;
+	return 0;
+}
+
+/* --discover-ports EVENTS,REPLAY,HTTP: REPLAY 0 means no replay socket; the others 1..65535. */
+static int parse_disc_ports(const char *v, struct ing_discover_config *d, char *err,
+			    size_t errlen)
+{
+	uint16_t *out[3] = { &d->port_events, &d->port_replay, &d->port_http };
+	const char *p = v;
+
+	for (int i = 0; i < 3; i++) {
+		char num[8];
+		size_t n = strcspn(p, ",");
+		uint64_t u;
+
+		if (n == 0 || n >= sizeof(num))
+			goto bad;
+		memcpy(num, p, n);
+		num[n] = '\0';
+		if (!tc_parse_dec(num, 65535, &u) || (u == 0 && i != 1))
+			goto bad;
+		*out[i] = (uint16_t)u;
+		p += n;
+		if (i < 2 && *p++ != ',')
+			goto bad;
+	}
+	if (*p)
+		goto bad;
+	return 0;
+bad:
+	return fail(err, errlen, "discover-ports: expected EVENTS,REPLAY,HTTP (ports; REPLAY 0 "
+		    "for none), got '%s'", v);
+}
+
+/* --discover-dns-server IPv4[:PORT] (port default 53), kept as "IPv4:PORT". */
+static int parse_disc_server(const char *v, struct ing_discover_config *d, char *err,
+			     size_t errlen)
+{
+	char host[INET_ADDRSTRLEN];
+	const char *colon = strchr(v, ':');
+	size_t n = colon ? (size_t)(colon - v) : strlen(v);
+	uint64_t port = 53;
+	struct in_addr a;
+
+	if (!*v) {
+		d->server[0] = '\0';
+		return 0;
+	}
+	if (n == 0 || n >= sizeof(host))
+		goto bad;
+	memcpy(host, v, n);
+	host[n] = '\0';
+	if (inet_pton(AF_INET, host, &a) != 1 ||
+	    (colon && (!tc_parse_dec(colon + 1, 65535, &port) || port == 0)))
+		goto bad;
+	snprintf(d->server, sizeof(d->server), "%s:%u", host, (unsigned)port);
+	return 0;
+bad:
+	return fail(err, errlen, "discover-dns-server: expected IPv4[:PORT], got '%s'", v);
+}
+
+static bool endpoint_ok(const char *e);
+
+/* --discover-pod-attrs ATTRS: the --pod attributes model=, topic=, dp-ranks= that every
+ * discovered pod takes ("" resets them). */
+static int parse_disc_attrs(const char *v, struct ing_discover_config *d, char *err,
+			    size_t errlen)
+{
+	char buf[3 * ING_ENDPOINT_MAX];
+	struct ing_pod_spec s;
+	int rc;
+
+	if (strlen(v) >= sizeof(buf) - 32)
+		return fail(err, errlen, "discover-pod-attrs: too long");
+	snprintf(buf, sizeof(buf), "tcp://discovered:0%s%s", *v ? "," : "", v);
+	rc = ing_pod_spec_parse(buf, &s, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (s.replay[0] || s.name[0])
+		return fail(err, errlen, "discover-pod-attrs: replay= and name= come from "
+			    "--discover-ports; give model=, topic= or dp-ranks= only");
+	memcpy(d->model, s.model, sizeof(d->model));
+	memcpy(d->topic, s.topic, sizeof(d->topic));
+	d->topic_set = s.topic_set;
+	d->dp_ranks = s.dp_ranks;
 	return 0;
 }
 
@@ -645,6 +742,11 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 			return fail(err, errlen, "corr-map: must be 1..1Gi");
 		c->spec.corr_map = u;
 		return 0;
+	case O_LOAD_TIMEOUT:
+		if (!ms)
+			return fail(err, errlen, "load-timeout: must be > 0");
+		c->spec.load_timeout_ms = ms;
+		return 0;
 	case O_LATE_MAP:
 		if (u == 0 || u > (1ull << 30))
 			return fail(err, errlen, "late-map: must be 1..1Gi");
@@ -661,9 +763,11 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 		c->spec.reap_pass_ms = ms;
 		return 0;
 	case O_METRICS:
-		if (*value && (rc = ing_metrics_addr_check(value, err, errlen)) < 0)
-			return rc;
-		return copy_str(key, value, c->metrics, sizeof(c->metrics), err, errlen);
+		if (!*value) { /* empty: no endpoint */
+			c->metrics[0] = '\0';
+			return 0;
+		}
+		return ing_metrics_addr_parse(value, c->metrics, sizeof(c->metrics), err, errlen);
 	case O_TOPIC_FILTER:
 		return copy_str(key, value, c->topic_filter, sizeof(c->topic_filter), err, errlen);
 	case O_REMOTE_TIER:
@@ -681,6 +785,29 @@ int ing_config_set(struct ing_config *c, const char *key, const char *value, boo
 			return fail(err, errlen,
 				    "remote-tier: expected none, gpu, cpu, disk or other, got '%s'",
 				    value);
+		return 0;
+	case O_CLUSTER:
+		return ing_cluster_config_set(&c->cluster, key, value, from_file, err, errlen);
+	case O_READY_STREAMS:
+		if (strcmp(value, "all") && strcmp(value, "any"))
+			return fail(err, errlen, "ready-streams: expected all or any, got '%s'", value);
+		c->ready_any = !strcmp(value, "any");
+		return 0;
+	case O_DISC_DNS:
+		return copy_str(key, value, c->disc.dns, sizeof(c->disc.dns), err, errlen);
+	case O_DISC_PORTS:
+		return parse_disc_ports(value, &c->disc, err, errlen);
+	case O_DISC_INTERVAL:
+		if (ms == 0)
+			return fail(err, errlen, "discover-interval: must be > 0");
+		c->disc.interval_ms = ms;
+		return 0;
+	case O_DISC_SERVER:
+		return parse_disc_server(value, &c->disc, err, errlen);
+	case O_DISC_ATTRS:
+		return parse_disc_attrs(value, &c->disc, err, errlen);
+	case O_CONFIG_WATCH:
+		c->disc.watch_ms = ms;
 		return 0;
 	}
 	return fail(err, errlen, "%s: unhandled option", key);
@@ -890,8 +1017,18 @@ int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 	if (c->spec.floor_ms > c->spec.cap_ms)
 		return fail(err, errlen, "ttl-floor (%ums) is above ttl-cap (%ums)",
 			    c->spec.floor_ms, c->spec.cap_ms);
-	if (!c->npods && !c->bind[0])
-		return fail(err, errlen, "no pods: give --pod (connect mode) or --bind (bind mode)");
+	if (!c->npods && !c->bind[0] && !c->disc.dns[0] && !c->disc.watch_ms)
+		return fail(err, errlen, "no pods: give --pod (connect mode), --bind (bind mode), "
+			    "--discover-dns or --config-watch");
+	if (c->disc.dns[0] && !c->disc.port_events)
+		return fail(err, errlen, "--discover-dns needs --discover-ports EVENTS,REPLAY,HTTP");
+	unsigned dr = c->disc.dp_ranks ? c->disc.dp_ranks : 1;
+	if (c->disc.dns[0] && (c->disc.port_events + dr - 1 > 65535 ||
+			       (c->disc.port_replay && c->disc.port_replay + dr - 1 > 65535)))
+		return fail(err, errlen, "--discover-pod-attrs dp-ranks=%u: --discover-ports leave "
+			    "no room for %u more ports", dr, dr - 1);
+	if (c->disc.watch_ms && !c->config_path[0])
+		return fail(err, errlen, "--config-watch needs --config FILE");
 	for (size_t i = 0; i < c->npods; i++)
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(c->pods[i].endpoint, c->pods[j].endpoint))
@@ -995,11 +1132,16 @@ void ing_config_usage(FILE *f)
 "                         not cover the event path); none is a stale expiry (default auto:\n"
 "                         the larger of 10s and 5 x the largest TTL)\n"
 "  --stale-limit DURATION\n"
-"                         pause a pod's speculation when routes were sent to it and no event\n"
-"                         came for this long since the earliest of them (\"pipeline broken\",\n"
-"                         spec_paused=2; resumes at the next event). 0 disables (default 5s)\n"
+"                         \"routed but silent\": routes were sent to a pod and nothing (no\n"
+"                         batch, no heartbeat) came from it for this long since the earliest\n"
+"                         of them: routed_silent=1, its speculation paused (spec_paused=2)\n"
+"                         until it is heard again. 0 disables (default 5s)\n"
 "  --corr-map N           route commits remembered for outcome reports, oldest forgotten\n"
 "                         first (default 64Ki)\n"
+"  --load-timeout DURATION\n"
+"                         the load view (kvidx_pod_load) counts a routed request until its\n"
+"                         outcome report, or for this long when none comes (a router that\n"
+"                         crashed leaves no load behind it for longer) (default 120s)\n"
 "  --late-map N           expired predictions remembered for --late-window, oldest counted\n"
 "                         stale early when full (default 128Ki)\n"
 "  --reap-interval DURATION\n"
@@ -1007,10 +1149,62 @@ void ing_config_usage(FILE *f)
 "  --reap-pass DURATION   time the reaper takes to walk the whole table: it examines\n"
 "                         slots x interval / pass slots per wake-up (default 1s)\n"
 "\n"
+"Discovery (pods found rather than listed; each source optional, all add and remove pods\n"
+"the way SIGHUP does, a removed pod's entries dropped at once):\n"
+"  --discover-dns NAME    re-resolve NAME's A records (a Kubernetes headless Service; the\n"
+"                         search domains of /etc/resolv.conf apply) on a helper thread;\n"
+"                         each address is a pod tcp://IP:EVENTS (replay tcp://IP:REPLAY)\n"
+"                         named IP:HTTP. An address that leaves the answer is removed; no\n"
+"                         address (NXDOMAIN) removes them all; a failed resolution\n"
+"                         (timeout, SERVFAIL) changes nothing. Default: off\n"
+"  --discover-ports EVENTS,REPLAY,HTTP\n"
+"                         ports of every discovered pod: its event PUB, its replay ROUTER\n"
+"                         (0: none), its serving port (the name routers use); required\n"
+"                         with --discover-dns, e.g. 5557,5558,8000\n"
+"  --discover-interval DURATION\n"
+"                         time between two resolutions (default 5s)\n"
+"  --discover-dns-server IPv4[:PORT]\n"
+"                         ask this server (port default 53) instead of resolv.conf's\n"
+"  --discover-pod-attrs ATTRS\n"
+"                         --pod attributes every discovered pod takes: model=MODEL,\n"
+"                         topic=PREFIX, dp-ranks=N (e.g. 'model=org/m,dp-ranks=2')\n"
+"  --config-watch DURATION\n"
+"                         check the --config file this often (stat: inode, size, mtime, so a\n"
+"                         replaced file or a Kubernetes ConfigMap's swapped link is seen) and\n"
+"                         reload its pod list on a change, as SIGHUP does. 0: off (default)\n"
+"\n"
 "Metrics:\n"
-"  --metrics ADDR:PORT    serve per-pod metrics over HTTP on ADDR:PORT; loopback only\n"
-"                         (127.0.0.0/8, localhost, [::1]): the endpoint has no\n"
-"                         authentication. Labels are pod and model only. Default: off\n"
+"  --metrics-listen ADDR:PORT | PORT\n"
+"                         serve HTTP on ADDR:PORT: GET /metrics (per-pod metrics, labels\n"
+"                         pod and model only), /healthz (200 while the process runs),\n"
+"                         /readyz (200 once the index is published and every connect-mode\n"
+"                         stream is connected, else 503 with the reason). PORT alone is\n"
+"                         127.0.0.1:PORT. ADDR: an IPv4 address, localhost, 0.0.0.0 or *\n"
+"                         (all), [IPV6]. The endpoint has no authentication: bind a pod IP\n"
+"                         or 0.0.0.0 only where the network is yours. Default: off.\n"
+"                         --metrics is the same flag under its older name.\n"
+"                         With discovery also kvidx_discovery_resolutions_total,\n"
+"                         _resolution_failures_total, _pods_added_total, _pods_removed_total,\n"
+"                         kvidx_discovery_pods and kvidx_config_watch_reloads_total\n"
+"  --ready-streams all|any\n"
+"                         /readyz needs every connect-mode stream connected (all, the\n"
+"                         default) or at least one (any: a model server down or rolling\n"
+"                         does not make a router sidecar unready; none configured is ready)\n"
+"\n"
+"Cluster (docs/cluster.md): router hosts share their route commits over NATS\n"
+"  --cluster URL[,URL...] NATS servers (nats://HOST:PORT, tls://HOST:PORT); default: off.\n"
+"                         Unreachable servers mean local-only operation and reconnection\n"
+"                         with backoff (metric kvidx_cluster_connected)\n"
+"  --cluster-name NAME    subject scope, [A-Za-z0-9_-]{1,32}; hosts share predictions with\n"
+"                         the same name and key scheme (algo, seed, block-size) (default kvidx)\n"
+"  --cluster-user USER    user name; cluster-password PASS is read from the config file only\n"
+"  --cluster-creds FILE   NATS credentials file (user JWT and NKey seed)\n"
+"  --cluster-ca FILE      CA certificates for the servers' TLS certificates (TLS required)\n"
+"  --cluster-clock-skew DURATION\n"
+"                         bound on the clock offset between hosts: a peer's prediction\n"
+"                         expires at min(origin commit + TTL, receipt + TTL) - this (default 5ms)\n"
+"  --cluster-queue N      messages queued per direction between the writer and the network\n"
+"                         threads; beyond, messages are dropped and counted (default 1024)\n"
 "\n"
 "Other:\n"
 "  --config FILE          read settings from FILE first; flags given here override them\n"
@@ -1023,7 +1217,7 @@ void ing_config_usage(FILE *f)
 "\n"
 "Signals: SIGHUP re-reads the config file's pod list (added pods are subscribed, removed\n"
 "ones unsubscribed and dropped from the index, a changed pod line is both; other settings\n"
-"need a restart).\n"
+"need a restart). Pods from --pod and from --discover-dns are never touched by it.\n"
 "SIGTERM / SIGINT stop cleanly; the index stays and readers keep serving its last state.\n"
 "\n"
 "Sequence numbers, per pod: a small step back is a duplicate (ignored); a gap is replayed\n"

@@ -36,6 +36,23 @@ struct ing_pod_spec {
 	bool topic_set;
 	unsigned dp_ranks;               /* data-parallel ranks, 1..KV_POD_RANKS (0 = 1) */
 	bool from_file;                  /* listed in the config file (SIGHUP reloads those) */
+	bool discovered;                 /* made by DNS discovery (discover.c owns those) */
+};
+
+/* Pod discovery (discover.c): --discover-* and --config-watch. Durations in milliseconds. */
+struct ing_discover_config {
+	char dns[256];             /* name re-resolved for A records, "" = off */
+	char server[64];           /* "IPv4:PORT" asked instead of resolv.conf's, "" = those */
+	uint16_t port_events;      /* --discover-ports EVENTS,REPLAY,HTTP (REPLAY 0 = none) */
+	uint16_t port_replay;
+	uint16_t port_http;        /* the serving port: pods are named IP:HTTP */
+	uint32_t interval_ms;      /* re-resolution period (default 5000) */
+	uint32_t watch_ms;         /* --config-watch: stat() the config file this often, 0 = off */
+	/* --discover-pod-attrs: model=, topic=, dp-ranks= of every discovered pod */
+	char model[ING_MODEL_MAX];
+	char topic[ING_TOPIC_MAX];
+	bool topic_set;
+	unsigned dp_ranks;
 };
 
 enum ing_ttl_policy {
@@ -59,10 +76,26 @@ struct ing_spec_config {
 	uint32_t late_window_ms;  /* expiry -> late confirmation window; 0: max(10 s, 5 x TTL) */
 	uint32_t stale_limit_ms;  /* routes without events this long pause speculation (5000) */
 	uint64_t corr_map;        /* route commits remembered for outcomes (default 65536) */
+	uint32_t load_timeout_ms; /* load view: a request without outcome retired after (120000) */
 	uint64_t late_map;        /* expired predictions remembered (default 131072) */
 	uint32_t reap_interval_ms; /* reaper wake-up period (default 10) */
 	uint32_t reap_pass_ms;    /* time for the reaper to walk the whole table (default 1000) */
 };
+
+/* The cluster link (cluster.c, docs/cluster.md); urls "" = off. */
+struct ing_cluster_config {
+	char urls[1024];          /* --cluster URL[,URL...] */
+	char name[33];            /* --cluster-name: subject scope, [A-Za-z0-9_-] (default kvidx) */
+	char user[128], password[256]; /* --cluster-user / cluster-password (config file only) */
+	char creds[1024];         /* --cluster-creds FILE: NATS credentials (JWT + NKey seed) */
+	char ca[1024];            /* --cluster-ca FILE: CA certificates; TLS is required then */
+	uint32_t clock_skew_ms;   /* --cluster-clock-skew: bound on the hosts' clock offset (5ms) */
+	uint32_t queue;           /* --cluster-queue: messages per direction (default 1024) */
+};
+void ing_cluster_config_init(struct ing_cluster_config *c);
+/* Sets one cluster* option (cluster.c). 0 or -EINVAL with a message. */
+int ing_cluster_config_set(struct ing_cluster_config *c, const char *key, const char *value,
+			   bool from_file, char *err, size_t errlen);
 
 struct ing_config {
 	char name[KVIDX_NAME_MAX];
@@ -78,9 +111,12 @@ struct ing_config {
 	char bind[ING_ENDPOINT_MAX];   /* "" = no bind-mode socket */
 	char topic_filter[ING_TOPIC_MAX]; /* SUB prefix of pods without topic= (default "") */
 	unsigned remote_tier;          /* locality REMOTE blocks: 0 skipped, else this tier */
+	bool ready_any;                /* --ready-streams any: /readyz with one stream up */
 	char config_path[4096];        /* "" = no config file */
 	struct ing_spec_config spec;
-	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else loopback ADDR:PORT */
+	struct ing_cluster_config cluster;
+	struct ing_discover_config disc;
+	char metrics[ING_ENDPOINT_MAX]; /* "" = no metrics endpoint; else HOST:PORT */
 	enum ilog_level log_level;
 	bool help;
 	struct ing_pod_spec *pods;
@@ -123,9 +159,16 @@ int ing_parse_duration(const char *key, const char *v, uint64_t max_ms, uint32_t
 		       char *err, size_t errlen);
 
 /*
- * Checks a --metrics value: HOST:PORT with HOST 127.0.0.0/8, localhost, or [::1] (the
- * endpoint has no authentication, so it is never exposed beyond the host). 0 or -EINVAL.
+ * Parses a --metrics-listen value (--metrics is its older name): PORT alone (loopback,
+ * 127.0.0.1:PORT), or HOST:PORT with HOST an IPv4 address, localhost, 0.0.0.0 or * (every
+ * address), or [IPV6]; PORT 1-65535; no host names (no DNS at start-up). The endpoint has no
+ * authentication: a non-loopback address is the operator's explicit choice (a pod IP that
+ * Prometheus scrapes). Writes the normalized HOST:PORT to out (if not NULL; cap bytes).
+ * 0 or -EINVAL with a message in err.
  */
+int ing_metrics_addr_parse(const char *v, char *out, size_t cap, char *err, size_t errlen);
+
+/* ing_metrics_addr_parse() without the output. */
 int ing_metrics_addr_check(const char *v, char *err, size_t errlen);
 
 /* Prints the --help text. */

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "log.h"
+#include "metrics.h" /* metrics_set_ready() */
 
 #define NS_PER_MS 1000000ull
 
@@ -117,6 +119,22 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	}
 	d->spec_ok = true;
 	d->sh.spec = &d->spec;
+	rc = load_init(&d->load, d->sh.w, cfg->geo.max_pods, cfg->block_size, cfg->spec.corr_map,
+		       cfg->spec.load_timeout_ms);
+	if (rc < 0) {
+		ilog(ILOG_ERROR, "load view: %s", strerror(-rc));
+		goto fail;
+	}
+	d->spec.load = &d->load;
+	if (cfg->cluster.urls[0]) {
+		d->cluster = cluster_open(&cfg->cluster, &d->spec, cfg->algo, cfg->seed,
+					  cfg->block_size);
+		if (!d->cluster) {
+			rc = -EINVAL;
+			goto fail;
+		}
+		d->spec.cluster = d->cluster;
+	}
 	rc = emap_init(&d->sh.emap, cfg->engine_map);
 	if (rc < 0) {
 		ilog(ILOG_ERROR, "engine-key map: %s", strerror(-rc));
@@ -141,6 +159,8 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	}
 	kvidx_writer_tick(d->sh.w, now);
 	d->sh.last_tick_ns = now;
+	if ((rc = discover_open(&d->disc, cfg)) < 0)
+		goto fail;
 	/* Last: from here on writer calls take d->lock. */
 	if ((rc = spec_reaper_start(&d->spec)) < 0)
 		goto fail;
@@ -199,7 +219,7 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 {
 	char tpod[KVIDX_POD_NAME_MAX], tmodel[ING_MODEL_MAX];
 	struct ing_pod *p;
-	uint64_t seq;
+	struct kvw_seqf sf;
 
 	/* Pods are told apart by topic: kv@POD@MODEL, or the whole topic as the pod's name. */
 	if (kvw_parse_topic(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), tpod, sizeof(tpod), tmodel,
@@ -221,16 +241,17 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 	if (!p && !(p = ing_pod_open_bound(&d->sh, tpod, tmodel, now)))
 		return;
 	p->round_reads++;
-	if (total != 3 || !kvw_seq_get(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &seq)) {
+	if (total != 3 || !kvw_seq_frame(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &sf)) {
 		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
 		ilog_limited(&p->g->tgt.lim, ILOG_WARN,
-			     "pod %s: message of %d frames skipped: expected topic, 8-byte seq, "
-			     "payload", p->g->name, total);
+			     "pod %s: message of %d frames (seq frame %zu bytes) skipped: expected "
+			     "topic, 8-byte seq (+ 16-byte publisher id), payload", p->g->name, total,
+			     n > 1 ? zmq_msg_size(&f[1]) : (size_t)0);
 		return;
 	}
 	if (tmodel[0] && strcmp(p->g->model, tmodel))
 		snprintf(p->g->model, sizeof(p->g->model), "%s", tmodel);
-	ing_pod_live(&d->sh, p, tmodel, seq, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
+	ing_pod_live(&d->sh, p, tmodel, &sf, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
 }
 
 static unsigned read_bind(struct ingestd *d)
@@ -290,10 +311,13 @@ static void add_item(struct ingestd *d, size_t *n, void *sock, struct ing_pod *p
 static int build_items(struct ingestd *d, size_t *n)
 {
 	*n = 0;
-	if (items_reserve(d, 2 * d->sh.npods + 2) < 0)
+	if (items_reserve(d, 2 * d->sh.npods + 3) < 0)
 		return -ENOMEM;
-	if (d->bell_fd >= 0) {
-		d->items[*n] = (zmq_pollitem_t){ .fd = d->bell_fd, .events = ZMQ_POLLIN };
+	int fds[2] = { d->bell_fd, cluster_fd(d->cluster) }; /* cluster_step() empties the 2nd */
+	for (int i = 0; i < 2; i++) {
+		if (fds[i] < 0)
+			continue;
+		d->items[*n] = (zmq_pollitem_t){ .fd = fds[i], .events = ZMQ_POLLIN };
 		d->item_pod[*n] = NULL;
 		d->item_kind[*n] = ITEM_DOORBELL;
 		(*n)++;
@@ -330,6 +354,40 @@ static void maybe_publish(struct ingestd *d)
 	ilog(ILOG_INFO, "replay at start done: generation published, readers switch to it");
 }
 
+#define READY_EVERY_NS 100000000ull /* readiness refreshed every 100 ms */
+
+/*
+ * Tells /readyz (metrics.c) whether this writer is ready: its generation is published (with
+ * --replay-on-start, the start-up replays are over) and every connect-mode stream's SUB is
+ * connected (--ready-streams any: at least one, if there are any). Bind-mode pods connect to us, so there is nothing to wait for; a gap replay on a
+ * connected stream does not make the writer unready (it is short and bounded).
+ */
+static void report_ready(struct ingestd *d, uint64_t now)
+{
+	const struct ing_pod *first = NULL;
+	size_t down = 0, streams = 0;
+	char why[160];
+
+	if (d->ready_ns && now - d->ready_ns < READY_EVERY_NS)
+		return;
+	d->ready_ns = now;
+	for (size_t i = 0; i < d->sh.npods; i++) {
+		const struct ing_pod *p = d->sh.pods[i];
+		if (p->bind_mode)
+			continue;
+		streams++;
+		if (!p->connected && !down++)
+			first = p;
+	}
+	bool streams_ok = d->cfg->ready_any ? down < streams || !streams : !down;
+	if (!d->published)
+		snprintf(why, sizeof(why), "replay at start in progress, generation not published");
+	else if (!streams_ok)
+		snprintf(why, sizeof(why), "%zu of %zu streams not connected (first: %.100s)", down,
+			 streams, first->ep);
+	metrics_set_ready(d->published && streams_ok, why);
+}
+
 /* Drains route commits; true if the budget ran out (more may be waiting). */
 static bool drain(struct ingestd *d)
 {
@@ -348,7 +406,11 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 
 		if (*hup) {
 			*hup = 0;
-			ingestd_reload(d);
+			ingestd_reload(d, "SIGHUP");
+		}
+		if (discover_poll(&d->disc, &d->sh, kvidx_now_ns())) {
+			discover_count_reload(&d->disc);
+			ingestd_reload(d, "config watch");
 		}
 		if (build_items(d, &n) < 0) {
 			ilog(ILOG_ERROR, "out of memory building the poll set");
@@ -401,6 +463,7 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 			spec_yield(&d->spec);
 		}
 		busy |= drain(d);
+		busy |= cluster_step(d->cluster, kvidx_now_ns()); /* peers' commits; ours out */
 		/* A socket left with messages after its budget: poll again at once. */
 		timeout = busy ? 0 : 1;
 		uint64_t now = kvidx_now_ns();
@@ -408,7 +471,9 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 		for (size_t i = 0; i < d->sh.npods; i++)
 			ing_pod_housekeeping(&d->sh, d->sh.pods[i], now);
 		spec_tick(&d->spec, now);
+		load_tick(&d->load, now);
 		maybe_publish(d);
+		report_ready(d, now);
 		spec_yield(&d->spec);
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -417,63 +482,34 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 
 /* ---- SIGHUP --------------------------------------------------------------------------------- */
 
-int ingestd_reload(struct ingestd *d)
+static bool is_from_file(const struct ing_pod *p)
+{
+	return p->spec.from_file;
+}
+
+int ingestd_reload(struct ingestd *d, const char *why)
 {
 	struct ing_config nc;
+	struct ilog_limit lim = { 0 };
 	char err[512];
-	uint64_t now = kvidx_now_ns();
 	size_t added = 0, removed = 0;
 	int rc;
 
 	if (!d->cfg->config_path[0]) {
-		ilog(ILOG_WARN, "SIGHUP: no --config file, nothing to reload");
+		ilog(ILOG_WARN, "%s: no --config file, nothing to reload", why);
 		return 0;
 	}
 	ing_config_init(&nc);
 	rc = ing_config_load_file(&nc, d->cfg->config_path, err, sizeof(err));
 	if (rc < 0) {
-		ilog(ILOG_ERROR, "SIGHUP: %s; pods unchanged", err);
+		ilog(ILOG_ERROR, "%s: %s; pods unchanged", why, err);
 		ing_config_free(&nc);
 		return rc;
 	}
-	/* Removed: file pods whose spec is no longer in the file. */
-	for (size_t i = d->sh.npods; i-- > 0;) {
-		struct ing_pod *p = d->sh.pods[i];
-		bool keep = false;
-		if (p->bind_mode || !p->spec.from_file)
-			continue;
-		for (size_t j = 0; j < nc.npods && !keep; j++)
-			keep = ing_pod_spec_equal(&p->spec, &nc.pods[j]);
-		if (!keep) {
-			ilog(ILOG_INFO, "SIGHUP: unsubscribing %s", p->spec.endpoint);
-			ing_pod_close(&d->sh, p, true);
-			removed++;
-		}
-	}
-	/* Added: file pods not subscribed yet. */
-	for (size_t j = 0; j < nc.npods; j++) {
-		bool have = false, clash = false;
-		for (size_t i = 0; i < d->sh.npods; i++) {
-			struct ing_pod *p = d->sh.pods[i];
-			if (p->bind_mode)
-				continue;
-			if (ing_pod_spec_equal(&p->spec, &nc.pods[j]))
-				have = true;
-			else if (!strcmp(p->spec.endpoint, nc.pods[j].endpoint))
-				clash = true;
-		}
-		if (have)
-			continue;
-		if (clash) {
-			ilog(ILOG_WARN, "SIGHUP: %s is already subscribed (command line); ignored",
-			     nc.pods[j].endpoint);
-			continue;
-		}
-		ilog(ILOG_INFO, "SIGHUP: subscribing %s", nc.pods[j].endpoint);
-		if (ing_pod_open(&d->sh, &nc.pods[j], now))
-			added++;
-	}
-	ilog(ILOG_INFO, "SIGHUP: %zu pods added, %zu removed, %zu subscribed", added, removed,
+	/* The file's pods only: command-line and discovered pods are someone else's. */
+	ing_pods_reconcile(&d->sh, nc.pods, nc.npods, is_from_file, why, &lim, &added, &removed,
+			   kvidx_now_ns());
+	ilog(ILOG_INFO, "%s: %zu pods added, %zu removed, %zu subscribed", why, added, removed,
 	     d->sh.npods);
 	ing_config_free(&nc);
 	return 0;
@@ -484,6 +520,10 @@ void ingestd_close(struct ingestd *d)
 	/* The reaper first: after it, this thread is the only one making writer calls. */
 	if (d->spec_ok)
 		spec_reaper_stop(&d->spec);
+	cluster_close(d->cluster); /* its threads never touch the index */
+	d->cluster = NULL;
+	d->spec.cluster = NULL;
+	discover_close(&d->disc);
 	while (d->sh.npods)
 		ing_pod_close(&d->sh, d->sh.pods[d->sh.npods - 1], false);
 	free(d->sh.pods);
@@ -501,6 +541,8 @@ void ingestd_close(struct ingestd *d)
 	kvw_batch_free(&d->sh.batch);
 	ing_apply_free(&d->sh.ap);
 	emap_free(&d->sh.emap);
+	d->spec.load = NULL;
+	load_free(&d->load);
 	if (d->spec_ok) {
 		spec_free(&d->spec);
 		d->spec_ok = false;

@@ -31,6 +31,8 @@
 #include <stdbool.h>
 
 #include "config.h"
+#include "discover.h"
+#include "load.h"
 #include "pods.h"
 #include "spec.h"
 
@@ -48,8 +50,12 @@ struct ingestd {
 	bool lock_ok;
 	struct ing_spec spec;
 	bool spec_ok;
+	struct ing_load load; /* the load view (load.h); spec.load points here */
 	bool published; /* the generation is visible to readers (see maybe_publish()) */
 	int bell_fd;    /* kvidx_writer_doorbell(), in the poll set; -1 if unavailable */
+	struct ing_cluster *cluster; /* --cluster link (cluster.h), NULL: none */
+	uint64_t ready_ns; /* when readiness was last reported (report_ready()) */
+	struct ing_discover disc; /* DNS discovery and the config watch (discover.h) */
 };
 
 /*
@@ -67,9 +73,11 @@ void ingestd_summary(const struct ingestd *d);
  */
 int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_atomic_t *hup);
 
-/* Re-reads cfg->config_path and reconciles its pods (added: subscribed; removed: unsubscribed
- * and removed from the index). Command-line pods are kept. 0, or -errno (nothing changed). */
-int ingestd_reload(struct ingestd *d);
+/* Re-reads cfg->config_path and reconciles its pods (ing_pods_reconcile(): added: subscribed;
+ * removed: unsubscribed and removed from the index). Command-line and discovered pods are
+ * kept. why ("SIGHUP", "config watch") prefixes the log lines. 0, or -errno (nothing
+ * changed). */
+int ingestd_reload(struct ingestd *d, const char *why);
 
 /* Stops the reaper, closes every socket and the context, then the writer without unlinking
  * (readers keep the last state). Predictions still in their late window are not counted. */

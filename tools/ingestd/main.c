@@ -1,6 +1,6 @@
 /*
  * main.c — kvidx-ingestd, the one writer of a kvidx index: parses the configuration, installs
- * the signal handlers, opens the index, starts the --metrics endpoint if asked (metrics.c),
+ * the signal handlers, opens the index, starts the --metrics-listen endpoint if asked (metrics.c),
  * prints the start-up summary and runs the event loop (tools/ingestd/ingest.c) until SIGTERM
  * or SIGINT. Everything testable lives in the other files of tools/ingestd/; this one only
  * wires them together.
@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "config.h"
+#include "discover.h"
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
@@ -79,18 +81,24 @@ int main(int argc, char **argv)
 	}
 	if (cfg.metrics[0]) {
 		/* The index exists now; the server thread reads it like any router would. */
+		if (cfg.disc.dns[0] || cfg.disc.watch_ms)
+			metrics_add_extra(discover_render, &d.disc);
+		if (d.cluster)
+			metrics_add_extra(cluster_metrics, d.cluster);
 		rc = metrics_http_start(cfg.metrics, cfg.name);
 		if (rc < 0) {
 			ilog(ILOG_ERROR, "metrics endpoint %s: %s", cfg.metrics, kvidx_strerror(rc));
+			metrics_clear_extra();
 			ingestd_close(&d);
 			ing_config_free(&cfg);
 			return 1;
 		}
-		ilog(ILOG_INFO, "metrics: http://%s/metrics", cfg.metrics);
+		ilog(ILOG_INFO, "metrics: http://%s/metrics (probes /healthz, /readyz)", cfg.metrics);
 	}
 	ingestd_summary(&d);
 	rc = ingestd_run(&d, &stop_flag, &hup_flag);
 	ilog(ILOG_INFO, "stopping: closing sockets; the index stays for its readers");
+	metrics_clear_extra(); /* before what the renderers read is freed */
 	ingestd_close(&d);
 	ing_config_free(&cfg);
 	return rc < 0 ? 1 : 0;

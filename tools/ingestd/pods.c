@@ -478,6 +478,15 @@ static void record_lag(struct ing_shared *sh, struct ing_pod *p, double ts)
 	set_ctr(p, KV_PC_lag_last_us, us);
 }
 
+/* The pod's publisher was heard (a batch or a heartbeat): fresh, and its routes' pipeline is
+ * alive (spec.c's routed-but-silent clock restarts). */
+static void heard(struct ing_shared *sh, struct ing_pod *p, uint64_t now)
+{
+	set_ctr(p, KV_PC_last_event_ns, now);
+	ing_rank_set(&p->st, KV_RC_last_event_ns, now);
+	spec_on_event(sh->spec, p->g->tgt.pod, now);
+}
+
 /* Consumes batch seq: decode, validate, apply. Malformed: counted, logged, skipped. */
 static void apply_batch(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
 			uint64_t seq, const void *payload, size_t len, uint64_t now)
@@ -497,6 +506,15 @@ static void apply_batch(struct ing_shared *sh, struct ing_pod *p, const char *to
 			     label(p), p->st.rank, (unsigned long long)seq, err);
 		return;
 	}
+	if (!sh->batch.nevents && !sh->batch.nskipped && !sh->batch.nbad) {
+		/* An empty batch: a heartbeat (vLLM #57789's idle publishers send one a second).
+		 * The pod is fresh; the table is not touched. */
+		ing_pod_ctr_add(p, KV_PC_heartbeats, 1);
+		ing_pod_ctr_add(p, KV_PC_batches, 1);
+		ing_rank_add(&p->st, KV_RC_batches, 1);
+		heard(sh, p, now);
+		return;
+	}
 	if (!model[0] && !p->g->warned_model) {
 		p->g->warned_model = true;
 		ilog(ILOG_WARN,
@@ -509,16 +527,14 @@ static void apply_batch(struct ing_shared *sh, struct ing_pod *p, const char *to
 		record_lag(sh, p, sh->batch.ts);
 	ing_pod_ctr_add(p, KV_PC_batches, 1);
 	ing_rank_add(&p->st, KV_RC_batches, 1);
-	set_ctr(p, KV_PC_last_event_ns, now);
-	ing_rank_set(&p->st, KV_RC_last_event_ns, now);
-	spec_on_event(sh->spec, p->g->tgt.pod, now);
+	heard(sh, p, now);
 	p->win_events += sh->batch.nevents + sh->batch.nskipped + sh->batch.nbad;
 }
 
 /* ---- replay ------------------------------------------------------------------------------ */
 
-static void hold(struct ing_pod *p, const char *topic_model, uint64_t seq, const void *payload,
-		 size_t len)
+static void hold(struct ing_pod *p, const char *topic_model, const struct kvw_seqf *sf,
+		 const void *payload, size_t len)
 {
 	if (len > p->held_cap) {
 		void *nb = realloc(p->held_buf, len);
@@ -536,7 +552,8 @@ static void hold(struct ing_pod *p, const char *topic_model, uint64_t seq, const
 	if (topic_model != p->held_model)
 		snprintf(p->held_model, sizeof(p->held_model), "%s", topic_model);
 	p->held_len = len;
-	p->held_seq = seq;
+	if (sf != &p->held_sf)
+		p->held_sf = *sf;
 	p->held = true;
 }
 
@@ -581,7 +598,7 @@ static void release_held(struct ing_shared *sh, struct ing_pod *p, uint64_t now)
 	if (!p->held)
 		return;
 	p->held = false;
-	ing_pod_live(sh, p, p->held_model, p->held_seq, p->held_buf, p->held_len, now);
+	ing_pod_live(sh, p, p->held_model, &p->held_sf, p->held_buf, p->held_len, now);
 }
 
 /* The replay could not cover the gap: clear the pod, continue live. */
@@ -614,7 +631,7 @@ static void replay_done(struct ing_shared *sh, struct ing_pod *p, uint64_t now)
 	     (unsigned long long)p->rp_from, (unsigned long long)p->rp_last);
 	/* Live messages from the held one up to the last replayed one are already applied.
 	 * Without a held message (replay at start) everything up to rp_last is. */
-	uint64_t lo = p->held ? p->held_seq : 0;
+	uint64_t lo = p->held ? p->held_sf.seq : 0;
 	if (lo <= p->rp_last) {
 		p->seq.covered = true;
 		p->seq.cov_lo = lo;
@@ -629,6 +646,7 @@ static void replay_message(struct ing_shared *sh, struct ing_pod *p, zmq_msg_t *
 {
 	char tpod[KVIDX_POD_NAME_MAX], tmodel[ING_MODEL_MAX];
 	const char *model = p->held ? p->held_model : p->g->model;
+	struct kvw_seqf sf;
 	uint64_t seq;
 	int s;
 
@@ -639,14 +657,21 @@ static void replay_message(struct ing_shared *sh, struct ing_pod *p, zmq_msg_t *
 		return;
 	}
 	s = n == 4 ? 2 : 1;
-	if (!kvw_seq_get(zmq_msg_data(&f[s]), zmq_msg_size(&f[s]), &seq)) {
+	if (!kvw_seq_frame(zmq_msg_data(&f[s]), zmq_msg_size(&f[s]), &sf)) {
 		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
 		ilog_limited(&p->g->tgt.lim, ILOG_WARN, "pod %s: replay reply with a %zu-byte seq",
 			     label(p), zmq_msg_size(&f[s]));
 		return;
 	}
+	seq = sf.seq;
 	if (seq == KVW_SEQ_END) {
 		replay_done(sh, p, now);
+		return;
+	}
+	if (sf.has_id && p->have_id && memcmp(sf.id, p->pub_id, KVW_PUB_ID_LEN)) {
+		/* Another process answers than the one whose gap this is: what it holds does not
+		 * fill that gap. The next live message of the new process is a restart. */
+		replay_abandon(sh, p, KV_PC_replays_truncated, "came from another publisher id", now);
 		return;
 	}
 	tpod[0] = '\0';
@@ -715,12 +740,83 @@ void ing_pod_read_replay(struct ing_shared *sh, struct ing_pod *p)
 
 /* ---- live messages ------------------------------------------------------------------------ */
 
-void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
-		  uint64_t seq, const void *payload, size_t len, uint64_t now)
+/* Hex of a publisher id, for the log (an id is no secret: a random per-process value). */
+static void id_hex(const uint8_t *id, char out[2 * KVW_PUB_ID_LEN + 1])
 {
-	enum seq_verdict v = seq_classify(&p->seq, seq);
+	for (int i = 0; i < KVW_PUB_ID_LEN; i++)
+		snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
 
-	switch (v) {
+/*
+ * Publisher identity: a sequence frame with an id other than the last one is a new engine
+ * process, whatever its number. Adopts sf's id (or forgets it: a frame without one). Returns
+ * true, with why filled in, if the id changed.
+ */
+static bool new_publisher(struct ing_pod *p, const struct kvw_seqf *sf, char *why, size_t len)
+{
+	bool changed = sf->has_id && p->have_id && memcmp(sf->id, p->pub_id, KVW_PUB_ID_LEN);
+
+	if (changed) {
+		char a[2 * KVW_PUB_ID_LEN + 1], b[2 * KVW_PUB_ID_LEN + 1];
+		id_hex(p->pub_id, a);
+		id_hex(sf->id, b);
+		snprintf(why, len, "publisher id changed from %s to %s (seq %llu)", a, b,
+			 (unsigned long long)sf->seq);
+	}
+	p->have_id = sf->has_id;
+	memcpy(p->pub_id, sf->id, KVW_PUB_ID_LEN);
+	return changed;
+}
+
+/*
+ * An engine restart (new publisher id, or the sequence went back): the rank's blocks are gone
+ * with the old process, so it is cleared in one step, and, with a replay endpoint, what the
+ * new process published before this message (seq > 0) is asked from 0. Returns true if the
+ * message is held for that replay (consumed), false if the caller applies it now.
+ */
+static bool restarted(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
+		      const struct kvw_seqf *sf, const void *payload, size_t len, const char *why,
+		      uint64_t now)
+{
+	ing_pod_ctr_add(p, KV_PC_restarts, 1);
+	ing_rank_add(&p->st, KV_RC_restarts, 1);
+	ilog(ILOG_WARN, "pod %s rank %u: %s: engine restarted, pod cleared", label(p),
+	     p->st.rank, why);
+	clear_pod(sh, p);
+	seq_reset(&p->seq);
+	if (!p->rep[0] || sf->seq == 0)
+		return false;
+	hold(p, topic_model, sf, payload, len);
+	if (replay_start(sh, p, 0, now) == 0)
+		return true;
+	p->held = false;
+	return false;
+}
+
+/* A duplicate-numbered empty batch is still a heartbeat: it proves the publisher alive. */
+static void dup_heartbeat(struct ing_shared *sh, struct ing_pod *p, const void *payload,
+			  size_t len, uint64_t now)
+{
+	char err[64];
+
+	if (kvw_decode_batch(payload, len, &sh->batch, err, sizeof(err)) == 0 &&
+	    !sh->batch.nevents && !sh->batch.nskipped && !sh->batch.nbad)
+		heard(sh, p, now);
+}
+
+void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
+		  const struct kvw_seqf *sf, const void *payload, size_t len, uint64_t now)
+{
+	uint64_t seq = sf->seq;
+	char why[160];
+
+	if (new_publisher(p, sf, why, sizeof(why))) {
+		if (restarted(sh, p, topic_model, sf, payload, len, why, now))
+			return;
+		apply_batch(sh, p, topic_model, seq, payload, len, now);
+		return;
+	}
+	switch (seq_classify(&p->seq, seq)) {
 	case SEQ_FIRST:
 	case SEQ_IN_ORDER:
 		break;
@@ -730,15 +826,13 @@ void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_mo
 		ing_pod_ctr_add(p, KV_PC_seq_dups, 1);
 		ilog_limited(&p->g->tgt.lim, ILOG_DEBUG, "pod %s: duplicate seq %llu (expected %llu)",
 			     label(p), (unsigned long long)seq, (unsigned long long)p->seq.next);
+		dup_heartbeat(sh, p, payload, len, now);
 		return;
 	case SEQ_RESTART:
-		ing_pod_ctr_add(p, KV_PC_restarts, 1);
-		ing_rank_add(&p->st, KV_RC_restarts, 1);
-		ilog(ILOG_WARN, "pod %s: seq went back from %llu to %llu: publisher restarted, pod "
-		     "cleared", label(p), (unsigned long long)p->seq.next - 1,
-		     (unsigned long long)seq);
-		clear_pod(sh, p);
-		seq_reset(&p->seq);
+		snprintf(why, sizeof(why), "seq went back from %llu to %llu",
+			 (unsigned long long)p->seq.next - 1, (unsigned long long)seq);
+		if (restarted(sh, p, topic_model, sf, payload, len, why, now))
+			return;
 		break;
 	case SEQ_GAP:
 		ing_pod_ctr_add(p, KV_PC_seq_gaps, 1);
@@ -746,7 +840,7 @@ void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_mo
 		ilog(ILOG_WARN, "pod %s: seq gap, expected %llu, got %llu", label(p),
 		     (unsigned long long)p->seq.next, (unsigned long long)seq);
 		if (p->rep[0]) {
-			hold(p, topic_model, seq, payload, len);
+			hold(p, topic_model, sf, payload, len);
 			if (replay_start(sh, p, p->seq.next, now) == 0)
 				return;
 			p->held = false;
@@ -768,7 +862,8 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 	while (reads < ING_READ_BUDGET && !p->replaying) {
 		char tpod[KVIDX_POD_NAME_MAX], tmodel[ING_MODEL_MAX];
 		zmq_msg_t f[3];
-		uint64_t seq, now;
+		struct kvw_seqf sf;
+		uint64_t now;
 		int n, total = ing_recv_multipart(p->sub, f, 3, &n);
 
 		if (total <= 0) {
@@ -779,11 +874,11 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 		}
 		reads++;
 		now = kvidx_now_ns();
-		if (total != 3 || !kvw_seq_get(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &seq)) {
+		if (total != 3 || !kvw_seq_frame(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &sf)) {
 			ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
 			ilog_limited(&p->g->tgt.lim, ILOG_WARN,
 				     "pod %s: message of %d frames (seq frame %zu bytes) skipped: "
-				     "expected topic, 8-byte seq, payload",
+				     "expected topic, 8-byte seq (+ 16-byte publisher id), payload",
 				     label(p), total, n > 1 ? zmq_msg_size(&f[1]) : (size_t)0);
 			close_frames(f, n);
 			continue;
@@ -813,7 +908,7 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 			p->connected = true;
 			gate(sh, p);
 		}
-		ing_pod_live(sh, p, tmodel, seq, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
+		ing_pod_live(sh, p, tmodel, &sf, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
 		close_frames(f, n);
 		ing_maybe_tick(sh, kvidx_now_ns());
 		ing_pod_drain(sh);

@@ -28,7 +28,15 @@
  * recent batches, so that rebuild applies whatever window the publisher still has (blocks
  * stored before it stay unknown; nothing wrong is indexed).
  *
- * Counters (KV_POD_CTRS) this file maintains: last_event_ns, last_seq, batches, events_per_s
+ * Restarts: a live message whose sequence frame carries a publisher id (8 + 16 bytes, vLLM
+ * #57789) other than the stream's last one, or a number that goes back (seq.h), is an engine
+ * restart: the rank is cleared in one step, restarts counted, and, with a replay endpoint and
+ * a first message past batch 0, a replay from 0 fetches what the new process sent before it.
+ * Empty batches are heartbeats: consumed in sequence, they refresh last_event_ns and spec.c's
+ * routed-but-silent clock and never touch the table (a duplicate-numbered one refreshes too).
+ *
+ * Counters (KV_POD_CTRS) this file maintains: last_event_ns, last_seq, batches, heartbeats,
+ * events_per_s
  * (events in the last full one-second window), seq_gaps, seq_dups, restarts, replays_ok,
  * replays_truncated, replays_failed, decode_errors, queue_depth (messages read for the pod in
  * the last poll round; ING_READ_BUDGET means "at least that many were waiting"), connected
@@ -105,13 +113,15 @@ struct ing_pod {
 	bool connected, was_disconnected;
 
 	struct seq_state seq;
+	bool have_id;             /* the last sequence frame carried a publisher id */
+	uint8_t pub_id[KVW_PUB_ID_LEN];
 
 	bool replaying;
 	uint64_t rp_from, rp_next, rp_last, rp_deadline;
 	bool rp_got;
 	bool rp_at_start; /* --replay-on-start: no sequence yet, a later first seq is fine */
 	bool held;
-	uint64_t held_seq;
+	struct kvw_seqf held_sf;
 	char held_model[ING_MODEL_MAX];
 	void *held_buf;
 	size_t held_len, held_cap;
@@ -153,7 +163,7 @@ void ing_pod_read_monitor(struct ing_shared *sh, struct ing_pod *p);
  * the message's topic. Applies the sequence rules, then decodes and applies.
  */
 void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
-		  uint64_t seq, const void *payload, size_t len, uint64_t now);
+		  const struct kvw_seqf *sf, const void *payload, size_t len, uint64_t now);
 
 /* Periodic work: replay timeout, events_per_s window, queue_depth. */
 void ing_pod_housekeeping(struct ing_shared *sh, struct ing_pod *p, uint64_t now);

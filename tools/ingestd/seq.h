@@ -13,6 +13,9 @@
  *   DUP       s < E by at most SEQ_DUP_WINDOW and s != 0 (or s == 0 == E - 1): ignored.
  *   RESTART   s < E by more than SEQ_DUP_WINDOW, or s == 0 when E > 1, or any s < E after the
  *             connection was re-established: the publisher restarted (clear the pod, resync).
+ *
+ * A publisher id in the sequence frame (pods.c) is judged before these rules: a new id is a
+ * restart whatever s is.
  */
 #ifndef KVIDX_INGEST_SEQ_H
 #define KVIDX_INGEST_SEQ_H

@@ -69,9 +69,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster.h"
 #include "hist.h"
 #include "inspect.h"
 #include "layout.h"
+#include "load.h"
 #include "log.h"
 #include "ttl.h"
 
@@ -80,6 +82,7 @@
 #define NS_PER_S 1000000000ull
 #define PRED_FLAG (1ull << 63) /* corr map payload a: decided on a prediction */
 #define LATE_AGE_MAX 65536     /* late entries aged per reaper wake-up (bounds the hold) */
+#define KVIDX_TIER_NONE_ 0x80u /* a tier bit no record holds (spec_remote_withdraw) */
 
 /* Route map entries: key created_ns, sub pod, aux the committing registry slot (-1: none),
  * a = live records | late records << 32, b = the flags below | prompt class << 8. */
@@ -358,14 +361,17 @@ static void apply_pause(struct ing_spec *s, struct spec_pod *sp, int pod, uint64
 		      now - sp->pending_ns > limit;
 	enum spec_pause want = sp->stream ? SPEC_STREAM : broken ? SPEC_PIPELINE : SPEC_FRESH;
 
+	/* Routed but silent, whatever else pauses the pod (a disconnected pod can be both). */
+	ctr_set(sp, KV_PC_routed_silent, broken);
 	if (want == sp->paused)
 		return;
 	if (kvidx_pod_set_spec_paused(s->w, pod, want != SPEC_FRESH) < 0)
 		return;
 	if (want == SPEC_PIPELINE)
 		ilog(ILOG_WARN,
-		     "pod %s: routes were sent to it %.1f s ago and no event came since: event "
-		     "pipeline broken, speculation paused (spec_paused=2) until events flow",
+		     "pod %s: routed but silent: routes were sent to it %.1f s ago and no batch or "
+		     "heartbeat came since: event pipeline broken, speculation paused "
+		     "(spec_paused=2, routed_silent=1) until it is heard again",
 		     sp->label, (double)(now - sp->pending_ns) / 1e9);
 	else if (want == SPEC_STREAM) /* pods.c logs the replay or disconnect itself */
 		ilog(ILOG_DEBUG, "pod %s: speculation paused while its stream replays or is "
@@ -529,6 +535,8 @@ static void spec_pod_detach(void *arg, int pod, bool removed)
 	if (!sp)
 		return;
 	if (removed) {
+		if (s->load)
+			load_pod_forget(s->load, pod);
 		spec_fifo_purge(&s->corr, pod, true);
 		spec_fifo_purge(&s->late, pod, false);
 		spec_fifo_purge(&s->routes, pod, false);
@@ -620,6 +628,15 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 	int opod = pp ? rt->prefill_pod : rt->pod;
 	spec_fifo_push(&s->corr, rt->corr_id, 0, opod, predicted | (on_pred ? PRED_FLAG : 0),
 		       created, NULL);
+	if (s->load)
+		load_commit(s->load, rt->corr_id, opod, slot, rt->prompt_tokens, rt->nkeys,
+			    rt->matched_blocks, now);
+	if (s->cluster)
+		cluster_local_commit(s->cluster, &(struct cl_commit){
+			.corr = rt->corr_id, .keys = rt->keys, .nkeys = rt->nkeys, .created_ns = created,
+			.pod = sp->label, .ttl_ms = sp->ttl_ms, .prefill = pp ? pp->label : NULL,
+			.prefill_ttl_ms = pp ? pp->ttl_ms : 0, .pod_idx = rt->pod,
+			.prefill_idx = pp ? rt->prefill_pod : -1 });
 }
 
 static void on_outcome(void *arg, const struct kvidx_outcome *o)
@@ -636,6 +653,8 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 		predicted = e->a & ~PRED_FLAG;
 		spec_fifo_del(&s->corr, e);
 	}
+	if (s->load)
+		load_outcome(s->load, o->corr_id, pod, s->drain_now);
 	if (!sp)
 		return;
 	/* vLLM recomputes at least a prompt's last token: a full hit reports the prompt less
@@ -645,6 +664,9 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 		if (predicted > most)
 			predicted = most;
 	}
+	/* A failed outcome (docs/cluster.md): fewer cached tokens than the route matched. */
+	if (s->cluster && e && predicted > 0 && o->cached_tokens < predicted)
+		cluster_local_failed(s->cluster, o->corr_id);
 	int slot = kv_writer_drain_slot(s->w, NULL);
 	ctr_add(sp, KV_PC_outcomes, 1);
 	router_add(s, slot, KV_RT_outcomes, 1);
@@ -654,6 +676,41 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 		router_add(s, slot, KV_RT_false_warm_routes, 1);
 		router_add(s, slot, KV_RT_wasted_prefill_tokens, predicted - o->cached_tokens);
 	}
+}
+
+int spec_pod_find(const struct ing_spec *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->max_pods; i++)
+		if (s->pods[i].active && !strcmp(s->pods[i].label, name))
+			return (int)i;
+	return -1;
+}
+
+int spec_remote_predict(struct ing_spec *s, int pod, const uint64_t *keys, size_t n,
+			uint64_t created_ns, uint32_t ttl_ms)
+{
+	struct spec_pod *sp = pod_of(s, pod);
+
+	if (!sp)
+		return -KVIDX_ENOPOD;
+	int rc = kvidx_speculate(s->w, pod, keys, n, created_ns, ttl_ms);
+	if (rc > 0) {
+		ctr_add(sp, KV_PC_speculations, (uint64_t)rc);
+		sp->spec_live += (uint64_t)rc;
+		route_track(s, sp, pod, created_ns, (uint32_t)rc, -1,
+			    kv_prompt_class((uint64_t)n * s->block_size));
+	}
+	return rc;
+}
+
+int spec_remote_withdraw(struct ing_spec *s, int pod, const uint64_t *keys, size_t n)
+{
+	if (!pod_of(s, pod))
+		return -KVIDX_ENOPOD;
+	/* kvidx_remove() drops a speculative record whatever the tiers named; a confirmed one
+	 * keeps the tiers not named. KVIDX_TIER_NONE_ names none a record can hold, so confirmed
+	 * records stay as they are (rewritten unchanged: withdrawals are rare). */
+	return kvidx_remove(s->w, pod, keys, n, KVIDX_TIER_NONE_);
 }
 
 int spec_drain(struct ing_spec *s, size_t budget, uint64_t now)

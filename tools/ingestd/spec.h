@@ -135,8 +135,13 @@ struct spec_pod {
 	uint64_t spec_live;   /* speculative records of the pod in the table (a clear drops them) */
 };
 
+struct ing_load; /* load.h */
+struct ing_cluster;
+
 struct ing_spec {
 	struct kvidx *w;
+	struct ing_load *load; /* the load view's accounting (load.h), or NULL: none */
+	struct ing_cluster *cluster; /* the cluster link (cluster.c), NULL: none */
 	const struct ing_spec_config *cfg;
 	pthread_mutex_t *lock; /* the writer mutex */
 	uint32_t block_size;
@@ -196,6 +201,20 @@ void spec_set_stream(struct ing_spec *s, int pod, enum spec_pause stream, uint64
 /* Periodic work (each loop round): pipeline-broken gating, adaptive TTL, histogram decay. */
 void spec_tick(struct ing_spec *s, uint64_t now);
 
+
+/* ---- the cluster link's hooks (cluster.c; writer mutex held) ----------------------------- */
+
+/* The index of the active pod called name, or -1. O(max pods). */
+int spec_pod_find(const struct ing_spec *s, const char *name);
+/* A peer's prediction: keys on pod, created at created_ns (local clock), trusted for ttl_ms;
+ * counted as the pod's speculations and routes like a local commit's (without a router slot,
+ * and without pipeline gating: that follows this host's own routes). Returns the records
+ * added (0 when the pod's speculation is paused), or a negative error. */
+int spec_remote_predict(struct ing_spec *s, int pod, const uint64_t *keys, size_t n,
+			uint64_t created_ns, uint32_t ttl_ms);
+/* A peer's failed outcome: pod's speculative records of keys are removed (dropped_removed);
+ * confirmed records stay. Returns the records changed or a negative error. */
+int spec_remote_withdraw(struct ing_spec *s, int pod, const uint64_t *keys, size_t n);
 
 /*
  * The adaptive policy's next TTL, a pure function: target = ceil((lq_us + J) / 1 ms) with

@@ -847,8 +847,13 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 		ev->nhashes = n;
 		return 0;
 	case F_PARENT:
+		/* nil, or a hash of value 0 (llm-d's simulator sends the integer 0 in its array
+		 * format; llm-d's pool reads 0 as none too): no parent. */
 		ev->has_parent = o->type != MSGPACK_OBJECT_NIL;
-		return ev->has_parent ? get_hash(c, name, SIZE_MAX, o, &ev->parent) : 0;
+		if (!ev->has_parent || (rc = get_hash(c, name, SIZE_MAX, o, &ev->parent)))
+			return ev->has_parent ? rc : 0;
+		ev->has_parent = ev->parent != 0;
+		return 0;
 	case F_TOKENS:
 		return get_u32s(c, name, o, KVW_MAX_TOKENS, &b->kvw_tokens, &b->kvw_token_cap,
 				&b->kvw_ntokens, &ev->kvw_token_off, &ev->ntokens);
@@ -1237,6 +1242,19 @@ int kvw_parse_topic(const char *topic, size_t len, char *pod, size_t podlen, cha
 		return -ENAMETOOLONG;
 	}
 	return 0;
+}
+
+bool kvw_seq_frame(const void *frame, size_t len, struct kvw_seqf *out)
+{
+	if (len != 8 && len != 8 + KVW_PUB_ID_LEN)
+		return false;
+	out->seq = load_be(frame, 8);
+	out->has_id = len > 8;
+	if (out->has_id)
+		memcpy(out->id, (const uint8_t *)frame + 8, KVW_PUB_ID_LEN);
+	else
+		memset(out->id, 0, KVW_PUB_ID_LEN);
+	return true;
 }
 
 bool kvw_seq_get(const void *frame, size_t len, uint64_t *seq)

@@ -4,7 +4,7 @@
  * The codec for vLLM's KV-cache event stream (reference/kv-events.md): a decoder that turns
  * one msgpack payload (a KVEventBatch) into plain C structures, an encoder that produces the
  * same payloads for the fake pod and the tests, and the small helpers for the other two ZMQ
- * frames (topic and 8-byte sequence number).
+ * frames (topic and sequence frame: 8-byte number, optionally a 16-byte publisher id).
  *
  * The decoder accepts both encodings vLLM has used: positional arrays (msgspec array_like)
  * and "type"-tagged maps, for the batch and for each event independently. Trailing
@@ -103,7 +103,7 @@ struct kvw_event {
 	const uint64_t *hashes; /* block_hashes (BlockStored, BlockRemoved) */
 	size_t nhashes;
 
-	bool has_parent; /* BlockStored: parent_block_hash not nil */
+	bool has_parent; /* BlockStored: parent_block_hash neither nil nor 0 (parent then 0) */
 	uint64_t parent;
 
 	const uint32_t *tokens; /* BlockStored: token_ids, all new full blocks back to back */
@@ -240,6 +240,19 @@ int kvw_parse_topic(const char *topic, size_t len, char *pod, size_t podlen, cha
  * if len is not 8.
  */
 bool kvw_seq_get(const void *frame, size_t len, uint64_t *seq);
+
+/*
+ * A live or replayed message's sequence frame: the 8-byte big-endian sequence, optionally
+ * followed by a 16-byte publisher id (vLLM #57789's shape, vllm/distributed/kv_events.py: a
+ * new id is a new engine process). Returns false (*out untouched) for any other length.
+ */
+#define KVW_PUB_ID_LEN 16
+struct kvw_seqf {
+	uint64_t seq;
+	bool has_id;
+	uint8_t id[KVW_PUB_ID_LEN]; /* zero without an id */
+};
+bool kvw_seq_frame(const void *frame, size_t len, struct kvw_seqf *out);
 
 /* Writes seq as 8 big-endian bytes to frame. */
 void kvw_seq_put(void *frame, uint64_t seq);

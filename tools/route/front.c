@@ -217,7 +217,7 @@ static void fwd_done(struct call *c, CURLcode rc)
 	uint64_t now = kvidx_now_ns();
 
 	if (q->routed)
-		F->rt.o->pods[q->d.cand].outstanding--;
+		route_load_end(&F->rt, &q->d);
 	if (!c->head_done) {
 		/* Nothing reached the client yet: try another pod, or say why not. */
 		if (q->routed && call_unreachable(c, rc)) {
@@ -427,7 +427,7 @@ static int route_and_forward(struct freq *q)
 		q->tried[q->d.cand / 64] |= 1ull << (q->d.cand % 64);
 		if (q->tries == 0)
 			F->t.n[q->d.kind]++;
-		o->pods[q->d.cand].outstanding++;
+		route_load_start(&F->rt, &q->d);
 		if (!o->quiet && o->json)
 			printf("{\"event\":\"route\",\"id\":\"%s\",\"corr\":\"0x%016" PRIx64
 			       "\",\"pod\":\"%s\",\"kind\":\"%s\",\"blocks\":%u,"
@@ -442,7 +442,7 @@ static int route_and_forward(struct freq *q)
 		q->state = F_FORWARD;
 		if (start_call(q, &o->pods[q->d.cand], ep_path(q->ep), body, len, "POST") == 0)
 			return 0;
-		o->pods[q->d.cand].outstanding--;
+		route_load_end(&F->rt, &q->d);
 		if (++q->tries >= o->tries) {
 			set_error(q, 502, "cannot start a request to a pod");
 			return -1;
@@ -777,7 +777,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		/* The client left first: so does the request to the pod. */
 		call_cancel(&F->cl, &q->call);
 		if (q->routed)
-			F->o->pods[q->d.cand].outstanding--;
+			route_load_end(&F->rt, &q->d);
 	}
 	call_destroy(&q->call);
 	json_decref(q->req);

@@ -31,7 +31,7 @@
 #include "rng.h"
 
 #define MAX_LINE (64u << 20)      /* bytes in one input line */
-#define VOCAB 50000u              /* synthetic tokens are drawn from [0, VOCAB) */
+#define VOCAB ROUTE_VOCAB
 #define MAX_FOLLOWUPS 1024        /* synthetic next turns waiting to be sent */
 #define MAX_TURNS 4               /* turns of one synthetic conversation */
 #define MAX_SEEN 256              /* pod names learnt from fronts */
@@ -55,6 +55,7 @@ struct lreq {
 	uint32_t *toks; /* the prompt, kept for its next turn (synthetic) */
 	unsigned turn;
 	int prev_pod; /* the pod of the previous turn, -1 for a first turn */
+	double pod_ttft_ms;   /* the pod's X-Fakepod-Ttft-Seconds, -1 without */
 	struct sse sse;
 	struct tc_buf raw;    /* a whole (not streamed) answer */
 	struct usage u;
@@ -94,13 +95,18 @@ struct load {
 	uint64_t period, next_due, stop_at;
 	struct followup fu[MAX_FOLLOWUPS];
 	size_t nfu;
+	struct trace tr;         /* --trace: its requests, the next one at ti */
+	size_t ti;
+	uint64_t req_max_tokens; /* max_tokens of the request being submitted (0: --max-tokens) */
 
 	/* results */
 	struct tally t;
 	uint64_t status[S_COUNT], bad_lines, no_usage;
 	uint64_t fu_n, fu_same, fu_cached, fu_prompt;
 	struct samples ttft_all; /* every answer's TTFT, whatever its kind */
+	uint64_t pod_prefill[MAX_SEEN]; /* per pod: prompt tokens answered uncached */
 	uint64_t t_last;         /* the last answer */
+	uint64_t pod_ttfts;      /* answers whose TTFT the pod gave */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -138,6 +144,14 @@ static double unit(uint64_t *rng)
 static double ms_between(uint64_t a, uint64_t b)
 {
 	return (double)(b - a) / 1e6;
+}
+
+/* q's TTFT in ms: the pod's own figure if it gave one, else to the first byte; -1 if none. */
+static double ttft_of(const struct lreq *q)
+{
+	if (q->pod_ttft_ms >= 0)
+		return q->pod_ttft_ms;
+	return q->call.t_first ? ms_between(q->sent_ns, q->call.t_first) : -1;
 }
 
 static const char *pod_name_of(const struct load *L, const struct lreq *q)
@@ -188,7 +202,7 @@ static void print_route(struct load *L, const struct lreq *q)
 static void print_outcome(struct load *L, const struct lreq *q, enum status st, long http,
 			  uint32_t cached, bool fw, uint64_t now)
 {
-	double ttft = q->call.t_first ? ms_between(q->sent_ns, q->call.t_first) : -1;
+	double ttft = ttft_of(q);
 
 	if (L->o->quiet)
 		return;
@@ -226,7 +240,8 @@ static void print_summary(struct load *L)
 
 	double el = L->t_last > L->t0 ? (double)(L->t_last - L->t0) / 1e9 : 0;
 	double rps = el > 0 ? (double)L->status[S_OK] / el : 0;
-	double a50 = samples_q(&L->ttft_all, 0.5), a99 = samples_q(&L->ttft_all, 0.99);
+	double a50 = samples_q(&L->ttft_all, 0.5), a90 = samples_q(&L->ttft_all, 0.9);
+	double a99 = samples_q(&L->ttft_all, 0.99);
 
 	for (int s = 0; s < S_COUNT; s++)
 		outcomes += L->status[s];
@@ -244,22 +259,32 @@ static void print_summary(struct load *L)
 		       ",\"score_failed\":%" PRIu64 ",\"bad_lines\":%" PRIu64
 		       ",\"followups\":%" PRIu64 ",\"followups_same_pod\":%" PRIu64
 		       ",\"followup_cached_tokens\":%" PRIu64 ",\"followup_prompt_tokens\":%" PRIu64
-		       ",\"elapsed_s\":%.3f,\"answers_per_s\":%.1f,\"ttft_p50_ms\":%.3f"
-		       ",\"ttft_p99_ms\":%.3f,\"kinds\":{",
+		       ",\"elapsed_s\":%.3f,\"answers_per_s\":%.3f,\"ttft_p50_ms\":%.3f"
+		       ",\"ttft_p90_ms\":%.3f,\"ttft_p99_ms\":%.3f,\"ttft_from_pod\":%" PRIu64
+		       ",\"kinds\":{",
 		       total, t->n[K_PREDICTED], t->n[K_CONFIRMED], t->n[K_NOMATCH], outcomes,
 		       L->status[S_OK], L->status[S_FAILED], L->status[S_CANCELLED],
 		       L->status[S_ERROR], L->status[S_TIMEOUT], L->status[S_UNREACHABLE], fw,
 		       t->false_warm[K_PREDICTED], t->false_warm[K_CONFIRMED], t->wasted, cached,
 		       prompt, L->no_usage, rt->commits_dropped, rt->reports_dropped, rt->retries,
 		       rt->score_failed, L->bad_lines, L->fu_n, L->fu_same, L->fu_cached,
-		       L->fu_prompt, el, rps, a50, a99);
+		       L->fu_prompt, el, rps, a50, a90, a99, L->pod_ttfts);
 		tally_print(t, stdout, true);
-		printf("},\"pods\":{");
+		printf("},\"policy\":");
+		tc_json_str(stdout, L->direct ? policy_name[o->policy] : "front");
+		printf(",\"pods\":{");
 		for (int i = 0; i < npods; i++) {
 			if (i)
 				putchar(',');
 			tc_json_str(stdout, L->direct ? o->pods[i].name : L->seen[i]);
 			printf(":%" PRIu64, L->direct ? o->pods[i].routed : L->seen_routed[i]);
+		}
+		printf("},\"pod_prefill_tokens\":{");
+		for (int i = 0; i < npods; i++) {
+			if (i)
+				putchar(',');
+			tc_json_str(stdout, L->direct ? o->pods[i].name : L->seen[i]);
+			printf(":%" PRIu64, L->pod_prefill[i]);
 		}
 		printf("}}\n");
 	} else {
@@ -276,8 +301,9 @@ static void print_summary(struct load *L)
 		       fw, t->false_warm[K_PREDICTED], t->false_warm[K_CONFIRMED], t->wasted, cached,
 		       prompt);
 		tally_print(t, stdout, false);
-		printf("summary: %" PRIu64 " answers in %.2f s (%.1f/s), TTFT p50 %.2f ms p99 %.2f ms\n",
-		       L->status[S_OK], el, rps, a50, a99);
+		printf("summary: %" PRIu64 " answers in %.2f s (%.1f/s), TTFT p50 %.2f ms p90 %.2f ms"
+		       " p99 %.2f ms (%" PRIu64 " of them the pod's own figure)\n", L->status[S_OK], el,
+		       rps, a50, a90, a99, L->pod_ttfts);
 		printf("summary: next turns %" PRIu64 ", on the previous turn's pod %" PRIu64
 		       ", cached %" PRIu64 " of %" PRIu64 " prompt tokens\n",
 		       L->fu_n, L->fu_same, L->fu_cached, L->fu_prompt);
@@ -286,10 +312,16 @@ static void print_summary(struct load *L)
 		       PRIu64 ", bad input lines %" PRIu64 "\n",
 		       rt->commits_dropped, rt->reports_dropped, rt->retries, rt->score_failed,
 		       L->no_usage, L->bad_lines);
-		printf("summary: routed per pod:");
+		printf("summary: routed per pod (policy %s):",
+		       L->direct ? policy_name[o->policy] : "front's");
 		for (int i = 0; i < npods; i++)
 			printf(" %s %" PRIu64, L->direct ? o->pods[i].name : L->seen[i],
 			       L->direct ? o->pods[i].routed : L->seen_routed[i]);
+		printf("\n");
+		printf("summary: prompt tokens computed (uncached) per pod:");
+		for (int i = 0; i < npods; i++)
+			printf(" %s %" PRIu64, L->direct ? o->pods[i].name : L->seen[i],
+			       L->pod_prefill[i]);
 		printf("\n");
 	}
 	fflush(stdout);
@@ -342,6 +374,14 @@ static void on_head(struct call *c)
 	struct load *L = q->L;
 	struct curl_header *h;
 
+	/* kvidx-fakepod's model time to first token (its whole answer comes at the end). */
+	if (curl_easy_header(c->easy, "X-Fakepod-Ttft-Seconds", 0, CURLH_HEADER, -1, &h) ==
+	    CURLHE_OK) {
+		char *end;
+		double v = strtod(h->value, &end);
+		if (end != h->value && !*end && v >= 0 && v < 1e7)
+			q->pod_ttft_ms = v * 1e3;
+	}
 	if (L->direct)
 		return;
 	/* The front's decision, from its headers. */
@@ -403,7 +443,7 @@ static void on_done(struct call *c, CURLcode rc)
 	else
 		st = S_ERROR;
 	if (L->direct && q->pod >= 0) {
-		L->o->pods[q->pod].outstanding--;
+		route_load_end(&L->rt, &q->d);
 		if (st == S_UNREACHABLE)
 			pod_down(&L->rt, &L->o->pods[q->pod], now);
 	}
@@ -436,12 +476,16 @@ static void on_done(struct call *c, CURLcode rc)
 		L->t.ok[k]++;
 		L->t.cached[k] += cached;
 		L->t.prompt[k] += q->ntok;
-		if (c->t_first)
-			samples_add(&L->t.ttft[k], ms_between(q->sent_ns, c->t_first));
+		if (ttft_of(q) >= 0)
+			samples_add(&L->t.ttft[k], ttft_of(q));
 		samples_add(&L->t.total[k], ms_between(q->sent_ns, now));
 	}
-	if (st == S_OK && c->t_first)
-		samples_add(&L->ttft_all, ms_between(q->sent_ns, c->t_first));
+	if (st == S_OK && ttft_of(q) >= 0)
+		samples_add(&L->ttft_all, ttft_of(q));
+	if (st == S_OK && q->pod_ttft_ms >= 0)
+		L->pod_ttfts++;
+	if (st == S_OK && q->pod >= 0 && q->pod < MAX_SEEN)
+		L->pod_prefill[q->pod] += q->ntok > cached ? q->ntok - cached : 0;
 	if (st == S_OK)
 		L->t_last = now;
 	if (q->turn > 1 && st == S_OK) {
@@ -475,6 +519,7 @@ static void submit(struct load *L, const uint32_t *toks, size_t n, unsigned turn
 	q->turn = turn;
 	q->prev_pod = prev_pod;
 	q->pod = -1;
+	q->pod_ttft_ms = -1;
 	if (o->synthetic) {
 		q->toks = tc_xrealloc(NULL, n * sizeof(*toks));
 		memcpy(q->toks, toks, n * sizeof(*toks));
@@ -490,7 +535,7 @@ static void submit(struct load *L, const uint32_t *toks, size_t n, unsigned turn
 		q->kind_known = true;
 		q->expected = route_expected(&L->rt, &q->d, q->ntok);
 		L->t.n[q->d.kind]++;
-		o->pods[q->pod].outstanding++;
+		route_load_start(&L->rt, &q->d);
 		snprintf(url, sizeof(url), "%s/v1/completions", o->pods[q->pod].url);
 		print_route(L, q);
 	} else {
@@ -501,7 +546,9 @@ static void submit(struct load *L, const uint32_t *toks, size_t n, unsigned turn
 	q->call.on_head = on_head;
 	q->call.on_data = on_data;
 	q->call.on_done = on_done;
-	q->call.body = completion_body(o->model, toks, n, o->max_tokens, o->stream, &q->call.len);
+	q->call.body = completion_body(o->model, toks, n,
+				       L->req_max_tokens ? L->req_max_tokens : o->max_tokens,
+				       o->stream, &q->call.len);
 	snprintf(id, sizeof(id), "kvidx-%016" PRIx64, q->corr);
 	call_header(&q->call, "Content-Type", "application/json");
 	call_header(&q->call, "X-Request-Id", id);
@@ -620,6 +667,24 @@ static size_t synth_prompt(struct load *L)
 	return n;
 }
 
+/* When trace request r is due: its timestamp over --trace-speedup after the start. */
+static uint64_t trace_due(const struct load *L, const struct trace_req *r)
+{
+	return L->t0 + (uint64_t)((double)r->t_ms * 1e6 / L->o->trace_speedup);
+}
+
+/* --trace-dump: each request's prompt as an input line (tokens), then out. */
+static int trace_dump(struct load *L)
+{
+	for (size_t i = 0; i < L->tr.n; i++) {
+		size_t n = trace_prompt(&L->tr, i, &L->toks, &L->toks_cap);
+		for (size_t k = 0; k < n; k++)
+			printf(k ? " %" PRIu32 : "%" PRIu32, L->toks[k]);
+		putchar('\n');
+	}
+	return fflush(stdout) ? 1 : 0;
+}
+
 /* The earliest waiting next turn, or -1. */
 static int followup_next(const struct load *L)
 {
@@ -653,6 +718,20 @@ static bool send_due(struct load *L)
 			L->made++;
 			submit(L, fu.toks, fu.n, fu.turn, fu.prev_pod);
 			free(fu.toks);
+			now = kvidx_now_ns();
+			continue;
+		}
+		if (o->trace) {
+			if (L->ti >= L->tr.n)
+				goto done;
+			const struct trace_req *r = &L->tr.v[L->ti];
+			if (now < trace_due(L, r))
+				return true;
+			size_t tn = trace_prompt(&L->tr, L->ti++, &L->toks, &L->toks_cap);
+			L->made++;
+			L->req_max_tokens = r->output_len ? r->output_len : 1;
+			submit(L, L->toks, tn, 1, -1);
+			L->req_max_tokens = 0;
 			now = kvidx_now_ns();
 			continue;
 		}
@@ -704,6 +783,8 @@ static long next_wait_ms(const struct load *L, long cap)
 		due = L->fu[f].due;
 	if (L->period && (L->o->synthetic || line_ready(L, &len)) && L->next_due < due)
 		due = L->next_due;
+	if (L->o->trace && L->ti < L->tr.n && trace_due(L, &L->tr.v[L->ti]) < due)
+		due = trace_due(L, &L->tr.v[L->ti]);
 	if (!L->period && line_ready(L, &len))
 		due = now;
 	if (due == UINT64_MAX)
@@ -722,7 +803,19 @@ int load_main(struct opts *o, int sigfd)
 	L.o = o;
 	L.fd = -1;
 	L.direct = o->nfronts == 0;
-	if (!o->synthetic) {
+	if (o->trace) {
+		if (trace_load(&L.tr, o->trace, o->trace_limit) < 0)
+			return 1;
+		if (L.tr.bad)
+			fprintf(stderr, PROG ": --trace %s: %" PRIu64 " bad line%s skipped\n",
+				o->trace, L.tr.bad, L.tr.bad == 1 ? "" : "s");
+		if (o->trace_dump) {
+			rc = trace_dump(&L);
+			trace_free(&L.tr);
+			free(L.toks);
+			return rc;
+		}
+	} else if (!o->synthetic) {
 		L.fd = o->file ? open(o->file, O_RDONLY | O_CLOEXEC) : 0;
 		if (L.fd < 0) {
 			fprintf(stderr, PROG ": %s: %s\n", o->file, strerror(errno));
@@ -783,6 +876,7 @@ int load_main(struct opts *o, int sigfd)
 		router_close(&L.rt);
 	tally_free(&L.t);
 	samples_free(&L.ttft_all);
+	trace_free(&L.tr);
 	free(L.buf);
 	free(L.toks);
 	return rc;

@@ -51,6 +51,16 @@ static void usage(FILE *f)
 "  --prefill NAME=URL     a prefill pod under P/D disaggregation, repeatable: the\n"
 "                         best-scored prefill pod is committed too and named to the decode\n"
 "                         pod in the x-prefiller-host-port header (llm-d's sidecar)\n"
+"  --policy P             how to pick a pod (default kvidx; see Policy below): kvidx,\n"
+"                         prefix, round-robin, least-loaded, llm-d, dynamo\n"
+"  --pod-prefill-rate R   prompt tokens a pod prefills per second (default 24000, as\n"
+"                         kvidx-fakepod's model): the pods' prefill backlogs drain at it\n"
+"  --pod-time-scale F     the pods' model runs F times as fast as the wall clock, as\n"
+"                         kvidx-fakepod --time-scale (default 1: real pods)\n"
+"  --pod-max-num-seqs N   a pod's running-set bound, vLLM's --max-num-seqs (default 1024):\n"
+"                         llm-d's queue scorer counts the requests beyond it as waiting\n"
+"  --pod-kv-blocks N      a pod's KV cache in blocks (default 25000; 0: usage 0): llm-d's\n"
+"                         KV-utilization scorer\n"
 "  --spec-weight W        weight of a speculative block in the score, 0..1 (default 1, as\n"
 "                         llm-d; below 1 a confirmed match beats an equally long prediction)\n"
 "  --down-ms MS           a pod that cannot be reached is left out this long (default 5000)\n"
@@ -81,6 +91,14 @@ static void usage(FILE *f)
 "                           (default 0)\n"
 "  --followup-ms MS         mean of the exponential gap from an answer to the next turn\n"
 "                           (default 100)\n"
+"  --trace FILE           replay a request trace in the Mooncake format instead (one JSON\n"
+"                         object a line: timestamp ms, input_length, output_length,\n"
+"                         hash_ids): each hash id is the same 512 synthetic tokens in every\n"
+"                         process, max_tokens is output_length, arrivals at the timestamps\n"
+"  --trace-speedup X        divide the trace's timestamps by X (default 1)\n"
+"  --trace-limit N          replay its first N requests only (default 0: all)\n"
+"  --trace-dump             print each request's prompt as an input line and exit (no\n"
+"                           index, no pods needed)\n"
 "  --rate R               requests per second (synthetic default 10; with lines: default 0,\n"
 "                         each line as soon as it is read; 0: as fast as --concurrency\n"
 "                         allows)\n"
@@ -94,6 +112,8 @@ static void usage(FILE *f)
 "  --concurrency N        requests in flight at most; the input waits beyond (default\n"
 "                         4096; with --rate 0 a closed loop of N clients)\n"
 "  --no-stream            ask for whole answers (TTFT is then the whole answer's time)\n"
+"  TTFT is the pod's own figure where an answer carries X-Fakepod-Ttft-Seconds\n"
+"  (kvidx-fakepod's model time), else the time to the first answer byte\n"
 "\n"
 "Validation (--validate): pairs of requests sharing a long fresh prefix, the second sent\n"
 "a gap after the first; see the README's TTL guide.\n"
@@ -114,9 +134,21 @@ static void usage(FILE *f)
 "  --json                 JSON lines instead of text\n"
 "  -h, --help             print this help and exit\n"
 "\n"
-"Policy: the best score wins (blocks matched from block 0, tier- and speculation-weighted)\n"
-"among the pods that are up; ties go to the pod with the fewest requests outstanding, then\n"
-"round robin. Pods the index does not know (yet) are routed to without scores or commits.\n"
+"Policy (--policy), among the pods that are up, from the score (blocks matched from block\n"
+"0, tier- and speculation-weighted) and each pod's load as this router sent it (requests\n"
+"outstanding; the prefill backlog: uncached tokens sent, drained at --pod-prefill-rate;\n"
+"prompt tokens in flight):\n"
+"  kvidx         the lowest expected TTFT: (prefill queued + this prompt's uncached tokens,\n"
+"                speculative blocks discounted by the pod's confirmation rate) / rate\n"
+"  prefix        the best score\n"
+"  round-robin   the next pod in turn\n"
+"  least-loaded  the fewest requests outstanding\n"
+"  llm-d         llm-d's precise prefix-cache profile: 2 x prefix + 1 x (1 - KV usage)\n"
+"                + 1 x queue, the highest\n"
+"  dynamo        Dynamo's KV router cost, the lowest: max(prefill blocks (queued +\n"
+"                prompt) - overlap blocks, 0) + decode blocks (in flight + prompt)\n"
+"Ties go to the pod with the fewest requests outstanding, then round robin. Pods the index\n"
+"does not know (yet) are routed to without scores or commits.\n"
 "A pod that cannot be reached is marked down for --down-ms; the front retries elsewhere.\n"
 "\n"
 "Each decision prints its kind: predicted (the chosen pod's match includes speculative\n"
@@ -191,7 +223,8 @@ enum {
 	O_LISTEN, O_TRIES, O_FRONT, O_FILE, O_SYNTH, O_PREFIXES, O_PREFIX_BLOCKS,
 	O_SUFFIX_BLOCKS, O_SEED, O_FOLLOWUPS, O_FOLLOWUP_MS, O_RATE, O_POISSON, O_COUNT,
 	O_DURATION, O_MAX_TOKENS, O_CONCURRENCY, O_NO_STREAM, O_VALIDATE, O_PAIRS, O_GAPS, O_SCENARIOS,
-	O_FAKEPODS, O_DELAY, O_STAGGER, O_QUIET, O_JSON,
+	O_FAKEPODS, O_DELAY, O_STAGGER, O_QUIET, O_JSON, O_POLICY, O_PREFILL_RATE, O_MAX_SEQS,
+	O_KV_BLOCKS, O_TIME_SCALE, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP,
 };
 
 static void parse_args(struct opts *o, int argc, char **argv)
@@ -202,6 +235,15 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "pod", required_argument, NULL, O_POD },
 		{ "prefill", required_argument, NULL, O_PREFILL },
 		{ "spec-weight", required_argument, NULL, O_SPEC_WEIGHT },
+		{ "policy", required_argument, NULL, O_POLICY },
+		{ "trace", required_argument, NULL, O_TRACE },
+		{ "trace-speedup", required_argument, NULL, O_TRACE_SPEEDUP },
+		{ "trace-limit", required_argument, NULL, O_TRACE_LIMIT },
+		{ "trace-dump", no_argument, NULL, O_TRACE_DUMP },
+		{ "pod-prefill-rate", required_argument, NULL, O_PREFILL_RATE },
+		{ "pod-max-num-seqs", required_argument, NULL, O_MAX_SEQS },
+		{ "pod-time-scale", required_argument, NULL, O_TIME_SCALE },
+		{ "pod-kv-blocks", required_argument, NULL, O_KV_BLOCKS },
 		{ "down-ms", required_argument, NULL, O_DOWN },
 		{ "connect-timeout-ms", required_argument, NULL, O_CONNECT },
 		{ "reply-timeout-ms", required_argument, NULL, O_TIMEOUT },
@@ -244,7 +286,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			    .prefix_blocks = 8, .suffix_blocks = 2, .seed = 1,
 			    .reply_timeout_ms = 300000, .connect_timeout_ms = 1000,
 			    .down_ms = 5000, .tries = 3, .spec_weight = 1.0, .followup_ms = 100,
-			    .max_tokens = 4, .concurrency = 4096, .stream = true, .pairs = 5, .stagger_ms = 50 };
+			    .max_tokens = 4, .concurrency = 4096, .policy = P_KVIDX,
+			    .prefill_rate = 24000, .pod_max_num_seqs = 1024, .pod_kv_blocks = 25000,
+			    .pod_time_scale = 1, .trace_speedup = 1, .stream = true, .pairs = 5, .stagger_ms = 50 };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
@@ -257,6 +301,29 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		case O_POD: opt_pod(o, optarg, false); break;
 		case O_PREFILL: opt_pod(o, optarg, true); break;
 		case O_SPEC_WEIGHT: o->spec_weight = tc_arg_num("spec-weight", optarg, 0, 1); break;
+		case O_POLICY:
+			if (policy_parse(optarg, &o->policy))
+				tc_usage_error("--policy: '%s' is none of kvidx, prefix, round-robin, "
+					       "least-loaded, llm-d, dynamo", optarg);
+			break;
+		case O_TRACE: o->trace = optarg; break;
+		case O_TRACE_SPEEDUP:
+			o->trace_speedup = tc_arg_num("trace-speedup", optarg, 1e-3, 1e6);
+			break;
+		case O_TRACE_LIMIT: o->trace_limit = opt_u64("trace-limit", optarg, 0, UINT32_MAX); break;
+		case O_TRACE_DUMP: o->trace_dump = true; break;
+		case O_PREFILL_RATE:
+			o->prefill_rate = tc_arg_num("pod-prefill-rate", optarg, 1, 1e9);
+			break;
+		case O_TIME_SCALE:
+			o->pod_time_scale = tc_arg_num("pod-time-scale", optarg, 1e-3, 1e6);
+			break;
+		case O_MAX_SEQS:
+			o->pod_max_num_seqs = opt_u64("pod-max-num-seqs", optarg, 1, 1u << 20);
+			break;
+		case O_KV_BLOCKS:
+			o->pod_kv_blocks = opt_u64("pod-kv-blocks", optarg, 0, 1ull << 40);
+			break;
 		case O_DOWN: o->down_ms = opt_u64("down-ms", optarg, 0, 86400000); break;
 		case O_CONNECT:
 			o->connect_timeout_ms = opt_u64("connect-timeout-ms", optarg, 1, 600000);
@@ -325,6 +392,14 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		tc_usage_error("--listen and --validate exclude each other");
 	if (o->listen)
 		o->mode = M_FRONT;
+	if (o->trace && (o->synthetic || o->file))
+		tc_usage_error("--trace excludes --synthetic and --file");
+	if (o->trace && o->mode != M_LOAD)
+		tc_usage_error("--trace is for the load generator, not with --listen or --validate");
+	if ((o->trace_dump || o->trace_limit) && !o->trace)
+		tc_usage_error("--trace-dump and --trace-limit need --trace FILE");
+	if (o->trace_dump) /* no pods needed to print prompts */
+		return;
 	if (o->nfronts && o->mode != M_LOAD)
 		tc_usage_error("--front is for the load generator, not with --listen or "
 			       "--validate");

@@ -10,9 +10,14 @@
  *   confirmed  the chosen pod matched blocks, all confirmed by BlockStored events
  *   nomatch    the chosen pod matched no block
  *
- * Policy: the best score wins; ties go to the pod with the fewest requests outstanding,
- * then round robin. Under P/D (--prefill pods), the prefill pod is the best-scored prefill
- * pod and the decode pod the best-scored decode pod; both are committed in one route.
+ * Policy: --policy (policy.c) over each candidate's score row and load, all read from
+ * memory; ties go to the pod with the fewest requests outstanding, then round robin. Under
+ * P/D (--prefill pods), the prefill pod is the policy's pick among the prefill pods and the
+ * decode pod its pick among the decode pods; both are committed in one route.
+ *
+ * Load: each pod's requests outstanding, its prefill backlog (the uncached tokens this router
+ * sent it, drained at the pod's prefill rate) and the prompt tokens of its requests
+ * outstanding (route_load_*).
  */
 #include "route.h"
 
@@ -22,6 +27,8 @@
 
 #include "attach.h"
 #include "cli.h"
+#include "layout.h"
+#include "podsnap.h"
 
 #define REFRESH_NS (1 * NS_PER_S)    /* full re-lookup of pod indices */
 #define MISSING_NS (100 * NS_PER_MS) /* re-lookup of pods the index does not know yet */
@@ -50,6 +57,11 @@ int router_attach(struct router *rt, struct opts *o)
 	snprintf(rt->seed, sizeof(rt->seed), "%s", in.seed);
 	kvidx_weights_default(&rt->weights);
 	rt->weights.speculative = o->spec_weight;
+	rt->pp = (struct pol_params){ .block_size = rt->bs, .prefill_rate = o->prefill_rate,
+				      .max_num_seqs = (uint32_t)o->pod_max_num_seqs,
+				      .kv_blocks = o->pod_kv_blocks };
+	for (int i = 0; i < MAX_PODS; i++)
+		rt->confirm[i] = 1.0;
 	rt->rows = tc_xrealloc(NULL, MAX_PODS * sizeof(*rt->rows));
 	return 0;
 }
@@ -163,44 +175,128 @@ const uint64_t *route_keys(struct router *rt, const uint32_t *tokens, size_t nto
 	return rt->keys;
 }
 
-/* The best of the pods of one role (prefill or decode) not in tried; -1 if none. */
-static int best_of(struct router *rt, bool prefill, const double *score, const uint64_t *tried,
-		   uint64_t now)
+/*
+ * Every RATES_NS, each pod's confirmation rate from the index's per-pod counters: of its
+ * speculative routes decided (confirmed in time, expired first, never confirmed, dropped),
+ * the share confirmed in time. Below RATES_MIN decided routes the rate is 1 (the index trusts
+ * a prediction for its TTL). Reads memory only.
+ */
+#define RATES_NS (1 * NS_PER_S)
+#define RATES_MIN 16
+
+static void rates_maybe_refresh(struct router *rt, uint64_t now)
 {
 	struct opts *o = rt->o;
-	int best = -1;
-	bool best_up = false;
+	struct tc_pod *ps = NULL;
+	int n;
 
-	for (int k = 0; k < o->npods; k++) {
-		int i = (rt->rr + k) % o->npods;
+	if (now < rt->next_rates_ns)
+		return;
+	rt->next_rates_ns = now + RATES_NS;
+	for (int i = 0; i < o->npods; i++)
+		rt->confirm[i] = 1.0;
+	n = tc_pods_snapshot(rt->r, &ps);
+	for (int k = 0; k < n; k++) {
+		const uint64_t *c = ps[k].ctr;
+		uint64_t ok = c[KV_PC_routes_in_time];
+		uint64_t decided = ok + c[KV_PC_routes_early_expiries] +
+				   c[KV_PC_routes_stale_expiries] + c[KV_PC_routes_dropped_clear] +
+				   c[KV_PC_routes_dropped_removed] + c[KV_PC_routes_dropped_evicted];
+		for (int i = 0; i < o->npods; i++)
+			if (o->pods[i].idx == ps[k].idx && decided >= RATES_MIN)
+				rt->confirm[i] = (double)ok / (double)decided;
+	}
+	free(ps);
+}
+
+/*
+ * Pod p's prefill backlog at now: what this router sent it, drained at --pod-prefill-rate
+ * tokens per second of pod time (--pod-time-scale per second of wall time) since the last
+ * look. A fluid model of the pod's FCFS prefill queue: it needs no answer to come (a pod that
+ * sends its whole answer at the end, as kvidx-fakepod's model does, says nothing at the first
+ * token) and errs by the steps' overheads, which it ignores.
+ */
+static double backlog_at(const struct router *rt, struct pod *p, uint64_t now)
+{
+	if (now > p->backlog_ns) {
+		double drained = (double)(now - p->backlog_ns) / 1e9 * rt->o->pod_time_scale *
+				 rt->pp.prefill_rate;
+		p->backlog = p->backlog > drained ? p->backlog - drained : 0;
+		p->backlog_ns = now;
+	}
+	return p->backlog;
+}
+
+/*
+ * Pod i's load as the policies see it: this router's own view (requests outstanding, prefill
+ * backlog, active tokens). The index's load view (kvidx_pod_load, fed by every router's
+ * commits, prompt_tokens included) is not joined in yet: see tools/route/README.md.
+ */
+static void load_of(const struct router *rt, int i, struct pol_pod *pp, uint64_t now)
+{
+	struct pod *p = &rt->o->pods[i];
+
+	pp->inflight = p->outstanding;
+	pp->prefill_tokens = (uint64_t)(backlog_at(rt, p, now) + 0.5);
+	pp->active_tokens = p->active_tokens;
+}
+
+/*
+ * The pick among the pods of one role (prefill or decode) not in tried: the policy's among
+ * those that are up; if none is, the down pod whose down time ends first. -1 if none.
+ */
+static int best_of(struct router *rt, bool prefill, struct pol_pod *pp, const struct pol_req *req,
+		   const uint64_t *tried, uint64_t now, double *cost)
+{
+	struct opts *o = rt->o;
+	int best, down = -1;
+
+	for (int i = 0; i < o->npods; i++) {
 		struct pod *p = &o->pods[i];
-		bool up = pod_is_up(p, now);
+		bool mine = p->prefill == prefill && !(tried && (tried[i / 64] >> (i % 64) & 1));
 
-		if (p->prefill != prefill || (tried && (tried[i / 64] >> (i % 64) & 1)))
-			continue;
-		/* An up pod beats a down one; among those, the score, then fewer outstanding;
-		 * among down pods, the one whose down time ends first. */
-		if (best < 0 || (up && !best_up) ||
-		    (up == best_up && up &&
-		     (score[i] > score[best] ||
-		      (score[i] == score[best] &&
-		       p->outstanding < o->pods[best].outstanding))) ||
-		    (!up && !best_up && p->down_until < o->pods[best].down_until)) {
-			best = i;
-			best_up = up;
-		}
+		pp[i].eligible = mine && pod_is_up(p, now);
+		if (mine && !pp[i].eligible && (down < 0 || p->down_until < o->pods[down].down_until))
+			down = i;
+	}
+	best = policy_pick(o->policy, &rt->pp, req, pp, o->npods, rt->rr, cost);
+	if (best < 0 && down >= 0) {
+		*cost = 0;
+		best = down;
 	}
 	return best;
+}
+
+/* Each candidate's score row and load into pp[] (by opts.pods index). */
+static void fill_candidates(struct router *rt, int rows, struct pol_pod *pp, uint64_t now)
+{
+	struct opts *o = rt->o;
+
+	for (int i = 0; i < o->npods; i++) {
+		pp[i] = (struct pol_pod){ .confirm_rate = rt->confirm[i] };
+		load_of(rt, i, &pp[i], now);
+	}
+	for (int k = 0; k < rows; k++)
+		for (int i = 0; i < o->npods; i++)
+			if (o->pods[i].idx == rt->rows[k].pod) {
+				const struct kvidx_score *s = &rt->rows[k];
+				pp[i].score = s->score;
+				pp[i].blocks = s->blocks;
+				pp[i].spec_blocks = s->spec_blocks;
+				pp[i].gpu_run = s->run[0];
+				pp[i].cpu_run = s->run[1];
+				pp[i].disk_run = s->run[2];
+			}
 }
 
 int route_pick(struct router *rt, const uint32_t *tokens, size_t ntok, uint64_t corr,
 	       const uint64_t *tried, struct decision *d, uint64_t now)
 {
 	struct opts *o = rt->o;
-	double score[MAX_PODS] = { 0 };
-	uint32_t blocks[MAX_PODS] = { 0 }, spec[MAX_PODS] = { 0 };
+	struct pol_pod pp[MAX_PODS];
 	size_t nk;
 	int rows, best, pre = -1;
+	double cost = 0, pre_cost = 0;
 
 	/* 1. The prompt's block keys, chained from the model's root key with the index's
 	 *    algorithm, seed and block size (a trailing partial block has no key). */
@@ -210,6 +306,7 @@ int route_pick(struct router *rt, const uint32_t *tokens, size_t ntok, uint64_t 
 	 *    confirmed or predicted. Wait-free. -KVIDX_ERETRY means this reader was expelled
 	 *    while stalled and has re-registered: one retry, then route without scores. */
 	pods_maybe_refresh(rt, now);
+	rates_maybe_refresh(rt, now);
 	rows = kvidx_score(rt->r, rt->keys, nk, rt->cand, rt->ncand, &rt->weights, rt->rows,
 			   rt->ncand);
 	if (rows == -KVIDX_ERETRY) {
@@ -221,29 +318,26 @@ int route_pick(struct router *rt, const uint32_t *tokens, size_t ntok, uint64_t 
 		rt->score_failed++;
 		rows = 0;
 	}
-	for (int k = 0; k < rows; k++)
-		for (int i = 0; i < o->npods; i++)
-			if (o->pods[i].idx == rt->rows[k].pod) {
-				score[i] = rt->rows[k].score;
-				blocks[i] = rt->rows[k].blocks;
-				spec[i] = rt->rows[k].spec_blocks;
-			}
+	fill_candidates(rt, rows, pp, now);
 
-	/* 3. Pick: the best score among the pods that are up; ties go to the pod with the
-	 *    fewest requests outstanding, then round robin (the scan starts after the previous
-	 *    pick). Under P/D, a prefill pod the same way. */
-	best = best_of(rt, false, score, tried, now);
+	/* 3. Pick by --policy among the pods that are up (policy.c): the lowest cost; ties go
+	 *    to the pod with the fewest requests outstanding, then round robin (the scan
+	 *    starts after the previous pick). Under P/D, a prefill pod the same way. */
+	struct pol_req req = { .prompt_tokens = (uint32_t)ntok, .nkeys = (uint32_t)nk };
+	best = best_of(rt, false, pp, &req, tried, now, &cost);
 	if (best < 0)
 		return -1;
 	if (o->nprefill)
-		pre = best_of(rt, true, score, NULL, now);
+		pre = best_of(rt, true, pp, &req, NULL, now, &pre_cost);
 	rt->rr = (best + 1) % o->npods;
 	/* The kind is the match of the pod that prefills: the decode pod without P/D. */
 	int m = pre >= 0 ? pre : best;
-	*d = (struct decision){ .cand = best, .prefill = pre, .blocks = blocks[m],
-				.spec_blocks = spec[m], .nkeys = (uint32_t)nk, .score = score[m],
-				.pod = -1, .prefill_pod = -1 };
-	d->kind = !blocks[m] ? K_NOMATCH : spec[m] ? K_PREDICTED : K_CONFIRMED;
+	*d = (struct decision){ .cand = best, .prefill = pre, .blocks = pp[m].blocks,
+				.spec_blocks = pp[m].spec_blocks, .nkeys = (uint32_t)nk,
+				.score = pp[m].score, .cost = pre >= 0 ? pre_cost : cost,
+				.ntok = (uint32_t)ntok, .pod = -1, .prefill_pod = -1 };
+	d->kind = !d->blocks ? K_NOMATCH : d->spec_blocks ? K_PREDICTED : K_CONFIRMED;
+	d->uncached = (uint32_t)ntok - route_expected(rt, d, (uint32_t)ntok);
 
 	/* 4. Commit the decision: the writer adds speculative entries for the prompt's blocks on
 	 *    the chosen pod(s), trusted for the pod's TTL until its BlockStored event confirms
@@ -257,6 +351,7 @@ int route_pick(struct router *rt, const uint32_t *tokens, size_t ntok, uint64_t 
 			.nkeys = nk < KVIDX_MAX_COMMIT_KEYS ? nk : KVIDX_MAX_COMMIT_KEYS,
 			.matched_blocks = d->blocks,
 			.matched_spec = d->spec_blocks,
+			.prompt_tokens = (uint32_t)ntok,
 		};
 		if (kvidx_commit(rt->r, &route) == 0) {
 			d->committed = true;
@@ -268,6 +363,40 @@ int route_pick(struct router *rt, const uint32_t *tokens, size_t ntok, uint64_t 
 	}
 	o->pods[best].routed++;
 	return 0;
+}
+
+/* The pod whose prefill d's request waits for: its prefill pod under P/D. */
+static struct pod *prefill_pod_of(struct router *rt, const struct decision *d)
+{
+	return &rt->o->pods[d->prefill >= 0 ? d->prefill : d->cand];
+}
+
+void route_load_start(struct router *rt, struct decision *d)
+{
+	struct pod *p = &rt->o->pods[d->cand], *pre = prefill_pod_of(rt, d);
+
+	if (d->held)
+		return;
+	d->held = true;
+	p->outstanding++;
+	p->active_tokens += d->ntok;
+	pre->pending_prefill += d->uncached;
+	backlog_at(rt, pre, kvidx_now_ns());
+	pre->backlog += d->uncached;
+}
+
+void route_load_end(struct router *rt, struct decision *d)
+{
+	struct pod *p = &rt->o->pods[d->cand], *pre = prefill_pod_of(rt, d);
+
+	if (!d->held)
+		return;
+	d->held = false;
+	if (p->outstanding)
+		p->outstanding--;
+	p->active_tokens -= d->ntok <= p->active_tokens ? d->ntok : p->active_tokens;
+	pre->pending_prefill -= d->uncached <= pre->pending_prefill ? d->uncached
+								    : pre->pending_prefill;
 }
 
 uint32_t route_expected(const struct router *rt, const struct decision *d, uint32_t ntok)

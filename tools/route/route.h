@@ -6,12 +6,15 @@
  *
  * The parts, one job a file:
  *   main.c      the command line, the poll loop, signals, the mode chosen
- *   pick.c      the routing decision (keys, score, pick, commit) and pod health: the part a
- *               router embedding kvidx needs
+ *   pick.c      the routing decision (keys, score, pick, commit), the pods' load and health:
+ *               the part a router embedding kvidx needs
+ *   policy.c    the policies (--policy): a cost per pod from its match and load, the pick
  *   client.c    HTTP/1.1 requests to pods with keep-alive (libcurl's multi interface)
  *   answer.c    reading answers: server-sent events, usage, OpenAI-style errors (jansson)
  *   front.c     --listen: the OpenAI-compatible front (libmicrohttpd)
- *   load.c      the load generator: lines, files, the synthetic workload; to pods or fronts
+ *   load.c      the load generator: lines, files, the synthetic workload, a trace; to pods
+ *               or fronts
+ *   trace.c     a Mooncake-format request trace (--trace), its hash ids made tokens
  *   validate.c  --validate: the seed's paired-gap validation against live pods
  *   stats.c     latency samples, percentiles, per-kind tallies and their summary lines
  */
@@ -26,6 +29,7 @@
 #include <curl/curl.h>
 
 #include "kvidx.h"
+#include "policy.h"
 
 #define PROG "kvidx-route"
 #define NS_PER_MS 1000000ull
@@ -34,6 +38,7 @@
 #define MAX_FRONTS 64
 #define URL_MAX 512
 #define MAX_PROMPT_TOKENS (1u << 22)
+#define ROUTE_VOCAB 50000u /* synthetic tokens are drawn from [0, ROUTE_VOCAB) */
 
 /* ---- decisions ---------------------------------------------------------------------------- */
 
@@ -51,6 +56,10 @@ struct pod {
 	int idx;                       /* pod index in the index, -1 while unknown */
 	bool warned;                   /* "not in the index" said once */
 	uint32_t outstanding;          /* requests sent, not answered */
+	uint64_t pending_prefill;      /* uncached prompt tokens of the requests outstanding */
+	uint64_t active_tokens;        /* prompt tokens of the requests outstanding */
+	double backlog;                /* prefill tokens queued, as of backlog_ns (pick.c) */
+	uint64_t backlog_ns;
 	uint64_t routed, failures;
 	uint64_t down_until;           /* marked down (unreachable) until then */
 };
@@ -65,6 +74,14 @@ struct opts {
 	int nfronts;
 	uint64_t prefixes, prefix_blocks, suffix_blocks, count, seed, max_tokens, concurrency;
 	double rate, duration, spec_weight, followups, followup_ms;
+	const char *trace;             /* --trace FILE */
+	double trace_speedup;
+	uint64_t trace_limit;
+	bool trace_dump;
+	enum policy policy;
+	double prefill_rate;           /* --pod-prefill-rate: tokens/s */
+	double pod_time_scale;         /* --pod-time-scale: pod model time per wall time */
+	uint64_t pod_max_num_seqs, pod_kv_blocks;
 	uint64_t reply_timeout_ms, connect_timeout_ms, down_ms, tries;
 	bool stream, text;
 	/* validation */
@@ -90,6 +107,9 @@ struct router {
 	int cand[MAX_PODS];
 	size_t ncand;
 	int rr;      /* round-robin cursor over opts.pods */
+	struct pol_params pp;
+	double confirm[MAX_PODS];  /* per opts.pods index: speculative routes confirmed in time */
+	uint64_t next_rates_ns;
 	uint64_t next_refresh_ns, next_missing_ns;
 	uint64_t commits_dropped, reports_dropped, retries, score_failed;
 };
@@ -100,6 +120,9 @@ struct decision {
 	enum kind kind;
 	uint32_t blocks, spec_blocks, nkeys;
 	double score;
+	double cost;                 /* the policy's cost of the pick (kvidx: expected TTFT, s) */
+	uint32_t ntok, uncached;     /* prompt tokens; those the match did not promise */
+	bool held;                   /* counted in the pods' load (route_load_*) */
 	bool committed;
 	int pod, prefill_pod;        /* index pod indices committed, -1 if none */
 };
@@ -129,6 +152,15 @@ const uint64_t *route_keys(struct router *rt, const uint32_t *tokens, size_t nto
 /* Reports the outcome of d's request to the index. */
 void route_report(struct router *rt, const struct decision *d, uint64_t corr,
 		  uint32_t cached, uint32_t prompt_tokens);
+
+/*
+ * The router's own view of the pods' load: route_load_start() when d's request is sent
+ * (outstanding, its uncached tokens into the pod's prefill backlog and its pending prefill,
+ * its prompt as active tokens), route_load_end() when it is over (once; a d never started
+ * is left alone).
+ */
+void route_load_start(struct router *rt, struct decision *d);
+void route_load_end(struct router *rt, struct decision *d);
 
 /* What d's match promised in cached tokens (a pod never reports a whole prompt cached). */
 uint32_t route_expected(const struct router *rt, const struct decision *d, uint32_t ntok);
@@ -276,6 +308,36 @@ void tally_free(struct tally *t);
 /* One line per kind on f (text), or the members of a JSON object (json). */
 void tally_print(struct tally *t, FILE *f, bool json);
 
+
+/* ---- a request trace (trace.c) ----------------------------------------------------------- */
+
+#define TRACE_BLOCK 512 /* tokens per hash id (Mooncake's block) */
+
+struct trace_req {
+	uint64_t t_ms;                 /* arrival, ms from the trace's start */
+	uint32_t input_len, output_len;
+	size_t first;                  /* its hash ids: trace.ids[first .. first + nids) */
+	uint32_t nids;
+};
+
+struct trace {
+	struct trace_req *v;
+	size_t n, cap;
+	uint64_t *ids;
+	size_t nids, ids_cap;
+	uint64_t bad;                  /* lines skipped (each of the first few said) */
+};
+
+/* The TRACE_BLOCK tokens of hash id id: the same in every process. */
+void trace_block_tokens(uint64_t id, uint32_t out[TRACE_BLOCK]);
+
+/* Reads the requests of path (at most limit; 0: all). 0, or -1 after saying why. */
+int trace_load(struct trace *t, const char *path, uint64_t limit);
+
+/* Request i's prompt into *buf (grown as needed); returns its length, input_length. */
+size_t trace_prompt(const struct trace *t, size_t i, uint32_t **buf, size_t *cap);
+
+void trace_free(struct trace *t);
 
 /* ---- the modes ---------------------------------------------------------------------------- */
 

@@ -13,8 +13,8 @@ import (
 
 // plan is the layout FORMAT.md 5.2 derives from the geometry.
 type plan struct {
-	nslots, units                                                    uint64
-	statsOff, podsOff, histOff, routersOff, slotsOff, arenaOff, size uint64
+	nslots, units                                                             uint64
+	statsOff, podsOff, histOff, routersOff, loadOff, slotsOff, arenaOff, size uint64
 }
 
 func align4k(x uint64) uint64 { return (x + regionAlign - 1) &^ (regionAlign - 1) }
@@ -36,7 +36,8 @@ func makePlan(capacity, records uint64, ppk, maxPods, maxRd uint32) (plan, bool)
 	p.podsOff = align4k(p.statsOff + 8*statsWords)
 	p.histOff = align4k(p.podsOff + uint64(maxPods)*podBytes)
 	p.routersOff = align4k(p.histOff + uint64(maxPods)*histPerPod*histBuckets*8)
-	p.slotsOff = align4k(p.routersOff + uint64(maxRd)*routerBytes)
+	p.loadOff = align4k(p.routersOff + uint64(maxRd)*routerBytes)
+	p.slotsOff = align4k(p.loadOff + uint64(maxPods)*loadBytes)
 	p.arenaOff = align4k(p.slotsOff + (p.nslots+maxProbe)*8)
 	p.size = align4k(p.arenaOff + units*unitBytes)
 	return p, true
@@ -70,7 +71,7 @@ func parseDataHdr(h []byte, fileSize uint64) (dataHdr, error) {
 	p, ok := makePlan(d.capacity, d.records, d.ppk, d.maxPods, d.maxRd)
 	if !ok || p.nslots != u64(dhNslots) || p.units != u64(dhArenaUnits) || d.maxProbe != maxProbe ||
 		p.statsOff != u64(dhStatsOff) || p.podsOff != u64(dhPodsOff) || p.slotsOff != u64(dhSlotsOff) ||
-		p.histOff != u64(dhHistOff) || p.routersOff != u64(dhRoutersOff) || p.arenaOff != u64(dhArenaOff) || p.size != u64(dhSize) ||
+		p.histOff != u64(dhHistOff) || p.routersOff != u64(dhRoutersOff) || p.loadOff != u64(dhLoadOff) || p.arenaOff != u64(dhArenaOff) || p.size != u64(dhSize) ||
 		p.size > fileSize {
 		return d, ErrCorrupt
 	}

@@ -122,7 +122,7 @@ func differential(t *testing.T, bin string, seed int) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var nL, nS, nRec, nSpec, nRows, nMiss, nPartial, nSpecRun, nC, nK int
+	var nL, nS, nRec, nSpec, nRows, nMiss, nPartial, nSpecRun, nC, nK, nW int
 	// The K lines of a pod, in order, after its C line: compared as one block.
 	var ranksWant, ranksGot []string
 	for _, l := range lines {
@@ -138,6 +138,18 @@ func differential(t *testing.T, bin string, seed int) {
 			ranksWant = append(ranksWant, l)
 			nK++
 			continue
+		case "W":
+			pod, _ := strconv.Atoi(f[1])
+			ld, err := r.PodLoad(pod)
+			for err == ErrRetry {
+				ld, err = r.PodLoad(pod)
+			}
+			if err != nil {
+				got = fmt.Sprintf("W %d -", pod)
+			} else {
+				got = fmt.Sprintf("W %d %d,%d,%d,%d", pod, ld.Inflight, ld.PrefillTokens, ld.UpdatedNs, ld.Lost)
+				nW++
+			}
 		case "I":
 			in, err := r.Info()
 			if err != nil {
@@ -208,10 +220,10 @@ func differential(t *testing.T, bin string, seed int) {
 		t.Errorf("ranks: C\n%s\nGo\n%s", strings.Join(ranksWant, "\n"), strings.Join(ranksGot, "\n"))
 	}
 	if nL < 1000 || nS < 100 || nRec < 500 || nSpec < 10 || nRows < 100 || nMiss == 0 ||
-		nPartial < 5 || nSpecRun < 5 || nC < 10 || nK < 20 {
+		nPartial < 5 || nSpecRun < 5 || nC < 10 || nK < 20 || nW < 5 {
 		t.Errorf("too little coverage: %d lookups %d records (%d speculative), %d scores %d rows %d empty "+
-			"%d partial-tier %d speculative runs, %d pods' counters %d ranks",
-			nL, nRec, nSpec, nS, nRows, nMiss, nPartial, nSpecRun, nC, nK)
+			"%d partial-tier %d speculative runs, %d pods' counters %d ranks %d load rows",
+			nL, nRec, nSpec, nS, nRows, nMiss, nPartial, nSpecRun, nC, nK, nW)
 	}
 	t.Logf("%d lookups (%d records, %d speculative), %d scores (%d rows, %d with a partial tier run, "+
 		"%d with a speculative run), %d pods' counters and %d ranks", nL, nRec, nSpec, nS, nRows,

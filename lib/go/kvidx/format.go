@@ -1,5 +1,5 @@
 // format.go — the constants and byte offsets of the segment format, as shm/FORMAT.md
-// specifies them (layout version 6). format_test.go checks them against that document.
+// specifies them (layout version 7). format_test.go checks them against that document.
 
 package kvidx
 
@@ -7,7 +7,7 @@ import "math/bits"
 
 // Constants of FORMAT.md section 3.
 const (
-	LayoutVersion = 6
+	LayoutVersion = 7
 
 	idxMagic  = 0x5844495844494b56
 	ctlMagic  = 0x4c54435844494b56
@@ -35,6 +35,7 @@ const (
 	promptClasses         = 4    // prompt-length classes with a histogram each
 	routerBytes           = 1792 // one router worker's statistics (FORMAT.md 5.6)
 	routerWords           = 32
+	loadBytes             = 64 // one pod's load row (FORMAT.md 5.9)
 	unitBytes             = 16
 	regionAlign           = 4096
 	slotEmpty             = 0
@@ -136,6 +137,7 @@ const (
 	mNKeys       = 36
 	mMatched     = 40
 	mMatchedSpec = 44
+	mPromptTok   = 48 // u.commit.prompt_tokens (layout 7)
 	mKeys        = 16
 	mCached      = 36
 	mPrompt      = 40
@@ -165,9 +167,20 @@ const (
 	dhArenaOff    = 184
 	dhHistOff     = 192
 	dhRoutersOff  = 200
+	dhLoadOff     = 208
 	dhState       = 256
 	dhHeartbeatNs = 264
 	dhWriterPid   = 272
+)
+
+// Load row fields (FORMAT.md 5.9).
+const (
+	lrSeq           = 0
+	lrInflight      = 8
+	lrPrefillTokens = 16
+	lrUpdatedNs     = 24
+	lrLost          = 32
+	lrReserved      = 40
 )
 
 // Pod entry fields (FORMAT.md 5.4).
@@ -199,6 +212,7 @@ var PodCounterNames = [...]string{
 	"routes_stale_expiries", "routes_dropped_clear", "routes_dropped_removed",
 	"routes_dropped_evicted", "routes_untracked",
 	"dropped_clear", "dropped_removed", "dropped_evicted",
+	"heartbeats", "routed_silent",
 }
 
 // RouterCounterNames are the names of a router worker's counter words (FORMAT.md 5.6).

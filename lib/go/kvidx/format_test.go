@@ -85,7 +85,7 @@ func TestFormatConstants(t *testing.T) {
 		"KV_POD_RANKS": PodRanks, "KV_RANK_WORDS": RankWords, "KV_STATS_WORDS": statsWords,
 		"KV_HIST_BUCKETS": histBuckets, "KV_HIST_DECAY_S": histDecayS,
 		"KV_HIST_PER_POD": histPerPod, "KV_PROMPT_CLASSES": promptClasses,
-		"KV_ROUTER_BYTES": routerBytes, "KV_ROUTER_WORDS": routerWords, "KV_UNIT_BYTES": unitBytes,
+		"KV_ROUTER_BYTES": routerBytes, "KV_ROUTER_WORDS": routerWords, "KV_LOAD_BYTES": loadBytes, "KV_UNIT_BYTES": unitBytes,
 		"KV_REGION_ALIGN": regionAlign, "KV_SLOT_EMPTY": slotEmpty, "KV_SLOT_TOMB": slotTomb,
 		"KV_UNIT_MAX": unitMax, "KV_MAX_PROBE": maxProbe, "KV_MAX_PPK": maxPPK,
 		"KV_MAX_PODS": MaxPods, "KV_MAX_READERS": maxReaders, "KV_MAX_CAPACITY": maxCapacity,
@@ -146,8 +146,9 @@ func TestFormatOffsets(t *testing.T) {
 		"kv_msg/commit.u.commit.t_ns": mTNs, "kv_msg/commit.u.commit.gen": mGen,
 		"kv_msg/commit.u.commit.pod": mPod, "kv_msg/commit.u.commit.prefill_pod": mPrefill,
 		"kv_msg/commit.u.commit.nkeys": mNKeys, "kv_msg/commit.u.commit.matched": mMatched,
-		"kv_msg/commit.u.commit.matched_spec": mMatchedSpec,
-		"kv_msg/keys.m_type":                  mType, "kv_msg/keys.m_n": mN, "kv_msg/keys.m_seq": mSeq,
+		"kv_msg/commit.u.commit.matched_spec":  mMatchedSpec,
+		"kv_msg/commit.u.commit.prompt_tokens": mPromptTok,
+		"kv_msg/keys.m_type":                   mType, "kv_msg/keys.m_n": mN, "kv_msg/keys.m_seq": mSeq,
 		"kv_msg/keys.m_corr": mCorr, "kv_msg/keys.u.keys": mKeys,
 		"kv_msg/outcome.m_type": mType, "kv_msg/outcome.m_corr": mCorr,
 		"kv_msg/outcome.u.outcome.t_ns": mTNs, "kv_msg/outcome.u.outcome.gen": mGen,
@@ -164,7 +165,10 @@ func TestFormatOffsets(t *testing.T) {
 		"kvidx_data_hdr.dh_stats_off": dhStatsOff, "kvidx_data_hdr.dh_pods_off": dhPodsOff,
 		"kvidx_data_hdr.dh_slots_off": dhSlotsOff, "kvidx_data_hdr.dh_arena_off": dhArenaOff,
 		"kvidx_data_hdr.dh_hist_off": dhHistOff, "kvidx_data_hdr.dh_state": dhState,
-		"kvidx_data_hdr.dh_routers_off":  dhRoutersOff,
+		"kvidx_data_hdr.dh_routers_off": dhRoutersOff, "kvidx_data_hdr.dh_load_off": dhLoadOff,
+		"kvidx_load_row.lr_seq": lrSeq, "kvidx_load_row.lr_inflight": lrInflight,
+		"kvidx_load_row.lr_prefill_tokens": lrPrefillTokens, "kvidx_load_row.lr_updated_ns": lrUpdatedNs, "kvidx_load_row.lr_lost": lrLost,
+		"kvidx_load_row.lr_reserved":     lrReserved,
 		"kvidx_data_hdr.dh_heartbeat_ns": dhHeartbeatNs, "kvidx_data_hdr.dh_writer_pid": dhWriterPid,
 		"kvidx_pod.pd_word": pdWord, "kvidx_pod.pd_seq": pdSeq, "kvidx_pod.pd_name": pdName,
 		"kvidx_pod.pd_model": pdModel, "kvidx_pod.pd_ctr": pdCtr,
@@ -172,7 +176,7 @@ func TestFormatOffsets(t *testing.T) {
 	}
 	sizes := map[string]uint64{"kvidx_idx_hdr": idxHdrBytes, "kvidx_ctl_hdr": ctlHdrBytes, "kvidx_reader_slot": rslotBytes,
 		"kv_ring_hdr": ringHdrBytes, "kv_msg/commit": msgBytes, "kv_msg/keys": msgBytes,
-		"kv_msg/outcome": msgBytes, "kvidx_data_hdr": dataHdrBytes, "kvidx_pod": podBytes,
+		"kv_msg/outcome": msgBytes, "kvidx_data_hdr": dataHdrBytes, "kvidx_pod": podBytes, "kvidx_load_row": loadBytes,
 		"entry": unitBytes, "record": unitBytes}
 	for n, sz := range sizes {
 		tab := tabs["struct "+n]
@@ -236,7 +240,8 @@ func TestFormatPlan(t *testing.T) {
 	if p.units != units || p.nslots != 1<<20+(1<<20)/3+1 || p.statsOff != 4096 ||
 		p.podsOff != 8192 || p.histOff != 8192+256*2752 ||
 		p.routersOff != 8192+256*2752+256*8*192*8 ||
-		p.slotsOff != 8192+256*2752+256*8*192*8+64*1792 {
+		p.loadOff != 8192+256*2752+256*8*192*8+64*1792 ||
+		p.slotsOff != 8192+256*2752+256*8*192*8+64*1792+256*64 {
 		t.Errorf("plan %+v", p)
 	}
 	if _, ok := makePlan(maxCapacity+1, 1, 1, 1, 1); ok {

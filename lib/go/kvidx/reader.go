@@ -6,6 +6,7 @@ package kvidx
 
 import (
 	"errors"
+	"math"
 	"regexp"
 )
 
@@ -481,6 +482,51 @@ func (r *Reader) PodName(pod int) (name, model string, err error) {
 	}
 	nb[nameMax-1], mb[nameMax-1] = 0, 0
 	return cstr(nb[:]), cstr(mb[:]), nil
+}
+
+// Load is one pod's row of the load view (FORMAT.md 5.9; kvidx_pod_load() in C).
+type Load struct {
+	Inflight      uint32 // requests routed to the pod whose outcome has not come
+	PrefillTokens uint64 // uncached prompt tokens of those requests (still to compute)
+	UpdatedNs     uint64 // NowNs() of the writer's last change to the row
+	Lost          uint64 // requests retired without their outcome (time bound, full map)
+}
+
+const loadTries = 4 // seqlock attempts before ErrRetry, as the C library
+
+// PodLoad returns pod's load row, one consistent snapshot. Wait-free: ErrNoPod if the index
+// is not in use, ErrRetry if the writer was changing the row on every try (call again).
+func (r *Reader) PodLoad(pod int) (Load, error) {
+	// A writer that switched generations (a restart) counts afresh: follow it.
+	if r.ih.m.ld64(ihGeneration) != r.v.gen {
+		_ = r.switchGen() // on failure keep serving the generation we have
+	}
+	v := &r.v
+	if v.m.b == nil || pod < 0 || pod >= int(v.maxPods) {
+		return Load{}, ErrNoPod
+	}
+	if podState(v.podWord(uint32(pod))) != podActive {
+		return Load{}, ErrNoPod
+	}
+	off := uintptr(v.hdr.loadOff) + uintptr(pod)*loadBytes
+	for i := 0; i < loadTries; i++ {
+		// The seqlock of FORMAT.md 5.9: the first load of lr_seq pairs with the release
+		// store that ends a change in load_write() (lib/writer.c), the re-check with the
+		// release fence after its opening bump (Go's atomic loads are sequentially
+		// consistent, so ordered with each other: the acquire fence).
+		s1 := v.m.ld64(off + lrSeq)
+		n := v.m.ld64(off + lrInflight)
+		t := v.m.ld64(off + lrPrefillTokens)
+		u := v.m.ld64(off + lrUpdatedNs)
+		lost := v.m.ld64(off + lrLost)
+		if s1&1 == 0 && v.m.ld64(off+lrSeq) == s1 {
+			if n > math.MaxUint32 {
+				n = math.MaxUint32
+			}
+			return Load{Inflight: uint32(n), PrefillTokens: t, UpdatedNs: u, Lost: lost}, nil
+		}
+	}
+	return Load{}, ErrRetry
 }
 
 // PodIndex returns the pod index of name, or ErrNoPod. Linear in max_pods: cache it.

@@ -10,6 +10,7 @@ package kvidx
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"syscall"
 	"unsafe"
@@ -470,23 +471,34 @@ type Route struct {
 	CorrID        uint64   // request-safe correlation id (never prompt data)
 	Pod           int      // chosen (decode) pod index
 	PrefillPod    int      // prefill pod under P/D disaggregation, or -1 for none
-	Keys          []uint64 // the prompt's block keys, at most MaxCommitKeys
+	Keys          []uint64 // the prompt's block keys (any number: the first MaxCommitKeys are sent)
 	MatchedBlocks uint32   // blocks the chosen pod matched when scored
 	MatchedSpec   uint32   // of those, held only speculatively
+	PromptTokens  uint32   // the prompt's length in tokens; 0: unknown (len(Keys) x block size)
 }
 
 // Commit sends a routing decision to the writer, which adds speculative records for its
-// keys on the chosen pod(s). Wait-free: ErrRingFull when the ring is full (the commit is
-// dropped and counted), ErrTooBig, ErrInvalid. Stamped with NowNs() and the reader's data
-// generation, exactly as kvidx_commit() writes it.
+// keys on the chosen pod(s) and counts the request in the pod's load (PodLoad) until its
+// outcome. Only the first MaxCommitKeys keys are sent; the load counts the whole prompt.
+// Wait-free: ErrRingFull when the ring is full (the commit is dropped and counted),
+// ErrInvalid. Stamped with NowNs() and the reader's data generation, exactly as
+// kvidx_commit() writes it.
 func (r *Reader) Commit(rt *Route) error {
 	if rt == nil || rt.Pod < 0 || rt.Pod >= MaxPods || rt.PrefillPod < -1 || rt.PrefillPod >= MaxPods {
 		return ErrInvalid
 	}
-	if len(rt.Keys) > MaxCommitKeys {
-		return ErrTooBig
+	keys := rt.Keys
+	prompt := uint64(rt.PromptTokens)
+	if len(keys) > MaxCommitKeys {
+		if prompt == 0 {
+			prompt = uint64(len(keys)) * uint64(r.v.hdr.blockSize)
+		}
+		keys = keys[:MaxCommitKeys]
 	}
-	nk := uint64(len(rt.Keys))
+	if prompt > math.MaxUint32 {
+		prompt = math.MaxUint32
+	}
+	nk := uint64(len(keys))
 	nmsg := 1 + (nk+msgKeysPer-1)/msgKeysPer
 	if !r.ringRoom(nmsg) {
 		return r.ringDrop()
@@ -509,9 +521,10 @@ func (r *Reader) Commit(rt *Route) error {
 	m.put32(o+mNKeys, uint32(nk))
 	m.put32(o+mMatched, rt.MatchedBlocks)
 	m.put32(o+mMatchedSpec, rt.MatchedSpec)
+	m.put32(o+mPromptTok, uint32(prompt))
 	k := 0
 	for i := uint64(1); i < nmsg; i++ {
-		n := len(rt.Keys) - k
+		n := len(keys) - k
 		if n > msgKeysPer {
 			n = msgKeysPer
 		}
@@ -521,7 +534,7 @@ func (r *Reader) Commit(rt *Route) error {
 		m.put32(o+mSeq, seq)
 		m.put64(o+mCorr, rt.CorrID)
 		for j := 0; j < n; j++ {
-			m.put64(o+mKeys+uintptr(8*j), rt.Keys[k+j])
+			m.put64(o+mKeys+uintptr(8*j), keys[k+j])
 		}
 		k += n
 	}

