@@ -77,8 +77,8 @@ size_t kvidx_key_chain(enum kvidx_key_algo algo, uint64_t parent, const uint32_t
 		       size_t ntokens, uint32_t block_size, uint64_t *out, size_t max);
 
 /*
- * Request keys with extras (llm-d compatible; DESIGN.md section 3 and
- * ../shared/reference/kv-events.md "extra_keys"). Besides its tokens, a block's key can hash
+ * Request keys with extras (llm-d compatible; README.md "Request keys", after vLLM's
+ * generate_block_hash_extra_keys in vllm/v1/core/kv_cache_utils.py). Besides its tokens, a block's key can hash
  * a list of string items: the identifiers of the multimodal items whose placeholder tokens
  * overlap the block, in position order, then the request's cache salt on block 0 only. A
  * LoRA request needs no item: its root is kvidx_key_root(algo, seed, lora_name) instead of
