@@ -12,17 +12,15 @@
 
 #include "util_run.h"
 
-/* Runs tool with args (stderr folded into the output); asserts exit 2 and the message. */
+/* tu_expect_usage(), and the message points at --help as the common CLI's errors do. */
 static void expect_usage(const char *tool, const char *args, const char *msg)
 {
-	struct tu_run r = tu_run_tool(tool, "%s 2>&1", args);
-
-	cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", tool, args, r.status, r.out);
-	cr_assert(strstr(r.out, msg), "%s %s: no '%s' in: %s", tool, args, msg, r.out);
+	char *out = tu_expect_usage(tool, args, msg);
 	char try[96];
+
 	snprintf(try, sizeof(try), "Try '%s --help'", tool);
-	cr_assert(strstr(r.out, try), "%s %s: no pointer to --help in: %s", tool, args, r.out);
-	free(r.out);
+	cr_assert(strstr(out, try), "%s %s: no pointer to --help in: %s", tool, args, out);
+	free(out);
 }
 
 static const char *const readers[] = { "kvidx-dump", "kvidx-top", "kvidx-ttl", "kvidx-route" };

@@ -325,31 +325,18 @@ Test(discover, config_watch_adds_and_removes_pods)
 
 Test(discover, flags_are_checked)
 {
-	struct tu_run r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test 2>&1");
-	cr_assert_eq(r.status, 2);
-	cr_assert(strstr(r.out, "--discover-ports"), "%s", r.out);
-	free(r.out);
-	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 1,2 2>&1");
-	cr_assert_eq(r.status, 2);
-	cr_assert(strstr(r.out, "EVENTS,REPLAY,HTTP"), "%s", r.out);
-	free(r.out);
-	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 1,0,3 "
-			"--discover-dns-server ::1 2>&1");
-	cr_assert_eq(r.status, 2);
-	cr_assert(strstr(r.out, "IPv4[:PORT]"), "%s", r.out);
-	free(r.out);
-	r = tu_run_tool("kvidx-ingestd", "--pod tcp://127.0.0.1:1 --config-watch 1s 2>&1");
-	cr_assert_eq(r.status, 2);
-	cr_assert(strstr(r.out, "--config FILE"), "%s", r.out);
-	free(r.out);
-	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 1,0,3 "
-			"--discover-pod-attrs name=a:1 2>&1");
-	cr_assert_eq(r.status, 2);
-	cr_assert(strstr(r.out, "model=, topic= or dp-ranks= only"), "%s", r.out);
-	free(r.out);
-	r = tu_run_tool("kvidx-ingestd", "--discover-dns x.test --discover-ports 65535,0,3 "
-			"--discover-pod-attrs dp-ranks=2 2>&1");
-	cr_assert_eq(r.status, 2);
-	cr_assert(strstr(r.out, "no room"), "%s", r.out);
-	free(r.out);
+	static const struct { const char *args, *msg; } bad[] = {
+		{ "--discover-dns x.test", "--discover-ports" },
+		{ "--discover-dns x.test --discover-ports 1,2", "EVENTS,REPLAY,HTTP" },
+		{ "--discover-dns x.test --discover-ports 1,0,3 --discover-dns-server ::1",
+		  "IPv4[:PORT]" },
+		{ "--pod tcp://127.0.0.1:1 --config-watch 1s", "--config FILE" },
+		{ "--discover-dns x.test --discover-ports 1,0,3 --discover-pod-attrs name=a:1",
+		  "model=, topic= or dp-ranks= only" },
+		{ "--discover-dns x.test --discover-ports 65535,0,3 --discover-pod-attrs dp-ranks=2",
+		  "no room" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		free(tu_expect_usage("kvidx-ingestd", bad[i].args, bad[i].msg));
 }

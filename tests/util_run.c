@@ -214,6 +214,15 @@ void tu_sleep_ms(unsigned ms)
 		;
 }
 
+char *tu_expect_usage(const char *tool, const char *args, const char *msg)
+{
+	struct tu_run r = tu_run_tool(tool, "%s 2>&1", args);
+
+	cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", tool, args, r.status, r.out);
+	cr_assert(strstr(r.out, msg), "%s %s: no '%s' in: %s", tool, args, msg, r.out);
+	return r.out;
+}
+
 int tu_port(int n)
 {
 	cr_assert(n >= 0 && n < 10);
