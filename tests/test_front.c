@@ -415,8 +415,12 @@ Test(front, prefill_pod_is_picked_committed_and_reported)
 	cr_assert_str_eq(r.prefill, pod_name[1], "prefill pod '%s'", r.prefill);
 	cr_assert_str_eq(r.kind, "confirmed", "the decision is the prefill pod's match");
 	uint64_t k9 = key_of(0, 8, 1, 2, 9);
-	cr_assert_eq(tu_rec_state(rd, k9, pod_idx[0], NULL), TU_SPEC, "no prediction on the decoder");
-	cr_assert_eq(tu_rec_state(rd, k9, pod_idx[1], NULL), TU_SPEC, "no prediction on the prefiller");
+	/* ingestd drains the commit after the front answers: wait for the predictions (the
+	 * event that would confirm them comes EVENT_MS after the request). */
+	cr_assert(TU_WAIT_FOR(tu_rec_state(rd, k9, pod_idx[0], NULL) == TU_SPEC, DEADLINE_MS),
+		  "no prediction on the decoder");
+	cr_assert(TU_WAIT_FOR(tu_rec_state(rd, k9, pod_idx[1], NULL) == TU_SPEC, DEADLINE_MS),
+		  "no prediction on the prefiller");
 	cr_assert(TU_WAIT_FOR(ctr(pod_idx[1], KV_PC_outcomes) == 1, DEADLINE_MS),
 		  "no outcome reported for the prefill pod");
 	cr_assert_eq(ctr(pod_idx[0], KV_PC_outcomes), 0, "the outcome went to the decode pod");
