@@ -82,10 +82,10 @@ class Doc:
 
 
 def has_title(self, title):
-    """A cited title names a heading, or the start of one ("Segment format" for "Segment
-    format (layout version 6)")."""
+    """A cited title names a heading, or the start of one up to a word's end ("Segment
+    format" for "Segment format (layout version 6)", "Warm start" for "Warm start: ...")."""
     t = norm_title(title)
-    return any(h == t or h.startswith(t + " ") for h in self.titles)
+    return any(h == t or (h.startswith(t) and not h[len(t)].isalnum()) for h in self.titles)
 
 
 Doc.has_title = has_title
