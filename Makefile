@@ -54,7 +54,7 @@ DEB_PKGS   := $(BUILD_PKGS) libck-dev liburcu-dev libcriterion-dev libhiredis-de
               curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
               prometheus libxml2-utils python3-yaml systemd dnsmasq nats-server
 
-# The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
+# The shared library's version (docs/api.md "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
 KVIDX_MAJOR   := 1
 KVIDX_VERSION := 1.0.0

@@ -443,7 +443,7 @@ static void evict_slot(struct kvidx *w, uint64_t pos)
 }
 
 /*
- * Eviction policy (documented in README): look at up to 32 live slots from a clock hand (or
+ * Eviction policy (documented in docs/limits.md "Full tables"): look at up to 32 live slots from a clock hand (or
  * within [lo, hi) when a probe window is full); evict the first entry with no live confirmed
  * record, else the one whose newest confirmed store is oldest (sampled LRU).
  */

@@ -573,7 +573,7 @@ Test(index, score_row_size)
 Test(index, full_table_evicts_speculative_first)
 {
 	/* 16 keys: the eviction sample (32 live entries) covers the whole table, so the policy
-	 * is exact here; on large tables it is sampled (README, "Full tables"). */
+	 * is exact here; on large tables it is sampled (docs/limits.md "Full tables"). */
 	w = open_w(16, 2);
 	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
 	uint64_t now = kvidx_now_ns();

@@ -114,7 +114,10 @@ void tu_sleep_ms(unsigned ms);
 #define TU_WAIT_FOR(cond, ms) TU_POLL(cond, ms, tu_sleep_ms(2))
 
 /*
- * Loopback ports of this test, n in 0..9 (Criterion runs each test in its own process).
+ * Loopback ports of this test, n in 0..9 (Criterion runs each test in its own process): a
+ * block of 10 that no other process calling tu_port() holds (a flock on a file in /tmp, for
+ * this process's lifetime) and that all bound, TCP and UDP, when it was picked. Concurrent
+ * test runs of different worktrees therefore never share a port.
  * They stay below Linux's ephemeral range (32768-60999 by default): a client connection in
  * TIME_WAIT on an ephemeral port lacks SO_REUSEADDR and would make a bind to it fail.
  */

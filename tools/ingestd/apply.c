@@ -509,7 +509,7 @@ static int block_stored(struct ing_apply *a, struct ing_stream *s, const struct 
 		prefetch_ahead(a, s->token, ev->hashes, ev->nhashes, i);
 		e = emap_find(a->emap, s->token, ev->hashes[i]);
 		if (e) {
-			/* Known: one more copy of it (or a re-announcement, see README). */
+			/* Known: one more copy of it (or a re-announcement, see docs/events.md). */
 			const uint32_t *pt;
 			const uint64_t *k = emap_keys(e, &n);
 

@@ -116,7 +116,7 @@ static void usage(FILE *f)
 "  (kvidx-fakepod's model time), else the time to the first answer byte\n"
 "\n"
 "Validation (--validate): pairs of requests sharing a long fresh prefix, the second sent\n"
-"a gap after the first; see the README's TTL guide.\n"
+"a gap after the first; see docs/ttl.md.\n"
 "  --validate             run the validation and print its table\n"
 "  --pairs N              pairs per gap and scenario (default 5)\n"
 "  --gaps LIST            gaps, durations with a unit, comma-separated: 40ms,300ms,1.8s\n"
