@@ -82,7 +82,6 @@
 #define NS_PER_S 1000000000ull
 #define PRED_FLAG (1ull << 63) /* corr map payload a: decided on a prediction */
 #define LATE_AGE_MAX 65536     /* late entries aged per reaper wake-up (bounds the hold) */
-#define KVIDX_TIER_NONE_ 0x80u /* a tier bit no record holds (spec_remote_withdraw) */
 
 /* Route map entries: key created_ns, sub pod, aux the committing registry slot (-1: none),
  * a = live records | late records << 32, b = the flags below | prompt class << 8. */
@@ -707,10 +706,8 @@ int spec_remote_withdraw(struct ing_spec *s, int pod, const uint64_t *keys, size
 {
 	if (!pod_of(s, pod))
 		return -KVIDX_ENOPOD;
-	/* kvidx_remove() drops a speculative record whatever the tiers named; a confirmed one
-	 * keeps the tiers not named. KVIDX_TIER_NONE_ names none a record can hold, so confirmed
-	 * records stay as they are (rewritten unchanged: withdrawals are rare). */
-	return kvidx_remove(s->w, pod, keys, n, KVIDX_TIER_NONE_);
+	/* Predictions only: a confirmed record stays as it is. */
+	return kvidx_remove(s->w, pod, keys, n, KVIDX_REMOVE_SPECULATIVE);
 }
 
 int spec_drain(struct ing_spec *s, size_t budget, uint64_t now)
