@@ -831,6 +831,9 @@ static const struct opt opts[] = {
 	{ "cluster-queue", OPT_SPECIAL, .set = set_cluster, .arg = "N",
 	  .help = "messages queued per direction between the writer and the network\n"
 		  "threads; beyond, messages are dropped and counted (default 1024)" },
+	TEXT("  With JetStream on the server (nats-server -js), a host that joins or restarts replays\n"
+	     "  the stream KVIDX_<cluster-name> (recent commits, kept for the largest TTL) before it\n"
+	     "  reports ready (warm start, at most 10 s)\n"),
 	TEXT("\n"
 	     "Other:\n"),
 	{ "config", OPT_STR, FIELD(config_path), .cli_only = true, .arg = "FILE",
