@@ -89,7 +89,7 @@ STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS    := $(wildcard bench/bench_*.c)
 BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all deps setup go-test go-bench test timing python stress model fuzz bench bench-quick run install clean
+.PHONY: all deps setup list-programs go-test go-bench test timing python stress model fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
 all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
@@ -237,6 +237,10 @@ ifeq ($(SAN),)
 else
 	@echo "test: the Python tests (tests/python) run in the build without SAN"
 endif
+
+# The programs `make` builds into $(BUILD)/bin, one name a line (tests/check_docs.py counts them).
+list-programs:
+	@printf '%s\n' $(notdir $(TOOLS))
 
 # Long randomized multi-process torture runs (minutes). STRESS_SECS sets each program's length.
 STRESS_SECS ?= 60

@@ -3,7 +3,8 @@
  * prediction / on confirmed blocks / on no match, what became of the speculative entries
  * (confirmed in time, early and stale expiries, late confirmations), false warm routes,
  * route-to-confirmation latency and event freshness; index-wide, the table's fill, the
- * readers and the writer's heartbeat (DESIGN.md section 6, the seed's counters).
+ * readers and the writer's heartbeat (docs/DESIGN.md "Counters and metrics",
+ * docs/ttl.md "Early and stale expiry").
  *
  * It attaches as an ordinary reader (the data segment mapped read-only) and reads the
  * writer's relaxed counters, so figures may lag each other by a moment. Rates are the

@@ -1,7 +1,6 @@
 /*
- * kvidx-ttl — the TTL advisor: the seed document's arithmetic ("Prefix cache speculative
- * index TTL") made into a tool, on numbers given on the command line or on what a live index
- * has measured.
+ * kvidx-ttl — the TTL advisor: the arithmetic of docs/ttl.md made into a tool, on numbers given
+ * on the command line or on what a live index has measured.
  *
  *   T = Lq + J                Lq a high percentile of route-to-confirmation latency, J the
  *                             slack for subscriber backlog and timing (--backlog + --slack)
@@ -15,7 +14,7 @@
  * stale exposure. Live (otherwise), it attaches to an index as an ordinary reader (data mapped
  * read-only, one registry slot) and does the same per active pod from the pod's latency
  * histograms and counters, adding the counts that tell early expiry from stale expiry, the
- * pod's freshness, and the seed's guidance where it applies. It never changes the index. All
+ * pod's freshness, and docs/ttl.md's guidance where it applies. It never changes the index. All
  * arithmetic is in double-precision seconds, rounded only when printed, in the TTL core it
  * shares with ingestd's adaptive policy (tools/common/ttl.c).
  *
@@ -422,7 +421,7 @@ static const char *fresh_name(uint64_t sp)
 	       sp == 2 ? "pipeline-broken" : "unknown";
 }
 
-/* The seed's guidance for a pod, one line each, into g[]; returns how many. */
+/* docs/ttl.md's guidance for a pod, one line each, into g[]; returns how many. */
 static int guidance(const struct live *L, const struct tc_pod *p, bool have_lq, char g[][256],
 		    const char *backlog_note)
 {
@@ -1075,7 +1074,7 @@ static void usage(FILE *f)
 	      "prompt length, speculations, confirmed in time, early and stale expiries, late\n"
 	      "confirmations, the same per route and dropped predictions by cause, lambda (route\n"
 	      "counters), p = stale routes / routes, tokens at stake per failed route, exposure at\n"
-	      "the recommended TTL and at the TTL in force, freshness, the seed's guidance where\n"
+	      "the recommended TTL and at the TTL in force, freshness, docs/ttl.md's guidance where\n"
 	      "it applies (and a warning when backlog eats most of the slack), then per router\n"
 	      "worker (registry slot) its routes and latency.\n"
 	      "  --name NAME       index to read (default \"" KVIDX_DEFAULT_NAME "\")\n"
@@ -1121,7 +1120,7 @@ static void usage(FILE *f)
 	      "  -h, --help        print this help and exit\n"
 	      "\n"
 	      "Durations D: a number with a unit, us, ms, s or m (minutes): 250ms, 1.15s; 0 alone.\n"
-	      "Example (the seed's): " PROG " --p99 1.15s --backlog 250ms --slack 100ms --rate 120\n"
+	      "Example (docs/ttl.md's): " PROG " --p99 1.15s --backlog 250ms --slack 100ms --rate 120\n"
 	      "  --fail 0.004 --ttl 2s --ttl 5s   gives T = 1.500 s, 500 ms of room at 2 s, and\n"
 	      "  0.72 requests' worth of live failed predictions (2.4 at 5 s).\n"
 	      "\n"

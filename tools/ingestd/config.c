@@ -705,7 +705,7 @@ static const struct opt opts[] = {
 		  "after a restart; only the batches the pod still keeps come\n"
 		  "back); otherwise the first message sets the sequence" },
 	TEXT("\n"
-	     "Speculative entries (DESIGN.md section 6). Routers commit each routing decision\n"
+	     "Speculative entries (docs/DESIGN.md, docs/ttl.md). Routers commit each routing decision\n"
 	     "(kvidx_commit); ingestd then predicts the prompt's blocks on the chosen decode pod (and\n"
 	     "prefill pod under P/D) until a BlockStored confirms them or the TTL ends. Readers ignore an\n"
 	     "expired prediction themselves, so the reaper's delay never extends trust.\n"
