@@ -50,7 +50,7 @@ const char *kvidx_strerror(int err);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t kvidx_now_ns(void);
 
-/* ---- request keys (DESIGN.md section 3) ------------------------------------------------- */
+/* ---- request keys (docs/keys.md) ------------------------------------------------- */
 
 enum kvidx_key_algo {
 	KVIDX_KEY_CBOR_FNV = 1, /* llm-d default: FNV-1a-64 over canonical CBOR [parent, tokens, extra] */

@@ -717,7 +717,7 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 		} else if (r >= 0) {
 			/* A live prediction is left as it is: its trust ends at created-at + TTL
 			 * whatever routes follow, so that steady traffic cannot keep an unconfirmed
-			 * prediction alive (the seed: do not stretch the TTL). */
+			 * prediction alive (docs/ttl.md: a later route never stretches the TTL). */
 			continue;
 		} else {
 			buf_add(&b, w->ppk, KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms), now,

@@ -35,20 +35,14 @@ const char *tu_tool_path(const char *tool)
 	return path;
 }
 
-struct tu_run tu_run_tool(const char *tool, const char *fmt, ...)
+/* Runs cmd through sh and collects its standard output (see tu_run_tool). */
+static struct tu_run run_cmd(const char *cmd)
 {
-	const char *path = tu_tool_path(tool);
 	struct tu_run r = { 0 };
 	size_t cap = 1 << 16;
-	char cmd[8192], args[4096];
-	va_list ap;
 	FILE *p;
 	int st;
 
-	va_start(ap, fmt);
-	cr_assert(vsnprintf(args, sizeof(args), fmt, ap) < (int)sizeof(args));
-	va_end(ap);
-	cr_assert(snprintf(cmd, sizeof(cmd), "'%s' %s", path, args) < (int)sizeof(cmd));
 	r.out = malloc(cap);
 	cr_assert_not_null(r.out);
 	p = popen(cmd, "r");
@@ -70,6 +64,30 @@ struct tu_run tu_run_tool(const char *tool, const char *fmt, ...)
 	r.status = WEXITSTATUS(st);
 	cr_assert_eq(strlen(r.out), r.len, "%s: NUL byte in the output", cmd);
 	return r;
+}
+
+struct tu_run tu_run_tool(const char *tool, const char *fmt, ...)
+{
+	const char *path = tu_tool_path(tool);
+	char cmd[8192], args[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	cr_assert(vsnprintf(args, sizeof(args), fmt, ap) < (int)sizeof(args));
+	va_end(ap);
+	cr_assert(snprintf(cmd, sizeof(cmd), "'%s' %s", path, args) < (int)sizeof(cmd));
+	return run_cmd(cmd);
+}
+
+struct tu_run tu_run_sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+
+	va_start(ap, fmt);
+	cr_assert(vsnprintf(cmd, sizeof(cmd), fmt, ap) < (int)sizeof(cmd));
+	va_end(ap);
+	return run_cmd(cmd);
 }
 
 void tu_spawn(struct tu_child *c, const char *tool, const char *const *args, const char *log,

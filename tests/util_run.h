@@ -33,6 +33,10 @@ struct tu_run {
 struct tu_run tu_run_tool(const char *tool, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Runs a shell command line formatted from fmt (a script of the tree, a pipeline), as
+ * tu_run_tool does a tool: standard output collected, normal exit asserted. */
+struct tu_run tu_run_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Runs TOOL ARGS (stderr folded into the output); asserts exit 2 (a usage error) and that
  * the output holds msg. Returns the output (the caller frees it) for further checks. */
 char *tu_expect_usage(const char *tool, const char *args, const char *msg);

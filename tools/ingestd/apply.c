@@ -509,7 +509,8 @@ static int block_stored(struct ing_apply *a, struct ing_stream *s, const struct 
 		prefetch_ahead(a, s->token, ev->hashes, ev->nhashes, i);
 		e = emap_find(a->emap, s->token, ev->hashes[i]);
 		if (e) {
-			/* Known: one more copy of it (or a re-announcement, see docs/events.md). */
+			/* Known: one more copy of it (or a re-announcement: docs/events.md
+			 * "Duplicate copies and re-announcements"). */
 			const uint32_t *pt;
 			const uint64_t *k = emap_keys(e, &n);
 

@@ -19,7 +19,7 @@
  *                         pod was cleared, a BlockRemoved named them, or an eviction made room
  *                         (an expired one evicted counts as an expiry, not a drop)
  *
- * Per route (the seed's p is a share of routed requests): a route's new predictions on a pod
+ * Per route (docs/ttl.md's p is a share of routed requests): a route's new predictions on a pod
  * share its created-at, so (created_ns, pod) names them; the route map (s->routes, as big as
  * --corr-map) counts how many are still in the table (live) and in the late window (late),
  * and decides the route once:
@@ -836,7 +836,7 @@ static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
 		route_move(r, -1, 1);
 	/* A (key, pod) may be here already: an earlier prediction of the same block expired and
 	 * awaits its confirmation too. Each expiry keeps its own entry and window; one
-	 * BlockStored confirms them all (spec_after_store), as the seed counts it: each was
+	 * BlockStored confirms them all (spec_after_store), as docs/ttl.md counts it: each was
 	 * followed by a matching confirmation, so none of them is stale. */
 	if (spec_fifo_push(&s->late, key, pod, 0, created_ns, expires_ns, &ev)) {
 		count_stale(s, ev.sub, ev.a);

@@ -1,7 +1,7 @@
 /*
  * kvidx-route — a reference router worker for kvidx: an OpenAI-compatible front that routes
  * each request to the pod holding its prefix (--listen), a load generator (the default), and
- * the seed's paired-gap validation against live pods (--validate). route.h lists the parts.
+ * the paired-gap validation of docs/ttl.md against live pods (--validate). route.h lists the parts.
  * This file: the command line, signals, and the mode chosen.
  *
  * Pods are vLLM servers (or kvidx-fakepod --http) named as the index names them, with the
