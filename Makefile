@@ -34,6 +34,7 @@ $(BUILD)/tools/%.o:                INC = $(INC_TOOL)
 $(BUILD)/tools/ingestd/%.o:        INC = -Itools/ingestd $(INC_TOOL)
 $(BUILD)/tools/fakepod/%.o:        INC = -Itools/fakepod $(INC_TOOL)
 $(BUILD)/tools/route/%.o:          INC = -Itools/route $(INC_TOOL)
+$(BUILD)/tools/ttl/%.o:            INC = -Itools/ttl $(INC_TOOL)
 $(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd -Itools/route $(INC_TOOL)
 $(BUILD)/bench/%.o:                INC = -Ibench $(INC_COMMON)
 
@@ -77,10 +78,11 @@ TOOL_ARCHIVES := $(PROTO_A) $(COMMON_A) $(LIBKVIDX)
 INGESTD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tools/ingestd/main.c,$(wildcard tools/ingestd/*.c)))
 FAKEPOD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/fakepod/*.c))
 ROUTE_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/route/*.c))
+TTL_OBJS      := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/ttl/*.c))
 # The tools `make install` installs; kvidx-fakepod, a test double (a simulated vLLM pod), is
 # built with them but never installed (it runs from $(BUILD)/bin in the tests and `make run`).
 INSTALL_TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/kvidx-*.c)) \
-                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-route
+                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-route $(BUILD)/bin/kvidx-ttl
 TOOLS         := $(INSTALL_TOOLS) $(BUILD)/bin/kvidx-fakepod
 TEST_SRCS     := $(wildcard tests/test_*.c tests/util*.c)
 TEST_OBJS     := $(TEST_SRCS:%.c=$(BUILD)/%.o)
@@ -153,6 +155,8 @@ $(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGESTD_OBJS) $(TOOL
 $(BUILD)/bin/kvidx-fakepod: $(FAKEPOD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 $(BUILD)/bin/kvidx-route: $(ROUTE_OBJS) $(TOOL_ARCHIVES)
+	$(LINK)
+$(BUILD)/bin/kvidx-ttl: $(TTL_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 $(BUILD)/bin/kvidx-%: $(BUILD)/tools/kvidx-%.o $(TOOL_ARCHIVES)
 	$(LINK)
