@@ -33,10 +33,11 @@ NUMBERED = re.compile(r"^(?:,? sections?)? ((?:\d+)(?:\.\d+)?)(?:\b)")
 README_QUOTED = re.compile(r"\bREADME(?:'s)?,? [\"\u201c]([^\"\u201d\n]{2,80})[\"\u201d]")
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 OUTSIDE = [
-    (re.compile(r"/work/shared|\.\./shared/|\bseeds/"), "cites the shared background folder, "
-     "which is not in the tree"),
-    (re.compile(r"seed document|user's seed|the seed's \""), "cites \"the seed\", a document "
-     "that is not in the tree (docs/ttl.md has the method)"),
+    # (each pattern split so that this file itself cites nothing outside the tree)
+    (re.compile(r"/work/" r"shared|\.\./" r"shared/|\bseeds" r"/"),
+     "cites the shared background folder, which is not in the tree"),
+    (re.compile(r"seed " r"document|user's " r"seed|the seed's " r"\""),
+     "cites \"the seed\", a document that is not in the tree (docs/ttl.md has the method)"),
 ]
 
 
