@@ -4,6 +4,7 @@ package kvidx
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 )
 
@@ -29,6 +30,28 @@ var (
 	// ErrNotFound: no such index, or no data generation yet (wraps ENOENT).
 	ErrNotFound = errNotFound{}
 )
+
+// IndexError is what Open returns: the index's name, what went wrong and what to check.
+// errors.Is sees through it (ErrNotFound, ErrNoSlot, ErrVersion, syscall.EACCES, ...).
+type IndexError struct {
+	Name string
+	Err  error
+}
+
+func (e *IndexError) Error() string {
+	var hint string
+	switch {
+	case errors.Is(e.Err, ErrNotFound):
+		hint = " (is kvidx-ingestd running with --name " + e.Name + ", with this /dev/shm?)"
+	case errors.Is(e.Err, syscall.EACCES), errors.Is(e.Err, syscall.EPERM):
+		hint = " (the reader must be in the index's group: kvidx-ingestd --group)"
+	case errors.Is(e.Err, ErrNoSlot):
+		hint = " (close unused Readers or raise kvidx-ingestd --max-readers)"
+	}
+	return "kvidx: index \"" + e.Name + "\": " + strings.TrimPrefix(e.Err.Error(), "kvidx: ") + hint
+}
+
+func (e *IndexError) Unwrap() error { return e.Err }
 
 type errNotFound struct{}
 

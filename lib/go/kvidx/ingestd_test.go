@@ -76,7 +76,7 @@ func TestCommitThroughIngestd(t *testing.T) {
 	})
 	keys := []uint64{0xfeed0001, 0xfeed0002, 0xfeed0003, 0xfeed0004, 0xfeed0005, 0xfeed0006, 0xfeed0007}
 	t0 := NowNs()
-	if err := r.Commit(&Route{CorrID: 4242, Pod: p, PrefillPod: -1, Keys: keys}); err != nil {
+	if err := r.Commit(&Route{CorrID: 4242, Pod: p, Keys: keys}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the speculative records", func() bool {

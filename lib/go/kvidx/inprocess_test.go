@@ -5,6 +5,7 @@
 package kvidx
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -64,7 +65,7 @@ func TestInProcessReaders(t *testing.T) {
 					if own {
 						err = check(r, lookups[i])
 					} else {
-						err = pool.Do(func(r *Reader) error { return check(r, lookups[i]) })
+						err = pool.Do(context.Background(), func(r *Reader) error { return check(r, lookups[i]) })
 					}
 					if err != nil {
 						errs <- err

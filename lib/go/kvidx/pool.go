@@ -4,7 +4,10 @@
 
 package kvidx
 
-// Pool lends Readers of one index to goroutines; Get waits while all are lent.
+import "context"
+
+// Pool lends Readers of one index to goroutines; Get waits while all are lent, until its
+// context is done.
 type Pool struct {
 	ch  chan *Reader
 	all []*Reader
@@ -28,23 +31,40 @@ func NewPool(name string, n int) (*Pool, error) {
 	return p, nil
 }
 
-// Get borrows a Reader; give it back with Put.
-func (p *Pool) Get() *Reader { return <-p.ch }
+// Get borrows a Reader, waiting while all are lent: ctx.Err() if ctx is done first. Give it
+// back with Put.
+func (p *Pool) Get(ctx context.Context) (*Reader, error) {
+	select {
+	case r := <-p.ch:
+		return r, nil
+	default:
+	}
+	select {
+	case r := <-p.ch:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
 
 // Put returns a Reader borrowed with Get.
 func (p *Pool) Put(r *Reader) { p.ch <- r }
 
-// Do runs f with a borrowed Reader.
-func (p *Pool) Do(f func(r *Reader) error) error {
-	r := p.Get()
+// Do runs f with a borrowed Reader (Get's error if none came before ctx was done).
+func (p *Pool) Do(ctx context.Context, f func(r *Reader) error) error {
+	r, err := p.Get(ctx)
+	if err != nil {
+		return err
+	}
 	defer p.Put(r)
 	return f(r)
 }
 
-// Close closes every Reader; none may be lent.
-func (p *Pool) Close() {
+// Close closes every Reader (an io.Closer: the error is always nil); none may be lent.
+func (p *Pool) Close() error {
 	for _, r := range p.all {
 		r.Close()
 	}
 	p.all = nil
+	return nil
 }

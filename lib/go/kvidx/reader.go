@@ -6,6 +6,7 @@ package kvidx
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"regexp"
 )
@@ -73,22 +74,23 @@ func Open(name string) (*Reader, error) {
 	var err error
 	r.ih, err = openIdx(name)
 	if err != nil {
-		return nil, err
+		return nil, &IndexError{Name: name, Err: err}
 	}
 	if err = r.attach(); err == nil {
 		err = r.switchGen()
 	}
 	if err != nil {
 		r.Close()
-		return nil, err
+		return nil, &IndexError{Name: name, Err: err}
 	}
 	return r, nil
 }
 
-// Close frees the slot and unmaps everything. The Reader is unusable afterwards.
-func (r *Reader) Close() {
+// Close frees the slot and unmaps everything (an io.Closer: the error is always nil). The
+// Reader is unusable afterwards; closing it again does nothing.
+func (r *Reader) Close() error {
 	if r.ih.m.b == nil {
-		return
+		return nil
 	}
 	// A registry the index header no longer names may be truncated: left untouched.
 	if r.me != 0 && r.c.m.b != nil && r.ih.m.ld64(ihRegGen) == r.c.regGen {
@@ -98,6 +100,7 @@ func (r *Reader) Close() {
 	r.v.unmap()
 	r.c.close()
 	r.ih.close()
+	return nil
 }
 
 func (r *Reader) growScratch() {
@@ -529,14 +532,40 @@ func (r *Reader) PodLoad(pod int) (Load, error) {
 	return Load{}, ErrRetry
 }
 
-// PodIndex returns the pod index of name, or ErrNoPod. Linear in max_pods: cache it.
+// PodIndex returns the pod index of name, or an error naming it that errors.Is takes for
+// ErrNoPod. Linear in max_pods: cache it (per Generation).
 func (r *Reader) PodIndex(name string) (int, error) {
 	for i := 0; i < int(r.v.maxPods); i++ {
 		if n, _, err := r.PodName(i); err == nil && n == name {
 			return i, nil
 		}
 	}
-	return -1, ErrNoPod
+	return -1, fmt.Errorf("%w: %q is not a pod of index %q (ingestd names pods ip:port)",
+		ErrNoPod, name, r.name)
+}
+
+// Pod returns the pod named name as an OptPod (for Route.Prefill), or PodIndex's error.
+func (r *Reader) Pod(name string) (OptPod, error) {
+	i, err := r.PodIndex(name)
+	if err != nil {
+		return NoPod, err
+	}
+	return SomePod(i), nil
+}
+
+// ScoreNames is Score with the candidates given by name ("ip:port"); names the index does
+// not know get no row (as C's kvidx_score() skips a candidate -1).
+func (r *Reader) ScoreNames(keys []uint64, names []string, w *Weights, dst []Score) ([]Score, error) {
+	cand := make([]int, 0, len(names))
+	for _, n := range names {
+		if i, err := r.PodIndex(n); err == nil {
+			cand = append(cand, i)
+		}
+	}
+	if len(cand) == 0 && len(names) > 0 {
+		return dst[:0], nil
+	}
+	return r.Score(keys, cand, w, dst)
 }
 
 // PodCounter returns per-pod counter word c of pod: c an index into PodCounterNames for the

@@ -466,11 +466,28 @@ func (r *Reader) ringDrop() error {
 	return ErrRingFull
 }
 
+// OptPod is an optional pod index: the zero value is no pod (NoPod), SomePod(i) pod i. It is
+// what Route.Prefill takes, so that a Route whose prefill pod was left out predicts nothing
+// on pod 0 (an int field's zero value would have meant pod 0).
+type OptPod struct {
+	i  int32
+	ok bool
+}
+
+// NoPod is the zero OptPod: no pod.
+var NoPod OptPod
+
+// SomePod is pod index i as an OptPod.
+func SomePod(i int) OptPod { return OptPod{i: int32(i), ok: i >= 0 && i < MaxPods} }
+
+// Get returns the pod index and whether there is one.
+func (p OptPod) Get() (int, bool) { return int(p.i), p.ok }
+
 // Route is a routing decision as a router commits it (C struct kvidx_route).
 type Route struct {
-	CorrID        uint64   // request-safe correlation id (never prompt data)
-	Pod           int      // chosen (decode) pod index
-	PrefillPod    int      // prefill pod under P/D disaggregation, or -1 for none
+	CorrID        uint64   // request-safe correlation id (never prompt data): CorrID(requestID)
+	Pod           int      // chosen (decode) pod index (Reader.PodIndex of its name)
+	Prefill       OptPod   // prefill pod under P/D disaggregation; the zero value: none
 	Keys          []uint64 // the prompt's block keys (any number: the first MaxCommitKeys are sent)
 	MatchedBlocks uint32   // blocks the chosen pod matched when scored
 	MatchedSpec   uint32   // of those, held only speculatively
@@ -484,7 +501,7 @@ type Route struct {
 // ErrInvalid. Stamped with NowNs() and the reader's data generation, exactly as
 // kvidx_commit() writes it.
 func (r *Reader) Commit(rt *Route) error {
-	if rt == nil || rt.Pod < 0 || rt.Pod >= MaxPods || rt.PrefillPod < -1 || rt.PrefillPod >= MaxPods {
+	if rt == nil || rt.Pod < 0 || rt.Pod >= MaxPods || (rt.Prefill != NoPod && !rt.Prefill.ok) {
 		return ErrInvalid
 	}
 	keys := rt.Keys
@@ -514,8 +531,8 @@ func (r *Reader) Commit(rt *Route) error {
 	m.put64(o+mGen, r.v.gen)
 	m.put16(o+mPod, uint16(rt.Pod))
 	prefill := uint16(0xffff)
-	if rt.PrefillPod >= 0 {
-		prefill = uint16(rt.PrefillPod)
+	if pp, ok := rt.Prefill.Get(); ok {
+		prefill = uint16(pp)
 	}
 	m.put16(o+mPrefill, prefill)
 	m.put32(o+mNKeys, uint32(nk))
@@ -540,6 +557,22 @@ func (r *Reader) Commit(rt *Route) error {
 	}
 	r.ringPut(nmsg)
 	return nil
+}
+
+// CorrID is the correlation id of a request id string (vLLM's X-Request-Id, say): FNV-1a-64
+// of its bytes, 0 mapped to 1, the value of C's kvidx_corr_id() and Python's kvidx.corr_id().
+// ingestd keys a route by the Reader that committed it and this id: report its outcome on the
+// same Reader (Pool users: keep the Reader from Commit to ReportOutcome, or accept that an
+// outcome from another Reader is counted on its pod but not matched to the route).
+func CorrID(requestID string) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for i := 0; i < len(requestID); i++ {
+		h = (h ^ uint64(requestID[i])) * 0x100000001b3
+	}
+	if h == 0 {
+		return 1
+	}
+	return h
 }
 
 // ReportOutcome reports what the model server said about a routed request: cachedTokens as

@@ -7,6 +7,7 @@ package kvidx
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -25,7 +26,7 @@ func commitAndSee(t *testing.T, r *Reader, c *child, corr uint64) bool {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if err := r.Commit(&Route{CorrID: corr, Pod: 1, PrefillPod: -1, Keys: []uint64{7}}); err != nil {
+	if err := r.Commit(&Route{CorrID: corr, Pod: 1, Keys: []uint64{7}}); err != nil {
 		t.Fatal(err)
 	}
 	woke := false
@@ -94,7 +95,7 @@ func TestDoorbellAndRegistryReplacement(t *testing.T) {
 	if err := os.Chmod(hdr, 0o620); err != nil {
 		t.Fatal(err)
 	}
-	if r2, err := Open(name); err != ErrCorrupt {
+	if r2, err := Open(name); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("group-writable index header: Open gave %v", err)
 		if r2 != nil {
 			r2.Close()
@@ -107,7 +108,7 @@ func TestDoorbellAndRegistryReplacement(t *testing.T) {
 	if err := os.Chmod(data, 0o602); err != nil {
 		t.Fatal(err)
 	}
-	if r2, err := Open(name); err != ErrCorrupt {
+	if r2, err := Open(name); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("world-writable data generation: Open gave %v", err)
 		if r2 != nil {
 			r2.Close()

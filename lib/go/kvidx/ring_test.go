@@ -21,11 +21,11 @@ func TestRingCommitsReachCWriter(t *testing.T) {
 		for j := range keys {
 			keys[j] = uint64(0x1000*i + j + 1)
 		}
-		prefill := -1
+		prefill := NoPod
 		if i%2 == 1 {
-			prefill = 7 - i%8
+			prefill = SomePod(7 - i%8)
 		}
-		rt := Route{CorrID: uint64(100 + i), Pod: i % 8, PrefillPod: prefill, Keys: keys,
+		rt := Route{CorrID: uint64(100 + i), Pod: i % 8, Prefill: prefill, Keys: keys,
 			MatchedBlocks: uint32(i), MatchedSpec: uint32(i / 2), PromptTokens: uint32(7 * i)}
 		if err := r.Commit(&rt); err != nil {
 			t.Fatal(err)
@@ -38,7 +38,11 @@ func TestRingCommitsReachCWriter(t *testing.T) {
 		if nk == 0 {
 			list = "-"
 		}
-		want = append(want, fmt.Sprintf("R %d %d %d %d %d %d %d %s t-ok", rt.CorrID, rt.Pod, prefill,
+		pp := -1
+		if i, ok := prefill.Get(); ok {
+			pp = i
+		}
+		want = append(want, fmt.Sprintf("R %d %d %d %d %d %d %d %s t-ok", rt.CorrID, rt.Pod, pp,
 			rt.MatchedBlocks, rt.MatchedSpec, rt.PromptTokens, nk, list))
 		if i%3 == 0 {
 			if err := r.ReportOutcome(uint64(500+i), i%8, uint32(16*i), 4096); err != nil {
@@ -56,8 +60,8 @@ func TestRingCommitsReachCWriter(t *testing.T) {
 		}
 	}
 	// Bad arguments are refused before anything is written.
-	for _, rt := range []Route{{Pod: -1, PrefillPod: -1}, {Pod: MaxPods, PrefillPod: -1},
-		{Pod: 0, PrefillPod: -2}} {
+	for _, rt := range []Route{{Pod: -1}, {Pod: MaxPods}, {Pod: 0, Prefill: SomePod(-2)},
+		{Pod: 0, Prefill: SomePod(MaxPods)}} {
 		if err := r.Commit(&rt); err == nil {
 			t.Errorf("commit %+v accepted", rt)
 		}
@@ -82,7 +86,7 @@ func TestRingFullDropsWholeCommits(t *testing.T) {
 	keys := make([]uint64, 13)
 	sent, dropped := 0, 0
 	for i := 0; i < 40; i++ {
-		err := r.Commit(&Route{CorrID: uint64(i), Pod: 1, PrefillPod: -1, Keys: keys})
+		err := r.Commit(&Route{CorrID: uint64(i), Pod: 1, Keys: keys})
 		if err == ErrRingFull {
 			dropped++
 		} else if err != nil {

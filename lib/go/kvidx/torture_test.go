@@ -129,7 +129,7 @@ func readerLoop(r *Reader, rng *rand.Rand, stop func() bool, st *readerStats, st
 			for i := range keys {
 				keys[i] = churnKey(rng.Intn(nChurn))
 			}
-			err = r.Commit(&Route{CorrID: uint64(st.ops), Pod: 1 + rng.Intn(7), PrefillPod: -1 + rng.Intn(2)*(1+rng.Intn(7)), Keys: keys})
+			err = r.Commit(&Route{CorrID: uint64(st.ops), Pod: 1 + rng.Intn(7), Prefill: randPrefill(rng), Keys: keys})
 			if err == ErrRingFull {
 				err = nil
 			}
@@ -445,4 +445,12 @@ func TestTortureReaderProcesses(t *testing.T) {
 	if stats["reclaimed"] == 0 || stats["route_bad"] != 0 || stats["route_commits"] == 0 {
 		t.Errorf("writer: %v", stats)
 	}
+}
+
+// randPrefill: no prefill pod half the time, else one of pods 1..7.
+func randPrefill(rng *rand.Rand) OptPod {
+	if rng.Intn(2) == 0 {
+		return NoPod
+	}
+	return SomePod(1 + rng.Intn(7))
 }

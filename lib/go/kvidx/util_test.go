@@ -111,7 +111,7 @@ func helperReader(t *testing.T, mode, tag string) (c *child, r *Reader, name str
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.Close)
+	t.Cleanup(func() { r.Close() })
 	return c, r, name
 }
 

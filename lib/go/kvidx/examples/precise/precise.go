@@ -15,7 +15,9 @@
 package precise
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"kvidx.dev/kvidx"
@@ -39,6 +41,7 @@ type Result struct {
 	Keys    []uint64
 	Matches map[string]MatchInfo // by endpoint; every candidate has an entry
 	pods    map[string]int
+	gen     uint64 // the data generation the pod indices belong to
 }
 
 // Scorer scores prompts on one index from any number of goroutines.
@@ -47,19 +50,51 @@ type Scorer struct {
 	mu   sync.Mutex
 	gen  uint64
 	pods map[string]int // endpoint -> pod index, for generation gen
+	// Commits and outcomes go through one Reader of their own: ingestd matches an outcome
+	// to its route by the Reader (registry slot) that committed it and the correlation id.
+	// Both calls are wait-free, so the lock is held for a few hundred nanoseconds.
+	ringMu sync.Mutex
+	ring   *kvidx.Reader
 }
 
-// New attaches readers handles to index name (one per concurrent Score call).
+// New attaches readers handles to index name (one per concurrent Score call), plus one for
+// commits and outcomes.
 func New(name string, readers int) (*Scorer, error) {
 	p, err := kvidx.NewPool(name, readers)
 	if err != nil {
 		return nil, err
 	}
-	return &Scorer{pool: p, pods: map[string]int{}}, nil
+	r, err := kvidx.Open(name)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return &Scorer{pool: p, pods: map[string]int{}, ring: r}, nil
 }
 
-// Close releases the handles.
-func (s *Scorer) Close() { s.pool.Close() }
+// Close releases the handles (an io.Closer).
+func (s *Scorer) Close() error {
+	s.ring.Close()
+	return s.pool.Close()
+}
+
+// ErrStale: the index moved to a new data generation (ingestd restarted) between Score and
+// Commit or ReportOutcome; pod indices changed with it. Score the request again.
+var ErrStale = errors.New("precise: index generation changed since Score")
+
+// onRing runs f on the commit Reader, after following a new data generation, if the result
+// was scored on the generation it is on.
+func (s *Scorer) onRing(res *Result, f func(r *kvidx.Reader) error) error {
+	s.ringMu.Lock()
+	defer s.ringMu.Unlock()
+	if _, err := s.ring.Info(); err != nil {
+		return err
+	}
+	if s.ring.Generation() != res.gen {
+		return ErrStale
+	}
+	return f(s.ring)
+}
 
 // podOf resolves endpoints to pod indices, caching per data generation.
 func (s *Scorer) podOf(r *kvidx.Reader, endpoints []string) map[string]int {
@@ -93,10 +128,12 @@ func retry(f func() error) error {
 	return err
 }
 
-// Score computes the prompt's keys and each endpoint's match.
-func (s *Scorer) Score(tokens []uint32, model string, ex *kvidx.Extras, endpoints []string) (*Result, error) {
+// Score computes the prompt's keys and each endpoint's match. It waits for a free Reader
+// until ctx is done (ctx.Err() then).
+func (s *Scorer) Score(ctx context.Context, tokens []uint32, model string, ex *kvidx.Extras,
+	endpoints []string) (*Result, error) {
 	res := &Result{Matches: make(map[string]MatchInfo, len(endpoints))}
-	err := s.pool.Do(func(r *kvidx.Reader) error {
+	err := s.pool.Do(ctx, func(r *kvidx.Reader) error {
 		if _, err := r.Info(); err != nil { // follow a new generation before resolving pods
 			return err
 		}
@@ -104,7 +141,7 @@ func (s *Scorer) Score(tokens []uint32, model string, ex *kvidx.Extras, endpoint
 		if res.Keys, err = r.Keys(tokens, model, ex); err != nil {
 			return err
 		}
-		res.pods = s.podOf(r, endpoints)
+		res.pods, res.gen = s.podOf(r, endpoints), r.Generation()
 		cand := make([]int, 0, len(res.pods))
 		for _, p := range res.pods {
 			cand = append(cand, p)
@@ -138,34 +175,44 @@ func (s *Scorer) Score(tokens []uint32, model string, ex *kvidx.Extras, endpoint
 var ErrUnknownEndpoint = errors.New("precise: endpoint unknown to the index")
 
 // Commit sends the scheduler's decision: primary is the decode pod, prefill the prefill
-// profile's pod ("" for none). corrID identifies the request for ReportOutcome.
-func (s *Scorer) Commit(res *Result, corrID uint64, primary, prefill string) error {
+// profile's pod ("" for none). corrID identifies the request for ReportOutcome:
+// kvidx.CorrID(requestID). ctx is accepted for the scheduler's plumbing; nothing here waits
+// (a commit is wait-free; a full ring is kvidx.ErrRingFull).
+func (s *Scorer) Commit(ctx context.Context, res *Result, corrID uint64, primary, prefill string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p, ok := res.pods[primary]
 	if !ok {
-		return ErrUnknownEndpoint
+		return fmt.Errorf("%w: %q", ErrUnknownEndpoint, primary)
 	}
-	pp := -1
+	pp := kvidx.NoPod
 	if prefill != "" {
-		if pp, ok = res.pods[prefill]; !ok {
-			return ErrUnknownEndpoint
+		i, ok := res.pods[prefill]
+		if !ok {
+			return fmt.Errorf("%w: %q", ErrUnknownEndpoint, prefill)
 		}
-	}
-	keys := res.Keys
-	if len(keys) > kvidx.MaxCommitKeys {
-		keys = keys[:kvidx.MaxCommitKeys]
+		pp = kvidx.SomePod(i)
 	}
 	mi := res.Matches[primary]
-	rt := kvidx.Route{CorrID: corrID, Pod: p, PrefillPod: pp, Keys: keys,
+	rt := kvidx.Route{CorrID: corrID, Pod: p, Prefill: pp, Keys: res.Keys,
 		MatchedBlocks: uint32(mi.MatchedBlocks), MatchedSpec: uint32(mi.SpecBlocks)}
-	return s.pool.Do(func(r *kvidx.Reader) error { return r.Commit(&rt) })
+	return s.onRing(res, func(r *kvidx.Reader) error { return r.Commit(&rt) })
 }
 
 // ReportOutcome passes on what the model server reported for the request (vLLM's
-// usage.prompt_tokens_details.cached_tokens and the prompt length).
-func (s *Scorer) ReportOutcome(res *Result, corrID uint64, endpoint string, cached, prompt uint32) error {
+// usage.prompt_tokens_details.cached_tokens and the prompt length), on the Reader that
+// committed it.
+func (s *Scorer) ReportOutcome(ctx context.Context, res *Result, corrID uint64, endpoint string,
+	cached, prompt uint32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p, ok := res.pods[endpoint]
 	if !ok {
-		return ErrUnknownEndpoint
+		return fmt.Errorf("%w: %q", ErrUnknownEndpoint, endpoint)
 	}
-	return s.pool.Do(func(r *kvidx.Reader) error { return r.ReportOutcome(corrID, p, cached, prompt) })
+	return s.onRing(res, func(r *kvidx.Reader) error {
+		return r.ReportOutcome(corrID, p, cached, prompt)
+	})
 }

@@ -2,6 +2,8 @@ package precise
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,8 +75,9 @@ func TestScoreAndCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	ctx := context.Background()
 	toks := prompt()
-	res, err := s.Score(toks, "m", nil, []string{"p1", "p2", "10.9.9.9:80"})
+	res, err := s.Score(ctx, toks, "m", nil, []string{"p1", "p2", "10.9.9.9:80"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +89,7 @@ func TestScoreAndCommit(t *testing.T) {
 	if fmt.Sprint(want) != fmt.Sprint(res.Keys) {
 		t.Fatalf("keys %x, want %x", res.Keys, want)
 	}
-	if err := s.Commit(res, 77, "p1", "p2"); err != nil {
+	if err := s.Commit(ctx, res, 77, "p1", "p2"); err != nil {
 		t.Fatal(err)
 	}
 	l := next()
@@ -97,7 +100,7 @@ func TestScoreAndCommit(t *testing.T) {
 	if exp := fmt.Sprintf("R 77 1 2 0 0 0 6 %s t-ok", strings.Join(ks, ",")); l != exp {
 		t.Fatalf("drained %q, want %q", l, exp)
 	}
-	if s.Commit(res, 78, "10.9.9.9:80", "") != ErrUnknownEndpoint {
+	if !errors.Is(s.Commit(ctx, res, 78, "10.9.9.9:80", ""), ErrUnknownEndpoint) {
 		t.Error("commit to an unknown endpoint accepted")
 	}
 }
@@ -113,7 +116,8 @@ func TestScorePerTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	res, err := s.Score(prompt(), "m", nil, []string{"p1", "p2", "p5", "p6", "10.9.9.9:80"})
+	ctx := context.Background()
+	res, err := s.Score(ctx, prompt(), "m", nil, []string{"p1", "p2", "p5", "p6", "10.9.9.9:80"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,4 +139,41 @@ func TestScorePerTier(t *testing.T) {
 	if len(res.Matches) != len(want) {
 		t.Errorf("%d matches, want %d", len(res.Matches), len(want))
 	}
+}
+
+// The llm-d-shaped Index on the same held prompt as TestScorePerTier: the longest prefix any
+// pod holds (p1: all six blocks), filtered by a pod set (p5, p6: p5's three predicted blocks),
+// and Add/Evict refused.
+func TestIndexLookupLikeLlmd(t *testing.T) {
+	name, _ := drainer(t, "index", "m")
+	x, err := NewIndex(name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	ctx := context.Background()
+	chain := kvidx.KeyChain(nil, kvidx.AlgoCborFnv, kvidx.KeyRoot(kvidx.AlgoCborFnv, "", "m"), prompt(), 16)
+	keys := make([]Key, len(chain))
+	for i, k := range chain {
+		keys[i] = Key{ModelName: "m", ChunkHash: k}
+	}
+	hit, pods, err := x.Lookup(ctx, keys, nil)
+	if err != nil || len(hit) != 6 || fmt.Sprint(pods[keys[0]]) != "[p1 p2 p5]" ||
+		fmt.Sprint(pods[keys[5]]) != "[p1]" {
+		t.Fatalf("Lookup(all pods) = %v %v %v", hit, pods, err)
+	}
+	hit, pods, err = x.Lookup(ctx, keys, map[string]struct{}{"p5": {}, "p6": {}})
+	if err != nil || len(hit) != 3 || fmt.Sprint(pods[keys[2]]) != "[p5]" {
+		t.Fatalf("Lookup(p5, p6) = %v %v %v", hit, pods, err)
+	}
+	if x.Add(ctx, keys, nil) != ErrReadOnly || x.Evict(ctx, keys[0], nil) != ErrReadOnly {
+		t.Error("Add or Evict accepted")
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	r, _ := x.pool.Get(ctx)
+	if _, _, err := x.Lookup(done, keys, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Lookup with no free handle and ctx done = %v", err)
+	}
+	x.pool.Put(r)
 }
