@@ -44,7 +44,7 @@ static const char broken_tree[] =
 	"touch bench/bench_a.c bench/bench_b.c && "
 	"printf 'list-programs:\\n\\t@echo kvidx-top kvidx-b\\n' > Makefile && "
 	"printf '## kvidx-top \\342\\200\\224 the live view\\n\\n`kvidx-top [--name NAME] "
-	"[--interval D]`\\n' > docs/tools.md && "
+	"[--interval D] [--frobnicate]`\\n' > docs/tools.md && "
 	"printf '/* docs/x.md \"Real section\", docs/x.md section 3: fine */\\n' > tools/ok.c && "
 	"printf '/* see docs/gone.md */\\n' > tools/a.c && "
 	"printf '/* see docs/x.md \"No such title\" */\\n' > tools/b.c && "
@@ -78,6 +78,8 @@ Test(docs, checker_catches_broken_references_and_counts, .timeout = 120)
 	tu_assert_has(r.out, "README.md: says three programs, the Makefile builds 2");
 	tu_assert_has(r.out, "kvidx-top --once: in its --help, not in docs/tools.md");
 	tu_assert_lacks(r.out, "kvidx-top --name");
+	tu_assert_has(r.out, "kvidx-top --frobnicate: in its usage in docs/tools.md, not in its "
+			     "--help");
 	tu_assert_has(r.out, "kvidx-b: not built in ");
 	free(r.out);
 }
