@@ -14,7 +14,8 @@ Counts (with --bin): the README's "~N tests" within 10% of the Criterion tests `
 runs; the benchmark programs it and docs/benchmarks.md count against bench/bench_*.c; the
 programs it lists against the Makefile's (`make list-programs`). Flags (with --bin): every flag
 a program's --help defines is in its section of docs/tools.md (kvidx-hash: docs/keys.md), and
-every flag of the usage lines there is one --help defines.
+every flag of the usage lines there is one --help defines. Exports (with --bin): every
+function BIN/../libkvidx.so exports is named in docs/api.md.
 
 Usage: check_docs.py [--root DIR] [--bin BUILD/bin]. Exit 0 and one "check_docs: ok" line, or
 1 and one line per problem (FILE:LINE: what).
@@ -263,6 +264,7 @@ def check_counts(root, binary, problems):
     progs = set(r.stdout.split())
     counts["programs"] = len(progs)
     check_flags(root, binary, progs, problems)
+    counts["exports"] = check_exports(root, binary, problems)
     m = re.search(r"the (\w+) programs in `build/bin/` \(([^)]*)\)", readme)
     if not m:
         problems.append("README.md: no \"the N programs in `build/bin/` (...)\" in Make targets")
@@ -326,6 +328,24 @@ def check_flags(root, binary, progs, problems):
             problems.append("%s %s: in its usage in %s, not in its --help" % (prog, f, where))
 
 
+def check_exports(root, binary, problems):
+    """Every function libkvidx.so exports is named in docs/api.md."""
+    lib = os.path.join(os.path.dirname(os.path.abspath(binary)), "libkvidx.so")
+    r = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
+                       check=False)
+    names = {re.sub(r"@.*", "", f.split()[-1]) for f in r.stdout.splitlines() if f.split()}
+    names = {n for n in names if n.startswith("kvidx_")}
+    if not names:
+        problems.append("%s: no kvidx_* symbol exported (nm: %s)" % (lib, r.stderr.strip()))
+        return 0
+    p = os.path.join(root, "docs/api.md")
+    api = open(p, encoding="utf-8").read() if os.path.exists(p) else ""
+    for n in sorted(names):
+        if not re.search(r"\b%s\b" % n, api):
+            problems.append("docs/api.md: the exported function %s is not named" % n)
+    return len(names)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=".")
@@ -343,7 +363,7 @@ def main():
     extra = ""
     if counts:
         extra = "; README counts true: %(tests)d tests, %(benchmarks)d benchmark programs, " \
-                "%(programs)d programs" % counts
+                "%(programs)d programs; %(exports)d exported functions in docs/api.md" % counts
     print("check_docs: ok (%d references in %d files%s)" % (c.refs, len(c.files), extra))
     return 0
 

@@ -2,9 +2,10 @@
  * test_docs.c — Criterion suite "docs": the tree's references and the README's counts, through
  * tests/check_docs.py. Every file and section a comment, help text or document cites exists in
  * the tree, nothing cites a document outside it, the README's counts of tests, benchmark
- * programs and programs are true, and every flag a program's --help defines is documented. Then the checker is shown to fail on a small tree of broken
- * references and wrong counts, each by its own message.
- */
+ * programs and programs are true, every flag a program's --help defines is documented (and
+ * every documented usage flag exists), and every exported function is named in docs/api.md.
+ * Then the checker is shown to fail on a small tree of broken references and wrong counts, each
+ * by its own message. /
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
@@ -81,5 +82,6 @@ Test(docs, checker_catches_broken_references_and_counts, .timeout = 120)
 	tu_assert_has(r.out, "kvidx-top --frobnicate: in its usage in docs/tools.md, not in its "
 			     "--help");
 	tu_assert_has(r.out, "kvidx-b: not built in ");
+	tu_assert_has(r.out, "docs/api.md: the exported function kvidx_lookup is not named");
 	free(r.out);
 }
