@@ -5,7 +5,8 @@
  * programs and programs are true, every flag a program's --help defines is documented (and
  * every documented usage flag exists), and every exported function is named in docs/api.md.
  * Then the checker is shown to fail on a small tree of broken references and wrong counts, each
- * by its own message. /
+ * by its own message.
+ */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
