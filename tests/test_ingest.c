@@ -891,6 +891,43 @@ Test(ingest, writer_restart_rebuilds_new_generation)
 	tu_ing.rd = mine;
 }
 
+/* Issue 22, item 10: a pod named by name= whose model only its topic gives keeps that model
+ * across a restart with --replay-on-start: replayed batches (3 frames, as vLLM answers)
+ * carry no topic, so before, the rebuilt pod had model "" (its metrics label changed, its
+ * replayed blocks chained from model ""'s root) until a live message came. */
+Test(ingest, replay_on_start_keeps_the_model)
+{
+	struct tu_pub *p = tu_pub_open(TOPIC);
+	char spec[512], name[KVIDX_POD_NAME_MAX], model[KVIDX_POD_NAME_MAX];
+
+	p->old_framing = true; /* replies [id, "", seq, payload]: no topic */
+	snprintf(spec, sizeof(spec), "%s,replay=%s,name=%s", p->ep, p->rep, POD);
+	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
+	tu_pub_wait_subscribed(p);
+	uint64_t k = pub_block(p, 1201, 0, 0, tu_toks(31000, BS)); /* keyed with MODEL */
+	int pod = wait_pod(POD);
+	TU_EVENTUALLY(holds(k, pod), "not stored; log: %s", tu_ing.log);
+	cr_assert_eq(kvidx_reader_pod(tu_ing.rd, pod, name, model), 0);
+	cr_assert_str_eq(model, MODEL);
+
+	kill(tu_ing.daemon.pid, SIGKILL);
+	tu_child_wait(&tu_ing.daemon, TU_DEADLINE_MS);
+	kvidx_reader_close(tu_ing.rd);
+	tu_ing.rd = NULL;
+	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
+	struct kvidx_info info;
+	TU_EVENTUALLY((tiers_of(k, 0),
+		       kvidx_reader_info(tu_ing.rd, &info) == 0 && info.generation == 2),
+		      "no second generation; log: %s", tu_ing.log);
+	pod = wait_pod(POD);
+	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "replay not done; log: %s", tu_ing.log);
+	/* No live message since the restart: the model is the one from before. */
+	cr_assert_eq(tu_ctr(pod, KV_PC_batches), 1, "a live batch came");
+	cr_assert_eq(kvidx_reader_pod(tu_ing.rd, pod, name, model), 0);
+	cr_assert_str_eq(model, MODEL, "model after the restart: '%s'; log: %s", model, tu_ing.log);
+	cr_assert(holds(k, pod), "the replayed block is not keyed with the pod's model");
+}
+
 Test(ingest, bind_mode_pods_by_topic)
 {
 	struct tu_pub *a = tu_pub_open("kv@10.1.0.1:8000@" MODEL);

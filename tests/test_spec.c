@@ -945,6 +945,18 @@ Test(spec, metrics_endpoint_serves_speculation_counters)
 	free(r.out);
 }
 
+/* Issue 22, item 10: with --ttl-backlog measured the start-up line says J's backlog is the
+ * measured event lag, not the fallback duration as if it were the formula. */
+Test(spec, measured_backlog_is_logged_as_measured)
+{
+	pub_open(POD_A);
+	START("--ttl-policy", "adaptive", "--ttl-backlog", "measured", "--ttl-percentile", "0.95");
+	TU_EVENTUALLY(tu_log_has("ttl-policy=adaptive"), "no policy line; log: %s", tu_ing.log);
+	cr_assert(tu_log_has("T=clamp(p95 + measured event lag p95 (250ms until "),
+		  "log: %s", tu_ing.log);
+	cr_assert(!tu_log_has("T=clamp(p95 + 250ms +"), "log: %s", tu_ing.log);
+}
+
 /* /healthz and /readyz on a non-loopback --metrics-listen: not ready while a stream is down
  * (named in the answer), ready once its publisher appears. */
 Test(spec, probes_follow_the_streams)

@@ -62,6 +62,25 @@ static void at_event(void *arg)
 	ing_schedule(arg, ING_AT_EVENT, 0);
 }
 
+/* --replay-on-start: the pods (with a model) of the generation readers use now, read before
+ * this writer builds the next one; pods.c gives a pod that model until a topic names one. */
+static void prev_pods(struct ingestd *d)
+{
+	struct kvidx_reader *r = kvidx_reader_open(d->cfg->name);
+	struct kvidx_info info;
+
+	if (!r)
+		return; /* no index yet, or unreadable: nothing to carry over */
+	if (kvidx_reader_info(r, &info) == 0 && info.geo.max_pods &&
+	    (d->sh.prev = calloc(info.geo.max_pods, sizeof(*d->sh.prev))))
+		for (uint32_t i = 0; i < info.geo.max_pods; i++) {
+			struct ing_prev_pod *pp = &d->sh.prev[d->sh.nprev];
+			if (kvidx_reader_pod(r, (int)i, pp->name, pp->model) == 0 && pp->model[0])
+				d->sh.nprev++;
+		}
+	kvidx_reader_close(r);
+}
+
 int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 {
 	struct kvidx_writer_opts o;
@@ -84,6 +103,8 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	 * rebuild this one are over (maybe_publish()), so a restart costs them no empty index. */
 	o.defer_publish = cfg->replay_on_start;
 	d->published = !o.defer_publish;
+	if (cfg->replay_on_start)
+		prev_pods(d);
 	d->sh.w = kvidx_writer_open(&o);
 	if (!d->sh.w) {
 		rc = -errno;
@@ -583,6 +604,7 @@ void ingestd_close(struct ingestd *d)
 	while (d->sh.npods)
 		ing_pod_close(&d->sh, d->sh.pods[d->sh.npods - 1], false);
 	free(d->sh.pods);
+	free(d->sh.prev);
 	d->sh.pods = NULL;
 	if (d->bind_sub) {
 		int zero = 0;

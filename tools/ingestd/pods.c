@@ -135,10 +135,27 @@ static struct ing_pod *find_by_name(struct ing_shared *sh, const char *name,
 
 /* Registers p's pod in the index as name (how: where the name came from, for the log). 0, or
  * -errno / -KVIDX_E* (logged). */
+/* A pod registered with no model yet (no model=, no topic so far: replayed batches carry
+ * none) takes the model the index had for its name before the restart, so its keys and its
+ * metrics' model label stay what they were; a topic naming another model still wins. */
+static void prev_model(const struct ing_shared *sh, const char *name, struct ing_group *g)
+{
+	for (size_t i = 0; i < sh->nprev; i++)
+		if (!strcmp(sh->prev[i].name, name)) {
+			snprintf(g->model, sizeof(g->model), "%s", sh->prev[i].model);
+			ilog(ILOG_INFO, "pod %s: model %s, as before the restart (until a topic names "
+			     "one)", name, g->model);
+			return;
+		}
+}
+
 static int pod_register(struct ing_shared *sh, struct ing_pod *p, const char *name,
 			const char *how)
 {
 	struct ing_group *g = p->g;
+
+	if (!g->model[0] && !p->spec.model[0])
+		prev_model(sh, name, g);
 	int idx;
 
 	if (strlen(name) >= sizeof(g->name))

@@ -86,6 +86,12 @@ struct ing_shared {
 	uint64_t monitor_seq;
 	uint64_t last_tick_ns;
 	struct ing_spec *spec;    /* speculation bookkeeping, NULL: none */
+	/* --replay-on-start: the pods and models of the generation readers used at start
+	 * (ingest.c), for pods whose model neither model= nor a topic has given yet. */
+	struct ing_prev_pod {
+		char name[KVIDX_POD_NAME_MAX], model[KVIDX_POD_NAME_MAX];
+	} *prev;
+	size_t nprev;
 };
 
 struct ing_pod;

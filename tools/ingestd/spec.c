@@ -455,12 +455,21 @@ int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config 
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->rp_cv, &ca);
 	pthread_condattr_destroy(&ca);
+	char backlog[96];
+	/* J's backlog as --ttl-backlog gave it: a duration, or the measured event lag (with the
+	 * given duration only until enough lag samples exist). */
+	if (cfg->backlog_measured)
+		snprintf(backlog, sizeof(backlog), "measured event lag p%g (%ums until %llu lag "
+			 "samples)", cfg->percentile * 100, cfg->backlog_ms,
+			 (unsigned long long)cfg->min_samples);
+	else
+		snprintf(backlog, sizeof(backlog), "%ums", cfg->backlog_ms);
 	if (cfg->policy == ING_TTL_ADAPTIVE)
 		ilog(ILOG_INFO,
-		     "speculation: ttl-policy=adaptive start=%ums T=clamp(p%g + %ums + %ums, %ums, "
+		     "speculation: ttl-policy=adaptive start=%ums T=clamp(p%g + %s + %ums, %ums, "
 		     "%ums) after %llu samples, every %ums, step <= %g%%; late-window=%llums "
 		     "stale-limit=%ums; reaper: %llu slots every %ums (full pass ~%ums)",
-		     initial_ttl(s), cfg->percentile * 100, cfg->backlog_ms, cfg->slack_ms,
+		     initial_ttl(s), cfg->percentile * 100, backlog, cfg->slack_ms,
 		     s->ttl_floor_ms, s->ttl_cap_ms, (unsigned long long)cfg->min_samples,
 		     cfg->interval_ms, cfg->max_step * 100,
 		     (unsigned long long)(s->late_window_ns / NS_PER_MS), cfg->stale_limit_ms,

@@ -15,7 +15,7 @@
  *   cancel    the client aborts it right after sending it (a real client cancellation)
  *   fail      (fakepods) its prefill fails: X-Fakepod-Fault: fail
  *   restart   (fakepods) its pod restarts as it arrives: X-Fakepod-Fault: restart
- *   delay     (fakepods) its events come --delay-ms after it: X-Fakepod-Fault: delay=MS
+ *   delay     (fakepods) its events come --delay-ms after it: X-Fakepod-Fault: delay=MSms
  *
  * Per cell: how the second request routed (predicted / confirmed / nomatch), whether it went
  * to the first one's pod, the cached tokens it realized, the TTFT of both, and what became of
@@ -220,7 +220,7 @@ static void send_req(struct val *V, struct vreq *q, const uint32_t *t, size_t n,
 		else if (sc == SC_RESTART)
 			snprintf(fault, sizeof(fault), "restart");
 		else if (sc == SC_DELAY)
-			snprintf(fault, sizeof(fault), "delay=%" PRIu64, o->delay_ms);
+			snprintf(fault, sizeof(fault), "delay=%" PRIu64 "ms", o->delay_ms);
 		if (fault[0])
 			call_header(&q->call, "X-Fakepod-Fault", fault);
 		q->call.abort_after_upload = sc == SC_CANCEL;
