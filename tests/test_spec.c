@@ -830,6 +830,46 @@ Test(spec, outcomes_price_false_warm_routes)
 	cr_assert_eq(tu_ctr(a, KV_PC_false_warm_routes), 1);
 }
 
+/* Issue 22, item 5: two router processes (two registry slots) that both number from 1 commit
+ * corr_id 1 on different pods; each outcome is priced and counted on its own route's pod. */
+Test(spec, equal_corr_ids_of_two_readers_never_meet)
+{
+	uint64_t k[8];
+	struct kvidx_reader *other;
+
+	for (int i = 0; i < 8; i++)
+		k[i] = 0x0d0000 + (uint64_t)i;
+	pub_open(POD_A);
+	pub_open(POD_B);
+	START("--ttl", "20s");
+	int a = ready_pod(POD_A), b = ready_pod(POD_B);
+	cr_assert((other = kvidx_reader_open(tu_ing.name)) != NULL);
+	commit(1, a, -1, k, 8, 4, 2); /* slot 1: on a prediction of 64 tokens, on pod A */
+	struct kvidx_route rt = { .corr_id = 1, .pod = b, .prefill_pod = -1, .keys = k + 4,
+				  .nkeys = 4, .matched_blocks = 2, .matched_spec = 2 };
+	cr_assert_eq(kvidx_commit(other, &rt), 0); /* slot 2: the same id, pod B */
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routes_predicted) == 1 &&
+			      tu_ctr(b, KV_PC_routes_predicted) == 1,
+		      "routes not drained; log: %s", tu_ing.log);
+	/* The first reader's outcome: a false warm route of 64 - 16 tokens, on A (before: the
+	 * newest route with id 1, B's, took it). */
+	cr_assert_eq(kvidx_report_outcome(tu_ing.rd, 1, a, 16, 128), 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_outcomes) + tu_ctr(b, KV_PC_outcomes) == 1,
+		      "outcome not drained; log: %s", tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_outcomes), 1, "A's outcome counted on B");
+	cr_assert_eq(tu_ctr(a, KV_PC_false_warm_routes), 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_wasted_prefill_tokens), 48);
+	/* The second reader's: its prediction of 32 tokens held, on B. */
+	cr_assert_eq(kvidx_report_outcome(other, 1, b, 32, 128), 0);
+	TU_EVENTUALLY(tu_ctr(b, KV_PC_outcomes) == 1, "B's outcome: %llu on B, %llu on A",
+		      (unsigned long long)tu_ctr(b, KV_PC_outcomes),
+		      (unsigned long long)tu_ctr(a, KV_PC_outcomes));
+	cr_assert_eq(tu_ctr(a, KV_PC_outcomes), 1);
+	cr_assert_eq(tu_ctr(b, KV_PC_false_warm_routes), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_false_warm_routes), 1);
+	kvidx_reader_close(other);
+}
+
 /* ---- metrics hook and flags ----------------------------------------------------------------------------- */
 
 /* GET /metrics from 127.0.0.1:port into buf; bytes read, or -1. */

@@ -570,6 +570,27 @@ static void predict(struct ing_spec *s, struct spec_pod *sp, int pod, const uint
 			     kvidx_strerror(rc));
 }
 
+/*
+ * The correlation id as this writer keys it (the route map, the load view, the cluster link):
+ * the router's corr_id mixed with its origin, the registry slot whose ring brought it and the
+ * time that slot's owner claimed it (kv_writer_drain_origin()), so two router processes that
+ * both number their requests from 1 never match each other's routes. The mix is a bijection
+ * of corr_id for one origin; the route map also keys on the slot itself, so one process can
+ * never reach another's entry there. *slot gets the slot (-1 outside a drain).
+ */
+static uint64_t origin_corr(const struct ing_spec *s, uint64_t corr, int *slot)
+{
+	uint64_t claimed, h;
+	int sl = kv_writer_drain_origin(s->w, &claimed);
+
+	*slot = sl;
+	/* splitmix64's finaliser over (slot, claim time) */
+	h = claimed + 0x9e3779b97f4a7c15ull * (uint64_t)(uint32_t)(sl + 1);
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	return corr ^ (h ^ (h >> 31));
+}
+
 static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns)
 {
 	struct ing_spec *s = arg;
@@ -611,21 +632,23 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 	    (pp = pod_of(s, rt->prefill_pod)))
 		predict(s, pp, rt->prefill_pod, rt->keys, rt->nkeys, created, rt->nkeys > 0, slot);
 
-	struct spec_fent *old = spec_fifo_find(&s->corr, rt->corr_id, 0);
-	if (old)
-		spec_fifo_del(&s->corr, old); /* a reused corr_id: the newest route wins */
+	int oslot;
+	uint64_t corr = origin_corr(s, rt->corr_id, &oslot);
+	struct spec_fent *old = spec_fifo_find(&s->corr, corr, oslot);
+	if (old) /* this process reused a corr_id: its newest route wins */
+		spec_fifo_del(&s->corr, old);
 	/* The outcome belongs to the pod whose cache the match and the usage describe: under P/D
 	 * the prefill pod (the router reports it so, and matched_blocks is its match). */
 	uint64_t predicted = (uint64_t)rt->matched_blocks * s->block_size;
 	int opod = pp ? rt->prefill_pod : rt->pod;
-	spec_fifo_push(&s->corr, rt->corr_id, 0, opod, predicted | (on_pred ? PRED_FLAG : 0),
+	spec_fifo_push(&s->corr, corr, oslot, opod, predicted | (on_pred ? PRED_FLAG : 0),
 		       created, NULL);
 	if (s->load)
-		load_commit(s->load, rt->corr_id, opod, slot, rt->prompt_tokens, rt->nkeys,
+		load_commit(s->load, corr, opod, slot, rt->prompt_tokens, rt->nkeys,
 			    rt->matched_blocks, now);
 	if (s->cluster)
 		cluster_local_commit(s->cluster, &(struct cl_commit){
-			.corr = rt->corr_id, .keys = rt->keys, .nkeys = rt->nkeys, .created_ns = created,
+			.corr = corr, .keys = rt->keys, .nkeys = rt->nkeys, .created_ns = created,
 			.pod = sp->label, .ttl_ms = sp->ttl_ms, .prefill = pp ? pp->label : NULL,
 			.prefill_ttl_ms = pp ? pp->ttl_ms : 0, .pod_idx = rt->pod,
 			.prefill_idx = pp ? rt->prefill_pod : -1 });
@@ -634,7 +657,9 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 static void on_outcome(void *arg, const struct kvidx_outcome *o)
 {
 	struct ing_spec *s = arg;
-	struct spec_fent *e = spec_fifo_find(&s->corr, o->corr_id, 0);
+	int slot;
+	uint64_t corr = origin_corr(s, o->corr_id, &slot);
+	struct spec_fent *e = spec_fifo_find(&s->corr, corr, slot);
 	int pod = e ? e->aux : o->pod;
 	struct spec_pod *sp = pod_of(s, pod);
 	bool on_pred = false;
@@ -646,7 +671,7 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 		spec_fifo_del(&s->corr, e);
 	}
 	if (s->load)
-		load_outcome(s->load, o->corr_id, pod, s->drain_now);
+		load_outcome(s->load, corr, pod, s->drain_now);
 	if (!sp)
 		return;
 	/* vLLM recomputes at least a prompt's last token: a full hit reports the prompt less
@@ -658,8 +683,7 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 	}
 	/* A failed outcome (docs/cluster.md): fewer cached tokens than the route matched. */
 	if (s->cluster && e && predicted > 0 && o->cached_tokens < predicted)
-		cluster_local_failed(s->cluster, o->corr_id);
-	int slot = kv_writer_drain_slot(s->w, NULL);
+		cluster_local_failed(s->cluster, corr);
 	ctr_add(sp, KV_PC_outcomes, 1);
 	router_add(s, slot, KV_RT_outcomes, 1);
 	if (on_pred && o->cached_tokens < predicted) {

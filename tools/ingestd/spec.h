@@ -99,8 +99,8 @@ enum spec_pause {
 /*
  * A bounded map with FIFO eviction keyed by (key, sub), on the fifomap of fifomap.h (the one
  * under the engine-key map too). A key may be pushed more than once (a multimap): every entry
- * has its own slot. Used for route commits awaiting their outcome (key = corr_id, sub = 0,
- * aux = the pod the outcome counts for: the prefill pod under P/D, else the decode pod), for
+ * has its own slot. Used for route commits awaiting their outcome (key = corr_id mixed with
+ * its origin, sub = the committing registry slot: spec.c origin_corr(); aux = the pod the outcome counts for: the prefill pod under P/D, else the decode pod), for
  * expired predictions awaiting a late confirmation (key = block key, sub = pod) and for the
  * route map (key = created_ns, sub = pod).
  */
@@ -170,7 +170,7 @@ struct ing_spec {
 	uint32_t block_size;
 	uint32_t max_pods;
 	struct spec_pod *pods;
-	struct spec_fifo corr; /* corr_id -> (pod, predicted tokens | on-prediction bit, commit) */
+	struct spec_fifo corr; /* (origin corr_id, slot) -> (pod, predicted tokens | on-prediction bit, commit) */
 	struct spec_fifo late; /* (key, pod) -> (created_ns, expired_ns) */
 	struct spec_fifo routes; /* (created_ns, pod) -> route accounting, see spec.c */
 	uint64_t late_window_ns;
