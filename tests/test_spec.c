@@ -909,14 +909,40 @@ Test(spec, metrics_endpoint_serves_speculation_counters)
 	int port = tu_free_port();
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-	pub_open(POD_A);
-	START("--ttl", "1500ms", "--metrics", addr);
-	ready_pod(POD_A);
+	struct tu_pub *p = pub_open(POD_A);
+	START("--ttl", "20s", "--metrics", addr);
+	int a = ready_pod(POD_A);
+	/* A router worker's route, confirmed (latency quantiles exist), and its outcome. */
+	const uint32_t *t = tu_toks(3000, 2 * BS);
+	uint64_t k[2];
+	tu_keys_of(MODEL, 0, t, 2 * BS, k);
+	commit(5, a, -1, k, 2, 0, 0);
+	TU_EVENTUALLY(seen(k[1], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);
+	pub_prompt(p, 700, t, 2);
+	TU_EVENTUALLY(seen(k[1], a) == TU_CONF, "not confirmed; log: %s", tu_ing.log);
+	cr_assert_eq(kvidx_report_outcome(tu_ing.rd, 5, a, 0, 32), 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_outcomes) == 1, "outcome not drained");
 	ssize_t n = -1;
-	TU_EVENTUALLY((n = http_get(port, buf, sizeof(buf))) > 0 && strstr(buf, " 200 "),
+	TU_EVENTUALLY((n = http_get(port, buf, sizeof(buf))) > 0 && strstr(buf, " 200 ") &&
+			      strstr(buf, "kvidx_router_outcomes_total{"),
 		      "no metrics at %s; log: %s", addr, tu_ing.log);
-	cr_assert(strstr(buf, "kvidx_pod_ttl_ms{"), "no ttl_ms metric in:\n%.2000s", buf);
-	cr_assert(strstr(buf, "kvidx_pod_stale_expiries"), "no stale_expiries metric");
+	cr_assert(strstr(buf, "kvidx_pod_ttl_seconds{"), "no ttl_seconds metric in:\n%.2000s", buf);
+	cr_assert(strstr(buf, "kvidx_pod_stale_expiries_total"), "no stale_expiries metric");
+	cr_assert(strstr(buf, "quantile=\"0.99\""), "no quantiles in:\n%.4000s", buf);
+	/* Issue 22, item 3: promtool's lint finds nothing in the real exposition. */
+	char path[128];
+	snprintf(path, sizeof(path), "/tmp/%s.metrics", tu_ing.name);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	const char *body = strstr(buf, "\r\n\r\n");
+	cr_assert_not_null(body);
+	fputs(body + 4, f);
+	fclose(f);
+	struct tu_run r = tu_run_sh("promtool check metrics < %s 2>&1", path);
+	unlink(path);
+	cr_assert_eq(r.status, 0, "promtool check metrics:\n%s", r.out);
+	cr_assert_eq(r.out[0], '\0', "promtool check metrics:\n%s", r.out);
+	free(r.out);
 }
 
 /* /healthz and /readyz on a non-loopback --metrics-listen: not ready while a stream is down

@@ -255,6 +255,21 @@ static void record_latency(struct ing_spec *s, struct spec_pod *sp, uint64_t cre
 	add_sample(s, sp, -1, -1, created_ns, now);
 }
 
+/* The slot's statistics start afresh when another process owns it (the pid the registry
+ * names is not the one recorded at the last commit): metrics label them by owner (prom.c). */
+static void router_owner(struct kvidx_router *rt, int32_t pid)
+{
+	uint64_t was = ld_relaxed(&rt->rt_ctr[KV_RT_pid]);
+
+	if (!was || was == (uint64_t)(uint32_t)pid)
+		return;
+	for (unsigned c = 0; c < KV_RT_COUNT; c++)
+		st_relaxed(&rt->rt_ctr[c], 0);
+	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
+		st_relaxed(&rt->rt_hist[b], 0);
+	st_relaxed(&rt->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
+}
+
 static void router_add(struct ing_spec *s, int slot, enum kv_router_ctr c, uint64_t v)
 {
 	struct kvidx_router *rt = slot >= 0 ? kv_writer_router(s->w, slot) : NULL;
@@ -621,6 +636,7 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 		rkind = KV_RT_routes_confirmed;
 	}
 	if (rtr) {
+		router_owner(rtr, pid);
 		stat_add(&rtr->rt_ctr[KV_RT_routes], 1);
 		stat_add(&rtr->rt_ctr[rkind], 1);
 		st_relaxed(&rtr->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
@@ -684,6 +700,14 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 	/* A failed outcome (docs/cluster.md): fewer cached tokens than the route matched. */
 	if (s->cluster && e && predicted > 0 && o->cached_tokens < predicted)
 		cluster_local_failed(s->cluster, corr);
+	int32_t pid = 0;
+	struct kvidx_router *rtr = kv_writer_drain_slot(s->w, &pid) >= 0 ?
+					   kv_writer_router(s->w, slot) : NULL;
+	if (rtr) {
+		router_owner(rtr, pid);
+		if (!ld_relaxed(&rtr->rt_ctr[KV_RT_pid]))
+			st_relaxed(&rtr->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
+	}
 	ctr_add(sp, KV_PC_outcomes, 1);
 	router_add(s, slot, KV_RT_outcomes, 1);
 	if (on_pred && o->cached_tokens < predicted) {
