@@ -13,7 +13,9 @@ document") are refused outright.
 Counts (with --bin): the README's "~N tests" within 10% of the Criterion tests `make test`
 runs; the benchmark programs it and docs/benchmarks.md count against bench/bench_*.c; the
 programs it lists against the Makefile's (`make list-programs`). Flags (with --bin): every flag
-a program's --help defines is in its section of docs/tools.md (kvidx-hash: docs/keys.md).
+a program's --help defines is in its section of docs/tools.md (kvidx-hash: docs/keys.md), and
+every flag of the usage lines there is one --help defines. Exports (with --bin): every
+function BIN/../libkvidx.so exports is named in docs/api.md.
 
 Usage: check_docs.py [--root DIR] [--bin BUILD/bin]. Exit 0 and one "check_docs: ok" line, or
 1 and one line per problem (FILE:LINE: what).
@@ -262,6 +264,7 @@ def check_counts(root, binary, problems):
     progs = set(r.stdout.split())
     counts["programs"] = len(progs)
     check_flags(root, binary, progs, problems)
+    counts["exports"] = check_exports(root, binary, problems)
     m = re.search(r"the (\w+) programs in `build/bin/` \(([^)]*)\)", readme)
     if not m:
         problems.append("README.md: no \"the N programs in `build/bin/` (...)\" in Make targets")
@@ -280,10 +283,18 @@ def help_flags(text):
     """The flags a --help text defines: those that open an option line."""
     flags = set()
     for line in text.split("\n"):
-        m = re.match(r"^\s{1,6}(?:-\w, )?(--[a-z][\w-]*)", line)
+        m = re.match(r"^\s{1,6}(?:-\w, )?(--[a-z].*?)(?:\s{2,}|$)", line)
         if m:
-            flags.add(m.group(1))
+            flags |= set(re.findall(r"(?<![\w-])--[a-z][\w-]*", m.group(1)))
     return flags - {"--help"}
+
+
+def synopsis_flags(doc, prog):
+    """The flags of prog's usage lines in its section: code blocks that start with its name,
+    and inline `prog [...]` spans."""
+    spans = [b for b in re.findall(r"```\w*\n(.*?)```", doc, re.S) if b.lstrip().startswith(prog)]
+    spans += re.findall(r"`(%s [^`]*)`" % re.escape(prog), doc)
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", "\n".join(spans)))
 
 
 def section(text, tool):
@@ -294,7 +305,8 @@ def section(text, tool):
 
 def check_flags(root, binary, progs, problems):
     """Every flag a program's --help defines is in its section of docs/tools.md (kvidx-hash:
-    docs/keys.md, where key identity is explained)."""
+    docs/keys.md, where key identity is explained), and every flag of the usage lines there
+    is one its --help defines."""
     def read(rel):
         p = os.path.join(root, rel)
         return open(p, encoding="utf-8").read() if os.path.exists(p) else ""
@@ -309,8 +321,29 @@ def check_flags(root, binary, progs, problems):
         if prog == "kvidx-hash":
             doc, where = keys_md, "docs/keys.md"
         documented = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", doc))
-        for f in sorted(help_flags(r.stdout) - documented):
+        defined = help_flags(r.stdout)
+        for f in sorted(defined - documented):
             problems.append("%s %s: in its --help, not in %s" % (prog, f, where))
+        for f in sorted(synopsis_flags(doc, prog) - defined - {"--help"}):
+            problems.append("%s %s: in its usage in %s, not in its --help" % (prog, f, where))
+
+
+def check_exports(root, binary, problems):
+    """Every function libkvidx.so exports is named in docs/api.md."""
+    lib = os.path.join(os.path.dirname(os.path.abspath(binary)), "libkvidx.so")
+    r = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
+                       check=False)
+    names = {re.sub(r"@.*", "", f.split()[-1]) for f in r.stdout.splitlines() if f.split()}
+    names = {n for n in names if n.startswith("kvidx_")}
+    if not names:
+        problems.append("%s: no kvidx_* symbol exported (nm: %s)" % (lib, r.stderr.strip()))
+        return 0
+    p = os.path.join(root, "docs/api.md")
+    api = open(p, encoding="utf-8").read() if os.path.exists(p) else ""
+    for n in sorted(names):
+        if not re.search(r"\b%s\b" % n, api):
+            problems.append("docs/api.md: the exported function %s is not named" % n)
+    return len(names)
 
 
 def main():
@@ -330,7 +363,7 @@ def main():
     extra = ""
     if counts:
         extra = "; README counts true: %(tests)d tests, %(benchmarks)d benchmark programs, " \
-                "%(programs)d programs" % counts
+                "%(programs)d programs; %(exports)d exported functions in docs/api.md" % counts
     print("check_docs: ok (%d references in %d files%s)" % (c.refs, len(c.files), extra))
     return 0
 
