@@ -158,7 +158,7 @@ class Checker:
         m = QUOTED.match(rest)
         if m and d.has_title(m.group(1)):
             return
-        if m and d.titles and not m.group(1)[0].islower():
+        if m and d.titles:
             self.bad(src, lineno, '%s "%s": no such section in %s' % (target, m.group(1), rel))
             return
         m = NUMBERED.match(rest)

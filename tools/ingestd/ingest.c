@@ -444,7 +444,6 @@ static bool end_of_round(struct ingestd *d)
 	load_tick(&d->load, now);
 	maybe_publish(d);
 	report_ready(d, now);
-	spec_yield(&d->spec);
 	return more;
 }
 
@@ -453,8 +452,9 @@ static bool end_of_round(struct ingestd *d)
  * writer mutex: a commit waits at most one message (or one event, inside a batch) of the
  * apply path before it is drained, so a prediction is in the table before the events after
  * it are applied and can be confirmed by them; the writer ticks after every message (at most
- * once a millisecond) and at each round's end; the reaper may take the mutex after each
- * socket's budget and at each round's end (spec_yield: only when it asked).
+ * once a millisecond) and at each round's end; the reaper works while the loop waits in
+ * zmq_poll (spec_wait_begin/end) and, when its wake-up is due, gets one chunk after each
+ * socket's budget (spec_reaper_turn), so a busy loop cannot starve it.
  */
 bool ing_schedule(struct ing_shared *sh, enum ing_point at, uint64_t now)
 {
@@ -463,6 +463,12 @@ bool ing_schedule(struct ing_shared *sh, enum ing_point at, uint64_t now)
 	switch (at) {
 	case ING_AT_START:
 		tick(sh, now, true);
+		return false;
+	case ING_BEFORE_POLL:
+		spec_wait_begin(&d->spec, kvidx_now_ns());
+		return false;
+	case ING_AFTER_POLL:
+		spec_wait_end(&d->spec);
 		return false;
 	case ING_AT_WAKE:
 	case ING_AT_EVENT:
@@ -474,7 +480,7 @@ bool ing_schedule(struct ing_shared *sh, enum ing_point at, uint64_t now)
 		tick(sh, now, false); /* replayed history, not commits' cue: no drain */
 		return false;
 	case ING_AT_SOCKET:
-		spec_yield(&d->spec);
+		spec_reaper_turn(&d->spec, kvidx_now_ns());
 		return false;
 	case ING_AT_ROUND:
 		return end_of_round(d);
@@ -510,10 +516,10 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 		bool idle = timeout && d->bell_fd >= 0;
 		if (idle && kvidx_writer_idle(d->sh.w, true))
 			timeout = 0;
-		pthread_mutex_unlock(&d->lock);
+		ing_schedule(&d->sh, ING_BEFORE_POLL, 0); /* releases the writer mutex */
 		int rc = zmq_poll(d->items, (int)n, timeout);
 		int e = errno;
-		pthread_mutex_lock(&d->lock);
+		ing_schedule(&d->sh, ING_AFTER_POLL, 0); /* holds it again */
 		if (idle)
 			kvidx_writer_idle(d->sh.w, false);
 		if (rc < 0) {

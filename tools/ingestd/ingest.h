@@ -16,12 +16,14 @@
  * idle loop drains at least every millisecond (the poll timeout), at once when a commit
  * rings the doorbell.
  *
- * Threads: two, plus the metrics server's (which only reads the segment).
+ * Threads that make writer calls: two (the metrics server's only reads the segment; the
+ * cluster link's and DNS discovery's meet the loop through rings and a slot, never the index).
  *   ingest thread  the loop: sockets, the apply path, route drain, writer tick, housekeeping.
  *   reaper thread  spec.c: kvidx_expire and the late window, every --reap-interval.
- * Both make writer calls, so both hold d->lock (the writer mutex) while they do: the loop
- * takes it after zmq_poll returns and releases it before polling again, and in between lets a
- * waiting reaper in where the schedule says (spec_yield). The writer API's "caller
+ * Both hold d->lock (the writer mutex) while they make writer calls. The loop holds it all the
+ * time except while it waits in zmq_poll: that window is the reaper's (spec_wait_begin/end);
+ * when a wake-up is due the schedule also lends the reaper one chunk after each socket's
+ * budget (spec_reaper_turn). spec.h spells out the rules. The writer API's "caller
  * serialises" contract and docs/DESIGN.md "One writer, and one mutator inside it" hold by
  * that mutex alone. Fairness: each socket is read at most ING_READ_BUDGET messages per round,
  * so a flooding pod delays others by at most one budget; a dead pod costs nothing (its SUB is

@@ -178,6 +178,8 @@ void ing_pod_housekeeping(struct ing_shared *sh, struct ing_pod *p, uint64_t now
  */
 enum ing_point {
 	ING_AT_START,   /* the index is open: the first tick */
+	ING_BEFORE_POLL, /* about to wait on the network: the mutex goes to the reaper */
+	ING_AFTER_POLL, /* the wait is over: the mutex comes back */
 	ING_AT_WAKE,    /* zmq_poll returned (commits first: this round's events may confirm them) */
 	ING_AT_EVENT,   /* between two events of a batch (apply.c's between hook) */
 	ING_AT_MESSAGE, /* a live message was applied (SUB or bind socket) */
