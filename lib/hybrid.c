@@ -42,7 +42,8 @@ struct kv_row kv_row_new(const struct kv_view *v, int pod)
 		uint32_t d = ld_relaxed(&g[i]);
 		if (KV_GRP_KIND(d) == KV_GRP_FULL)
 			row.fa |= (uint16_t)(1u << i);
-		if (d && (KV_GRP_KIND(d) != KV_GRP_FULL || KV_GRP_M(d) > 1))
+		if (KV_GRP_KIND(d) == KV_GRP_SLIDING || KV_GRP_KIND(d) == KV_GRP_MAMBA ||
+		    (KV_GRP_KIND(d) == KV_GRP_FULL && KV_GRP_M(d) > 1))
 			row.hybrid = true;
 	}
 	return row;
