@@ -9,8 +9,9 @@
  * HybridKVCacheCoordinator.find_longest_cache_hit, and the finders of
  * vllm/v1/core/single_type_kv_cache_manager.py; described in our words in kvidx.h and
  * docs/events.md): groups of one spec form a class whose blocks count only when every member
- * holds them; full attention bounds the hit by its run (blocks, already computed); then each
- * other class, in turn, may only shorten the candidate length L, until none does:
+ * holds them; full attention bounds the hit by its run (blocks, already computed; a pod
+ * without full attention starts from every key given); then each other class, in turn, may
+ * only shorten the candidate length L, until none does:
  *
  *   sliding window (need N index blocks): searching back from L, the end of the first run of
  *     N consecutive blocks the class holds; none: the run it holds from block 0;
@@ -66,10 +67,14 @@ static unsigned pod_groups_at(const struct kv_view *v, uint64_t key, int pod, ui
 	return 0;
 }
 
+/* Whether class c holds its group block J: each of its m index blocks, in every member. */
 static bool class_holds(const struct kv_view *v, const uint64_t *keys, int pod, uint64_t now,
-			const struct grp_class *c, uint32_t j)
+			const struct grp_class *c, uint32_t J)
 {
-	return (pod_groups_at(v, keys[j], pod, now) & c->mask) == c->mask;
+	for (uint32_t j = J * c->m; j < (J + 1) * c->m; j++)
+		if ((pod_groups_at(v, keys[j], pod, now) & c->mask) != c->mask)
+			return false;
+	return true;
 }
 
 /* The pod's classes (groups of one descriptor word); returns how many, lcm of their m in *a. */
@@ -108,40 +113,42 @@ static unsigned pod_classes(const struct kv_view *v, int pod, struct grp_class *
 	return nc;
 }
 
-/* Sliding window: the class's hit at or below L (vLLM's right-to-left window search). */
+/* Sliding window: the class's hit at or below L, in group blocks of m index blocks (vLLM's
+ * right-to-left window search; need is a whole number of group blocks). */
 static uint32_t window_hit(const struct kv_view *v, const uint64_t *keys, int pod, uint64_t now,
 			   const struct grp_class *c, uint32_t L)
 {
-	uint32_t run = 0;
+	uint32_t need = c->need / c->m ? c->need / c->m : 1, run = 0;
 
-	for (uint32_t j = L; j-- > 0;) {
-		if (!class_holds(v, keys, pod, now, c, j)) {
+	for (uint32_t J = L / c->m; J-- > 0;) {
+		if (!class_holds(v, keys, pod, now, c, J)) {
 			run = 0;
 			continue;
 		}
-		if (++run >= c->need)
-			return j + c->need;
+		if (++run >= need)
+			return (J + need) * c->m;
 	}
-	return run; /* no whole window: the run held from block 0 */
+	return run * c->m; /* no whole window: the run held from block 0 */
 }
 
-/* Mamba: just after the last held state at or below L, on the class's block boundaries. */
+/* Mamba: just after the last group block at or below L whose state the class holds. */
 static uint32_t state_hit(const struct kv_view *v, const uint64_t *keys, int pod, uint64_t now,
 			  const struct grp_class *c, uint32_t L)
 {
-	for (uint32_t j = L; j-- > 0;)
-		if ((j + 1) % c->m == 0 && class_holds(v, keys, pod, now, c, j))
-			return j + 1;
+	for (uint32_t J = L / c->m; J-- > 0;)
+		if (class_holds(v, keys, pod, now, c, J))
+			return (J + 1) * c->m;
 	return 0;
 }
 
-static uint32_t row_hit(const struct kv_view *v, const uint64_t *keys, const struct kv_row *row,
-			uint64_t now)
+static uint32_t row_hit(const struct kv_view *v, const uint64_t *keys, size_t n,
+			const struct kv_row *row, uint64_t now)
 {
 	struct grp_class cls[KV_POD_GROUPS];
 	uint64_t a;
 	unsigned nc = pod_classes(v, row->pod, cls, &a);
-	uint32_t L = row->blocks;
+	/* Full attention bounds the hit by its run; without it, every key given is a candidate. */
+	uint32_t L = row->fa ? row->blocks : (uint32_t)(n < UINT32_MAX ? n : UINT32_MAX);
 
 	L -= (uint32_t)(L % a);
 	for (bool cut = true; cut && L > 0;) {
@@ -170,7 +177,7 @@ void kv_score_hybrid(const struct kv_view *v, const uint64_t *keys, size_t n,
 	for (uint32_t i = 0; i < nrows; i++) {
 		struct kv_row *row = &rows[i];
 		row->hit = row->blocks;
-		if (row->hybrid && row->blocks && row->blocks <= n)
-			row->hit = row_hit(v, keys, row, now);
+		if (row->hybrid && n && row->blocks <= n)
+			row->hit = row_hit(v, keys, n, row, now);
 	}
 }

@@ -264,8 +264,8 @@ struct kvidx_score {
  * The hit is what vLLM's prefix cache would give for these keys (vLLM
  * vllm/v1/core/kv_cache_coordinator.py, HybridKVCacheCoordinator.find_longest_cache_hit, and
  * the per-kind finders in vllm/v1/core/single_type_kv_cache_manager.py): starting from
- * L = blocks (the run the full-attention groups hold; a pod without one: the run any group
- * holds), each sliding-window group of W tokens cuts L to the end of the last window of
+ * L = blocks (the run the full-attention groups hold; a pod without one: n, every key
+ * given), each sliding-window group of W tokens cuts L to the end of the last window of
  * ceil((W - 1) / block size) consecutive blocks it holds at or before L (none: to the run it
  * holds from block 0), each Mamba group to just after the last block at or before L whose
  * state it holds (none: 0), all aligned to the groups' block sizes, repeated until no group

@@ -100,8 +100,20 @@ func (v *view) classes(p int) ([]grpClass, uint64) {
 
 func (v *view) rowHit(keys []uint64, rw *row, now uint64) uint32 {
 	cls, a := v.classes(rw.pod)
-	holds := func(c *grpClass, j uint32) bool { return v.groupsAt(keys[j], rw.pod, now)&c.mask == c.mask }
-	L := rw.blocks - uint32(uint64(rw.blocks)%a)
+	// holds: class c holds its group block J, each of its m index blocks in every member.
+	holds := func(c *grpClass, J uint32) bool {
+		for j := J * c.m; j < (J+1)*c.m; j++ {
+			if v.groupsAt(keys[j], rw.pod, now)&c.mask != c.mask {
+				return false
+			}
+		}
+		return true
+	}
+	L := rw.blocks
+	if rw.fa == 0 { // no full attention: every key given is a candidate
+		L = uint32(len(keys))
+	}
+	L -= uint32(uint64(L) % a)
 	for cut := true; cut && L > 0; {
 		cut = false
 		for k := range cls {
@@ -112,26 +124,30 @@ func (v *view) rowHit(keys []uint64, rw *row, now uint64) uint32 {
 			var h uint32
 			switch c.kind {
 			case grpSliding:
+				need := c.need / c.m
+				if need == 0 {
+					need = 1
+				}
 				run, found := uint32(0), false
-				for j := L; j > 0; {
-					j--
-					if !holds(c, j) {
+				for J := L / c.m; J > 0; {
+					J--
+					if !holds(c, J) {
 						run = 0
 						continue
 					}
-					if run++; run >= c.need {
-						h, found = j+c.need, true
+					if run++; run >= need {
+						h, found = (J+need)*c.m, true
 						break
 					}
 				}
 				if !found {
-					h = run
+					h = run * c.m
 				}
 			case grpMamba:
-				for j := L; j > 0; {
-					j--
-					if (j+1)%c.m == 0 && holds(c, j) {
-						h = j + 1
+				for J := L / c.m; J > 0; {
+					J--
+					if holds(c, J) {
+						h = (J + 1) * c.m
 						break
 					}
 				}
@@ -152,7 +168,7 @@ func (v *view) hybridHits(keys []uint64, rows []row, now uint64) {
 	for i := range rows {
 		rw := &rows[i]
 		rw.hit = rw.blocks
-		if rw.hybrid && rw.blocks > 0 && int(rw.blocks) <= len(keys) {
+		if rw.hybrid && len(keys) > 0 && int(rw.blocks) <= len(keys) {
 			rw.hit = v.rowHit(keys, rw, now)
 		}
 	}
