@@ -34,6 +34,7 @@ $(BUILD)/tools/%.o:                INC = $(INC_TOOL)
 $(BUILD)/tools/ingestd/%.o:        INC = -Itools/ingestd $(INC_TOOL)
 $(BUILD)/tools/fakepod/%.o:        INC = -Itools/fakepod $(INC_TOOL)
 $(BUILD)/tools/route/%.o:          INC = -Itools/route $(INC_TOOL)
+$(BUILD)/tools/ttl/%.o:            INC = -Itools/ttl $(INC_TOOL)
 $(BUILD)/tests/%.o:                INC = -Itests -Itools/ingestd -Itools/route $(INC_TOOL)
 $(BUILD)/bench/%.o:                INC = -Ibench $(INC_COMMON)
 
@@ -54,7 +55,7 @@ DEB_PKGS   := $(BUILD_PKGS) libck-dev liburcu-dev libcriterion-dev libhiredis-de
               curl python3-cbor2 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip golang-go spin \
               prometheus libxml2-utils python3-yaml systemd dnsmasq nats-server
 
-# The shared library's version (README "ABI rules"): MAJOR is in the soname and changes only
+# The shared library's version (docs/api.md "ABI rules"): MAJOR is in the soname and changes only
 # with an incompatible ABI; a minor release adds symbols (in a new node of lib/kvidx.map).
 KVIDX_MAJOR   := 1
 KVIDX_VERSION := 1.0.0
@@ -77,10 +78,11 @@ TOOL_ARCHIVES := $(PROTO_A) $(COMMON_A) $(LIBKVIDX)
 INGESTD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tools/ingestd/main.c,$(wildcard tools/ingestd/*.c)))
 FAKEPOD_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/fakepod/*.c))
 ROUTE_OBJS    := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/route/*.c))
+TTL_OBJS      := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/ttl/*.c))
 # The tools `make install` installs; kvidx-fakepod, a test double (a simulated vLLM pod), is
 # built with them but never installed (it runs from $(BUILD)/bin in the tests and `make run`).
 INSTALL_TOOLS := $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/kvidx-*.c)) \
-                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-route
+                 $(BUILD)/bin/kvidx-ingestd $(BUILD)/bin/kvidx-route $(BUILD)/bin/kvidx-ttl
 TOOLS         := $(INSTALL_TOOLS) $(BUILD)/bin/kvidx-fakepod
 TEST_SRCS     := $(wildcard tests/test_*.c tests/util*.c)
 TEST_OBJS     := $(TEST_SRCS:%.c=$(BUILD)/%.o)
@@ -89,7 +91,7 @@ STRESS        := $(STRESS_SRCS:tests/%.c=$(BUILD)/bin/%)
 BENCH_SRCS    := $(wildcard bench/bench_*.c)
 BENCHES       := $(BENCH_SRCS:bench/%.c=$(BUILD)/bin/%)
 
-.PHONY: all deps setup go-test go-bench test timing python stress model fuzz bench bench-quick run install clean
+.PHONY: all deps setup list-programs go-test go-bench test timing python stress model fuzz bench bench-quick run install clean
 # Keep objects that chained rules build (tests/stress_*.o, bench/*.o) between runs.
 .SECONDARY:
 all: $(LIBKVIDX) $(BUILD)/libkvidx.so $(TOOLS)
@@ -153,6 +155,8 @@ $(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGESTD_OBJS) $(TOOL
 $(BUILD)/bin/kvidx-fakepod: $(FAKEPOD_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 $(BUILD)/bin/kvidx-route: $(ROUTE_OBJS) $(TOOL_ARCHIVES)
+	$(LINK)
+$(BUILD)/bin/kvidx-ttl: $(TTL_OBJS) $(TOOL_ARCHIVES)
 	$(LINK)
 $(BUILD)/bin/kvidx-%: $(BUILD)/tools/kvidx-%.o $(TOOL_ARCHIVES)
 	$(LINK)
@@ -237,6 +241,10 @@ ifeq ($(SAN),)
 else
 	@echo "test: the Python tests (tests/python) run in the build without SAN"
 endif
+
+# The programs `make` builds into $(BUILD)/bin, one name a line (tests/check_docs.py counts them).
+list-programs:
+	@printf '%s\n' $(notdir $(TOOLS))
 
 # Long randomized multi-process torture runs (minutes). STRESS_SECS sets each program's length.
 STRESS_SECS ?= 60

@@ -1,5 +1,5 @@
 /*
- * keys.c — request keys and tier names (DESIGN.md section 3).
+ * keys.c — request keys and tier names (docs/DESIGN.md "Request keys and engine keys").
  *
  * A request key names one full block of prompt tokens together with everything before it:
  * each key hashes its parent key and the block's tokens, and block 0's parent is a per-model
@@ -392,7 +392,7 @@ size_t kvidx_key_chain_ex(enum kvidx_key_algo algo, uint64_t parent, const uint3
 enum kvidx_tier kvidx_tier_from_medium(const char *medium)
 {
 	/* vLLM (GPU, CPU, CPU_PINNED, STORAGE; FS and OBJ in 0.26), llm-d (SHARED_STORAGE,
-	 * OBJECT_STORE), SGLang (CPU_TIER1, CPU_TIER2) (reference/kv-events.md "Media"). */
+	 * OBJECT_STORE), SGLang (CPU_TIER1, CPU_TIER2) (docs/events.md "Media"). */
 	static const char *const cpu[] = { "CPU", "CPU_PINNED", "CPU_TIER1" };
 	static const char *const disk[] = { "STORAGE",      "FS",        "OBJ", "SHARED_STORAGE",
 					    "OBJECT_STORE", "CPU_TIER2", "DISK" };

@@ -50,7 +50,7 @@ const char *kvidx_strerror(int err);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t kvidx_now_ns(void);
 
-/* ---- request keys (DESIGN.md section 3) ------------------------------------------------- */
+/* ---- request keys (docs/keys.md) ------------------------------------------------- */
 
 enum kvidx_key_algo {
 	KVIDX_KEY_CBOR_FNV = 1, /* llm-d default: FNV-1a-64 over canonical CBOR [parent, tokens, extra] */
@@ -77,7 +77,7 @@ size_t kvidx_key_chain(enum kvidx_key_algo algo, uint64_t parent, const uint32_t
 		       size_t ntokens, uint32_t block_size, uint64_t *out, size_t max);
 
 /*
- * Request keys with extras (llm-d compatible; README.md "Request keys", after vLLM's
+ * Request keys with extras (llm-d compatible; docs/keys.md, after vLLM's
  * generate_block_hash_extra_keys in vllm/v1/core/kv_cache_utils.py). Besides its tokens, a block's key can hash
  * a list of string items: the identifiers of the multimodal items whose placeholder tokens
  * overlap the block, in position order, then the request's cache salt on block 0 only. A
@@ -365,7 +365,7 @@ int kvidx_report_outcome(struct kvidx_reader *r, uint64_t corr_id, int pod,
  * commit (as the writer drains it) until its outcome report, or until the writer's bound in
  * time (kvidx-ingestd --load-timeout) when no outcome ever comes (a router that crashed).
  * Under P/D it counts on the pod its outcome is for (the prefill pod). How stale it can be:
- * README "Load view".
+ * docs/LOADVIEW.md "How stale it can be".
  */
 struct kvidx_load {
 	uint32_t inflight;        /* requests routed to the pod whose outcome has not come */

@@ -156,6 +156,10 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
  * number of records changed, or -KVIDX_EFULL if some change could not be published (no arena
  * memory; counted). */
 int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers);
+/* A tiers mask for kvidx_remove() that names no tier (records hold 8 tier bits): it drops
+ * pod's speculative records of keys and leaves its confirmed ones as they are (a peer's
+ * withdrawn prediction, tools/ingestd/cluster.c). */
+#define KVIDX_REMOVE_SPECULATIVE 0x100u
 
 /* Drops every record of pod in O(1): bumps the pod's generation; a background sweep in
  * kvidx_writer_tick() reclaims the stale records. Returns 0 or -KVIDX_ENOPOD. */

@@ -443,7 +443,7 @@ static void evict_slot(struct kvidx *w, uint64_t pos)
 }
 
 /*
- * Eviction policy (documented in README): look at up to 32 live slots from a clock hand (or
+ * Eviction policy (documented in docs/limits.md "Full tables"): look at up to 32 live slots from a clock hand (or
  * within [lo, hi) when a probe window is full); evict the first entry with no live confirmed
  * record, else the one whose newest confirmed store is oldest (sampled LRU).
  */
@@ -809,7 +809,7 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
 		} else if (r >= 0) {
 			/* A live prediction is left as it is: its trust ends at created-at + TTL
 			 * whatever routes follow, so that steady traffic cannot keep an unconfirmed
-			 * prediction alive (the seed: do not stretch the TTL). */
+			 * prediction alive (docs/ttl.md: a later route never stretches the TTL). */
 			continue;
 		} else {
 			buf_add(&b, w->ppk, KV_REC_W0(pod, gen, KVIDX_TIER_GPU, KV_REC_SPEC, ttl_ms), now,

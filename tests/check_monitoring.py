@@ -33,7 +33,7 @@ RECORDED = re.compile(r"\bkvidx:[A-Za-z0-9_:]+")
 VAR = re.compile(r"\$(?:\{)?([A-Za-z_][A-Za-z0-9_]*)")
 GRAFANA_VARS = {"__rate_interval", "__interval", "__range", "__all", "__name"}
 PANEL_TYPES = {"timeseries", "heatmap", "stat", "gauge", "table", "bargauge", "text", "row"}
-# The panels the README's TTL guide describes (substrings of their titles).
+# The panels docs/ttl.md describes (substrings of their titles).
 REQUIRED_PANELS = ["latency (heatmap)", "TTL in force vs recommended", "Early, stale and late",
                    "False warm routes", "backlog"]
 

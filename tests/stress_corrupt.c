@@ -1,5 +1,6 @@
 /*
- * stress_corrupt.c — readers against a corrupt segment (DESIGN.md sections 4 and 5).
+ * stress_corrupt.c — readers against a corrupt segment (docs/DESIGN.md "Shared memory" and
+ * "Concurrency").
  *
  * Readers must treat segment contents as untrusted: a corrupt data segment may give wrong
  * answers or errors, never a crash or a hang. Two parts:

@@ -1,7 +1,8 @@
 /*
- * stress_index.c — multi-process torture of kvidx's concurrency contract (DESIGN.md section 5):
- * one writer process churns a deliberately small index while reader processes check every
- * answer, and the supervisor (the parent) kills, stops and replaces them, and the writer.
+ * stress_index.c — multi-process torture of kvidx's concurrency contract (the README's
+ * "Concurrency contract"): one writer process churns a deliberately small index while reader
+ * processes check every answer, and the supervisor (the parent) kills, stops and replaces them,
+ * and the writer.
  *
  * Oracle. Exact for lookups: the writer logs every state each (key, pod) and each pod takes,
  * numbered by a shared change counter, into a shared-memory history per data generation

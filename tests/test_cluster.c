@@ -56,7 +56,7 @@ static struct {
 	char pod_ep[2][64];
 	pid_t nats;
 	int nats_port;
-	char nats_url[64], nats_log[128];
+	char nats_url[64], nats_log[128], nats_store[128];
 	struct host h[NHOSTS];
 	natsConnection *peer; /* the test as a raw peer */
 } T;
@@ -87,7 +87,9 @@ static void nats_start(void)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		execlp("nats-server", "nats-server", "-a", "127.0.0.1", "-p", port, (char *)NULL);
+		/* JetStream on (the warm-start stream lives in its memory; -sd: a store of our own) */
+		execlp("nats-server", "nats-server", "-a", "127.0.0.1", "-p", port, "-js", "-sd",
+		       T.nats_store, (char *)NULL);
 		_exit(127);
 	}
 	bool up = TU_WAIT_FOR(port_open(T.nats_port) || waitpid(T.nats, NULL, WNOHANG) != 0,
@@ -121,6 +123,7 @@ static void setup(void)
 	T.nats_port = tu_port(9);
 	snprintf(T.nats_url, sizeof(T.nats_url), "nats://127.0.0.1:%d", T.nats_port);
 	snprintf(T.nats_log, sizeof(T.nats_log), "/tmp/t-cluster-nats-%d.log", (int)getpid());
+	snprintf(T.nats_store, sizeof(T.nats_store), "/tmp/t-cluster-js-%d", (int)getpid());
 	for (int i = 0; i < NHOSTS; i++) {
 		char tag[16];
 		snprintf(tag, sizeof(tag), "cl%c", 'a' + i);
@@ -153,6 +156,11 @@ static void teardown(void)
 	nats_stop();
 	if (!getenv("KVIDX_KEEP_LOGS"))
 		unlink(T.nats_log);
+	char cmd[192];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", T.nats_store);
+	if (system(cmd) != 0) {
+		/* a leftover directory in /tmp, nothing worse */
+	}
 }
 
 TestSuite(cluster, .init = setup, .fini = teardown, .timeout = 120);
@@ -557,6 +565,65 @@ Test(cluster, hostile_peer)
 	publish(buf, sizeof(buf));
 	WAIT_METRIC(b, "kvidx_cluster_inbound_dropped_messages_total", v_ == 1);
 	cr_assert_eq(tu_child_wait(&b->d, 0), -1, "ingestd died; log %s", b->log);
+}
+
+/* Warm start: a host that joins later gets the predictions still alive in the cluster from
+ * the JetStream stream (not the withdrawn ones, not the expired ones), and is not ready before
+ * it has them; a host that restarts gets its own former predictions back the same way. */
+Test(cluster, joining_host_gets_live_predictions)
+{
+	const char *const ttl[] = { "--ttl", "30s", NULL };
+	struct host *a = host_start(0, ttl);
+	uint64_t live[5], gone[5], old[3];
+
+	wait_connected(a);
+	WAIT_METRIC(a, "kvidx_cluster_warm", v_ == 1);
+	keys_from(70, live, 5);
+	keys_from(71, gone, 5);
+	keys_from(72, old, 3);
+	commit(a, 701, a->pod[0], live, 5, 0);
+	commit(a, 702, a->pod[1], gone, 5, 2);
+	cr_assert(TU_WAIT_FOR(all_state(a, gone, 5, a->pod[1], TU_SPEC), WAIT_MS));
+	cr_assert_eq(kvidx_report_outcome(a->rd, 702, a->pod[1], 0, 200), 0); /* failed */
+	/* A peer's commit stamped 40 s ago: in the stream, dead by the time rule. */
+	peer_connect();
+	struct clw_rec r = rec(CLW_COMMIT, 703, POD0, 3);
+	r.commit_ns = real_now() - 40000000000ull;
+	publish_recs(0x5151, &r, 1, old);
+	WAIT_METRIC(a, "kvidx_cluster_published_records_total", v_ >= 3);
+	WAIT_METRIC(a, "kvidx_cluster_expired_on_arrival_total", v_ == 1);
+
+	/* B joins: nothing is published meanwhile, so all it has comes from the stream. */
+	struct host *b = host_start(1, ttl);
+	cr_assert(TU_WAIT_FOR(all_state(b, live, 5, b->pod[0], TU_SPEC), WAIT_MS),
+		  "the joining host never got A's live prediction; logs %s %s", a->log, b->log);
+	WAIT_METRIC(b, "kvidx_cluster_warm", v_ == 1);
+	WAIT_METRIC(b, "kvidx_cluster_warm_replays_total", v_ == 1);
+	cr_assert_geq(metric(b, "kvidx_cluster_warm_messages_total"), 2);
+	cr_assert_eq(metric(b, "kvidx_cluster_warm_expired_total"), 1);
+	cr_assert(all_state(b, gone, 5, b->pod[1], TU_ABSENT), "a withdrawn prediction came back");
+	cr_assert(all_state(b, old, 3, b->pod[0], TU_ABSENT), "an expired prediction came back");
+	struct kvidx_rec ra, rb;
+	cr_assert_eq(tu_rec_state(a->rd, live[0], a->pod[0], &ra), TU_SPEC);
+	cr_assert_eq(tu_rec_state(b->rd, live[0], b->pod[0], &rb), TU_SPEC);
+	cr_assert_leq(rb.expires_ns, ra.expires_ns + 100 * 1000000ull,
+		      "the replayed prediction outlives its origin's");
+	char url[96];
+	struct tu_http h;
+	snprintf(url, sizeof(url), "http://%s/readyz", b->metrics);
+	cr_assert(TU_POLL((tu_http(url, NULL, NULL, 3000, &h), h.status == 200 ? (tu_http_free(&h), 1)
+								      : (tu_http_free(&h), 0)),
+			  WAIT_MS, tu_sleep_ms(20)), "B never became ready; log %s", b->log);
+
+	/* A restarts (a new origin id, a fresh index): its own predictions come back. */
+	tu_child_kill(&a->d);
+	kvidx_reader_close(a->rd);
+	a->rd = NULL;
+	tu_index_remove(a->name, NULL);
+	a = host_start(0, ttl);
+	cr_assert(TU_WAIT_FOR(all_state(a, live, 5, a->pod[0], TU_SPEC), WAIT_MS),
+		  "the restarted host lost its own live predictions; log %s", a->log);
+	cr_assert(all_state(a, gone, 5, a->pod[1], TU_ABSENT));
 }
 
 /* The server goes away: local-only operation, the gauge says so; it comes back on the same

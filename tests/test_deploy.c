@@ -8,43 +8,12 @@
  * the sandboxing). Then the checker is shown to fail on broken copies of deploy/.
  */
 #include <criterion/criterion.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "util_run.h"
 #include "util_text.h"
-
-struct sh_out {
-	char *out;
-	int status;
-};
-
-/* Runs a shell command line formatted from fmt in the source tree; output (with stderr,
- * if the command redirects it) in r.out, freed by the caller. */
-__attribute__((format(printf, 1, 2)))
-static struct sh_out sh(const char *fmt, ...)
-{
-	struct sh_out r = { 0 };
-	char cmd[4096];
-	size_t cap = 1 << 16, len;
-	va_list ap;
-
-	va_start(ap, fmt);
-	cr_assert(vsnprintf(cmd, sizeof(cmd), fmt, ap) < (int)sizeof(cmd));
-	va_end(ap);
-	r.out = malloc(cap);
-	cr_assert_not_null(r.out);
-	FILE *f = popen(cmd, "r");
-	cr_assert_not_null(f);
-	len = fread(r.out, 1, cap - 1, f);
-	r.out[len] = '\0';
-	int st = pclose(f);
-	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	return r;
-}
 
 static const char *src(void)
 {
@@ -60,7 +29,7 @@ static const char *bin(void)
 
 Test(deploy, manifests_image_and_units_hold, .timeout = 120)
 {
-	struct sh_out r = sh("cd '%s' && /usr/bin/python3 tests/check_deploy.py --bin '%s' 2>&1",
+	struct tu_run r = tu_run_sh("cd '%s' && /usr/bin/python3 tests/check_deploy.py --bin '%s' 2>&1",
 			     src(), bin());
 	cr_assert_eq(r.status, 0, "check_deploy.py:\n%s", r.out);
 	tu_assert_has(r.out, "check_deploy: ok (2 manifests, Containerfile, Prometheus");
@@ -72,7 +41,7 @@ Test(deploy, checker_catches_broken_copies, .timeout = 120)
 {
 	char tmp[] = "/tmp/kvidx-deploy-test.XXXXXX";
 	cr_assert_not_null(mkdtemp(tmp));
-	struct sh_out r = sh(
+	struct tu_run r = tu_run_sh(
 		"cd '%s' && cp -r deploy '%s/' && d='%s/deploy' && "
 		/* a probe path ingestd does not serve, another group than the config's */
 		"sed -i 's|path: /readyz|path: /ready|; 0,/fsGroup: 2000/s//fsGroup: 2001/' "

@@ -612,7 +612,7 @@ Test(fakepod, encodings_and_hash_forms_decode_the_same)
 
 Test(fakepod, batch_grouping_flush_and_raw)
 {
-	/* The example bytes of reference/kv-events.md. */
+	/* The example bytes of docs/events.md ("Example bytes"). */
 	static const char example_hex[] =
 		"93cb3ff8000000000000919" "8ab426c6f636b53746f72656491cff1e2d3c4b5a69788c09401"
 		"02030404c0a3475055c000";

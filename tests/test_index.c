@@ -234,6 +234,15 @@ Test(index, store_lookup_tiers_remove)
 	cr_assert_eq(kvidx_lookup(r, 2, rec, 4), 1);
 	cr_assert_eq(rec[0].pod, a);
 	cr_assert_eq(rec[0].tiers, KVIDX_TIER_GPU);
+	/* KVIDX_REMOVE_SPECULATIVE: predictions go, confirmed records stay unrepublished. */
+	uint64_t sk[2] = { 2, 50 };
+	cr_assert_eq(kvidx_speculate(w, a, sk, 2, kvidx_now_ns(), 5000), 1, "key 2 is confirmed");
+	retired = stats(r)->retired;
+	cr_assert_eq(kvidx_remove(w, a, sk, 2, KVIDX_REMOVE_SPECULATIVE), 1);
+	cr_assert_eq(kvidx_lookup(r, 50, rec, 4), 0);
+	cr_assert_eq(kvidx_lookup(r, 2, rec, 4), 1);
+	cr_assert(rec[0].pod == a && !rec[0].speculative && rec[0].tiers == KVIDX_TIER_GPU);
+	cr_assert_eq(stats(r)->retired, retired + 1, "only the prediction's entry was replaced");
 	cr_assert_eq(kvidx_store(w, 77, keys, 1, KVIDX_TIER_GPU, t0), -KVIDX_ENOPOD);
 	kvidx_reader_close(r);
 }
@@ -573,7 +582,7 @@ Test(index, score_row_size)
 Test(index, full_table_evicts_speculative_first)
 {
 	/* 16 keys: the eviction sample (32 live entries) covers the whole table, so the policy
-	 * is exact here; on large tables it is sampled (README, "Full tables"). */
+	 * is exact here; on large tables it is sampled (docs/limits.md "Full tables"). */
 	w = open_w(16, 2);
 	int a = kvidx_pod_add(w, "a:1", NULL), b = kvidx_pod_add(w, "b:1", NULL);
 	uint64_t now = kvidx_now_ns();

@@ -3,7 +3,7 @@
  * kvidx-hash tool.
  *
  * The check values 0x8464eee8f2cf3412 (cbor-fnv) and 0xbc179097a38e1274 (xxh64) come from
- * DESIGN.md section 3; the cbor-fnv one is what llm-d's token processor produces. The
+ * docs/keys.md; the cbor-fnv one is what llm-d's token processor produces. The
  * "wide" and "big" vectors were computed by an independent reference encoder (Python, byte
  * strings built by hand) to cover every CBOR integer width and multi-byte array lengths.
  *
@@ -525,7 +525,8 @@ Test(keys_extras, reference_matches_check_values)
 		     CHECK_XXH64);
 }
 
-/* The exact bytes of kv-events.md: H(parent, tokens, [{"Hash": "abc"}]), all literal. */
+/* The exact bytes of docs/keys.md "Request keys": H(parent, tokens, [{"Hash": "abc"}]), all
+ * literal. */
 Test(keys_extras, literal_abc_item)
 {
 	static const unsigned char head[] = { 0x83, 0x1b, 0x84, 0x64, 0xee, 0xe8,

@@ -830,30 +830,6 @@ Test(metrics, dump_prometheus)
  * target alerts exist). Then the checker is shown to fail: a metric missing from the
  * exposition, a broken dashboard, a rule that drops instance.
  */
-/* Runs a shell command line formatted from fmt; its standard output in r.out (freed by the
- * caller). */
-__attribute__((format(printf, 1, 2)))
-static struct tu_run run_sh(const char *fmt, ...)
-{
-	struct tu_run r = { 0 };
-	char cmd[4096];
-	va_list ap;
-	size_t cap = 1 << 16;
-
-	va_start(ap, fmt);
-	cr_assert(vsnprintf(cmd, sizeof(cmd), fmt, ap) < (int)sizeof(cmd));
-	va_end(ap);
-	r.out = malloc(cap);
-	cr_assert_not_null(r.out);
-	FILE *f = popen(cmd, "r");
-	cr_assert_not_null(f);
-	r.len = fread(r.out, 1, cap - 1, f);
-	r.out[r.len] = '\0';
-	int st = pclose(f);
-	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	return r;
-}
-
 Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
 {
 	char mpath[128], dir[128];
@@ -876,13 +852,13 @@ Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
 	r = run_dump("--name %s --prometheus > %s", name, mpath);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	free(r.out);
-	r = run_sh("/usr/bin/python3 tests/check_monitoring.py --metrics %s 2>&1", mpath);
+	r = tu_run_sh("/usr/bin/python3 tests/check_monitoring.py --metrics %s 2>&1", mpath);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	tu_assert_has(r.out, "monitoring: ok (");
 	free(r.out);
 
 	/* A family the rules use, missing from the exposition, is named. */
-	r = run_sh("grep -v kvidx_pod_seq_gaps %s > %s.less && /usr/bin/python3 "
+	r = tu_run_sh("grep -v kvidx_pod_seq_gaps %s > %s.less && /usr/bin/python3 "
 		       "tests/check_monitoring.py --no-promtool --metrics %s.less 2>&1; "
 		       "s=$?; rm -f %s.less; exit $s", mpath, mpath, mpath, mpath);
 	cr_assert_eq(r.status, 1, "%s", r.out);
@@ -893,7 +869,7 @@ Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
 	/* A dashboard with overlapping panels, an undefined variable and a series not selected
 	 * by instance is refused, and so is a rule aggregating the instances away. */
 	snprintf(dir, sizeof(dir), "/tmp/%s.mon", name);
-	r = run_sh("mkdir -p %s && cp examples/monitoring/* %s/ && /usr/bin/python3 -c '"
+	r = tu_run_sh("mkdir -p %s && cp examples/monitoring/* %s/ && /usr/bin/python3 -c '"
 		   "import json, sys; p = sys.argv[1]; d = json.load(open(p)); "
 		   "d[\"panels\"][1][\"gridPos\"][\"x\"] = 6; "
 		   "d[\"panels\"][0][\"targets\"][0][\"expr\"] += \" * $nosuch\"; "

@@ -200,7 +200,7 @@ Test(route, histogram_buckets_and_quantiles)
 	static uint64_t h[KV_HIST_BUCKETS];
 	uint64_t q;
 	cr_assert_eq(kv_hist_quantile(h, 0.5, &q), -ENODATA);
-	/* The seed's example distribution: 180 ms p50, 620 ms p95, 1.15 s p99. */
+	/* docs/ttl.md's example distribution: 180 ms p50, 620 ms p95, 1.15 s p99. */
 	for (int i = 0; i < 50; i++)
 		kv_hist_add(h, 100000);
 	for (int i = 0; i < 45; i++)

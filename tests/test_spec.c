@@ -970,7 +970,7 @@ Test(spec, flags_help_and_refusals)
 
 Test(spec, ttl_arithmetic)
 {
-	/* The seed's example: p99 1.15 s + 250 ms backlog + 100 ms slack = 1.5 s. */
+	/* docs/ttl.md's worked example: p99 1.15 s + 250 ms backlog + 100 ms slack = 1.5 s. */
 	cr_assert_eq(spec_ttl_next(1500, 1150000, 250, 100, 200, 5000, 0.25), 1500);
 	cr_assert_eq(spec_ttl_next(2000, 1150000, 250, 100, 200, 5000, 0.25), 1500);
 	/* Round only after the arithmetic: up to a whole millisecond. */

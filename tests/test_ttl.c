@@ -1,5 +1,5 @@
 /*
- * test_ttl.c — the TTL advisor: the seed document's own examples through the arithmetic of
+ * test_ttl.c — the TTL advisor: the worked examples of docs/ttl.md through the arithmetic of
  * tools/common/ttl.c (p99 1.15 s + 250 ms backlog + 100 ms slack = 1.50 s; a 2 s setting
  * leaves 500 ms; 120/s x 0.4% x 1.5 s = 0.72 live failed predictions, 2.4 at 5 s; the cap
  * clamps), its parsers and formatters, and the built kvidx-ttl tool offline (those numbers in
@@ -77,7 +77,7 @@ Test(ttl, json_checker_can_fail)
 	cr_assert(!tu_json_object("{\"a\": \"\x01\"}", NULL));
 }
 
-/* ---- the arithmetic: the seed's examples ---- */
+/* ---- the arithmetic: docs/ttl.md's examples ---- */
 
 static struct ttl_plan seed_plan(void)
 {
@@ -256,7 +256,7 @@ Test(ttl, tool_offline_seed_example)
 			     "s\n");
 	tu_assert_has(line_with(r.out, "recommended TTL"), "recommended TTL 1.500 s (ttl_ms 1500)");
 	tu_assert_has(line_with(r.out, "recommended TTL"), "under the 5 s cap");
-	/* Without --ttl, the documented 2 s default is compared, as the seed does. */
+	/* Without --ttl, the documented 2 s default is compared, as docs/ttl.md does. */
 	tu_assert_has(line_with(r.out, "documented default"),
 		      "a 2 s setting would leave 500 ms of additional room");
 	tu_assert_has(line_with(r.out, "at the recommended TTL"),
@@ -419,7 +419,7 @@ static double bucket_s(uint64_t us)
 }
 
 /*
- * Pod "a": the seed's distribution in the recent histogram (p50 180 ms, p95 620 ms, p99
+ * Pod "a": docs/ttl.md's distribution in the recent histogram (p50 180 ms, p95 620 ms, p99
  * 1.15 s over 1000 confirmations), a slower one in the cumulative histogram, TTL in force
  * 2 s, 1000 routes (all with new predictions) of which 4 went stale (p = 0.004). Pod "b":
  * nothing yet.

@@ -1,6 +1,6 @@
 /*
- * test_validation.c — Criterion suite "validation": the seed's "Validate with paired request
- * gaps" (seeds/prefix-cache-speculative-index-ttl.md) run through real processes on loopback.
+ * test_validation.c — Criterion suite "validation": the paired-gap validation of docs/ttl.md
+ * ("Paired request gaps: the validation") run through real processes on loopback.
  *
  * Each test starts kvidx-fakepod pods serving HTTP (a fixed --event-delay-ms, no jitter),
  * kvidx-ingestd subscribed to them with a short --ttl (400 ms), and kvidx-route reading
@@ -740,7 +740,7 @@ static void delayed_event(const struct times *tm, const char *late_window)
 	cr_assert_eq(ctr(pod, KV_PC_early_expiries), ctr(pod, KV_PC_late_confirmations));
 	cr_assert_eq(ctr(pod, KV_PC_confirmed_in_time), 0,
 		     "nothing was confirmed while still trusted");
-	/* The seed: a stale expiry is one no confirmation follows. Here every expired
+	/* docs/ttl.md: a stale expiry is one no confirmation follows. Here every expired
 	 * prediction (A's, B's of its suffix, and C's of the same blocks) was confirmed within the
 	 * late window: a slow event path, not a failed prediction. */
 	cr_assert_eq(ctr(pod, KV_PC_stale_expiries), 0,

@@ -1,11 +1,11 @@
 /*
  * test_wire.c — Criterion tests for the KV-event wire codec (tools/proto/wire.c).
  *
- * They pin the decoder to the bytes of reference/kv-events.md, cover both encodings vLLM has
- * used (positional arrays and "type"-tagged maps, for the batch and the events separately),
- * every field and hash representation, and check that malformed input of any kind (every
- * truncation of valid payloads, wrong types, oversized counts, random and mutated bytes)
- * fails cleanly with nothing partial left in the batch. The encoder is checked by round
+ * They pin the decoder to the bytes of docs/events.md "Example bytes", cover both encodings
+ * vLLM has used (positional arrays and "type"-tagged maps, for the batch and the events
+ * separately), every field and hash representation, and check that malformed input of any
+ * kind (every truncation of valid payloads, wrong types, oversized counts, random and mutated
+ * bytes) fails cleanly with nothing partial left in the batch. The encoder is checked by round
  * trips through the decoder and against the reference bytes.
  */
 #include <criterion/criterion.h>
@@ -16,7 +16,7 @@
 
 #include "wire.h"
 
-/* The "Example bytes" of reference/kv-events.md. */
+/* The bytes of docs/events.md "Example bytes". */
 static const uint8_t example[] = {
 	0x93, 0xcb, 0x3f, 0xf8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x91, 0x98, 0xab, 'B', 'l',
 	'o', 'c', 'k', 'S', 't', 'o', 'r', 'e', 'd', 0x91, 0xcf, 0xf1, 0xe2, 0xd3, 0xc4, 0xb5,

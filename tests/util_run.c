@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -34,20 +35,14 @@ const char *tu_tool_path(const char *tool)
 	return path;
 }
 
-struct tu_run tu_run_tool(const char *tool, const char *fmt, ...)
+/* Runs cmd through sh and collects its standard output (see tu_run_tool). */
+static struct tu_run run_cmd(const char *cmd)
 {
-	const char *path = tu_tool_path(tool);
 	struct tu_run r = { 0 };
 	size_t cap = 1 << 16;
-	char cmd[8192], args[4096];
-	va_list ap;
 	FILE *p;
 	int st;
 
-	va_start(ap, fmt);
-	cr_assert(vsnprintf(args, sizeof(args), fmt, ap) < (int)sizeof(args));
-	va_end(ap);
-	cr_assert(snprintf(cmd, sizeof(cmd), "'%s' %s", path, args) < (int)sizeof(cmd));
 	r.out = malloc(cap);
 	cr_assert_not_null(r.out);
 	p = popen(cmd, "r");
@@ -69,6 +64,30 @@ struct tu_run tu_run_tool(const char *tool, const char *fmt, ...)
 	r.status = WEXITSTATUS(st);
 	cr_assert_eq(strlen(r.out), r.len, "%s: NUL byte in the output", cmd);
 	return r;
+}
+
+struct tu_run tu_run_tool(const char *tool, const char *fmt, ...)
+{
+	const char *path = tu_tool_path(tool);
+	char cmd[8192], args[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	cr_assert(vsnprintf(args, sizeof(args), fmt, ap) < (int)sizeof(args));
+	va_end(ap);
+	cr_assert(snprintf(cmd, sizeof(cmd), "'%s' %s", path, args) < (int)sizeof(cmd));
+	return run_cmd(cmd);
+}
+
+struct tu_run tu_run_sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+
+	va_start(ap, fmt);
+	cr_assert(vsnprintf(cmd, sizeof(cmd), fmt, ap) < (int)sizeof(cmd));
+	va_end(ap);
+	return run_cmd(cmd);
 }
 
 void tu_spawn(struct tu_child *c, const char *tool, const char *const *args, const char *log,
@@ -223,10 +242,89 @@ char *tu_expect_usage(const char *tool, const char *args, const char *msg)
 	return r.out;
 }
 
+/* Ports of the blocks tu_port() hands out: [TU_PORT_LO, TU_PORT_HI), 10 per block. */
+#define TU_PORT_LO 12000
+#define TU_PORT_HI 32760
+#define TU_PORT_BLOCKS ((TU_PORT_HI - TU_PORT_LO) / 10)
+
+/* Whether port binds on loopback now, as a TCP listener (SO_REUSEADDR, as servers do) and UDP. */
+static bool port_binds(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	static const int types[] = { SOCK_STREAM, SOCK_DGRAM };
+	int one = 1;
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		int fd = socket(AF_INET, types[i] | SOCK_CLOEXEC, 0);
+		bool ok;
+
+		cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		close(fd);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Takes block b if no other process holds it: an exclusive flock on /tmp/kvidx-test-port-B.lock,
+ * kept (the descriptor stays open, close-on-exec) until this process exits, when the kernel drops
+ * it. A block whose ports do not all bind right now (something else on the machine uses one) is
+ * given back. Returns the lock's descriptor, or -1.
+ */
+static int port_block_take(int b)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/kvidx-test-port-%d.lock", b);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return -1;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return -1;
+	}
+	for (int i = 0; i < 10; i++)
+		if (!port_binds(TU_PORT_LO + b * 10 + i)) {
+			close(fd); /* drops the lock */
+			return -1;
+		}
+	return fd;
+}
+
+/*
+ * The block is picked on the first call of each process (a forked child picks its own: the
+ * lock is per open file, shared with the parent's descriptor, so the child's fresh open
+ * conflicts with the parent's lock and lands elsewhere). Blocks are tried from a start drawn
+ * from the pid and the clock, so that concurrent runs of different worktrees rarely even try
+ * the same lock, and never share a block.
+ */
 int tu_port(int n)
 {
+	static pid_t owner;
+	static int base;
+
 	cr_assert(n >= 0 && n < 10);
-	return 20000 + (getpid() % 1000) * 10 + n;
+	if (owner != getpid()) {
+		uint64_t seed = (uint64_t)getpid() * 2654435761u ^ kvidx_now_ns();
+		int start = (int)(seed % TU_PORT_BLOCKS), got = -1;
+
+		for (int k = 0; k < TU_PORT_BLOCKS && got < 0; k++) {
+			int b = (start + k) % TU_PORT_BLOCKS;
+
+			if (port_block_take(b) >= 0)
+				got = b;
+		}
+		cr_assert_geq(got, 0, "tu_port: no free block of 10 ports in %d-%d", TU_PORT_LO,
+			      TU_PORT_HI - 1);
+		base = TU_PORT_LO + got * 10;
+		owner = getpid();
+	}
+	return base + n;
 }
 
 const char *tu_endpoint(int n)

@@ -33,6 +33,10 @@ struct tu_run {
 struct tu_run tu_run_tool(const char *tool, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Runs a shell command line formatted from fmt (a script of the tree, a pipeline), as
+ * tu_run_tool does a tool: standard output collected, normal exit asserted. */
+struct tu_run tu_run_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Runs TOOL ARGS (stderr folded into the output); asserts exit 2 (a usage error) and that
  * the output holds msg. Returns the output (the caller frees it) for further checks. */
 char *tu_expect_usage(const char *tool, const char *args, const char *msg);
@@ -114,7 +118,10 @@ void tu_sleep_ms(unsigned ms);
 #define TU_WAIT_FOR(cond, ms) TU_POLL(cond, ms, tu_sleep_ms(2))
 
 /*
- * Loopback ports of this test, n in 0..9 (Criterion runs each test in its own process).
+ * Loopback ports of this test, n in 0..9 (Criterion runs each test in its own process): a
+ * block of 10 that no other process calling tu_port() holds (a flock on a file in /tmp, for
+ * this process's lifetime) and that all bound, TCP and UDP, when it was picked. Concurrent
+ * test runs of different worktrees therefore never share a port.
  * They stay below Linux's ephemeral range (32768-60999 by default): a client connection in
  * TIME_WAIT on an ephemeral port lacks SO_REUSEADDR and would make a bind to it fail.
  */

@@ -1,8 +1,9 @@
 /*
  * kvidx-dump — prints what an index holds: its header and geometry, its pods, the reader
  * registry, the writer's counters and, on request, the entries themselves or one key's
- * (DESIGN.md sections 4 to 6). Text for people, or one JSON object for scripts and tests, or
- * (--prometheus) the Prometheus exposition of tools/common/prom.c.
+ * (docs/DESIGN.md "Shared memory" to "Counters and metrics"). Text for people, or one JSON
+ * object for scripts and tests, or (--prometheus) the Prometheus exposition of
+ * tools/common/prom.c.
  *
  * It attaches as an ordinary reader (kvidx_reader_open(): the data segment mapped read-only,
  * one registry slot, which the reader section marks as its own), so it never changes the

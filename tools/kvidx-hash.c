@@ -1,5 +1,5 @@
 /*
- * kvidx-hash — prints the request keys of a token sequence (DESIGN.md section 3).
+ * kvidx-hash — prints the request keys of a token sequence (docs/keys.md).
  *
  * A debugging aid for routers and for ingestd: given prompt tokens, it prints the key of
  * every full block exactly as kvidx_key_root() and kvidx_key_chain_ex() compute them (a

@@ -3,7 +3,8 @@
  * prediction / on confirmed blocks / on no match, what became of the speculative entries
  * (confirmed in time, early and stale expiries, late confirmations), false warm routes,
  * route-to-confirmation latency and event freshness; index-wide, the table's fill, the
- * readers and the writer's heartbeat (DESIGN.md section 6, the seed's counters).
+ * readers and the writer's heartbeat (docs/DESIGN.md "Counters and metrics",
+ * docs/ttl.md "Early and stale expiry").
  *
  * It attaches as an ordinary reader (the data segment mapped read-only) and reads the
  * writer's relaxed counters, so figures may lag each other by a moment. Rates are the
@@ -164,24 +165,9 @@ static void fmt_q(char *buf, size_t n, const uint64_t *h, double q)
 		fmt_us(buf, n, us);
 }
 
-static int frame(struct top *t)
+/* Makes room for the previous frame of every pod the index can hold. */
+static int grow_prev(struct top *t, const struct kv_view *v)
 {
-	struct kvidx_info in;
-	int rc = kvidx_reader_info(t->r, &in);
-
-	if (rc == -KVIDX_ERETRY)
-		rc = kvidx_reader_info(t->r, &in);
-	if (rc < 0) {
-		fprintf(stderr, PROG ": reading index '%s': %s\n", t->name, kvidx_strerror(rc));
-		return -1;
-	}
-	/* kvidx_reader_info() switched the view to the current generation: read it now. */
-	const struct kv_view *v = kv_reader_view(t->r);
-	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(t->r);
-	uint64_t now = kvidx_now_ns();
-	double dt = t->prev_ns ? (double)(now - t->prev_ns) / 1e9 : NAN;
-	char a[32], b[32], c[32], d[32], e[32];
-
 	if (v->max_pods > t->nprev) {
 		struct prev *np = realloc(t->prev, v->max_pods * sizeof(*np));
 		if (!np) {
@@ -192,45 +178,53 @@ static int frame(struct top *t)
 		t->prev = np;
 		t->nprev = v->max_pods;
 	}
+	return 0;
+}
 
-	/* Pods: a snapshot of each active one's counters. */
-	struct podrow *rows = calloc(v->max_pods ? v->max_pods : 1, sizeof(*rows));
+/* One active pod's row: its counters, their rates since the previous frame, its percentiles. */
+static void snapshot_pod(struct top *t, const struct kv_view *v, uint32_t i, double dt,
+			 struct podrow *p)
+{
+	if (kvidx_reader_pod(t->r, (int)i, p->name, NULL) < 0)
+		snprintf(p->name, sizeof(p->name), "pod[%" PRIu32 "]", i);
+	clean_name(p->name);
+	p->idx = (int)i;
+	for (unsigned k = 0; k < KV_POD_COUNTERS; k++)
+		p->ctr[k] = ld_relaxed(&v->pods[i].pd_ctr[k]);
+	struct prev *pv = &t->prev[i];
+	bool same = pv->seen && !strcmp(pv->name, p->name);
+	for (unsigned k = 0; k < KV_POD_COUNTERS; k++)
+		p->rate[k] = same && dt > 0 && p->ctr[k] >= pv->ctr[k] ?
+				     (double)(p->ctr[k] - pv->ctr[k]) / dt : NAN;
+	pv->seen = true;
+	memcpy(pv->name, p->name, sizeof(pv->name));
+	memcpy(pv->ctr, p->ctr, sizeof(pv->ctr));
+	const uint64_t *h = kv_view_pod_hist(v, (int)i, 1);
+	p->nlat = h ? kv_hist_count(h) : 0;
+	p->have_lat = h && kv_hist_quantile(h, 0.50, &p->p50) == 0 &&
+		      kv_hist_quantile(h, 0.95, &p->p95) == 0 &&
+		      kv_hist_quantile(h, 0.99, &p->p99) == 0;
+	fmt_q(p->lag50, sizeof(p->lag50), kv_view_pod_hist(v, (int)i, KV_HIST_LAG_RECENT), 0.5);
+	fmt_q(p->lag99, sizeof(p->lag99), kv_view_pod_hist(v, (int)i, KV_HIST_LAG_RECENT),
+	      0.99);
+	for (unsigned pc = 0; pc < KV_PROMPT_CLASSES; pc++)
+		fmt_q(p->cls99[pc], sizeof(p->cls99[pc]),
+		      kv_view_pod_hist(v, (int)i, KV_HIST_CLASS(pc)), 0.99);
+}
+
+/* Pods: a snapshot of each active one into rows; returns how many. */
+static uint32_t snapshot_pods(struct top *t, const struct kv_view *v, double dt,
+			      struct podrow *rows)
+{
 	uint32_t nrows = 0;
-	if (!rows) {
-		fprintf(stderr, PROG ": out of memory\n");
-		return -1;
-	}
+
 	t->pod_w = 16;
 	for (uint32_t i = 0; i < v->max_pods; i++) {
 		struct podrow *p = &rows[nrows];
 		p->word = ld_acquire(&v->pods[i].pd_word);
 		if (KV_POD_STATE(p->word) != KV_POD_ACTIVE)
 			continue;
-		if (kvidx_reader_pod(t->r, (int)i, p->name, NULL) < 0)
-			snprintf(p->name, sizeof(p->name), "pod[%" PRIu32 "]", i);
-		clean_name(p->name);
-		p->idx = (int)i;
-		for (unsigned k = 0; k < KV_POD_COUNTERS; k++)
-			p->ctr[k] = ld_relaxed(&v->pods[i].pd_ctr[k]);
-		struct prev *pv = &t->prev[i];
-		bool same = pv->seen && !strcmp(pv->name, p->name);
-		for (unsigned k = 0; k < KV_POD_COUNTERS; k++)
-			p->rate[k] = same && dt > 0 && p->ctr[k] >= pv->ctr[k] ?
-					     (double)(p->ctr[k] - pv->ctr[k]) / dt : NAN;
-		pv->seen = true;
-		memcpy(pv->name, p->name, sizeof(pv->name));
-		memcpy(pv->ctr, p->ctr, sizeof(pv->ctr));
-		const uint64_t *h = kv_view_pod_hist(v, (int)i, 1);
-		p->nlat = h ? kv_hist_count(h) : 0;
-		p->have_lat = h && kv_hist_quantile(h, 0.50, &p->p50) == 0 &&
-			      kv_hist_quantile(h, 0.95, &p->p95) == 0 &&
-			      kv_hist_quantile(h, 0.99, &p->p99) == 0;
-		fmt_q(p->lag50, sizeof(p->lag50), kv_view_pod_hist(v, (int)i, KV_HIST_LAG_RECENT), 0.5);
-		fmt_q(p->lag99, sizeof(p->lag99), kv_view_pod_hist(v, (int)i, KV_HIST_LAG_RECENT),
-		      0.99);
-		for (unsigned pc = 0; pc < KV_PROMPT_CLASSES; pc++)
-			fmt_q(p->cls99[pc], sizeof(p->cls99[pc]),
-			      kv_view_pod_hist(v, (int)i, KV_HIST_CLASS(pc)), 0.99);
+		snapshot_pod(t, v, i, dt, p);
 		size_t w = strlen(p->name);
 		if (w > t->pod_w)
 			t->pod_w = (unsigned)w;
@@ -243,38 +237,50 @@ static int frame(struct top *t)
 		if (!live)
 			t->prev[i].seen = false;
 	}
+	return nrows;
+}
 
-	/* Readers: the registry's active slots (this view is one of them). */
+/* Readers: the registry's active slots (this view is one of them). */
+static uint32_t count_readers(const struct kv_view *v, const struct kvidx_ctl_hdr *ctl)
+{
 	const struct kvidx_reader_slot *slots = (const void *)((const char *)ctl + sizeof(*ctl));
 	uint32_t nslots = ld_relaxed(&ctl->ch_max_readers), readers = 0;
+
 	if (nslots > v->hdr->dh_max_readers)
 		nslots = v->hdr->dh_max_readers;
 	for (uint32_t i = 0; i < nslots; i++)
 		readers += KV_RS_STATE(ld_acquire(&slots[i].rs_state)) == KV_RS_ACTIVE;
+	return readers;
+}
 
-	/* Header. */
+/* The frame's first lines: the index, the writer's liveness, the table's fill, the commits. */
+static void print_header(struct top *t, const struct kvidx_info *in, const struct kv_view *v,
+			 uint32_t readers, uint64_t now, double dt)
+{
 	const struct kvidx_stats *st = v->st;
 	uint64_t commits = ld_relaxed(&st->route_commits);
+	char a[32], b[32], c[32], d[32], e[32];
 	time_t wall = time(NULL);
 	struct tm tm;
+
 	localtime_r(&wall, &tm);
-	int64_t hb_ms = (int64_t)(now - in.heartbeat_ns) / (int64_t)NS_PER_MS;
-	bool alive = in.writer_pid > 0 && (kill(in.writer_pid, 0) == 0 || errno == EPERM);
+	int64_t hb_ms = (int64_t)(now - in->heartbeat_ns) / (int64_t)NS_PER_MS;
+	bool alive = in->writer_pid > 0 && (kill(in->writer_pid, 0) == 0 || errno == EPERM);
 	if (t->tty)
 		fputs("\033[H", stdout);
 	printf(PROG ": index %s, generation %" PRIu64 ", %s, block %" PRIu32
 	       ", %02d:%02d:%02d",
-	       t->name, in.generation, kvidx_key_algo_name(in.algo), in.block_size, tm.tm_hour,
+	       t->name, in->generation, kvidx_key_algo_name(in->algo), in->block_size, tm.tm_hour,
 	       tm.tm_min, tm.tm_sec);
 	eol(t);
-	printf("writer pid %d (%s), heartbeat %" PRId64 " ms ago%s", (int)in.writer_pid,
+	printf("writer pid %d (%s), heartbeat %" PRId64 " ms ago%s", (int)in->writer_pid,
 	       alive ? "running" : "not running", hb_ms,
 	       hb_ms > 1000 ? "  STALE: readers serve the last state" : "");
 	eol(t);
 	printf("keys %s of %s, records %s (speculative %s), readers %" PRIu32
 	       " (this view included), route commits %s",
 	       fmt_count(a, sizeof(a), ld_relaxed(&st->keys)),
-	       fmt_count(b, sizeof(b), in.geo.capacity),
+	       fmt_count(b, sizeof(b), in->geo.capacity),
 	       fmt_count(c, sizeof(c), ld_relaxed(&st->records)),
 	       fmt_count(d, sizeof(d), ld_relaxed(&st->spec_records)), readers,
 	       fmt_count(e, sizeof(e), commits));
@@ -283,9 +289,13 @@ static int frame(struct top *t)
 	eol(t);
 	t->prev_ns = now;
 	t->prev_commits = commits;
+}
 
+/* Routes by decision, per pod. */
+static void print_routes(const struct top *t, const struct podrow *rows, uint32_t nrows)
+{
 	int w = (int)t->pod_w;
-	/* Routes. */
+
 	eol(t);
 	printf("%-*s %8s %15s %15s %15s %10s %8s", w, "ROUTES", "TTL", "predicted", "confirmed",
 	       "nomatch", "false-warm", "outcomes");
@@ -304,8 +314,14 @@ static int frame(struct top *t)
 		       p->ctr[KV_PC_false_warm_routes], p->ctr[KV_PC_outcomes]);
 		eol(t);
 	}
+}
 
-	/* Speculative records and route-to-confirmation latency (recent histogram). */
+/* Speculative records and route-to-confirmation latency (recent histogram), per pod. */
+static void print_speculation(const struct top *t, const struct podrow *rows, uint32_t nrows)
+{
+	int w = (int)t->pod_w;
+	char a[32], b[32];
+
 	eol(t);
 	printf("%-*s %9s %9s %7s %7s %7s %7s %7s %7s %7s", w, "SPECULATION", "records",
 	       "in-time", "early", "stale", "late", "p50", "p95", "p99", "samples");
@@ -325,8 +341,14 @@ static int frame(struct top *t)
 		       p->ctr[KV_PC_late_confirmations], p50, p95, p99, p->nlat);
 		eol(t);
 	}
+}
 
-	/* Per route (a route's predictions expire together), backlog, latency by prompt length. */
+/* Per route (a route's predictions expire together), backlog, latency by prompt length. */
+static void print_per_route(const struct top *t, const struct podrow *rows, uint32_t nrows)
+{
+	int w = (int)t->pod_w;
+	char a[32], b[32];
+
 	eol(t);
 	printf("%-*s %8s %8s %6s %6s %7s %8s %8s %6s %8s %8s %8s %8s", w, "PER ROUTE", "routes",
 	       "in-time", "early", "stale", "dropped", "lag p50", "lag p99", "queue", "p99<512",
@@ -345,9 +367,14 @@ static int frame(struct top *t)
 		       p->cls99[2], p->cls99[3]);
 		eol(t);
 	}
+}
 
-	/* Router workers (registry slots) that committed routes. */
+/* Router workers (registry slots) that committed routes. */
+static void print_routers(const struct top *t, const struct kv_view *v)
+{
+	char a[32], b[32], c[32], d[32];
 	bool rhead = false;
+
 	for (uint32_t s = 0; s < v->max_readers; s++) {
 		const struct kvidx_router *rt = kv_view_router(v, (int)s);
 		char p50[16], p99[16];
@@ -373,8 +400,36 @@ static int frame(struct top *t)
 		       ld_relaxed(&rt->rt_ctr[KV_RT_routes_stale_expiries]), p50, p99);
 		eol(t);
 	}
+}
 
-	/* Event freshness. */
+/* A pod's speculation state in words; routed but silent is the worst case. */
+static const char *spec_state(const struct podrow *p)
+{
+	const char *state;
+
+	switch (p->ctr[KV_PC_spec_paused]) {
+	case 0:
+		state = KV_POD_FLAGS(p->word) & KV_POD_SPEC_PAUSED ? "paused" : "active";
+		break;
+	case 1: state = "paused (stream)"; break;
+	case 2: state = "paused (pipeline)"; break;
+	default: state = "paused (?)"; break;
+	}
+	if (!p->ctr[KV_PC_connected] && !strcmp(state, "active"))
+		state = "active, disconnected";
+	/* Routes went to it and nothing came back for --stale-limit: the worst case. */
+	if (p->ctr[KV_PC_routed_silent])
+		state = "ROUTED BUT SILENT";
+	return state;
+}
+
+/* Event freshness, per pod. */
+static void print_events(const struct top *t, const struct podrow *rows, uint32_t nrows,
+			 uint64_t now)
+{
+	int w = (int)t->pod_w;
+	char a[32];
+
 	eol(t);
 	printf("%-*s %-19s %10s %8s %8s %6s %8s %8s", w, "EVENTS", "speculation",
 	       "last event", "events/s", "events", "gaps", "restarts", "replays");
@@ -382,25 +437,11 @@ static int frame(struct top *t)
 	for (uint32_t k = 0; k < nrows; k++) {
 		const struct podrow *p = &rows[k];
 		uint64_t last = p->ctr[KV_PC_last_event_ns];
-		const char *state;
 		char age[16] = "never";
-		switch (p->ctr[KV_PC_spec_paused]) {
-		case 0:
-			state = KV_POD_FLAGS(p->word) & KV_POD_SPEC_PAUSED ? "paused" : "active";
-			break;
-		case 1: state = "paused (stream)"; break;
-		case 2: state = "paused (pipeline)"; break;
-		default: state = "paused (?)"; break;
-		}
-		if (!p->ctr[KV_PC_connected] && !strcmp(state, "active"))
-			state = "active, disconnected";
-		/* Routes went to it and nothing came back for --stale-limit: the worst case. */
-		if (p->ctr[KV_PC_routed_silent])
-			state = "ROUTED BUT SILENT";
 		if (last && now >= last)
 			fmt_us(age, sizeof(age), (now - last) / 1000);
 		printf("%-*s %-19s %10s %8" PRIu64 " %8s %6" PRIu64 " %8" PRIu64 " %8" PRIu64, w,
-		       p->name, state, age, p->ctr[KV_PC_events_per_s],
+		       p->name, spec_state(p), age, p->ctr[KV_PC_events_per_s],
 		       fmt_count(a, sizeof(a), p->ctr[KV_PC_events]), p->ctr[KV_PC_seq_gaps],
 		       p->ctr[KV_PC_restarts], p->ctr[KV_PC_replays_ok]);
 		eol(t);
@@ -409,6 +450,39 @@ static int frame(struct top *t)
 		printf("(no pods yet)");
 		eol(t);
 	}
+}
+
+/* One frame: a snapshot of the index, printed table by table. */
+static int frame(struct top *t)
+{
+	struct kvidx_info in;
+	int rc = kvidx_reader_info(t->r, &in);
+
+	if (rc == -KVIDX_ERETRY)
+		rc = kvidx_reader_info(t->r, &in);
+	if (rc < 0) {
+		fprintf(stderr, PROG ": reading index '%s': %s\n", t->name, kvidx_strerror(rc));
+		return -1;
+	}
+	/* kvidx_reader_info() switched the view to the current generation: read it now. */
+	const struct kv_view *v = kv_reader_view(t->r);
+	uint64_t now = kvidx_now_ns();
+	double dt = t->prev_ns ? (double)(now - t->prev_ns) / 1e9 : NAN;
+
+	if (grow_prev(t, v) < 0)
+		return -1;
+	struct podrow *rows = calloc(v->max_pods ? v->max_pods : 1, sizeof(*rows));
+	if (!rows) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return -1;
+	}
+	uint32_t nrows = snapshot_pods(t, v, dt, rows);
+	print_header(t, &in, v, count_readers(v, kv_reader_ctl(t->r)), now, dt);
+	print_routes(t, rows, nrows);
+	print_speculation(t, rows, nrows);
+	print_per_route(t, rows, nrows);
+	print_routers(t, v);
+	print_events(t, rows, nrows, now);
 	if (t->tty)
 		fputs("\033[J", stdout);
 	else

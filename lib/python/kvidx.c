@@ -6,7 +6,7 @@
  * as buffers (array('I'), array('Q'), NumPy) without per-element conversion; lists and other
  * sequences are converted in C.
  *
- * Rules this file keeps (README "Using kvidx from Python"):
+ * Rules this file keeps (docs/api.md "Using kvidx from Python"):
  *  1. One handle, one thread at a time: every method claims the handle with a CAS on
  *     rd_owner (the calling thread's id) and releases it on return; a second thread that
  *     finds it claimed gets ConcurrentUseError instead of sharing the C handle, whose calls

@@ -160,8 +160,8 @@ static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
 							 "predictions expired (= routes_early_"
 							 "expiries)." },
 	[KV_PC_routes_stale_expiries] = { K_COUNTER, "Routes none of whose predictions was "
-						     "confirmed (failed predictions: the seed's p "
-						     "per routed request)." },
+						     "confirmed (failed predictions: p per routed "
+						     "request, docs/ttl.md)." },
 	[KV_PC_routes_dropped_clear] = { K_COUNTER, "Routes whose predictions were dropped "
 						    "unconfirmed by a pod clear." },
 	[KV_PC_routes_dropped_removed] = { K_COUNTER, "Routes whose predictions were dropped "

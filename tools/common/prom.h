@@ -8,7 +8,7 @@
  * route-to-confirmation latency histogram of each pod, the index-wide writer counters
  * (KV_STATS) as kvidx_<stat>, the reader registry's occupancy and the writer's heartbeat age.
  * Per-pod series carry two labels, pod and model, and nothing else: never keys, token ids or
- * prompt text (DESIGN.md section 6).
+ * prompt text (docs/DESIGN.md "Counters and metrics").
  */
 #ifndef KVIDX_TOOLS_PROM_H
 #define KVIDX_TOOLS_PROM_H

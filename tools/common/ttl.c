@@ -1,6 +1,6 @@
 /*
- * ttl.c — the one TTL core: the seed's arithmetic (T = Lq + J, clamp to floor and cap, the
- * adaptive policy's slow step, stale exposure lambda x p x T), the parsers for kvidx-ttl's
+ * ttl.c — the one TTL core: the arithmetic of docs/ttl.md (T = Lq + J, clamp to floor and cap,
+ * the adaptive policy's slow step, stale exposure lambda x p x T), the parsers for kvidx-ttl's
  * other inputs (durations are duration.c's) and the sentences it prints. Pure functions; see
  * ttl.h.
  */

@@ -1,8 +1,8 @@
 /*
- * ttl.h — internal to the tools: the one TTL core, the arithmetic of the seed document
- * ("Prefix cache speculative index TTL") as plain functions, used by kvidx-ingestd's adaptive
- * policy (tools/ingestd/spec.c) and by kvidx-ttl alike (the duration grammar of every tool's
- * flags is duration.h's). Never installed.
+ * ttl.h — internal to the tools: the one TTL core, the arithmetic of docs/ttl.md ("The
+ * arithmetic", "The price of a failed prediction") as plain functions, used by kvidx-ingestd's
+ * adaptive policy (tools/ingestd/spec.c) and by kvidx-ttl alike (the duration grammar of every
+ * tool's flags is duration.h's). Never installed.
  *
  *   T = Lq + J          Lq a high percentile of route-to-confirmation latency, J explicit
  *                       slack (subscriber backlog + timing slack)
@@ -46,7 +46,7 @@ void ttl_plan_compute(struct ttl_plan *p);
  * The adaptive policy's next TTL, in whole milliseconds: the target is the plan's
  * recommendation, clamp(Lq + J, floor, cap), rounded up to the millisecond (ttl_ms_ceil());
  * the TTL in force, cur_ms, moves toward it by at most max_step x cur_ms (at least 1 ms), so
- * that it changes slowly (the seed's "change TTL slowly"), and stays within [floor, cap].
+ * that it changes slowly (docs/ttl.md: change the TTL slowly), and stays within [floor, cap].
  * floor and cap of p are whole milliseconds here.
  */
 uint32_t ttl_step(uint32_t cur_ms, const struct ttl_plan *p, double max_step);

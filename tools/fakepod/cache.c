@@ -5,7 +5,7 @@
  * free queue, still cached (its hash findable) until an allocation takes it, least recently
  * freed first, which evicts it. That is what makes the pod publish BlockStored (a block
  * cached) and BlockRemoved (a cached block evicted), in the shapes real vLLM streams have
- * (reference/kv-events.md):
+ * (docs/events.md "Shapes real streams contain"):
  *
  *   --hybrid      each step's full-attention events (group 0, "full_attention") come with the
  *                 sliding-window group's (1: only the blocks inside the window listed, the

@@ -134,7 +134,7 @@ struct mm_item {
 };
 
 /*
- * What vLLM keys beyond a prompt's tokens (reference/kv-events.md "extra_keys"). Block i's
+ * What vLLM keys beyond a prompt's tokens (docs/events.md "extra_keys"). Block i's
  * extra_keys entry is, in order: the LoRA name, one entry per item overlapping the block
  * ((identifier, start - block start), or the bare identifier), the salt on block 0 only.
  */
@@ -264,7 +264,7 @@ struct kept {
 
 /*
  * One data-parallel rank: an engine of its own, publishing on the pod's ports + its number
- * with its own sequence numbers and replay buffer (reference/kv-events.md).
+ * with its own sequence numbers and replay buffer (docs/events.md "The publisher").
  */
 struct rank {
 	void *pub, *replay;

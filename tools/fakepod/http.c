@@ -1,6 +1,6 @@
 /*
  * http.c — kvidx-fakepod --http: what a vLLM pod serves for routing purposes, in vLLM's
- * OpenAI-compatible shapes (reference/kv-events.md "Request path"), over HTTP/1.1 with
+ * OpenAI-compatible shapes (docs/events.md "The request path (HTTP)"), over HTTP/1.1 with
  * keep-alive. GNU libmicrohttpd does the HTTP (the project's house server, as ingestd's
  * metrics endpoint); jansson parses and writes the JSON bodies. serve.c decides what
  * becomes of a prompt; this file turns requests into prompts and outcomes into answers.

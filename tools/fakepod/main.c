@@ -3,7 +3,7 @@
  * This file: setup, the poll loop, signals, teardown and the summary line; fakepod.h lists
  * the other parts.
  *
- * It plays one vLLM pod on the wire (reference/kv-events.md): a PUB socket sending
+ * It plays one vLLM pod on the wire (docs/events.md): a PUB socket sending
  * [topic, seq8, payload] batches of BlockStored / BlockRemoved / AllBlocksCleared events in
  * either msgpack encoding, and optionally vLLM's replay ROUTER (pub.c); with --dp-ranks N,
  * N such engines on consecutive ports behind the one pod. The events take the shapes real

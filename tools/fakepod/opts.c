@@ -281,7 +281,8 @@ static void parse_pub_id(struct opts *o, const char *arg)
 	}
 }
 
-/* The defaults that depend on the mode: the pod model, or not (README "The pod model"). */
+/* The defaults that depend on the mode: the pod model, or not
+ * (tools/fakepod/README.md "The pod model"). */
 static void model_defaults(struct opts *o)
 {
 	bool model = o->http_addr && !o->constant;
@@ -378,7 +379,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		.block_size = 16, .keep = 10000, .linger_ms = 200, .prefixes = 8,
 		.prefix_blocks = 8, .suffix_blocks = 2, .seed = 1, .rate = 1000, .batch = 1,
 		.event_delay_ms = UINT64_MAX,
-		/* The pod model: Llama-3.1-8B on one H100 (README "The pod model") */
+		/* The pod model: Llama-3.1-8B on one H100 (tools/fakepod/README.md "The pod model") */
 		.max_num_seqs = MODEL_SEQS, .max_batched = MODEL_BATCHED,
 		.prefill_tps = MODEL_PREFILL_TPS, .step_ms = MODEL_STEP_MS,
 		.decode_seq_ms = MODEL_DECODE_MS, .time_scale = 1,

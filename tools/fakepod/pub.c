@@ -1,5 +1,5 @@
 /*
- * pub.c — the fake pod's publisher, as vLLM's (reference/kv-events.md): per data-parallel
+ * pub.c — the fake pod's publisher, as vLLM's (docs/events.md "The publisher"): per data-parallel
  * rank, the PUB socket sending [topic, seq8, payload] (seq8 + a 16-byte publisher id with
  * --publisher-id), the ring of the last --keep batches and the replay ROUTER that answers
  * from it, --heartbeat's empty batches, and, with --wait-subscribers, the XPUB subscription

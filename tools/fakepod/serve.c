@@ -5,7 +5,7 @@
  * publish) or, with --prefill-ms, the constant mode: the prefix-cache lookup at arrival, the
  * completion after the fixed prefill time, and the BlockStored batch of its new blocks after
  * the route-to-event delay, maybe lost (the validation cases of
- * seeds/prefix-cache-speculative-index-ttl.md).
+ * docs/ttl.md "Paired request gaps: the validation").
  *
  * A request whose client went away before its first token is cancelled: nothing more is
  * stored, as when a vLLM request is aborted.

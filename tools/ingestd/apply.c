@@ -716,7 +716,8 @@ static int stored_blocks(struct ing_apply *a, struct ing_stream *s, const struct
 		e = emap_find(a->emap, gc->token, ev->hashes[i]);
 		x = e || !gc->gbit ? NULL : find_any(a, s, gc->token, ev->hashes[i]);
 		if (e || x) {
-			/* Known: one more copy of it (or a re-announcement, see README); or another
+			/* Known: one more copy of it (or a re-announcement: docs/events.md
+			 * "Duplicate copies and re-announcements"); or another
 			 * group's block of this hash, whose keys this group now holds too. */
 			const uint64_t *k = emap_keys(e ? e : x, &n);
 			if (push_keys(a, &nk, k, n))

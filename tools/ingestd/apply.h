@@ -1,9 +1,9 @@
 /*
  * apply.h — internal to kvidx-ingestd: its one job is turning one decoded event batch of one
  * pod's rank into index operations: request keys from token ids and extra keys (dual keys,
- * DESIGN.md section 3), the engine-key map and reference counts (emap.h), and kvidx_store /
- * kvidx_remove / kvidx_clear_pod. No sockets, no sequence numbers (pods.c does those), so it
- * runs against a bare writer in tests.
+ * docs/DESIGN.md "Request keys and engine keys"), the engine-key map and reference counts
+ * (emap.h), and kvidx_store / kvidx_remove / kvidx_clear_pod. No sockets, no sequence numbers
+ * (pods.c does those), so it runs against a bare writer in tests.
  *
  * A pod (struct ing_target) has one event stream per data-parallel rank (struct ing_stream);
  * blocks of any rank count for the pod. Rules, each skip counted by its reason in the pod's
@@ -41,7 +41,7 @@
  *     block of E tokens yields E/I request keys (I the index block size); with I a multiple
  *     of E, the engine block that completes an index block yields its key. A non-nil parent
  *     the map does not know skips the event (unknown_parent), as llm-d does.
- *  6. Extra keys (reference/kv-events.md "extra_keys"): the LoRA name (a first string equal to
+ *  6. Extra keys (docs/events.md "extra_keys"): the LoRA name (a first string equal to
  *     lora_name) is dropped; multimodal identifiers (tuple or bare string) and the salt become
  *     items of the block's key (kvidx_key_block), in the order given, an item repeated by
  *     consecutive engine blocks of one index block keyed once. A block carrying extras no

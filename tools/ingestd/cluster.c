@@ -39,6 +39,10 @@
 #define CL_URLS_MAX 16
 #define CL_BACKOFF_MIN_MS 50
 #define CL_BACKOFF_MAX_MS 2000
+#define CL_STREAM_BYTES (256ll << 20) /* the warm-start stream's memory bound */
+#define CL_WARM_WAIT_MS 2000   /* a replay's patience for the next message */
+#define CL_WARM_READY_MS 10000 /* readiness waits this long at most for the first replay */
+#define CL_WARM_OFFLINE_MS 2000 /* ... or this long when no server is reachable */
 
 /* Counters: name, help. */
 #define CL_CTRS(X)                                                                           \
@@ -60,7 +64,11 @@
 	X(duplicates, "Peer records already applied (or a commit after its withdrawal), ignored") \
 	X(expired_on_arrival, "Peer commits already expired by the time rule when applied")  \
 	X(clock_skew, "Peer commits stamped further ahead than --cluster-clock-skew")        \
-	X(withdrawals_lost, "Failed outcomes whose commit keys were no longer remembered")
+	X(withdrawals_lost, "Failed outcomes whose commit keys were no longer remembered")   \
+	X(warm_replays, "Warm-start replays of the cluster's JetStream stream completed")   \
+	X(warm_messages, "Messages replayed from the cluster's JetStream stream")          \
+	X(warm_expired, "Replayed commits already expired by the time rule (not applied)")  \
+	X(warm_unavailable, "Warm starts impossible: no JetStream on the server, or an error")
 enum cl_ctr {
 #define CL_ENUM(n, h) CL_##n,
 	CL_CTRS(CL_ENUM)
@@ -88,6 +96,7 @@ struct ing_cluster {
 	natsConnection *nc;
 	natsSubscription *sub;
 	struct cl_ring in, out;
+	struct cl_ring warm; /* replayed messages: producer the warm thread, consumer the writer */
 	int in_fd; /* eventfd: readable when the in ring may hold messages (-1: none) */
 	sem_t out_sem;
 	pthread_t sender;
@@ -96,6 +105,17 @@ struct ing_cluster {
 	atomic_int connected;
 	atomic_bool sub_done; /* the subscription's delivery thread is finished */
 	atomic_bool closed;   /* libnats's last connection callback (closed) has run */
+	/* Warm start (the warm thread; docs/cluster.md "Warm start"). */
+	jsCtx *js;
+	char stream[48];
+	int64_t history_ns;      /* the stream's max age: the largest TTL this host gives */
+	sem_t warm_sem;
+	pthread_t warmer;
+	bool warmer_running;
+	atomic_bool warm_wanted; /* a (re)connection happened: replay */
+	_Atomic uint64_t warm_since; /* CLOCK_REALTIME to replay from (0: the whole stream) */
+	atomic_int warm_done;    /* the first replay finished (or was impossible) */
+	uint64_t opened_ns;
 	_Atomic uint64_t ctr[CL_NCTR];
 	/* Writer-private. */
 	uint8_t *obuf;
@@ -222,6 +242,8 @@ static void on_connected(natsConnection *nc, void *arg)
 
 	natsConnection_GetConnectedUrl(nc, url, sizeof(url));
 	atomic_store(&c->connected, 1);
+	atomic_store(&c->warm_wanted, true);
+	sem_post(&c->warm_sem);
 	ilog(ILOG_INFO, "cluster: connected to %s", url);
 }
 
@@ -240,6 +262,11 @@ static void on_disconnected(natsConnection *nc, void *arg)
 	(void)nc;
 	if (atomic_exchange(&c->connected, 0)) {
 		count(c, CL_disconnects, 1);
+		/* Back online, the warm thread replays what peers published meanwhile (from
+		 * the earliest loss not replayed yet, a second of margin). */
+		uint64_t t = real_ns() - 1000 * NS_PER_MS, cur = atomic_load(&c->warm_since);
+		while (t < cur && !atomic_compare_exchange_weak(&c->warm_since, &cur, t))
+			;
 		ilog(ILOG_WARN, "cluster: NATS connection lost; local-only until it is back "
 		     "(reconnecting with backoff)");
 	}
@@ -299,6 +326,169 @@ static void *sender_main(void *arg)
 			}
 			free(m);
 		}
+	}
+	return NULL;
+}
+
+/* ---- warm start: replaying the stream (the warm thread) ----------------------------------- */
+
+/*
+ * The stream KVIDX_<cluster-name> keeps every message of kvidx.<cluster-name>.*.p in the
+ * server's memory for the largest TTL (older ones cannot hold a live prediction). The first
+ * host to connect creates it; a host whose largest TTL is longer raises its max age; an
+ * operator may create it beforehand (replicas in a NATS cluster): its other settings are left
+ * alone. 0 (*msgs: the messages it holds, all schemes), or -1 when JetStream is not
+ * available (logged).
+ */
+static int ensure_stream(struct ing_cluster *c, uint64_t *msgs)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode je = 0;
+	natsStatus s = js_GetStreamInfo(&si, c->js, c->stream, NULL, &je);
+
+	if (s == NATS_NOT_FOUND || je == JSStreamNotFoundErr) {
+		jsStreamConfig sc;
+		const char *subj[1] = { c->wildcard };
+		jsStreamConfig_Init(&sc);
+		sc.Name = c->stream;
+		sc.Subjects = subj;
+		sc.SubjectsLen = 1;
+		sc.Storage = js_MemoryStorage;
+		sc.MaxAge = c->history_ns;
+		sc.MaxBytes = CL_STREAM_BYTES;
+		sc.MaxMsgSize = CLW_MSG_MAX;
+		sc.Discard = js_DiscardOld;
+		sc.NoAck = true;
+		s = js_AddStream(&si, c->js, &sc, NULL, &je);
+		if (s != NATS_OK) /* a peer may have created it meanwhile */
+			s = js_GetStreamInfo(&si, c->js, c->stream, NULL, &je);
+		else
+			ilog(ILOG_INFO, "cluster: created the JetStream stream %s (memory, max age "
+			     "%lld ms, at most %lld MiB)", c->stream,
+			     (long long)(c->history_ns / (int64_t)NS_PER_MS),
+			     (long long)(CL_STREAM_BYTES >> 20));
+	} else if (s == NATS_OK && si->Config->MaxAge && si->Config->MaxAge < c->history_ns) {
+		jsStreamConfig sc = *si->Config;
+		jsStreamInfo *up = NULL;
+		sc.MaxAge = c->history_ns;
+		if (js_UpdateStream(&up, c->js, &sc, NULL, &je) == NATS_OK)
+			ilog(ILOG_INFO, "cluster: stream %s: max age raised to %lld ms", c->stream,
+			     (long long)(c->history_ns / (int64_t)NS_PER_MS));
+		jsStreamInfo_Destroy(up);
+	}
+	if (s == NATS_OK)
+		*msgs = si->State.Msgs;
+	jsStreamInfo_Destroy(si);
+	if (s != NATS_OK) {
+		count(c, CL_warm_unavailable, 1);
+		ilog(ILOG_WARN, "cluster: no warm start: JetStream stream %s unavailable (%s, "
+		     "error %d; is the server run with -js?)", c->stream, natsStatus_GetText(s),
+		     (int)je);
+		return -1;
+	}
+	return 0;
+}
+
+/* Hands one replayed message to the writer, waiting while its ring is full (this thread may
+ * wait; the writer never does). false: stopping. */
+static bool warm_push(struct ing_cluster *c, natsMsg *msg)
+{
+	int len = natsMsg_GetDataLength(msg);
+	struct cl_msg *m;
+
+	if (len < 0 || (uint32_t)len > CLW_MSG_MAX || !(m = malloc(sizeof(*m) + (size_t)len))) {
+		count(c, CL_inbound_dropped_messages, 1);
+		return true;
+	}
+	m->len = (uint32_t)len;
+	memcpy(m->data, natsMsg_GetData(msg), (size_t)len);
+	while (!ring_push(&c->warm, m)) {
+		if (atomic_load(&c->stop)) {
+			free(m);
+			return false;
+		}
+		nats_Sleep(1);
+	}
+	uint64_t one = 1;
+	if (write(c->in_fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: a wake-up is pending anyway */
+	}
+	count(c, CL_warm_messages, 1);
+	return true;
+}
+
+/* One replay of our scheme's subject from since (CLOCK_REALTIME; 0: the whole stream), with
+ * an ordered consumer (ephemeral, no acks, flow-controlled by the server), until a message
+ * says nothing is pending after it (or none comes for CL_WARM_WAIT_MS: the stream held only
+ * other schemes' messages, or older ones). The consumer's own info is no help: a push
+ * consumer delivers at once, so its pending count is 0 already. Live messages keep arriving on the subscription meanwhile;
+ * the (origin, corr) memory makes the overlap harmless. */
+static void warm_replay(struct ing_cluster *c, uint64_t since)
+{
+	uint64_t t0 = kvidx_now_ns(), n = 0, pending = 0;
+	natsSubscription *sub = NULL;
+	jsSubOptions so;
+	jsErrCode je = 0;
+
+	if (!c->js && natsConnection_JetStream(&c->js, c->nc, NULL) != NATS_OK)
+		c->js = NULL;
+	if (!c->js || ensure_stream(c, &pending) < 0)
+		return;
+	jsSubOptions_Init(&so);
+	so.Stream = c->stream;
+	so.Ordered = true;
+	so.Config.DeliverPolicy = since ? js_DeliverByStartTime : js_DeliverAll;
+	so.Config.OptStartTime = (int64_t)since;
+	natsStatus s = js_SubscribeSync(&sub, c->js, c->subject, NULL, &so, &je);
+	while (s == NATS_OK && pending && !atomic_load(&c->stop)) {
+		natsMsg *m = NULL;
+		jsMsgMetaData *md = NULL;
+		if ((s = natsSubscription_NextMsg(&m, sub, CL_WARM_WAIT_MS)) == NATS_TIMEOUT)
+			s = NATS_OK, pending = 0;
+		if (s != NATS_OK || !m)
+			break;
+		if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
+			pending = md->NumPending;
+			jsMsgMetaData_Destroy(md);
+		}
+		bool go_on = warm_push(c, m);
+		natsMsg_Destroy(m);
+		n++;
+		if (!go_on)
+			break;
+	}
+	if (sub) {
+		natsSubscription_Unsubscribe(sub);
+		natsSubscription_Destroy(sub);
+	}
+	if (s != NATS_OK) {
+		count(c, CL_warm_unavailable, 1);
+		ilog(ILOG_WARN, "cluster: warm start stopped after %llu messages: %s (error %d)",
+		     (unsigned long long)n, natsStatus_GetText(s), (int)je);
+		return;
+	}
+	count(c, CL_warm_replays, 1);
+	ilog(ILOG_INFO, "cluster: warm start: %llu messages replayed from %s (%s) in %.1f ms",
+	     (unsigned long long)n, c->stream, since ? "since the connection loss" : "all",
+	     (double)(kvidx_now_ns() - t0) / 1e6);
+}
+
+static void *warm_main(void *arg)
+{
+	struct ing_cluster *c = arg;
+
+	while (!atomic_load(&c->stop)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+		sem_timedwait(&c->warm_sem, &ts);
+		if (!atomic_load(&c->connected) || !atomic_exchange(&c->warm_wanted, false))
+			continue; /* the next connection asks again */
+		uint64_t since = atomic_exchange(&c->warm_since, UINT64_MAX);
+		warm_replay(c, since == UINT64_MAX ? real_ns() - 1000 * NS_PER_MS : since);
+		atomic_store(&c->warm_done, 1);
 	}
 	return NULL;
 }
@@ -450,9 +640,16 @@ struct ing_cluster *cluster_open(const struct ing_cluster_config *cc, struct ing
 	snprintf(c->subject, sizeof(c->subject), "kvidx.%s.%016llx.p", cc->name,
 		 (unsigned long long)c->scheme);
 	snprintf(c->wildcard, sizeof(c->wildcard), "kvidx.%s.*.p", cc->name);
+	snprintf(c->stream, sizeof(c->stream), "KVIDX_%s", cc->name);
+	c->history_ns = (int64_t)(spec->cfg->policy == ING_TTL_ADAPTIVE ? spec->ttl_cap_ms
+									  : spec->ttl_static_ms) *
+			(int64_t)NS_PER_MS;
+	c->opened_ns = kvidx_now_ns();
 	sem_init(&c->out_sem, 0, 0);
+	sem_init(&c->warm_sem, 0, 0);
 	c->in_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (ring_init(&c->in, cc->queue) < 0 || ring_init(&c->out, cc->queue) < 0 ||
+	    ring_init(&c->warm, cc->queue) < 0 ||
 	    !(c->obuf = malloc(CLW_MSG_MAX)) ||
 	    !(c->keyring = malloc(CL_KEYRING * sizeof(uint64_t))) ||
 	    spec_fifo_init(&c->seen, CL_SEEN_MAP) < 0 || spec_fifo_init(&c->mine, CL_MINE_MAP) < 0) {
@@ -463,8 +660,10 @@ struct ing_cluster *cluster_open(const struct ing_cluster_config *cc, struct ing
 	if (set_options(c) < 0)
 		goto fail;
 	s = natsConnection_Connect(&c->nc, c->opts);
-	if (s == NATS_OK)
+	if (s == NATS_OK) {
 		atomic_store(&c->connected, 1);
+		atomic_store(&c->warm_wanted, true);
+	}
 	else if (s == NATS_NOT_YET_CONNECTED)
 		ilog(ILOG_WARN, "cluster: no NATS server reachable at %s yet: local-only, retrying "
 		     "with backoff", cc->urls);
@@ -487,6 +686,12 @@ struct ing_cluster *cluster_open(const struct ing_cluster_config *cc, struct ing
 		goto fail;
 	}
 	c->sender_running = true;
+	if (pthread_create(&c->warmer, NULL, warm_main, c) != 0) {
+		ilog(ILOG_ERROR, "cluster: cannot start the warm-start thread");
+		goto fail;
+	}
+	c->warmer_running = true;
+	sem_post(&c->warm_sem);
 	ilog(ILOG_INFO, "cluster: %s as %016llx, publishing on %s, listening on %s, clock-skew "
 	     "bound %ums, queues %u", cc->urls, (unsigned long long)c->origin, c->subject,
 	     c->wildcard, cc->clock_skew_ms, cc->queue);
@@ -505,6 +710,12 @@ void cluster_close(struct ing_cluster *c)
 		sem_post(&c->out_sem);
 		pthread_join(c->sender, NULL);
 	}
+	if (c->warmer_running) {
+		sem_post(&c->warm_sem);
+		pthread_join(c->warmer, NULL);
+	}
+	if (c->js)
+		jsCtx_Destroy(c->js);
 	if (c->sub) {
 		/* After the unsubscribe, on_msg() may still run for a message in delivery: wait
 		 * (bounded) for the delivery thread to say it is done before freeing what it uses. */
@@ -526,9 +737,11 @@ void cluster_close(struct ing_cluster *c)
 		natsOptions_Destroy(c->opts);
 	ring_free(&c->in);
 	ring_free(&c->out);
+	ring_free(&c->warm);
 	if (c->in_fd >= 0)
 		close(c->in_fd);
 	sem_destroy(&c->out_sem);
+	sem_destroy(&c->warm_sem);
 	spec_fifo_free(&c->seen);
 	spec_fifo_free(&c->mine);
 	free(c->keyring);
@@ -673,7 +886,7 @@ static int seen_state(struct ing_cluster *c, uint64_t origin, uint64_t corr,
 
 /* One pod's part of a commit. */
 static void predict_on(struct ing_cluster *c, const char *name, const struct clw_rec *r,
-		       uint32_t ttl_ms, uint64_t real_now, uint64_t now)
+		       uint32_t ttl_ms, bool warm, uint64_t real_now, uint64_t now)
 {
 	uint64_t age;
 	bool skewed;
@@ -688,7 +901,8 @@ static void predict_on(struct ing_cluster *c, const char *name, const struct clw
 		return;
 	}
 	if (!life) {
-		count(c, CL_expired_on_arrival, 1);
+		/* A replay reaches back over the largest TTL: expired commits are expected. */
+		count(c, warm ? CL_warm_expired : CL_expired_on_arrival, 1);
 		return;
 	}
 	/* Created at the origin's commit (in this host's clock), so its latency samples and
@@ -713,7 +927,7 @@ static void withdraw_on(struct ing_cluster *c, const char *name, const struct cl
 }
 
 static void apply_record(struct ing_cluster *c, uint64_t origin, const struct clw_rec *r,
-			 uint64_t real_now, uint64_t now)
+			 bool warm, uint64_t real_now, uint64_t now)
 {
 	struct spec_fent *e;
 	int st = seen_state(c, origin, r->corr, &e);
@@ -734,9 +948,9 @@ static void apply_record(struct ing_cluster *c, uint64_t origin, const struct cl
 		c->keys[i] = clw_key(r, i);
 	if (r->kind == CLW_COMMIT) {
 		count(c, CL_applied_commits, 1);
-		predict_on(c, r->pod, r, r->ttl_ms, real_now, now);
+		predict_on(c, r->pod, r, r->ttl_ms, warm, real_now, now);
 		if (r->prefill[0] && strcmp(r->prefill, r->pod))
-			predict_on(c, r->prefill, r, r->prefill_ttl_ms, real_now, now);
+			predict_on(c, r->prefill, r, r->prefill_ttl_ms, warm, real_now, now);
 	} else {
 		count(c, CL_withdrawals, 1);
 		withdraw_on(c, r->pod, r);
@@ -745,7 +959,7 @@ static void apply_record(struct ing_cluster *c, uint64_t origin, const struct cl
 	}
 }
 
-static void apply_msg(struct ing_cluster *c, const struct cl_msg *m, uint64_t now)
+static void apply_msg(struct ing_cluster *c, const struct cl_msg *m, bool warm, uint64_t now)
 {
 	struct clw_dec d;
 	struct clw_header h;
@@ -770,7 +984,7 @@ static void apply_msg(struct ing_cluster *c, const struct cl_msg *m, uint64_t no
 		return; /* our own (NoEcho is set; a second link of the same origin cannot be) */
 	while ((st = clw_dec_next(&d, &r)) != CLW_END) {
 		if (st == CLW_OK) {
-			apply_record(c, h.origin, &r, real_now, now);
+			apply_record(c, h.origin, &r, warm, real_now, now);
 			continue;
 		}
 		count(c, st == CLW_SKIP ? CL_bad_records : CL_bad_messages, 1);
@@ -780,6 +994,26 @@ static void apply_msg(struct ing_cluster *c, const struct cl_msg *m, uint64_t no
 		if (st == CLW_BAD)
 			break;
 	}
+}
+
+/* Whether replayed messages wait: a paused pod takes no prediction, so at start (for at most
+ * the readiness bound) they wait while there is no pod yet or a pod's stream is still
+ * connecting or replaying, rather than being applied to nothing. */
+static bool warm_hold(const struct ing_cluster *c, uint64_t now)
+{
+	const struct ing_spec *s = c->spec;
+	bool any = false;
+
+	if (now - c->opened_ns >= CL_WARM_READY_MS * NS_PER_MS)
+		return false;
+	for (uint32_t i = 0; i < s->max_pods; i++) {
+		if (!s->pods[i].active)
+			continue;
+		if (s->pods[i].stream == SPEC_STREAM)
+			return true;
+		any = true;
+	}
+	return !any;
 }
 
 bool cluster_step(struct ing_cluster *c, uint64_t now)
@@ -797,11 +1031,29 @@ bool cluster_step(struct ing_cluster *c, uint64_t now)
 	}
 	flush(c);
 	while (n < CL_STEP_BUDGET && (m = ring_pop(&c->in))) {
-		apply_msg(c, m, now);
+		apply_msg(c, m, false, now);
+		free(m);
+		n++;
+	}
+	while (n < CL_STEP_BUDGET && !warm_hold(c, now) && (m = ring_pop(&c->warm))) {
+		apply_msg(c, m, true, now);
 		free(m);
 		n++;
 	}
 	return n == CL_STEP_BUDGET;
+}
+
+bool cluster_warming(const struct ing_cluster *c, uint64_t now)
+{
+	uint64_t t = c ? now - c->opened_ns : UINT64_MAX;
+
+	if (t >= CL_WARM_READY_MS * NS_PER_MS)
+		return false;
+	if (!atomic_load(&c->connected) && t >= CL_WARM_OFFLINE_MS * NS_PER_MS)
+		return false; /* no server: local-only, ready without peers */
+	return !atomic_load(&c->warm_done) ||
+	       atomic_load_explicit(&c->warm.tail, memory_order_acquire) !=
+		       atomic_load_explicit(&c->warm.head, memory_order_relaxed);
 }
 
 int cluster_fd(const struct ing_cluster *c)
@@ -820,6 +1072,9 @@ void cluster_metrics(FILE *f, void *arg)
 	fprintf(f, "# HELP kvidx_cluster_connected 1 while the cluster link has a NATS connection\n"
 		"# TYPE kvidx_cluster_connected gauge\nkvidx_cluster_connected %d\n",
 		atomic_load(&c->connected));
+	fprintf(f, "# HELP kvidx_cluster_warm 1 once the first warm-start replay has finished "
+		"(or was impossible)\n# TYPE kvidx_cluster_warm gauge\nkvidx_cluster_warm %d\n",
+		atomic_load(&c->warm_done));
 #define CL_PRINT(n, h)                                                                       \
 	fprintf(f, "# HELP kvidx_cluster_" #n "_total " h "\n# TYPE kvidx_cluster_" #n           \
 		"_total counter\nkvidx_cluster_" #n "_total %llu\n",                            \

@@ -16,6 +16,10 @@
  *   time  a peer's prediction expires at min(origin commit + TTL, receipt + TTL) - the
  *         clock-offset bound (cluster_remote_life()): never later than at its origin while
  *         the hosts' clocks are within that bound.
+ *   warm  a JetStream stream (memory, max age the largest TTL) keeps the cluster's recent
+ *         messages; at each (re)connection a warm thread of ours replays it (from the start,
+ *         or from the connection loss) through a third bounded ring into the same path, so
+ *         a host that joins or restarts gets the predictions still alive.
  *   dups  (origin, correlation id) pairs seen are remembered (bounded): a repeated commit or
  *         withdrawal, or a commit arriving after its withdrawal, changes nothing.
  *
@@ -64,6 +68,10 @@ void cluster_local_failed(struct ing_cluster *c, uint64_t corr);
 /* Loop round: applies up to a budget of peers' messages, sends the batch being built.
  * Returns true if more messages are waiting. */
 bool cluster_step(struct ing_cluster *c, uint64_t now);
+
+/* Whether readiness should wait for the first warm-start replay: true until it finished and
+ * the writer applied it, at most 10 s (2 s with no server reachable). NULL c: false. */
+bool cluster_warming(const struct ing_cluster *c, uint64_t now);
 
 /* A descriptor for the writer's poll set, readable when peers' messages wait (cluster_step
  * empties it), or -1 (NULL c, or none: then the loop's 1 ms timeout bounds the wait). */

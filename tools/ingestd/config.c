@@ -21,93 +21,6 @@
 #include "parse.h"
 #include "ttl.h"
 
-enum opt_kind {
-	OPT_STR,   /* copied into a buffer */
-	OPT_U64,   /* integer, optional k/m/g suffix (x1024) */
-	OPT_U32,
-	OPT_MS,    /* a flag named *-ms: a whole number of milliseconds, no suffix */
-	OPT_BOOL,  /* no argument on the command line */
-	OPT_DURATION, /* "250ms", "2s": milliseconds */
-	OPT_FRACTION, /* "0.99", "99%", "p99": (0, 1] */
-	OPT_SPECIAL,
-};
-
-enum opt_id {
-	O_NAME, O_CAPACITY, O_RECORDS, O_PPK, O_MAX_PODS, O_MAX_READERS, O_ALGO, O_SEED,
-	O_BLOCK_SIZE, O_GROUP, O_STALL_MS, O_ENGINE_MAP, O_REPLAY_TIMEOUT, O_REPLAY_ON_START,
-	O_POD, O_BIND, O_CONFIG, O_LOG_LEVEL, O_HELP,
-	O_TTL_POLICY, O_TTL, O_TTL_PERCENTILE, O_TTL_BACKLOG, O_TTL_SLACK, O_TTL_FLOOR, O_TTL_CAP,
-	O_TTL_MIN_SAMPLES, O_TTL_INTERVAL, O_TTL_MAX_STEP, O_LATE_WINDOW, O_STALE_LIMIT,
-	O_CORR_MAP, O_LOAD_TIMEOUT, O_LATE_MAP, O_REAP_INTERVAL, O_REAP_PASS, O_METRICS,
-	O_TOPIC_FILTER, O_REMOTE_TIER, O_CLUSTER, O_DISC_DNS, O_DISC_PORTS, O_DISC_INTERVAL,
-	O_DISC_SERVER, O_DISC_ATTRS, O_CONFIG_WATCH, O_READY_STREAMS,
-};
-
-struct opt {
-	enum opt_id id;
-	const char *name;
-	enum opt_kind kind;
-};
-
-static const struct opt opts[] = {
-	{ O_NAME, "name", OPT_STR },
-	{ O_CAPACITY, "capacity", OPT_U64 },
-	{ O_RECORDS, "records", OPT_U64 },
-	{ O_PPK, "pods-per-key", OPT_U32 },
-	{ O_MAX_PODS, "max-pods", OPT_U32 },
-	{ O_MAX_READERS, "max-readers", OPT_U32 },
-	{ O_ALGO, "algo", OPT_SPECIAL },
-	{ O_SEED, "seed", OPT_STR },
-	{ O_BLOCK_SIZE, "block-size", OPT_U32 },
-	{ O_GROUP, "group", OPT_SPECIAL },
-	{ O_STALL_MS, "stall-ms", OPT_MS },
-	{ O_ENGINE_MAP, "engine-map", OPT_U64 },
-	{ O_REPLAY_TIMEOUT, "replay-timeout-ms", OPT_MS },
-	{ O_REPLAY_ON_START, "replay-on-start", OPT_BOOL },
-	{ O_POD, "pod", OPT_SPECIAL },
-	{ O_BIND, "bind", OPT_STR },
-	{ O_CONFIG, "config", OPT_STR },
-	{ O_LOG_LEVEL, "log-level", OPT_SPECIAL },
-	{ O_HELP, "help", OPT_BOOL },
-	{ O_TTL_POLICY, "ttl-policy", OPT_SPECIAL },
-	{ O_TTL, "ttl", OPT_DURATION },
-	{ O_TTL_PERCENTILE, "ttl-percentile", OPT_FRACTION },
-	{ O_TTL_BACKLOG, "ttl-backlog", OPT_SPECIAL },
-	{ O_TTL_SLACK, "ttl-slack", OPT_DURATION },
-	{ O_TTL_FLOOR, "ttl-floor", OPT_DURATION },
-	{ O_TTL_CAP, "ttl-cap", OPT_DURATION },
-	{ O_TTL_MIN_SAMPLES, "ttl-min-samples", OPT_U64 },
-	{ O_TTL_INTERVAL, "ttl-interval", OPT_DURATION },
-	{ O_TTL_MAX_STEP, "ttl-max-step", OPT_FRACTION },
-	{ O_LATE_WINDOW, "late-window", OPT_SPECIAL },
-	{ O_STALE_LIMIT, "stale-limit", OPT_DURATION },
-	{ O_CORR_MAP, "corr-map", OPT_U64 },
-	{ O_LOAD_TIMEOUT, "load-timeout", OPT_DURATION },
-	{ O_LATE_MAP, "late-map", OPT_U64 },
-	{ O_REAP_INTERVAL, "reap-interval", OPT_DURATION },
-	{ O_REAP_PASS, "reap-pass", OPT_DURATION },
-	{ O_METRICS, "metrics-listen", OPT_STR },
-	{ O_METRICS, "metrics", OPT_STR }, /* its first name, kept for existing configs */
-	{ O_TOPIC_FILTER, "topic-filter", OPT_STR },
-	{ O_REMOTE_TIER, "remote-tier", OPT_SPECIAL },
-	{ O_CLUSTER, "cluster", OPT_SPECIAL },
-	{ O_CLUSTER, "cluster-name", OPT_SPECIAL },
-	{ O_CLUSTER, "cluster-user", OPT_SPECIAL },
-	{ O_CLUSTER, "cluster-password", OPT_SPECIAL },
-	{ O_CLUSTER, "cluster-creds", OPT_SPECIAL },
-	{ O_CLUSTER, "cluster-ca", OPT_SPECIAL },
-	{ O_CLUSTER, "cluster-clock-skew", OPT_SPECIAL },
-	{ O_CLUSTER, "cluster-queue", OPT_SPECIAL },
-	{ O_READY_STREAMS, "ready-streams", OPT_SPECIAL },
-	{ O_DISC_DNS, "discover-dns", OPT_STR },
-	{ O_DISC_PORTS, "discover-ports", OPT_SPECIAL },
-	{ O_DISC_INTERVAL, "discover-interval", OPT_DURATION },
-	{ O_DISC_SERVER, "discover-dns-server", OPT_SPECIAL },
-	{ O_DISC_ATTRS, "discover-pod-attrs", OPT_SPECIAL },
-	{ O_CONFIG_WATCH, "config-watch", OPT_DURATION },
-};
-#define NOPTS (sizeof(opts) / sizeof(opts[0]))
-
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -158,13 +71,6 @@ void ing_config_free(struct ing_config *c)
 	c->npods = c->pods_cap = 0;
 }
 
-static const struct opt *opt_find(const char *name, size_t len)
-{
-	for (size_t i = 0; i < NOPTS; i++)
-		if (strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
-			return &opts[i];
-	return NULL;
-}
 
 static int parse_u64(const char *key, const char *v, uint64_t max, uint64_t *out, char *err,
 		     size_t errlen)
@@ -217,7 +123,6 @@ static int parse_bool(const char *key, const char *v, bool *out, char *err, size
 	return fail(err, errlen, "%s: expected true or false, got '%s'", key, v);
 }
 
-#define DURATION_MAX_MS 86400000ull /* a day: anything longer is a typo */
 
 int ing_parse_duration(const char *key, const char *v, uint64_t max_ms, uint32_t *out_ms,
 		       char *err, size_t errlen)
@@ -544,274 +449,599 @@ static int add_pod(struct ing_config *c, const char *v, bool from_file, char *er
 	return 0;
 }
 
-/* Ranges of the numeric options that size the index: a value outside is refused with the
- * option's name and the range (0 included: the defaults are what leaving an option out
- * gives). Limits that depend on two options are checked by ing_config_check(). */
-static const struct {
-	enum opt_id id;
-	uint64_t min, max;
-} num_limits[] = {
-	{ O_CAPACITY, 1, KVIDX_MAX_CAPACITY },     { O_RECORDS, 1, UINT32_MAX },
-	{ O_PPK, 1, KVIDX_MAX_PODS_PER_KEY },      { O_MAX_PODS, 1, KVIDX_MAX_PODS },
-	{ O_MAX_READERS, 1, KVIDX_MAX_READERS },   { O_BLOCK_SIZE, 1, KVIDX_MAX_BLOCK_SIZE },
-	{ O_STALL_MS, 1, KVIDX_MAX_STALL_MS },     { O_ENGINE_MAP, 1, 1ull << 32 },
+/*
+ * The option table: one row per option, the one place an option is declared. A row names
+ * the long flag (also the config-file key), how its value is read (kind), the bounds it must
+ * lie in, the field of struct ing_config it sets, and its --help text. ing_config_set() and
+ * ing_config_usage() walk it; the config file and the command line both go through
+ * ing_config_set(). Rows without a name are --help prose printed where they stand; rows
+ * without help are accepted but not listed (older names, values documented elsewhere).
+ */
+enum opt_kind {
+	OPT_TEXT,     /* no option: help is --help prose */
+	OPT_STR,      /* copied into the field (a char array) */
+	OPT_U64,      /* integer, optional k/m/g suffix (x1024), within min..max */
+	OPT_U32,      /* the same, at most UINT32_MAX */
+	OPT_MS,       /* a flag named *-ms: a whole number of milliseconds, no suffix */
+	OPT_BOOL,     /* no argument on the command line; true/false/yes/no/1/0/on/off */
+	OPT_DURATION, /* "250ms", "2s": milliseconds, at most a day, within min.. */
+	OPT_FRACTION, /* "0.99", "99%", "p99": (0, 1], a double */
+	OPT_CHOICE,   /* one of the names in choices: the field takes its value */
+	OPT_SPECIAL,  /* the row's set() parses and stores */
 };
 
-static int check_num_limit(const struct opt *o, const char *value, uint64_t u, char *err,
-			   size_t errlen)
+struct opt;
+typedef int opt_set_fn(struct ing_config *c, const struct opt *o, const char *v,
+		       bool from_file, char *err, size_t errlen);
+
+struct choice {
+	const char *name;
+	unsigned value;
+};
+
+struct opt {
+	const char *name;      /* the long flag without "--", and the config-file key */
+	enum opt_kind kind;
+	size_t off, size;      /* the field in struct ing_config (not OPT_SPECIAL) */
+	uint64_t min, max;     /* numeric kinds: accepted range (0, 0: what the kind takes) */
+	const char *bad;       /* out of range: "name: bad" instead of the range */
+	opt_set_fn *set;       /* OPT_SPECIAL */
+	const struct choice *choices; /* OPT_CHOICE, ends with a NULL name */
+	bool cli_only;         /* refused inside a config file */
+	const char *arg, *help; /* --help: the value's name and the text (NULL: not listed) */
+};
+
+#define FIELD(f) .off = offsetof(struct ing_config, f), .size = sizeof(((struct ing_config *)0)->f)
+#define RANGE(lo, hi) .min = (lo), .max = (hi)
+#define POSITIVE .min = 1, .bad = "must be > 0"
+#define TEXT(s) { .kind = OPT_TEXT, .help = s }
+
+#define DURATION_MAX_MS 86400000ull /* a day: anything longer is a typo */
+
+static int set_name(struct ing_config *c, const struct opt *o, const char *v, bool from_file,
+		    char *err, size_t errlen)
 {
-	for (size_t i = 0; i < sizeof(num_limits) / sizeof(num_limits[0]); i++)
-		if (num_limits[i].id == o->id && (u < num_limits[i].min || u > num_limits[i].max))
-			return fail(err, errlen, "%s: %s is out of range (%llu..%llu)", o->name,
-				    value, (unsigned long long)num_limits[i].min,
-				    (unsigned long long)num_limits[i].max);
+	(void)from_file;
+	if (!*v)
+		return fail(err, errlen, "name: empty");
+	return copy_str(o->name, v, c->name, sizeof(c->name), err, errlen);
+}
+
+static int set_algo(struct ing_config *c, const struct opt *o, const char *v, bool from_file,
+		    char *err, size_t errlen)
+{
+	(void)o, (void)from_file;
+	if (kvidx_key_algo_parse(v, &c->algo) < 0)
+		return fail(err, errlen, "algo: expected cbor-fnv or xxh64, got '%s'", v);
 	return 0;
+}
+
+static int set_group(struct ing_config *c, const struct opt *o, const char *v, bool from_file,
+		     char *err, size_t errlen)
+{
+	(void)o, (void)from_file;
+	return parse_group(v, &c->group, err, errlen);
+}
+
+static int set_pod(struct ing_config *c, const struct opt *o, const char *v, bool from_file,
+		   char *err, size_t errlen)
+{
+	(void)o;
+	return add_pod(c, v, from_file, err, errlen);
+}
+
+static int set_bind(struct ing_config *c, const struct opt *o, const char *v, bool from_file,
+		    char *err, size_t errlen)
+{
+	(void)from_file;
+	if (*v && !endpoint_ok(v))
+		return fail(err, errlen, "bind: '%s' is not a ZeroMQ endpoint", v);
+	return copy_str(o->name, v, c->bind, sizeof(c->bind), err, errlen);
+}
+
+static int set_log_level(struct ing_config *c, const struct opt *o, const char *v,
+			 bool from_file, char *err, size_t errlen)
+{
+	(void)o, (void)from_file;
+	if (ilog_level_parse(v, &c->log_level) < 0)
+		return fail(err, errlen, "log-level: expected error, warn, info or debug, got '%s'",
+			    v);
+	return 0;
+}
+
+/* --ttl-backlog DURATION|measured */
+static int set_ttl_backlog(struct ing_config *c, const struct opt *o, const char *v,
+			   bool from_file, char *err, size_t errlen)
+{
+	uint32_t ms;
+	int rc;
+
+	(void)from_file;
+	if (!strcmp(v, "measured")) {
+		c->spec.backlog_measured = true;
+		return 0;
+	}
+	rc = ing_parse_duration(o->name, v, DURATION_MAX_MS, &ms, err, errlen);
+	if (rc < 0)
+		return rc;
+	c->spec.backlog_measured = false;
+	c->spec.backlog_ms = ms;
+	return 0;
+}
+
+/* --late-window DURATION|auto (0 in the field: auto) */
+static int set_late_window(struct ing_config *c, const struct opt *o, const char *v,
+			   bool from_file, char *err, size_t errlen)
+{
+	uint32_t ms;
+	int rc;
+
+	(void)from_file;
+	if (!strcmp(v, "auto")) {
+		c->spec.late_window_ms = 0;
+		return 0;
+	}
+	rc = ing_parse_duration(o->name, v, DURATION_MAX_MS, &ms, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (!ms)
+		return fail(err, errlen, "late-window: must be > 0 (or auto)");
+	c->spec.late_window_ms = ms;
+	return 0;
+}
+
+/* --metrics-listen and its older name --metrics; "" = no endpoint */
+static int set_metrics(struct ing_config *c, const struct opt *o, const char *v,
+		       bool from_file, char *err, size_t errlen)
+{
+	(void)o, (void)from_file;
+	if (!*v) {
+		c->metrics[0] = '\0';
+		return 0;
+	}
+	return ing_metrics_addr_parse(v, c->metrics, sizeof(c->metrics), err, errlen);
+}
+
+/* cluster*: cluster.c owns their values */
+static int set_cluster(struct ing_config *c, const struct opt *o, const char *v,
+		       bool from_file, char *err, size_t errlen)
+{
+	return ing_cluster_config_set(&c->cluster, o->name, v, from_file, err, errlen);
+}
+
+static int set_disc_ports(struct ing_config *c, const struct opt *o, const char *v,
+			  bool from_file, char *err, size_t errlen)
+{
+	(void)o, (void)from_file;
+	return parse_disc_ports(v, &c->disc, err, errlen);
+}
+
+static int set_disc_server(struct ing_config *c, const struct opt *o, const char *v,
+			   bool from_file, char *err, size_t errlen)
+{
+	(void)o, (void)from_file;
+	return parse_disc_server(v, &c->disc, err, errlen);
+}
+
+static int set_disc_attrs(struct ing_config *c, const struct opt *o, const char *v,
+			  bool from_file, char *err, size_t errlen)
+{
+	(void)o, (void)from_file;
+	return parse_disc_attrs(v, &c->disc, err, errlen);
+}
+
+static const struct choice ttl_policies[] = {
+	{ "static", ING_TTL_STATIC }, { "adaptive", ING_TTL_ADAPTIVE }, { NULL, 0 },
+};
+static const struct choice remote_tiers[] = {
+	{ "none", 0 }, { "gpu", KVIDX_TIER_GPU }, { "cpu", KVIDX_TIER_CPU },
+	{ "disk", KVIDX_TIER_DISK }, { "other", KVIDX_TIER_OTHER }, { NULL, 0 },
+};
+static const struct choice ready_streams[] = { { "all", 0 }, { "any", 1 }, { NULL, 0 } };
+
+/* In --help order. The defaults are ing_config_init()'s; a default named in a help text
+ * must match it. */
+static const struct opt opts[] = {
+	TEXT("Usage: kvidx-ingestd [FLAGS]\n"
+	     "\n"
+	     "The one writer of a kvidx index: subscribes to vLLM pods' KV-cache events over ZeroMQ\n"
+	     "(3-frame messages: topic, 8-byte big-endian seq, msgpack batch) and keeps the\n"
+	     "shared-memory index \"request block key -> pods\" true.\n"
+	     "\n"
+	     "Index (fixed when the index is created; a restart publishes a fresh generation):\n"),
+	{ "name", OPT_SPECIAL, .set = set_name, .arg = "NAME",
+	  .help = "index name, /dev/shm/NAME and NAME.data.G (default kvidx)" },
+	{ "capacity", OPT_U64, FIELD(geo.capacity), RANGE(1, KVIDX_MAX_CAPACITY), .arg = "N",
+	  .help = "keys (default 1Mi); N may end in k, m, g (x1024)" },
+	{ "records", OPT_U64, FIELD(geo.records), RANGE(1, UINT32_MAX), .arg = "N",
+	  .help = "pod records in all (default 2 x capacity)" },
+	{ "pods-per-key", OPT_U32, FIELD(geo.pods_per_key), RANGE(1, KVIDX_MAX_PODS_PER_KEY), .arg = "N",
+	  .help = "pods recorded per key (default 10, at most 64)" },
+	{ "max-pods", OPT_U32, FIELD(geo.max_pods), RANGE(1, KVIDX_MAX_PODS), .arg = "N",
+	  .help = "pods (default 256, at most 4096)" },
+	{ "max-readers", OPT_U32, FIELD(geo.max_readers), RANGE(1, KVIDX_MAX_READERS), .arg = "N",
+	  .help = "reader slots (default 64, at most 4096)" },
+	{ "algo", OPT_SPECIAL, .set = set_algo, .arg = "ALGO",
+	  .help = "request-key scheme: cbor-fnv (default, llm-d) or xxh64" },
+	{ "seed", OPT_STR, FIELD(seed), .arg = "STRING",
+	  .help = "key seed, as llm-d's hash seed / PYTHONHASHSEED (default \"\")" },
+	{ "block-size", OPT_U32, FIELD(block_size), RANGE(1, KVIDX_MAX_BLOCK_SIZE), .arg = "N",
+	  .help = "tokens per index block (default 16)" },
+	{ "group", OPT_SPECIAL, .set = set_group, .arg = "GROUP",
+	  .help = "gid or group name: segments 0640/0660 for that group (default\n"
+		  "0600, owner only)" },
+	{ "stall-ms", OPT_MS, FIELD(stall_ms), RANGE(1, KVIDX_MAX_STALL_MS), .arg = "N",
+	  .help = "expel a reader stalled this long (default 1000)" },
+	TEXT("\n"
+	     "Ingest:\n"),
+	{ "pod", OPT_SPECIAL, .set = set_pod, .arg = "SPEC",
+	  .help = "connect mode, repeatable: SPEC is\n"
+		  "  ENDPOINT[,replay=ENDPOINT][,name=IP:PORT][,model=MODEL]\n"
+		  "  [,topic=PREFIX][,dp-ranks=N]\n"
+		  "ingestd connects a SUB (topic prefix topic=, else --topic-filter)\n"
+		  "to the pod's PUB ENDPOINT and, on a sequence gap, asks its replay\n"
+		  "ROUTER. The pod is named name=, else by a kv@POD@MODEL topic, else\n"
+		  "ENDPOINT's host:port (warned: routers use the serving address);\n"
+		  "its model is model=, else the topic's (warned when neither).\n"
+		  "dp-ranks=N (1-32): data parallelism, rank r publishes at ENDPOINT's\n"
+		  "port + r and replays at the replay port + r, all one pod; each rank\n"
+		  "has its own sequence, replay and clears (kvidx-dump --pods)" },
+	{ "topic-filter", OPT_STR, FIELD(topic_filter), .arg = "PREFIX",
+	  .help = "topic prefix of pods without topic= and of --bind (default \"\":\n"
+		  "everything, vLLM's default topic included)" },
+	{ "remote-tier", OPT_CHOICE, FIELD(remote_tier), .choices = remote_tiers, .arg = "TIER",
+	  .help = "blocks with locality REMOTE: none (default, not indexed), or gpu,\n"
+		  "cpu, disk, other: indexed on that tier (weighted as that tier)" },
+	{ "bind", OPT_SPECIAL, .set = set_bind, .arg = "ENDPOINT",
+	  .help = "bind mode: one SUB bound at ENDPOINT, pods connect in and are\n"
+		  "told apart by topic (no replay: a gap clears the pod)" },
+	{ "engine-map", OPT_U64, FIELD(engine_map), RANGE(1, 1ull << 32), .arg = "N",
+	  .help = "entries of the engine-key -> request-key map, oldest evicted\n"
+		  "first (default 4 x capacity)" },
+	{ "replay-timeout-ms", OPT_MS, FIELD(replay_timeout_ms), POSITIVE, .arg = "N",
+	  .help = "a replay silent this long fails, the pod is cleared (default 2000)" },
+	{ "replay-on-start", OPT_BOOL, FIELD(replay_on_start),
+	  .help = "ask every pod's replay socket from seq 0 at start (to rebuild\n"
+		  "after a restart; only the batches the pod still keeps come\n"
+		  "back); otherwise the first message sets the sequence" },
+	TEXT("\n"
+	     "Speculative entries (docs/DESIGN.md, docs/ttl.md). Routers commit each routing decision\n"
+	     "(kvidx_commit); ingestd then predicts the prompt's blocks on the chosen decode pod (and\n"
+	     "prefill pod under P/D) until a BlockStored confirms them or the TTL ends. Readers ignore an\n"
+	     "expired prediction themselves, so the reaper's delay never extends trust.\n"
+	     "Durations take a unit: 250ms, 2s, 1.5s. A TTL above 65535ms (the record format's limit)\n"
+	     "is clamped to 65535ms.\n"),
+	{ "ttl-policy", OPT_CHOICE, FIELD(spec.policy), .choices = ttl_policies, .arg = "POLICY",
+	  .help = "static (default): every pod uses --ttl; adaptive: per pod\n"
+		  "T = clamp(Lq + J, floor, cap), Lq the --ttl-percentile of the pod's\n"
+		  "recent route-to-confirmation latency, J = backlog + slack" },
+	{ "ttl", OPT_DURATION, FIELD(spec.ttl_ms), POSITIVE, .arg = "DURATION",
+	  .help = "the static TTL, and the adaptive start (default 2s, llm-d's)" },
+	{ "ttl-percentile", OPT_FRACTION, FIELD(spec.percentile), .arg = "Q",
+	  .help = "adaptive Lq: 0.99, 99% or p99 (default 0.99)" },
+	{ "ttl-backlog", OPT_SPECIAL, .set = set_ttl_backlog, .arg = "DURATION|measured",
+	  .help = "adaptive J: subscriber queue growth in bursts (default 250ms);\n"
+		  "measured: the --ttl-percentile of the pod's recent event path lag\n"
+		  "(batch ts to applied, histogram lag), the duration above while\n"
+		  "the pod has fewer than --ttl-min-samples lag samples" },
+	{ "ttl-slack", OPT_DURATION, FIELD(spec.slack_ms), .arg = "DURATION",
+	  .help = "adaptive J: scheduling jitter, measurement resolution (default\n"
+		  "100ms)" },
+	{ "ttl-floor", OPT_DURATION, FIELD(spec.floor_ms), POSITIVE, .arg = "DURATION",
+	  .help = "adaptive: smallest TTL (default 200ms)" },
+	{ "ttl-cap", OPT_DURATION, FIELD(spec.cap_ms), POSITIVE, .arg = "DURATION",
+	  .help = "adaptive: largest TTL, the largest stale window the routing SLO\n"
+		  "allows (default 5s)" },
+	{ "ttl-min-samples", OPT_U64, FIELD(spec.min_samples), .arg = "N",
+	  .help = "adaptive: recent samples a pod needs before its TTL moves; until\n"
+		  "then it keeps --ttl (clamped to floor..cap) (default 200)" },
+	{ "ttl-interval", OPT_DURATION, FIELD(spec.interval_ms), POSITIVE, .arg = "DURATION",
+	  .help = "adaptive: re-evaluation period (default 10s)" },
+	{ "ttl-max-step", OPT_FRACTION, FIELD(spec.max_step), .arg = "Q",
+	  .help = "adaptive: largest change per interval, a fraction or percentage\n"
+		  "of the TTL in force (default 25%): change slowly" },
+	{ "late-window", OPT_SPECIAL, .set = set_late_window, .arg = "DURATION",
+	  .help = "after the reaper expires a prediction, a BlockStored for it this\n"
+		  "long after is a late confirmation and an early expiry (the TTL did\n"
+		  "not cover the event path); none is a stale expiry (default auto:\n"
+		  "the larger of 10s and 5 x the largest TTL)" },
+	{ "stale-limit", OPT_DURATION, FIELD(spec.stale_limit_ms), .arg = "DURATION",
+	  .help = "\"routed but silent\": routes were sent to a pod and nothing (no\n"
+		  "batch, no heartbeat) came from it for this long since the earliest\n"
+		  "of them: routed_silent=1, its speculation paused (spec_paused=2)\n"
+		  "until it is heard again. 0 disables (default 5s)" },
+	{ "corr-map", OPT_U64, FIELD(spec.corr_map), RANGE(1, 1ull << 30), .bad = "must be 1..1Gi", .arg = "N",
+	  .help = "route commits remembered for outcome reports, oldest forgotten\n"
+		  "first (default 64Ki)" },
+	{ "load-timeout", OPT_DURATION, FIELD(spec.load_timeout_ms), POSITIVE, .arg = "DURATION",
+	  .help = "the load view (kvidx_pod_load) counts a routed request until its\n"
+		  "outcome report, or for this long when none comes (a router that\n"
+		  "crashed leaves no load behind it for longer) (default 120s)" },
+	{ "late-map", OPT_U64, FIELD(spec.late_map), RANGE(1, 1ull << 30), .bad = "must be 1..1Gi", .arg = "N",
+	  .help = "expired predictions remembered for --late-window, oldest counted\n"
+		  "stale early when full (default 128Ki)" },
+	{ "reap-interval", OPT_DURATION, FIELD(spec.reap_interval_ms), POSITIVE, .arg = "DURATION",
+	  .help = "reaper wake-up period (default 10ms)" },
+	{ "reap-pass", OPT_DURATION, FIELD(spec.reap_pass_ms), POSITIVE, .arg = "DURATION",
+	  .help = "time the reaper takes to walk the whole table: it examines\n"
+		  "slots x interval / pass slots per wake-up (default 1s)" },
+	TEXT("\n"
+	     "Discovery (pods found rather than listed; each source optional, all add and remove pods\n"
+	     "the way SIGHUP does, a removed pod's entries dropped at once):\n"),
+	{ "discover-dns", OPT_STR, FIELD(disc.dns), .arg = "NAME",
+	  .help = "re-resolve NAME's A records (a Kubernetes headless Service; the\n"
+		  "search domains of /etc/resolv.conf apply) on a helper thread;\n"
+		  "each address is a pod tcp://IP:EVENTS (replay tcp://IP:REPLAY)\n"
+		  "named IP:HTTP. An address that leaves the answer is removed; no\n"
+		  "address (NXDOMAIN) removes them all; a failed resolution\n"
+		  "(timeout, SERVFAIL) changes nothing. Default: off" },
+	{ "discover-ports", OPT_SPECIAL, .set = set_disc_ports, .arg = "EVENTS,REPLAY,HTTP",
+	  .help = "ports of every discovered pod: its event PUB, its replay ROUTER\n"
+		  "(0: none), its serving port (the name routers use); required\n"
+		  "with --discover-dns, e.g. 5557,5558,8000" },
+	{ "discover-interval", OPT_DURATION, FIELD(disc.interval_ms), POSITIVE, .arg = "DURATION",
+	  .help = "time between two resolutions (default 5s)" },
+	{ "discover-dns-server", OPT_SPECIAL, .set = set_disc_server, .arg = "IPv4[:PORT]",
+	  .help = "ask this server (port default 53) instead of resolv.conf's" },
+	{ "discover-pod-attrs", OPT_SPECIAL, .set = set_disc_attrs, .arg = "ATTRS",
+	  .help = "--pod attributes every discovered pod takes: model=MODEL,\n"
+		  "topic=PREFIX, dp-ranks=N (e.g. 'model=org/m,dp-ranks=2')" },
+	{ "config-watch", OPT_DURATION, FIELD(disc.watch_ms), .arg = "DURATION",
+	  .help = "check the --config file this often (stat: inode, size, mtime, so a\n"
+		  "replaced file or a Kubernetes ConfigMap's swapped link is seen) and\n"
+		  "reload its pod list on a change, as SIGHUP does. 0: off (default)" },
+	TEXT("\n"
+	     "Metrics:\n"),
+	{ "metrics-listen", OPT_SPECIAL, .set = set_metrics, .arg = "ADDR:PORT | PORT",
+	  .help = "serve HTTP on ADDR:PORT: GET /metrics (per-pod metrics, labels\n"
+		  "pod and model only), /healthz (200 while the process runs),\n"
+		  "/readyz (200 once the index is published and every connect-mode\n"
+		  "stream is connected, else 503 with the reason). PORT alone is\n"
+		  "127.0.0.1:PORT. ADDR: an IPv4 address, localhost, 0.0.0.0 or *\n"
+		  "(all), [IPV6]. The endpoint has no authentication: bind a pod IP\n"
+		  "or 0.0.0.0 only where the network is yours. Default: off.\n"
+		  "--metrics is the same flag under its older name.\n"
+		  "With discovery also kvidx_discovery_resolutions_total,\n"
+		  "_resolution_failures_total, _pods_added_total, _pods_removed_total,\n"
+		  "kvidx_discovery_pods and kvidx_config_watch_reloads_total" },
+	{ "metrics", OPT_SPECIAL, .set = set_metrics }, /* its first name, kept for existing configs */
+	{ "ready-streams", OPT_CHOICE, FIELD(ready_any), .choices = ready_streams, .arg = "all|any",
+	  .help = "/readyz needs every connect-mode stream connected (all, the\n"
+		  "default) or at least one (any: a model server down or rolling\n"
+		  "does not make a router sidecar unready; none configured is ready)" },
+	TEXT("\n"
+	     "Cluster (docs/cluster.md): router hosts share their route commits over NATS\n"),
+	{ "cluster", OPT_SPECIAL, .set = set_cluster, .arg = "URL[,URL...]",
+	  .help = "NATS servers (nats://HOST:PORT, tls://HOST:PORT); default: off.\n"
+		  "Unreachable servers mean local-only operation and reconnection\n"
+		  "with backoff (metric kvidx_cluster_connected)" },
+	{ "cluster-name", OPT_SPECIAL, .set = set_cluster, .arg = "NAME",
+	  .help = "subject scope, [A-Za-z0-9_-]{1,32}; hosts share predictions with\n"
+		  "the same name and key scheme (algo, seed, block-size) (default kvidx)" },
+	{ "cluster-user", OPT_SPECIAL, .set = set_cluster, .arg = "USER",
+	  .help = "user name; cluster-password PASS is read from the config file only" },
+	{ "cluster-password", OPT_SPECIAL, .set = set_cluster }, /* in cluster-user's help */
+	{ "cluster-creds", OPT_SPECIAL, .set = set_cluster, .arg = "FILE",
+	  .help = "NATS credentials file (user JWT and NKey seed)" },
+	{ "cluster-ca", OPT_SPECIAL, .set = set_cluster, .arg = "FILE",
+	  .help = "CA certificates for the servers' TLS certificates (TLS required)" },
+	{ "cluster-clock-skew", OPT_SPECIAL, .set = set_cluster, .arg = "DURATION",
+	  .help = "bound on the clock offset between hosts: a peer's prediction\n"
+		  "expires at min(origin commit + TTL, receipt + TTL) - this (default 5ms)" },
+	{ "cluster-queue", OPT_SPECIAL, .set = set_cluster, .arg = "N",
+	  .help = "messages queued per direction between the writer and the network\n"
+		  "threads; beyond, messages are dropped and counted (default 1024)" },
+	TEXT("  With JetStream on the server (nats-server -js), a host that joins or restarts replays\n"
+	     "  the stream KVIDX_<cluster-name> (recent commits, kept for the largest TTL) before it\n"
+	     "  reports ready (warm start, at most 10 s)\n"),
+	TEXT("\n"
+	     "Other:\n"),
+	{ "config", OPT_STR, FIELD(config_path), .cli_only = true, .arg = "FILE",
+	  .help = "read settings from FILE first; flags given here override them" },
+	{ "log-level", OPT_SPECIAL, .set = set_log_level, .arg = "LEVEL",
+	  .help = "error, warn, info (default) or debug; logs go to stderr" },
+	{ "help", OPT_BOOL, FIELD(help), .cli_only = true,
+	  .help = "this text" },
+	TEXT("\n"
+	     "Config file: one 'key = value' per line, keys exactly the long flag names above without\n"
+	     "'--' (name, capacity, ..., pod, bind, log-level); '#' starts a comment; 'pod = SPEC' may\n"
+	     "repeat; replay-on-start takes true or false. Example: examples/ingestd.conf.\n"
+	     "\n"
+	     "Signals: SIGHUP re-reads the config file's pod list (added pods are subscribed, removed\n"
+	     "ones unsubscribed and dropped from the index, a changed pod line is both; other settings\n"
+	     "need a restart). Pods from --pod and from --discover-dns are never touched by it.\n"
+	     "SIGTERM / SIGINT stop cleanly; the index stays and readers keep serving its last state.\n"
+	     "\n"
+	     "Sequence numbers, per pod: a small step back is a duplicate (ignored); a gap is replayed\n"
+	     "from the pod's replay socket while its live messages wait; a replay that cannot cover the\n"
+	     "gap, a missing replay socket, or a timeout clears the pod and live ingest continues; a big\n"
+	     "step back or a return to 0 is a publisher restart (pod cleared, resynced).\n"
+	     "AllBlocksCleared clears the pod.\n"
+	     "\n"
+	     "Health per pod is in the index's pod counters (kvidx-dump --pods): batches, events,\n"
+	     "blocks_stored/removed, clears, seq_gaps/dups, restarts, replays_ok/truncated/failed,\n"
+	     "decode_errors (whole messages), skipped_events (events, the sum of the reasons:\n"
+	     "bad_events, unknown_type, skipped_group, skipped_shape, skipped_remote, unknown_parent,\n"
+	     "unknown_removed, offload_unknown, unkeyable_extras), offload_applied, dup_copies,\n"
+	     "copies_kept, other_medium, ranks, last_seq, last_event_ns, events_per_s (last full second),\n"
+	     "queue_depth (messages read for the pod in the last poll round, at most 256 per round: 256\n"
+	     "means a backlog) and connected (every rank's TCP connection up; bind mode: 1 after the\n"
+	     "first message). Per rank: connected, replaying, last_seq, batches, events, seq_gaps,\n"
+	     "restarts, clears.\n"
+	     "\n"
+	     "Speculation per pod, in the same counters: ttl_ms (the TTL in force), speculations\n"
+	     "(records predicted), confirmed_in_time, late_confirmations, early_expiries (expired, then\n"
+	     "confirmed within the late window), stale_expiries (never confirmed), routes_predicted\n"
+	     "(the router matched speculative blocks on the chosen pod), routes_confirmed (matched only\n"
+	     "confirmed blocks), routes_nomatch, last_route_ns, outcomes, false_warm_routes (decided on\n"
+	     "a prediction, fewer cached tokens than predicted) and wasted_prefill_tokens (predicted\n"
+	     "minus cached on those), spec_paused (0 fresh; 1 replaying or disconnected; 2 pipeline\n"
+	     "broken, see --stale-limit). Route-to-confirmation latency (commit -> BlockStored applied,\n"
+	     "one sample per route) is in the pod's cumulative and recent histograms (kvidx-dump).\n"
+	     "Predicted tokens are matched blocks x --block-size, at most the prompt less one token\n"
+	     "rounded down to a block (vLLM recomputes a prompt's last token).\n"
+	     "\n"
+	     "Each event is judged on its own; a batch is never dropped for one bad event. Engine block\n"
+	     "sizes neither a multiple nor a divisor of --block-size are skipped (skipped_shape);\n"
+	     "blocks with prompt embeds end their event's chain (unkeyable_extras); a parent the\n"
+	     "engine-key map no longer knows skips its event (unknown_parent), as llm-d does.\n"
+	     "\n"
+	     "Exit status: 0 after a clean stop, 1 on a startup error, 2 on bad usage.\n"),
+};
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+static const struct opt *opt_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		if (opts[i].name && strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
+			return &opts[i];
+	return NULL;
+}
+
+/* Stores an unsigned value into a field of the width the row names. */
+static void store_uint(void *dst, size_t size, uint64_t u)
+{
+	switch (size) {
+	case sizeof(uint64_t): {
+		uint64_t x = u;
+		memcpy(dst, &x, sizeof(x));
+		break;
+	}
+	case sizeof(uint32_t): {
+		uint32_t x = (uint32_t)u;
+		memcpy(dst, &x, sizeof(x));
+		break;
+	}
+	case sizeof(bool):
+		*(bool *)dst = u != 0;
+		break;
+	default:
+		abort(); /* a row whose field has no integer width: a bug in the table */
+	}
+}
+
+/* OPT_CHOICE: the value's entry, or a message listing the names ("a, b or c"). */
+static int parse_choice(const struct opt *o, const char *v, unsigned *out, char *err,
+			size_t errlen)
+{
+	char names[256] = "";
+	size_t n = 0, len = 0;
+
+	for (const struct choice *ch = o->choices; ch->name; ch++, n++)
+		if (!strcmp(ch->name, v)) {
+			*out = ch->value;
+			return 0;
+		}
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+					i == 0 ? "" : i + 1 == n ? " or " : ", ", o->choices[i].name);
+	return fail(err, errlen, "%s: expected %s, got '%s'", o->name, names, v);
+}
+
+/* Reads v by the row's kind into *u (the numeric kinds); 1 when the row is done already. */
+static int parse_value(struct ing_config *c, const struct opt *o, const char *v,
+		       bool from_file, uint64_t *u, char *err, size_t errlen)
+{
+	void *dst = (char *)c + o->off;
+	uint32_t ms = 0;
+	unsigned choice = 0;
+	bool b = false;
+	double frac = 0;
+	int rc;
+
+	switch (o->kind) {
+	case OPT_STR:
+		rc = copy_str(o->name, v, dst, o->size, err, errlen);
+		return rc < 0 ? rc : 1;
+	case OPT_U64:
+	case OPT_U32:
+		return parse_u64(o->name, v, o->kind == OPT_U32 ? UINT32_MAX : UINT64_MAX, u, err,
+				 errlen);
+	case OPT_MS:
+		/* The name carries the unit, so no suffix: "1m" is neither a minute nor 1Mi ms. */
+		if (!tc_parse_dec(v, UINT32_MAX, u))
+			return fail(err, errlen, "%s: expected a whole number of milliseconds, got '%s'",
+				    o->name, v);
+		return 0;
+	case OPT_DURATION:
+		rc = ing_parse_duration(o->name, v, DURATION_MAX_MS, &ms, err, errlen);
+		*u = ms;
+		return rc;
+	case OPT_BOOL:
+		rc = parse_bool(o->name, v, &b, err, errlen);
+		*u = b;
+		return rc;
+	case OPT_FRACTION:
+		rc = parse_fraction(o->name, v, &frac, err, errlen);
+		if (rc == 0)
+			memcpy(dst, &frac, sizeof(frac));
+		return rc < 0 ? rc : 1;
+	case OPT_CHOICE:
+		rc = parse_choice(o, v, &choice, err, errlen);
+		*u = choice;
+		return rc;
+	case OPT_SPECIAL:
+		rc = o->set(c, o, v, from_file, err, errlen);
+		return rc < 0 ? rc : 1;
+	case OPT_TEXT:
+		break;
+	}
+	return fail(err, errlen, "%s: unhandled option", o->name);
 }
 
 int ing_config_set(struct ing_config *c, const char *key, const char *value, bool from_file,
 		   char *err, size_t errlen)
 {
 	const struct opt *o = opt_find(key, strlen(key));
-	uint64_t u;
-	int rc = 0;
+	uint64_t u = 0;
+	int rc;
 
 	if (!o)
 		return fail(err, errlen, "unknown option '%s' (see --help)", key);
 	if (!value)
 		return fail(err, errlen, "%s: missing value", key);
-	switch (o->kind) {
-	case OPT_U64:
-	case OPT_U32:
-		rc = parse_u64(key, value, o->kind == OPT_U32 ? UINT32_MAX : UINT64_MAX, &u, err,
-			       errlen);
-		if (rc < 0 || (rc = check_num_limit(o, value, u, err, errlen)) < 0)
-			return rc;
-		break;
-	case OPT_MS:
-		/* The name carries the unit, so no suffix: "1m" is neither a minute nor 1Mi ms. */
-		if (!tc_parse_dec(value, UINT32_MAX, &u))
-			return fail(err, errlen, "%s: expected a whole number of milliseconds, got '%s'",
-				    key, value);
-		if ((rc = check_num_limit(o, value, u, err, errlen)) < 0)
-			return rc;
-		break;
-	default:
-		u = 0;
+	if (o->cli_only && from_file)
+		return fail(err, errlen, "%s: not allowed inside a config file", key);
+	rc = parse_value(c, o, value, from_file, &u, err, errlen);
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
+	if ((o->min || o->max) && (u < o->min || (o->max && u > o->max))) {
+		if (o->bad)
+			return fail(err, errlen, "%s: %s", key, o->bad);
+		return fail(err, errlen, "%s: %s is out of range (%llu..%llu)", key, value,
+			    (unsigned long long)o->min, (unsigned long long)o->max);
 	}
-	uint32_t ms = 0;
-	double frac = 0;
-	if (o->kind == OPT_DURATION &&
-	    (rc = ing_parse_duration(key, value, DURATION_MAX_MS, &ms, err, errlen)) < 0)
-		return rc;
-	if (o->kind == OPT_FRACTION && (rc = parse_fraction(key, value, &frac, err, errlen)) < 0)
-		return rc;
-	switch (o->id) {
-	case O_NAME:
-		if (!*value)
-			return fail(err, errlen, "name: empty");
-		return copy_str(key, value, c->name, sizeof(c->name), err, errlen);
-	case O_CAPACITY:
-		c->geo.capacity = u;
-		return 0;
-	case O_RECORDS:
-		c->geo.records = u;
-		return 0;
-	case O_PPK:
-		c->geo.pods_per_key = (uint32_t)u;
-		return 0;
-	case O_MAX_PODS:
-		c->geo.max_pods = (uint32_t)u;
-		return 0;
-	case O_MAX_READERS:
-		c->geo.max_readers = (uint32_t)u;
-		return 0;
-	case O_ALGO:
-		if (kvidx_key_algo_parse(value, &c->algo) < 0)
-			return fail(err, errlen, "algo: expected cbor-fnv or xxh64, got '%s'", value);
-		return 0;
-	case O_SEED:
-		return copy_str(key, value, c->seed, sizeof(c->seed), err, errlen);
-	case O_BLOCK_SIZE:
-		if (u == 0)
-			return fail(err, errlen, "block-size: must be > 0");
-		c->block_size = (uint32_t)u;
-		return 0;
-	case O_GROUP:
-		return parse_group(value, &c->group, err, errlen);
-	case O_STALL_MS:
-		c->stall_ms = (uint32_t)u;
-		return 0;
-	case O_ENGINE_MAP:
-		c->engine_map = u;
-		return 0;
-	case O_REPLAY_TIMEOUT:
-		if (u == 0)
-			return fail(err, errlen, "replay-timeout-ms: must be > 0");
-		c->replay_timeout_ms = (uint32_t)u;
-		return 0;
-	case O_REPLAY_ON_START:
-		return parse_bool(key, value, &c->replay_on_start, err, errlen);
-	case O_POD:
-		return add_pod(c, value, from_file, err, errlen);
-	case O_BIND:
-		if (*value && !endpoint_ok(value))
-			return fail(err, errlen, "bind: '%s' is not a ZeroMQ endpoint", value);
-		return copy_str(key, value, c->bind, sizeof(c->bind), err, errlen);
-	case O_CONFIG:
-		if (from_file)
-			return fail(err, errlen, "config: not allowed inside a config file");
-		return copy_str(key, value, c->config_path, sizeof(c->config_path), err, errlen);
-	case O_LOG_LEVEL:
-		if (ilog_level_parse(value, &c->log_level) < 0)
-			return fail(err, errlen,
-				    "log-level: expected error, warn, info or debug, got '%s'", value);
-		return 0;
-	case O_HELP:
-		if (from_file)
-			return fail(err, errlen, "help: not allowed inside a config file");
-		return parse_bool(key, value, &c->help, err, errlen);
-	case O_TTL_POLICY:
-		if (!strcmp(value, "static"))
-			c->spec.policy = ING_TTL_STATIC;
-		else if (!strcmp(value, "adaptive"))
-			c->spec.policy = ING_TTL_ADAPTIVE;
-		else
-			return fail(err, errlen, "ttl-policy: expected static or adaptive, got '%s'",
-				    value);
-		return 0;
-	case O_TTL:
-		if (!ms)
-			return fail(err, errlen, "ttl: must be > 0");
-		c->spec.ttl_ms = ms;
-		return 0;
-	case O_TTL_PERCENTILE:
-		c->spec.percentile = frac;
-		return 0;
-	case O_TTL_BACKLOG:
-		if (!strcmp(value, "measured")) {
-			c->spec.backlog_measured = true;
-			return 0;
-		}
-		rc = ing_parse_duration(key, value, DURATION_MAX_MS, &ms, err, errlen);
-		if (rc < 0)
-			return rc;
-		c->spec.backlog_measured = false;
-		c->spec.backlog_ms = ms;
-		return 0;
-	case O_TTL_SLACK:
-		c->spec.slack_ms = ms;
-		return 0;
-	case O_TTL_FLOOR:
-		if (!ms)
-			return fail(err, errlen, "ttl-floor: must be > 0");
-		c->spec.floor_ms = ms;
-		return 0;
-	case O_TTL_CAP:
-		if (!ms)
-			return fail(err, errlen, "ttl-cap: must be > 0");
-		c->spec.cap_ms = ms;
-		return 0;
-	case O_TTL_MIN_SAMPLES:
-		c->spec.min_samples = u;
-		return 0;
-	case O_TTL_INTERVAL:
-		if (!ms)
-			return fail(err, errlen, "ttl-interval: must be > 0");
-		c->spec.interval_ms = ms;
-		return 0;
-	case O_TTL_MAX_STEP:
-		c->spec.max_step = frac;
-		return 0;
-	case O_LATE_WINDOW:
-		if (!strcmp(value, "auto")) {
-			c->spec.late_window_ms = 0;
-			return 0;
-		}
-		rc = ing_parse_duration(key, value, DURATION_MAX_MS, &ms, err, errlen);
-		if (rc < 0)
-			return rc;
-		if (!ms)
-			return fail(err, errlen, "late-window: must be > 0 (or auto)");
-		c->spec.late_window_ms = ms;
-		return 0;
-	case O_STALE_LIMIT:
-		c->spec.stale_limit_ms = ms; /* 0: never pause for a broken pipeline */
-		return 0;
-	case O_CORR_MAP:
-		if (u == 0 || u > (1ull << 30))
-			return fail(err, errlen, "corr-map: must be 1..1Gi");
-		c->spec.corr_map = u;
-		return 0;
-	case O_LOAD_TIMEOUT:
-		if (!ms)
-			return fail(err, errlen, "load-timeout: must be > 0");
-		c->spec.load_timeout_ms = ms;
-		return 0;
-	case O_LATE_MAP:
-		if (u == 0 || u > (1ull << 30))
-			return fail(err, errlen, "late-map: must be 1..1Gi");
-		c->spec.late_map = u;
-		return 0;
-	case O_REAP_INTERVAL:
-		if (!ms)
-			return fail(err, errlen, "reap-interval: must be > 0");
-		c->spec.reap_interval_ms = ms;
-		return 0;
-	case O_REAP_PASS:
-		if (!ms)
-			return fail(err, errlen, "reap-pass: must be > 0");
-		c->spec.reap_pass_ms = ms;
-		return 0;
-	case O_METRICS:
-		if (!*value) { /* empty: no endpoint */
-			c->metrics[0] = '\0';
-			return 0;
-		}
-		return ing_metrics_addr_parse(value, c->metrics, sizeof(c->metrics), err, errlen);
-	case O_TOPIC_FILTER:
-		return copy_str(key, value, c->topic_filter, sizeof(c->topic_filter), err, errlen);
-	case O_REMOTE_TIER:
-		if (!strcmp(value, "none"))
-			c->remote_tier = 0;
-		else if (!strcmp(value, "gpu"))
-			c->remote_tier = KVIDX_TIER_GPU;
-		else if (!strcmp(value, "cpu"))
-			c->remote_tier = KVIDX_TIER_CPU;
-		else if (!strcmp(value, "disk"))
-			c->remote_tier = KVIDX_TIER_DISK;
-		else if (!strcmp(value, "other"))
-			c->remote_tier = KVIDX_TIER_OTHER;
-		else
-			return fail(err, errlen,
-				    "remote-tier: expected none, gpu, cpu, disk or other, got '%s'",
-				    value);
-		return 0;
-	case O_CLUSTER:
-		return ing_cluster_config_set(&c->cluster, key, value, from_file, err, errlen);
-	case O_READY_STREAMS:
-		if (strcmp(value, "all") && strcmp(value, "any"))
-			return fail(err, errlen, "ready-streams: expected all or any, got '%s'", value);
-		c->ready_any = !strcmp(value, "any");
-		return 0;
-	case O_DISC_DNS:
-		return copy_str(key, value, c->disc.dns, sizeof(c->disc.dns), err, errlen);
-	case O_DISC_PORTS:
-		return parse_disc_ports(value, &c->disc, err, errlen);
-	case O_DISC_INTERVAL:
-		if (ms == 0)
-			return fail(err, errlen, "discover-interval: must be > 0");
-		c->disc.interval_ms = ms;
-		return 0;
-	case O_DISC_SERVER:
-		return parse_disc_server(value, &c->disc, err, errlen);
-	case O_DISC_ATTRS:
-		return parse_disc_attrs(value, &c->disc, err, errlen);
-	case O_CONFIG_WATCH:
-		c->disc.watch_ms = ms;
-		return 0;
-	}
-	return fail(err, errlen, "%s: unhandled option", key);
+	store_uint((char *)c + o->off, o->size, u);
+	return 0;
 }
+
+/* One option's --help entry: "  --name ARG" in a 25-column first column (the text on the
+ * next line when the flag is wider), the text's lines indented to that column. */
+static void usage_row(FILE *f, const struct opt *o)
+{
+	int n = fprintf(f, "  --%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+
+	if (n > 23)
+		fprintf(f, "\n%25s", "");
+	else
+		fprintf(f, "%*s", 25 - n, "");
+	for (const char *p = o->help; *p; p++) {
+		fputc(*p, f);
+		if (*p == '\n' && p[1])
+			fprintf(f, "%25s", "");
+	}
+	fputc('\n', f);
+}
+
+void ing_config_usage(FILE *f)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		if (opts[i].kind == OPT_TEXT)
+			fputs(opts[i].help, f);
+		else if (opts[i].help)
+			usage_row(f, &opts[i]);
+}
+
 
 /*
  * Reads one line of a config file into buf (without its newline), refusing what no config
@@ -969,7 +1199,7 @@ int ing_config_parse_args(struct ing_config *c, int argc, char **argv, char *err
 				return fail(err, errlen, "--%s needs a value", o->name);
 			v = argv[++i];
 		}
-		if (o->id == O_CONFIG)
+		if (!strcmp(o->name, "config"))
 			continue; /* loaded above */
 		rc = ing_config_set(c, o->name, v, false, err, errlen);
 		if (rc < 0)
@@ -1049,211 +1279,4 @@ const char *ing_fmt_count(uint64_t v, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%llu", (unsigned long long)v);
 	return buf;
-}
-
-void ing_config_usage(FILE *f)
-{
-	fputs(
-"Usage: kvidx-ingestd [FLAGS]\n"
-"\n"
-"The one writer of a kvidx index: subscribes to vLLM pods' KV-cache events over ZeroMQ\n"
-"(3-frame messages: topic, 8-byte big-endian seq, msgpack batch) and keeps the\n"
-"shared-memory index \"request block key -> pods\" true.\n"
-"\n"
-"Index (fixed when the index is created; a restart publishes a fresh generation):\n"
-"  --name NAME            index name, /dev/shm/NAME and NAME.data.G (default kvidx)\n"
-"  --capacity N           keys (default 1Mi); N may end in k, m, g (x1024)\n"
-"  --records N            pod records in all (default 2 x capacity)\n"
-"  --pods-per-key N       pods recorded per key (default 10, at most 64)\n"
-"  --max-pods N           pods (default 256, at most 4096)\n"
-"  --max-readers N        reader slots (default 64, at most 4096)\n"
-"  --algo ALGO            request-key scheme: cbor-fnv (default, llm-d) or xxh64\n"
-"  --seed STRING          key seed, as llm-d's hash seed / PYTHONHASHSEED (default \"\")\n"
-"  --block-size N         tokens per index block (default 16)\n"
-"  --group GROUP          gid or group name: segments 0640/0660 for that group (default\n"
-"                         0600, owner only)\n"
-"  --stall-ms N           expel a reader stalled this long (default 1000)\n"
-"\n"
-"Ingest:\n"
-"  --pod SPEC             connect mode, repeatable: SPEC is\n"
-"                           ENDPOINT[,replay=ENDPOINT][,name=IP:PORT][,model=MODEL]\n"
-"                           [,topic=PREFIX][,dp-ranks=N]\n"
-"                         ingestd connects a SUB (topic prefix topic=, else --topic-filter)\n"
-"                         to the pod's PUB ENDPOINT and, on a sequence gap, asks its replay\n"
-"                         ROUTER. The pod is named name=, else by a kv@POD@MODEL topic, else\n"
-"                         ENDPOINT's host:port (warned: routers use the serving address);\n"
-"                         its model is model=, else the topic's (warned when neither).\n"
-"                         dp-ranks=N (1-32): data parallelism, rank r publishes at ENDPOINT's\n"
-"                         port + r and replays at the replay port + r, all one pod; each rank\n"
-"                         has its own sequence, replay and clears (kvidx-dump --pods)\n"
-"  --topic-filter PREFIX  topic prefix of pods without topic= and of --bind (default \"\":\n"
-"                         everything, vLLM's default topic included)\n"
-"  --remote-tier TIER     blocks with locality REMOTE: none (default, not indexed), or gpu,\n"
-"                         cpu, disk, other: indexed on that tier (weighted as that tier)\n"
-"  --bind ENDPOINT        bind mode: one SUB bound at ENDPOINT, pods connect in and are\n"
-"                         told apart by topic (no replay: a gap clears the pod)\n"
-"  --engine-map N         entries of the engine-key -> request-key map, oldest evicted\n"
-"                         first (default 4 x capacity)\n"
-"  --replay-timeout-ms N  a replay silent this long fails, the pod is cleared (default 2000)\n"
-"  --replay-on-start      ask every pod's replay socket from seq 0 at start (to rebuild\n"
-"                         after a restart; only the batches the pod still keeps come\n"
-"                         back); otherwise the first message sets the sequence\n"
-"\n"
-"Speculative entries (DESIGN.md section 6). Routers commit each routing decision\n"
-"(kvidx_commit); ingestd then predicts the prompt's blocks on the chosen decode pod (and\n"
-"prefill pod under P/D) until a BlockStored confirms them or the TTL ends. Readers ignore an\n"
-"expired prediction themselves, so the reaper's delay never extends trust.\n"
-"Durations take a unit: 250ms, 2s, 1.5s. A TTL above 65535ms (the record format's limit)\n"
-"is clamped to 65535ms.\n"
-"  --ttl-policy POLICY    static (default): every pod uses --ttl; adaptive: per pod\n"
-"                         T = clamp(Lq + J, floor, cap), Lq the --ttl-percentile of the pod's\n"
-"                         recent route-to-confirmation latency, J = backlog + slack\n"
-"  --ttl DURATION         the static TTL, and the adaptive start (default 2s, llm-d's)\n"
-"  --ttl-percentile Q     adaptive Lq: 0.99, 99% or p99 (default 0.99)\n"
-"  --ttl-backlog DURATION|measured\n"
-"                         adaptive J: subscriber queue growth in bursts (default 250ms);\n"
-"                         measured: the --ttl-percentile of the pod's recent event path lag\n"
-"                         (batch ts to applied, histogram lag), the duration above while\n"
-"                         the pod has fewer than --ttl-min-samples lag samples\n"
-"  --ttl-slack DURATION   adaptive J: scheduling jitter, measurement resolution (default\n"
-"                         100ms)\n"
-"  --ttl-floor DURATION   adaptive: smallest TTL (default 200ms)\n"
-"  --ttl-cap DURATION     adaptive: largest TTL, the largest stale window the routing SLO\n"
-"                         allows (default 5s)\n"
-"  --ttl-min-samples N    adaptive: recent samples a pod needs before its TTL moves; until\n"
-"                         then it keeps --ttl (clamped to floor..cap) (default 200)\n"
-"  --ttl-interval DURATION\n"
-"                         adaptive: re-evaluation period (default 10s)\n"
-"  --ttl-max-step Q       adaptive: largest change per interval, a fraction or percentage\n"
-"                         of the TTL in force (default 25%): change slowly\n"
-"  --late-window DURATION\n"
-"                         after the reaper expires a prediction, a BlockStored for it this\n"
-"                         long after is a late confirmation and an early expiry (the TTL did\n"
-"                         not cover the event path); none is a stale expiry (default auto:\n"
-"                         the larger of 10s and 5 x the largest TTL)\n"
-"  --stale-limit DURATION\n"
-"                         \"routed but silent\": routes were sent to a pod and nothing (no\n"
-"                         batch, no heartbeat) came from it for this long since the earliest\n"
-"                         of them: routed_silent=1, its speculation paused (spec_paused=2)\n"
-"                         until it is heard again. 0 disables (default 5s)\n"
-"  --corr-map N           route commits remembered for outcome reports, oldest forgotten\n"
-"                         first (default 64Ki)\n"
-"  --load-timeout DURATION\n"
-"                         the load view (kvidx_pod_load) counts a routed request until its\n"
-"                         outcome report, or for this long when none comes (a router that\n"
-"                         crashed leaves no load behind it for longer) (default 120s)\n"
-"  --late-map N           expired predictions remembered for --late-window, oldest counted\n"
-"                         stale early when full (default 128Ki)\n"
-"  --reap-interval DURATION\n"
-"                         reaper wake-up period (default 10ms)\n"
-"  --reap-pass DURATION   time the reaper takes to walk the whole table: it examines\n"
-"                         slots x interval / pass slots per wake-up (default 1s)\n"
-"\n"
-"Discovery (pods found rather than listed; each source optional, all add and remove pods\n"
-"the way SIGHUP does, a removed pod's entries dropped at once):\n"
-"  --discover-dns NAME    re-resolve NAME's A records (a Kubernetes headless Service; the\n"
-"                         search domains of /etc/resolv.conf apply) on a helper thread;\n"
-"                         each address is a pod tcp://IP:EVENTS (replay tcp://IP:REPLAY)\n"
-"                         named IP:HTTP. An address that leaves the answer is removed; no\n"
-"                         address (NXDOMAIN) removes them all; a failed resolution\n"
-"                         (timeout, SERVFAIL) changes nothing. Default: off\n"
-"  --discover-ports EVENTS,REPLAY,HTTP\n"
-"                         ports of every discovered pod: its event PUB, its replay ROUTER\n"
-"                         (0: none), its serving port (the name routers use); required\n"
-"                         with --discover-dns, e.g. 5557,5558,8000\n"
-"  --discover-interval DURATION\n"
-"                         time between two resolutions (default 5s)\n"
-"  --discover-dns-server IPv4[:PORT]\n"
-"                         ask this server (port default 53) instead of resolv.conf's\n"
-"  --discover-pod-attrs ATTRS\n"
-"                         --pod attributes every discovered pod takes: model=MODEL,\n"
-"                         topic=PREFIX, dp-ranks=N (e.g. 'model=org/m,dp-ranks=2')\n"
-"  --config-watch DURATION\n"
-"                         check the --config file this often (stat: inode, size, mtime, so a\n"
-"                         replaced file or a Kubernetes ConfigMap's swapped link is seen) and\n"
-"                         reload its pod list on a change, as SIGHUP does. 0: off (default)\n"
-"\n"
-"Metrics:\n"
-"  --metrics-listen ADDR:PORT | PORT\n"
-"                         serve HTTP on ADDR:PORT: GET /metrics (per-pod metrics, labels\n"
-"                         pod and model only), /healthz (200 while the process runs),\n"
-"                         /readyz (200 once the index is published and every connect-mode\n"
-"                         stream is connected, else 503 with the reason). PORT alone is\n"
-"                         127.0.0.1:PORT. ADDR: an IPv4 address, localhost, 0.0.0.0 or *\n"
-"                         (all), [IPV6]. The endpoint has no authentication: bind a pod IP\n"
-"                         or 0.0.0.0 only where the network is yours. Default: off.\n"
-"                         --metrics is the same flag under its older name.\n"
-"                         With discovery also kvidx_discovery_resolutions_total,\n"
-"                         _resolution_failures_total, _pods_added_total, _pods_removed_total,\n"
-"                         kvidx_discovery_pods and kvidx_config_watch_reloads_total\n"
-"  --ready-streams all|any\n"
-"                         /readyz needs every connect-mode stream connected (all, the\n"
-"                         default) or at least one (any: a model server down or rolling\n"
-"                         does not make a router sidecar unready; none configured is ready)\n"
-"\n"
-"Cluster (docs/cluster.md): router hosts share their route commits over NATS\n"
-"  --cluster URL[,URL...] NATS servers (nats://HOST:PORT, tls://HOST:PORT); default: off.\n"
-"                         Unreachable servers mean local-only operation and reconnection\n"
-"                         with backoff (metric kvidx_cluster_connected)\n"
-"  --cluster-name NAME    subject scope, [A-Za-z0-9_-]{1,32}; hosts share predictions with\n"
-"                         the same name and key scheme (algo, seed, block-size) (default kvidx)\n"
-"  --cluster-user USER    user name; cluster-password PASS is read from the config file only\n"
-"  --cluster-creds FILE   NATS credentials file (user JWT and NKey seed)\n"
-"  --cluster-ca FILE      CA certificates for the servers' TLS certificates (TLS required)\n"
-"  --cluster-clock-skew DURATION\n"
-"                         bound on the clock offset between hosts: a peer's prediction\n"
-"                         expires at min(origin commit + TTL, receipt + TTL) - this (default 5ms)\n"
-"  --cluster-queue N      messages queued per direction between the writer and the network\n"
-"                         threads; beyond, messages are dropped and counted (default 1024)\n"
-"\n"
-"Other:\n"
-"  --config FILE          read settings from FILE first; flags given here override them\n"
-"  --log-level LEVEL      error, warn, info (default) or debug; logs go to stderr\n"
-"  --help                 this text\n"
-"\n"
-"Config file: one 'key = value' per line, keys exactly the long flag names above without\n"
-"'--' (name, capacity, ..., pod, bind, log-level); '#' starts a comment; 'pod = SPEC' may\n"
-"repeat; replay-on-start takes true or false. Example: examples/ingestd.conf.\n"
-"\n"
-"Signals: SIGHUP re-reads the config file's pod list (added pods are subscribed, removed\n"
-"ones unsubscribed and dropped from the index, a changed pod line is both; other settings\n"
-"need a restart). Pods from --pod and from --discover-dns are never touched by it.\n"
-"SIGTERM / SIGINT stop cleanly; the index stays and readers keep serving its last state.\n"
-"\n"
-"Sequence numbers, per pod: a small step back is a duplicate (ignored); a gap is replayed\n"
-"from the pod's replay socket while its live messages wait; a replay that cannot cover the\n"
-"gap, a missing replay socket, or a timeout clears the pod and live ingest continues; a big\n"
-"step back or a return to 0 is a publisher restart (pod cleared, resynced).\n"
-"AllBlocksCleared clears the pod.\n"
-"\n"
-"Health per pod is in the index's pod counters (kvidx-dump --pods): batches, events,\n"
-"blocks_stored/removed, clears, seq_gaps/dups, restarts, replays_ok/truncated/failed,\n"
-"decode_errors (whole messages), skipped_events (events, the sum of the reasons:\n"
-"bad_events, unknown_type, skipped_group, skipped_shape, skipped_remote, unknown_parent,\n"
-"unknown_removed, offload_unknown, unkeyable_extras), offload_applied, dup_copies,\n"
-"copies_kept, other_medium, ranks, last_seq, last_event_ns, events_per_s (last full second),\n"
-"queue_depth (messages read for the pod in the last poll round, at most 256 per round: 256\n"
-"means a backlog) and connected (every rank's TCP connection up; bind mode: 1 after the\n"
-"first message). Per rank: connected, replaying, last_seq, batches, events, seq_gaps,\n"
-"restarts, clears.\n"
-"\n"
-"Speculation per pod, in the same counters: ttl_ms (the TTL in force), speculations\n"
-"(records predicted), confirmed_in_time, late_confirmations, early_expiries (expired, then\n"
-"confirmed within the late window), stale_expiries (never confirmed), routes_predicted\n"
-"(the router matched speculative blocks on the chosen pod), routes_confirmed (matched only\n"
-"confirmed blocks), routes_nomatch, last_route_ns, outcomes, false_warm_routes (decided on\n"
-"a prediction, fewer cached tokens than predicted) and wasted_prefill_tokens (predicted\n"
-"minus cached on those), spec_paused (0 fresh; 1 replaying or disconnected; 2 pipeline\n"
-"broken, see --stale-limit). Route-to-confirmation latency (commit -> BlockStored applied,\n"
-"one sample per route) is in the pod's cumulative and recent histograms (kvidx-dump).\n"
-"Predicted tokens are matched blocks x --block-size, at most the prompt less one token\n"
-"rounded down to a block (vLLM recomputes a prompt's last token).\n"
-"\n"
-"Each event is judged on its own; a batch is never dropped for one bad event. Engine block\n"
-"sizes neither a multiple nor a divisor of --block-size are skipped (skipped_shape);\n"
-"blocks with prompt embeds end their event's chain (unkeyable_extras); a parent the\n"
-"engine-key map no longer knows skips its event (unknown_parent), as llm-d does.\n"
-"\n"
-"Exit status: 0 after a clean stop, 1 on a startup error, 2 on bad usage.\n",
-	      f);
 }

@@ -366,6 +366,7 @@ static void report_ready(struct ingestd *d, uint64_t now)
 {
 	const struct ing_pod *first = NULL;
 	size_t down = 0, streams = 0;
+	bool warming = false;
 	char why[160];
 
 	if (d->ready_ns && now - d->ready_ns < READY_EVERY_NS)
@@ -385,7 +386,9 @@ static void report_ready(struct ingestd *d, uint64_t now)
 	else if (!streams_ok)
 		snprintf(why, sizeof(why), "%zu of %zu streams not connected (first: %.100s)", down,
 			 streams, first->ep);
-	metrics_set_ready(d->published && streams_ok, why);
+	else if ((warming = cluster_warming(d->cluster, now)))
+		snprintf(why, sizeof(why), "cluster warm start in progress (peers' predictions)");
+	metrics_set_ready(d->published && streams_ok && !warming, why);
 }
 
 /* Drains route commits; true if the budget ran out (more may be waiting). */

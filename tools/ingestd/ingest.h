@@ -18,7 +18,7 @@
  * Both make writer calls, so both hold d->lock (the writer mutex) while they do: the loop
  * takes it after zmq_poll returns and releases it before polling again, and in between lets a
  * waiting reaper in after each socket's budget (spec_yield). The writer API's "caller
- * serialises" contract and DESIGN.md 5.1 (apply and reaper never mutate concurrently) hold by
+ * serialises" contract and docs/DESIGN.md "One writer, and one mutator inside it" hold by
  * that mutex alone. Fairness: each socket is read at most ING_READ_BUDGET messages per round,
  * so a flooding pod delays others by at most one budget; a dead pod costs nothing (its SUB is
  * simply never readable).

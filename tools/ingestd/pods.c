@@ -107,7 +107,7 @@ static void sock_close(void **s)
 }
 
 /*
- * Freshness gating (DESIGN.md section 6): while a gap is being replayed or the SUB is
+ * Freshness gating (docs/DESIGN.md "Freshness gating"): while a gap is being replayed or the SUB is
  * disconnected, the pod's speculative records stop counting for readers. Called where either
  * changes, and from housekeeping (for a pod registered after the change).
  */

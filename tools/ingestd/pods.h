@@ -43,12 +43,12 @@
  * (connect mode: from the socket monitor, 1 while the TCP connection is up; bind mode: 1 after
  * the first message). apply.c maintains the others.
  *
- * Freshness gating (DESIGN.md section 6): while the pod replays a gap, or (connect mode) its SUB
- * is not connected, this file tells spec.c (spec_set_stream), which flags the pod
- * speculation-paused in the index (kvidx_pod_set_spec_paused, spec_paused = 1), so readers
- * stop counting its speculative records. spec.c also pauses it (spec_paused = 2) when routes
- * went to it and no event followed for --stale-limit; each applied batch (spec_on_event)
- * proves the pipeline alive again.
+ * Freshness gating (docs/DESIGN.md "Freshness gating"): while the pod replays a gap, or
+ * (connect mode) its SUB is not connected, this file tells spec.c (spec_set_stream), which
+ * flags the pod speculation-paused in the index (kvidx_pod_set_spec_paused, spec_paused = 1),
+ * so readers stop counting its speculative records. spec.c also pauses it (spec_paused = 2)
+ * when routes went to it and no event followed for --stale-limit; each applied batch
+ * (spec_on_event) proves the pipeline alive again.
  *
  * Threads: everything here runs on the ingest thread with the writer mutex held (ingest.h).
  */

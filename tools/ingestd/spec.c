@@ -19,7 +19,7 @@
  *                         pod was cleared, a BlockRemoved named them, or an eviction made room
  *                         (an expired one evicted counts as an expiry, not a drop)
  *
- * Per route (the seed's p is a share of routed requests): a route's new predictions on a pod
+ * Per route (docs/ttl.md's p is a share of routed requests): a route's new predictions on a pod
  * share its created-at, so (created_ns, pod) names them; the route map (s->routes, as big as
  * --corr-map) counts how many are still in the table (live) and in the late window (late),
  * and decides the route once:
@@ -82,7 +82,6 @@
 #define NS_PER_S 1000000000ull
 #define PRED_FLAG (1ull << 63) /* corr map payload a: decided on a prediction */
 #define LATE_AGE_MAX 65536     /* late entries aged per reaper wake-up (bounds the hold) */
-#define KVIDX_TIER_NONE_ 0x80u /* a tier bit no record holds (spec_remote_withdraw) */
 
 /* Route map entries: key created_ns, sub pod, aux the committing registry slot (-1: none),
  * a = live records | late records << 32, b = the flags below | prompt class << 8. */
@@ -707,10 +706,8 @@ int spec_remote_withdraw(struct ing_spec *s, int pod, const uint64_t *keys, size
 {
 	if (!pod_of(s, pod))
 		return -KVIDX_ENOPOD;
-	/* kvidx_remove() drops a speculative record whatever the tiers named; a confirmed one
-	 * keeps the tiers not named. KVIDX_TIER_NONE_ names none a record can hold, so confirmed
-	 * records stay as they are (rewritten unchanged: withdrawals are rare). */
-	return kvidx_remove(s->w, pod, keys, n, KVIDX_TIER_NONE_);
+	/* Predictions only: a confirmed record stays as it is. */
+	return kvidx_remove(s->w, pod, keys, n, KVIDX_REMOVE_SPECULATIVE);
 }
 
 int spec_drain(struct ing_spec *s, size_t budget, uint64_t now)
@@ -815,7 +812,7 @@ static void on_expire(void *arg, uint64_t key, int pod, uint64_t created_ns,
 		route_move(r, -1, 1);
 	/* A (key, pod) may be here already: an earlier prediction of the same block expired and
 	 * awaits its confirmation too. Each expiry keeps its own entry and window; one
-	 * BlockStored confirms them all (spec_after_store), as the seed counts it: each was
+	 * BlockStored confirms them all (spec_after_store), as docs/ttl.md counts it: each was
 	 * followed by a matching confirmation, so none of them is stale. */
 	if (spec_fifo_push(&s->late, key, pod, 0, created_ns, expires_ns, &ev)) {
 		count_stale(s, ev.sub, ev.a);

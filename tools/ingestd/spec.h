@@ -1,6 +1,6 @@
 /*
  * spec.h — internal to kvidx-ingestd: its one job is the writer half of speculative entries
- * (DESIGN.md section 6; the user's seed, seeds/prefix-cache-speculative-index-ttl.md):
+ * (docs/DESIGN.md "Speculation and the TTL"; the method: docs/ttl.md):
  *
  *   route commits   kvidx_drain() hands over what routers committed: per-pod route counters
  *                   (decided on a prediction / on confirmed blocks / on no match), speculative
@@ -35,8 +35,8 @@
  *                   sent to it but no event came for --stale-limit (spec_paused = 2, "pipeline
  *                   broken"). An idle pod (no routes, no events) is not paused.
  *
- * Threads and the writer mutex (DESIGN.md 5.1: the apply path and the reaper never mutate
- * concurrently):
+ * Threads and the writer mutex (docs/DESIGN.md "One writer, and one mutator inside it": the
+ * apply path and the reaper never mutate concurrently):
  *
  *  1. Every function here except spec_reaper_start/stop and spec_ttl_next is called with the
  *     writer mutex held (ingest.c holds it around each piece of work of its loop: one

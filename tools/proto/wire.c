@@ -1,6 +1,6 @@
 /*
  * wire.c — decoder and encoder for vLLM's KV-cache event payloads (see wire.h and
- * reference/kv-events.md), plus the topic and sequence-frame helpers.
+ * docs/events.md), plus the topic and sequence-frame helpers.
  *
  * Decoding runs in three steps. A pre-scan walks the raw bytes without building anything and
  * checks that they are a single, complete, bounded object (see scan_payload()), counting its

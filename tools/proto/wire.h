@@ -1,7 +1,7 @@
 /*
  * wire.h — internal to kvidx-ingestd, kvidx-fakepod and the tests; never installed.
  *
- * The codec for vLLM's KV-cache event stream (reference/kv-events.md): a decoder that turns
+ * The codec for vLLM's KV-cache event stream (docs/events.md): a decoder that turns
  * one msgpack payload (a KVEventBatch) into plain C structures, an encoder that produces the
  * same payloads for the fake pod and the tests, and the small helpers for the other two ZMQ
  * frames (topic and sequence frame: 8-byte number, optionally a 16-byte publisher id).
@@ -9,7 +9,7 @@
  * The decoder accepts both encodings vLLM has used: positional arrays (msgspec array_like)
  * and "type"-tagged maps, for the batch and for each event independently. Trailing
  * positional fields and map keys it does not know are ignored; events with an unknown tag
- * are skipped and counted. Each event is judged on its own (reference/kv-events.md): an
+ * are skipped and counted. Each event is judged on its own (docs/events.md "Batches"): an
  * event that breaks the schema or a per-event limit is left out of the batch and counted
  * (nbad, with the first message kept), and the other events of its batch decode normally.
  * Only a payload that is not one well-formed msgpack object, or whose batch envelope (ts,
@@ -62,7 +62,7 @@ enum kvw_type {
 };
 
 /*
- * One entry of a block's extra_keys tuple (reference/kv-events.md "extra_keys"): in vLLM's
+ * One entry of a block's extra_keys tuple (docs/events.md "extra_keys"): in vLLM's
  * order the LoRA name (a str), multimodal items ((identifier, offset) tuples, or bare
  * identifier strings before vLLM 0.26), the cache salt (a str, block 0 only) and prompt-embeds
  * digests (bytes).

@@ -1,7 +1,7 @@
 /*
  * kvidx-route — a reference router worker for kvidx: an OpenAI-compatible front that routes
  * each request to the pod holding its prefix (--listen), a load generator (the default), and
- * the seed's paired-gap validation against live pods (--validate). route.h lists the parts.
+ * the paired-gap validation of docs/ttl.md against live pods (--validate). route.h lists the parts.
  * This file: the command line, signals, and the mode chosen.
  *
  * Pods are vLLM servers (or kvidx-fakepod --http) named as the index names them, with the
@@ -116,7 +116,7 @@ static void usage(FILE *f)
 "  (kvidx-fakepod's model time), else the time to the first answer byte\n"
 "\n"
 "Validation (--validate): pairs of requests sharing a long fresh prefix, the second sent\n"
-"a gap after the first; see the README's TTL guide.\n"
+"a gap after the first; see docs/ttl.md.\n"
 "  --validate             run the validation and print its table\n"
 "  --pairs N              pairs per gap and scenario (default 5)\n"
 "  --gaps LIST            gaps, durations with a unit, comma-separated: 40ms,300ms,1.8s\n"

@@ -1,9 +1,9 @@
 /*
- * pick.c — the routing decision, the part a router embedding lib/kvidx.h needs: the
- * prompt's block keys with the index's scheme, a wait-free score of the candidate pods, the
- * pick, the commit (so that the writer adds speculative entries, DESIGN.md section 6), and
- * the outcome report. Also which pods are up: a pod that could not be reached is left out
- * for --down-ms.
+ * pick.c — the routing decision, the part a router embedding lib/kvidx.h needs: the prompt's
+ * block keys with the index's scheme, a wait-free score of the candidate pods, the pick, the
+ * commit (so that the writer adds speculative entries, docs/DESIGN.md "Speculation and the
+ * TTL"), and the outcome report. Also which pods are up: a pod that could not be reached is
+ * left out for --down-ms.
  *
  * Decision kinds, from the chosen pod's score row:
  *   predicted  the match on the chosen pod includes speculative blocks (not yet confirmed)

@@ -15,7 +15,7 @@
  *   load.c      the load generator: lines, files, the synthetic workload, a trace; to pods
  *               or fronts
  *   trace.c     a Mooncake-format request trace (--trace), its hash ids made tokens
- *   validate.c  --validate: the seed's paired-gap validation against live pods
+ *   validate.c  --validate: docs/ttl.md's paired-gap validation against live pods
  *   stats.c     latency samples, percentiles, per-kind tallies and their summary lines
  */
 #ifndef KVIDX_ROUTE_H

@@ -1,6 +1,6 @@
 /*
- * validate.c — kvidx-route --validate: the seed's "Validate with paired request gaps"
- * (seeds/prefix-cache-speculative-index-ttl.md) against live pods, real vLLM or
+ * validate.c — kvidx-route --validate: the paired-gap validation of docs/ttl.md
+ * ("Paired request gaps: the validation") against live pods, real vLLM or
  * kvidx-fakepod.
  *
  * A pair is two requests that share a long exact prefix of fresh random token ids (nothing
@@ -26,7 +26,7 @@
  * by the writer --late-window after the expiry, so with ingestd's default window (10 s or
  * more) they land in a later cell: compare the totals.
  *
- * What the seed asks to see: the success case replaces prediction with confirmation before
+ * What the validation must show: the success case replaces prediction with confirmation before
  * expiry (second request predicted below the event path, confirmed after it); failure
  * cases lose the prediction at the TTL and never look confirmed.
  */

@@ -8,7 +8,7 @@
 // P/D disaggregation, the prefill profile's pod, so that the next request sharing the
 // prefix is routed as if the KV events had already arrived.
 //
-// Wiring (see README "Using kvidx from Go (llm-d)"): kvidx-ingestd runs as a sidecar of each
+// Wiring (see docs/api.md "Using kvidx from Go (llm-d)"): kvidx-ingestd runs as a sidecar of each
 // scheduler (EPP) replica, subscribed to the model servers' KV events; both containers mount
 // one memory-backed emptyDir at /dev/shm; ingestd's --group is the pod's fsGroup so that
 // the scheduler's user may map the registry read-write.
