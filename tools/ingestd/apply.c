@@ -133,7 +133,7 @@ static void drain_one(void *arg, const struct emap_ent *e)
 	for (unsigned ti = 0; ti < KVIDX_NTIERS; ti++) {
 		size_t nrm = 0;
 
-		if (!e->copies[ti])
+		if (!e->copies[ti] || (e->flags & EMAP_UNREF(ti)))
 			continue;
 		for (uint32_t i = 0; i < n && nrm < d->a->rm_cap; i++)
 			if (emap_held_dec(&d->t->held, k[i], ti) == 0)
@@ -269,6 +269,7 @@ static void add_copy(struct ing_target *t, struct emap_held *held, struct emap_e
 	if (e->copies[ti]) {
 		ing_ctr_add(t, KV_PC_dup_copies, 1);
 	} else {
+		e->flags &= ~EMAP_UNREF(ti); /* a fresh copy references its keys again */
 		for (uint32_t i = 0; i < n; i++)
 			if (emap_held_inc(held, k[i], ti) < 0)
 				ilog_limited(&t->lim, ILOG_ERROR,
@@ -609,6 +610,21 @@ static bool masked_keyable(const struct kvw_event *ev)
 	return true;
 }
 
+/* Records the links of rule 5's many:1 case (emap_link): the engine blocks before the one
+ * completing an index block (prev back from prevh, at most I / E - 1) name it. */
+static void link_dependents(struct ing_apply *a, uint64_t token, uint64_t prevh, uint64_t done,
+			    uint32_t steps)
+{
+	for (uint32_t s = 0; prevh && s < steps; s++) {
+		struct emap_ent *d = emap_find(a->emap, token, prevh);
+		uint64_t *lk = d ? emap_link(d) : NULL;
+		if (!lk)
+			return;
+		lk[1] = done;
+		prevh = lk[0];
+	}
+}
+
 /* ---- BlockStored ------------------------------------------------------------------------------ */
 
 /* Chain state while an event is keyed: the last request key, the tail in a->tail. */
@@ -750,11 +766,19 @@ static int stored_blocks(struct ing_apply *a, struct ing_stream *s, const struct
 				unkeyable(t);
 				break;
 			}
+			/* The engine block before this one in the index block it continues. */
+			uint64_t prevh = !c->ntail || nskip ? 0 : i ? ev->hashes[i - 1] :
+					 ev->has_parent ? ev->parent : 0;
 			key_tokens(a, c, ev->tokens + bi * E, E, &nk);
 			cblk = bi + 1;
+			if (prevh && nk > nk0)
+				link_dependents(a, gc->token, prevh, ev->hashes[i], I / E);
 			e = emap_put(a->emap, gc->token, ev->hashes[i], a->keys + nk0,
 				     (uint32_t)(nk - nk0), c->last, a->tail, c->ntail,
 				     c->ntail && a->nitems ? EMAP_TAIL_ITEMS : 0);
+			uint64_t *lk = e && c->ntail ? emap_link(e) : NULL;
+			if (lk)
+				lk[0] = nk > nk0 ? 0 : prevh;
 		}
 		if (!e) {
 			ilog_limited(&t->lim, ILOG_ERROR, "pod %s: engine-key map: %s", t->label,
@@ -889,7 +913,7 @@ static void gdrain_one(void *arg, const struct emap_ent *e)
 	const uint64_t *k = emap_keys(e, &n);
 
 	for (unsigned ti = 0; ti < KVIDX_NTIERS; ti++) {
-		if (!e->copies[ti])
+		if (!e->copies[ti] || (e->flags & EMAP_UNREF(ti)))
 			continue;
 		for (uint32_t i = 0; i < n; i++)
 			if (emap_held_dec(&d->t->gheld[d->gi], k[i], ti) == 0)
@@ -911,6 +935,42 @@ static uint64_t drain_groups(struct ing_apply *a, struct ing_stream *s)
 		s->gtok[g] = 0;
 	}
 	return d.removed;
+}
+
+/*
+ * Engine blocks smaller than the index block: e's last copy on tier index ti went, so the block
+ * that completed e's index block no longer gives its key (vLLM hits an index block only with
+ * every engine block of it): that block's references on ti are dropped (EMAP_UNREF), and the
+ * keys no one else references queued: into a->rm[*nrm] (gi < 0: the model's one group) or
+ * for flush_group_removals() (group gi). Another block holding the key on its own (a full
+ * block that replaced partial ones) keeps it. 0 or -ENOMEM.
+ */
+static int break_dependent(struct ing_apply *a, struct ing_target *t, uint64_t token,
+			   struct emap_held *held, int gi, struct emap_ent *e, unsigned ti,
+			   size_t *nrm)
+{
+	uint64_t *lk = emap_link(e);
+	struct emap_ent *c = lk && lk[1] ? emap_find(a->emap, token, lk[1]) : NULL;
+	uint32_t n;
+	const uint64_t *k;
+
+	if (!c || !c->copies[ti] || (c->flags & EMAP_UNREF(ti)))
+		return 0;
+	c->flags |= EMAP_UNREF(ti);
+	k = emap_keys(c, &n);
+	for (uint32_t j = 0; j < n; j++) {
+		if (emap_held_dec(held, k[j], ti) != 0)
+			continue;
+		if (gi >= 0) {
+			if (release_group_key(a, t, (unsigned)gi, k[j], ti) < 0)
+				return -ENOMEM;
+		} else {
+			if (reserve(&a->rm, &a->rm_cap, *nrm + 1, sizeof(*a->rm)))
+				return -ENOMEM;
+			a->rm[(*nrm)++] = k[j];
+		}
+	}
+	return 0;
 }
 
 /*
@@ -936,10 +996,12 @@ static int group_remove_one(struct ing_apply *a, struct ing_stream *s, unsigned 
 	}
 	e->copies[ti] = 0;
 	k = emap_keys(e, &n);
-	for (uint32_t j = 0; j < n; j++)
+	for (uint32_t j = 0; j < n && !(e->flags & EMAP_UNREF(ti)); j++)
 		if (emap_held_dec(&t->gheld[gi], k[j], ti) == 0 &&
 		    release_group_key(a, t, gi, k[j], ti) < 0)
 			return -ENOMEM;
+	if (break_dependent(a, t, s->gtok[gi], &t->gheld[gi], (int)gi, e, ti, NULL) < 0)
+		return -ENOMEM;
 	return 1;
 }
 
@@ -1051,9 +1113,11 @@ static int block_removed(struct ing_apply *a, struct ing_stream *s, const struct
 		k = emap_keys(e, &n);
 		if (reserve(&a->rm, &a->rm_cap, nrm + n, sizeof(*a->rm)))
 			return -ENOMEM;
-		for (uint32_t j = 0; j < n; j++)
+		for (uint32_t j = 0; j < n && !(e->flags & EMAP_UNREF(ti)); j++)
 			if (emap_held_dec(&t->held, k[j], ti) == 0)
 				a->rm[nrm++] = k[j];
+		if (break_dependent(a, t, s->token, &t->held, -1, e, ti, &nrm) < 0)
+			return -ENOMEM;
 	}
 	if (nrm && t->pod >= 0) {
 		int rc = kvidx_remove(a->w, t->pod, a->rm, nrm, tier);

@@ -39,7 +39,9 @@
  *     request key, plus the tokens of an index block it left unfinished) or, for a nil
  *     parent, from the model's root — lora_name when set, else the pod's model. An engine
  *     block of E tokens yields E/I request keys (I the index block size); with I a multiple
- *     of E, the engine block that completes an index block yields its key. A non-nil parent
+ *     of E, the engine block that completes an index block yields its key, and holds it only
+ *     while every engine block before it in that index block is held (the last copy of any
+ *     of them going drops the completing block's references: emap_link). A non-nil parent
  *     the map does not know skips the event (unknown_parent), as llm-d does.
  *  6. Extra keys (docs/events.md "extra_keys"): the LoRA name (a first string equal to
  *     lora_name) is dropped; multimodal identifiers (tuple or bare string) and the salt become
