@@ -27,7 +27,8 @@ KV_LDFLAGS := $(if $(SAN),-fsanitize=$(SAN)) $(LDFLAGS)
 INC_LIB    := -Ilib -Ishm
 INC_COMMON := -Itools/common $(INC_LIB)
 INC_TOOL   := -Itools/proto $(INC_COMMON)
-$(BUILD)/lib/%.o $(BUILD)/shm/%.o: INC = $(INC_LIB)
+$(BUILD)/lib/%.o:                  INC = $(INC_LIB)
+$(BUILD)/shm/%.o:                  INC = -Ishm
 $(BUILD)/tools/proto/%.o:          INC = -Itools/proto
 $(BUILD)/tools/common/%.o:         INC = $(INC_COMMON)
 $(BUILD)/tools/%.o:                INC = $(INC_TOOL)

@@ -65,6 +65,13 @@ const struct kvidx_router *kv_view_router(const struct kv_view *v, int slot);
  * (pid non-NULL) the pid the slot names, as read from the registry (untrusted: for display).
  * -1 outside a drain. */
 int kv_writer_drain_slot(const struct kvidx *w, int32_t *pid);
+/* During a kvidx_drain() callback: the slot (as kv_writer_drain_slot()) and, in *claimed_ns,
+ * when its present owner claimed it (rs_claimed_ns: a new process, or a rebuilt registry,
+ * claims anew; an expelled reader re-registering keeps it). Together they tell the processes
+ * that committed apart, so the writer can key their correlation ids by origin. The claim time
+ * is written by the reader (untrusted): it only separates that slot's own owners. -1 outside
+ * a drain. */
+int kv_writer_drain_origin(const struct kvidx *w, uint64_t *claimed_ns);
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w);
 /* Slot words of the table, probe overflow included: what one full pass of kvidx_expire()
  * (and of the clear sweep) visits. */

@@ -27,6 +27,11 @@
 #include "rcu.h"
 #include "segment.h"
 
+/* shm/ keeps its own names for what lib/kvidx.h publishes (shm/segment.h says why). */
+_Static_assert(KV_NAME_MAX == KVIDX_NAME_MAX, "index name limit: shm/ and lib/kvidx.h agree");
+_Static_assert((int)KV_EVERSION == (int)KVIDX_EVERSION && (int)KV_ECORRUPT == (int)KVIDX_ECORRUPT,
+	       "segment errors: shm/ and lib/kvidx.h agree");
+
 /*
  * The writer's handle. Everything here is the writer's own: values it keeps for itself and
  * only stores into shared memory (sizes, geometry, generation, epoch), never reads back.

@@ -19,6 +19,9 @@
  * (kvidx_key_block() takes a block's items as given, kvidx_key_chain_ex() derives them from
  * a prompt's item ranges). The root's extra is the model (or LoRA) name itself.
  *
+ * kvidx_corr_id() (a request id string -> a correlation id) is here too: a pure hash of a
+ * string, like the keys, though it names a request rather than a block.
+ *
  * Everything here is a pure function of its arguments (kvidx_key_chain_ex() sets errno when
  * it refuses its input) and safe to call from any thread.
  */
@@ -421,4 +424,13 @@ const char *kvidx_tier_name(enum kvidx_tier tier)
 		break;
 	}
 	return "other";
+}
+
+uint64_t kvidx_corr_id(const char *request_id, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a-64 */
+
+	for (size_t i = 0; request_id && i < len; i++)
+		h = (h ^ (unsigned char)request_id[i]) * 0x100000001b3ull;
+	return h ? h : 1;
 }

@@ -329,6 +329,16 @@ struct kvidx_route {
 				  * takes nkeys x block size) */
 };
 
+/*
+ * A correlation id from a request id (1.1): FNV-1a-64 over the len bytes of request_id (e.g.
+ * the X-Request-Id header vLLM takes as its request id), 0 mapped to 1. kvidx-route's front
+ * derives its ids so; Go's kvidx.CorrID and Python's kvidx.corr_id() give the same value. The
+ * writer keys a route by its origin (the committing reader's registry slot, i.e. its process)
+ * and corr_id, so equal ids of two processes never meet: report an outcome on the reader
+ * that committed the route.
+ */
+uint64_t kvidx_corr_id(const char *request_id, size_t len);
+
 /* sizeof(struct kvidx_route) in 1.0 (no prompt_tokens), the smallest size accepted. */
 #define KVIDX_ROUTE_SIZE_1_0 40
 

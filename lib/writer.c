@@ -895,6 +895,15 @@ int kv_writer_drain_slot(const struct kvidx *w, int32_t *pid)
 	return w->drain_slot;
 }
 
+int kv_writer_drain_origin(const struct kvidx *w, uint64_t *claimed_ns)
+{
+	*claimed_ns = 0;
+	if (w->drain_slot < 0)
+		return -1;
+	*claimed_ns = ld_relaxed(&w->rslots[w->drain_slot].rs_claimed_ns); /* untrusted */
+	return w->drain_slot;
+}
+
 const struct kvidx_stats *kv_writer_stats(struct kvidx *w)
 {
 	return w->st;

@@ -405,9 +405,9 @@ static inline unsigned kv_prompt_class(uint64_t tokens)
  * Per router worker (registry slot) statistics, one struct per slot at
  * dh_routers_off + slot * sizeof(struct kvidx_router), written by the writer only (relaxed)
  * as it consumes that slot's ring: rt_ctr[] by KV_ROUTER_CTRS in index order, then the slot's
- * recent route-to-confirmation latency histogram (decayed with the pods'). A slot reused by
- * another process keeps counting (pid: the owner at its last commit, as the registry said).
- * Cardinality is bounded by the registry size, so metrics may label by slot.
+ * recent route-to-confirmation latency histogram (decayed with the pods'). pid: the owner at
+ * its last message, as the registry said; a slot another process took over starts afresh
+ * (kvidx-ingestd zeroes it at the new owner's first message). Metrics label it by process.
  */
 #define KV_ROUTER_CTRS(X)                                                                    \
 	X(pid) X(routes) X(routes_predicted) X(routes_confirmed) X(routes_nomatch)           \

@@ -13,14 +13,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kvidx.h"
 #include "segment.h"
 
 int kv_name_check(const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
 
-	if (n == 0 || n >= KVIDX_NAME_MAX)
+	if (n == 0 || n >= KV_NAME_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++) {
 		char c = name[i];
@@ -124,35 +123,35 @@ size_t kv_ctl_size(uint32_t max_readers, uint32_t ring_entries)
 int kv_ctl_validate(const struct kvidx_ctl_hdr *h, size_t size)
 {
 	if (size < sizeof(*h) || h->ch_magic != KV_CTL_MAGIC)
-		return -KVIDX_ECORRUPT;
+		return -KV_ECORRUPT;
 	if (h->ch_stamp != KV_STAMP)
-		return -KVIDX_EVERSION;
+		return -KV_EVERSION;
 	uint32_t re = h->ch_ring_entries;
 	if (h->ch_max_readers == 0 || h->ch_max_readers > KV_MAX_READERS ||
 	    re < KV_RING_MIN || re > KV_RING_MAX || (re & (re - 1)) ||
 	    h->ch_slots_off != sizeof(*h) || h->ch_ring_off != kv_ctl_ring_off(h->ch_max_readers) ||
 	    h->ch_size != kv_ctl_size(h->ch_max_readers, re) || h->ch_size > size)
-		return -KVIDX_ECORRUPT;
+		return -KV_ECORRUPT;
 	return 0;
 }
 
 int kv_idx_validate(const struct kvidx_idx_hdr *h, size_t size)
 {
 	if (size < sizeof(*h))
-		return -KVIDX_ECORRUPT;
+		return -KV_ECORRUPT;
 	if (h->ih_magic == KV_CTL_MAGIC)
-		return -KVIDX_EVERSION; /* layout 2 kept the registry here */
+		return -KV_EVERSION; /* layout 2 kept the registry here */
 	if (h->ih_magic != KV_IDX_MAGIC)
-		return -KVIDX_ECORRUPT;
+		return -KV_ECORRUPT;
 	if (h->ih_stamp != KV_STAMP)
-		return -KVIDX_EVERSION;
+		return -KV_EVERSION;
 	uint32_t re = h->ih_ring_entries;
 	if (h->ih_size != KV_IDX_SIZE || size < KV_IDX_SIZE || h->ih_max_readers == 0 ||
 	    h->ih_max_readers > KV_MAX_READERS || re < KV_RING_MIN || re > KV_RING_MAX ||
 	    (re & (re - 1)) || h->ih_reg_size != kv_ctl_size(h->ih_max_readers, re) ||
 	    h->ih_epoch == 0 || h->ih_epoch > KV_EPOCH_MAX || h->ih_generation > KV_GEN_MAX ||
 	    h->ih_reg_gen == 0 || h->ih_reg_gen > KV_GEN_MAX)
-		return -KVIDX_ECORRUPT;
+		return -KV_ECORRUPT;
 	return 0;
 }
 
@@ -211,14 +210,14 @@ int kv_data_validate(const struct kvidx_data_hdr *h, size_t size)
 	struct kvidx_data_hdr plan;
 
 	if (size < sizeof(*h) || h->dh_magic != KV_DATA_MAGIC)
-		return -KVIDX_ECORRUPT;
+		return -KV_ECORRUPT;
 	if (h->dh_stamp != KV_STAMP)
-		return -KVIDX_EVERSION;
+		return -KV_EVERSION;
 	/* Recompute the layout from the geometry: every offset must be exactly what we'd plan. */
 	memset(&plan, 0, sizeof(plan));
 	if (kv_data_plan(&plan, h->dh_capacity, h->dh_records, h->dh_pods_per_key,
 			 h->dh_max_pods, h->dh_max_readers) < 0)
-		return -KVIDX_ECORRUPT;
+		return -KV_ECORRUPT;
 	if (plan.dh_nslots != h->dh_nslots || plan.dh_arena_units != h->dh_arena_units ||
 	    plan.dh_max_probe != h->dh_max_probe || plan.dh_stats_off != h->dh_stats_off ||
 	    plan.dh_pods_off != h->dh_pods_off || plan.dh_slots_off != h->dh_slots_off ||
@@ -226,8 +225,8 @@ int kv_data_validate(const struct kvidx_data_hdr *h, size_t size)
 	    plan.dh_load_off != h->dh_load_off ||
 	    plan.dh_arena_off != h->dh_arena_off || plan.dh_size != h->dh_size ||
 	    h->dh_size > size)
-		return -KVIDX_ECORRUPT;
+		return -KV_ECORRUPT;
 	if (memchr(h->dh_seed, 0, sizeof(h->dh_seed)) == NULL)
-		return -KVIDX_ECORRUPT;
+		return -KV_ECORRUPT;
 	return 0;
 }

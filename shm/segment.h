@@ -14,7 +14,17 @@
 
 #define KV_SHM_PATH_MAX 96
 
-/* 0 if name is a valid index name ([A-Za-z0-9_.-], 1..KVIDX_NAME_MAX-1 chars), else -EINVAL. */
+/* shm/ owns the two facts of the format it checks, and includes nothing above it: the index
+ * name limit and the two errors a segment check returns. lib/kvidx.h publishes them under
+ * its own names (KVIDX_NAME_MAX, KVIDX_EVERSION, KVIDX_ECORRUPT); lib/internal.h asserts
+ * that the values agree. */
+#define KV_NAME_MAX 48 /* index names: 1..47 chars */
+enum kv_seg_error {
+	KV_EVERSION = 1000, /* segment layout/ABI version differs */
+	KV_ECORRUPT = 1001, /* segment header inconsistent, too small, or bad magic */
+};
+
+/* 0 if name is a valid index name ([A-Za-z0-9_.-], 1..KV_NAME_MAX-1 chars), else -EINVAL. */
 int kv_name_check(const char *name);
 /* shm_open names: "/NAME" (the index header), "/NAME.lock" (the writer lock), "/NAME.reg.K"
  * (registry K) and "/NAME.data.G" (data generation G). */
@@ -54,12 +64,12 @@ static inline struct kv_ring_hdr *kv_ring_at(void *ctl, uint32_t max_readers, ui
 
 /*
  * Validates a mapped registry / data header of size bytes against this library's layout.
- * Returns 0, -KVIDX_ECORRUPT (bad magic, sizes or offsets) or -KVIDX_EVERSION (stamp).
+ * Returns 0, -KV_ECORRUPT (bad magic, sizes or offsets) or -KV_EVERSION (stamp).
  */
 int kv_ctl_validate(const struct kvidx_ctl_hdr *h, size_t size);
 /* The index header: magic, stamp, size, registry geometry, and epoch and generations below
  * KV_EPOCH_MAX / KV_GEN_MAX. Same returns; an old layout's registry (magic KV_CTL_MAGIC where
- * the index header's is expected) is -KVIDX_EVERSION. */
+ * the index header's is expected) is -KV_EVERSION. */
 int kv_idx_validate(const struct kvidx_idx_hdr *h, size_t size);
 /* Whether registry header r is exactly the one index header i names (geometry, K). */
 bool kv_ctl_matches(const struct kvidx_ctl_hdr *r, const struct kvidx_idx_hdr *i, uint64_t k);

@@ -37,20 +37,28 @@ def functions(path):
             start = None
 
 
+def sources(paths):
+    """The .c and .h files under each path (a folder, or one file)."""
+    for p in paths:
+        if not os.path.isdir(p):
+            yield p
+            continue
+        for d, _, files in sorted(os.walk(p)):
+            for f in sorted(files):
+                if f.endswith((".c", ".h")):
+                    yield os.path.join(d, f)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--over", type=int, default=100)
     ap.add_argument("paths", nargs="*", default=["lib", "shm", "tools", "tests", "bench"])
     a = ap.parse_args()
     found = []
-    for p in a.paths:
-        for d, _, files in os.walk(p) if os.path.isdir(p) else [(os.path.dirname(p), [], [os.path.basename(p)])]:
-            for f in sorted(files):
-                if f.endswith((".c", ".h")):
-                    path = os.path.join(d, f)
-                    for name, line, n in functions(path):
-                        if n > a.over:
-                            found.append((n, "%s:%d" % (path, line), name))
+    for path in sources(a.paths):
+        for name, line, n in functions(path):
+            if n > a.over:
+                found.append((n, "%s:%d" % (path, line), name))
     for n, where, name in sorted(found, reverse=True):
         print("%5d %s %s" % (n, where, name))
     print("%d functions over %d lines" % (len(found), a.over))

@@ -1,9 +1,11 @@
 /*
  * test_docs.c — Criterion suite "docs": the tree's references and the README's counts, through
  * tests/check_docs.py. Every file and section a comment, help text or document cites exists in
- * the tree, nothing cites a document outside it, and the README's counts of tests, benchmark
- * programs and programs are true. Then the checker is shown to fail on a small tree of broken
- * references and wrong counts, each by its own message.
+ * the tree, nothing cites a document outside it, the README's counts of tests, benchmark
+ * programs and programs are true, every flag a program's --help defines is documented (and
+ * every documented usage flag exists), and every exported function is named in docs/api.md.
+ * Then the checker is shown to fail on a small tree of broken references and wrong counts, each
+ * by its own message.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -42,12 +44,15 @@ static const char broken_tree[] =
 	"(`kvidx-a`, `kvidx-b`, `kvidx-c`); `bench_*.c` the five benchmark programs\\n' "
 	"  > README.md && "
 	"touch bench/bench_a.c bench/bench_b.c && "
-	"printf 'list-programs:\\n\\t@echo kvidx-a kvidx-b\\n' > Makefile && "
+	"printf 'list-programs:\\n\\t@echo kvidx-top kvidx-b\\n' > Makefile && "
+	"printf '## kvidx-top \\342\\200\\224 the live view\\n\\n`kvidx-top [--name NAME] "
+	"[--interval D] [--frobnicate]`\\n' > docs/tools.md && "
 	"printf '/* docs/x.md \"Real section\", docs/x.md section 3: fine */\\n' > tools/ok.c && "
 	"printf '/* see docs/gone.md */\\n' > tools/a.c && "
 	"printf '/* see docs/x.md \"No such title\" */\\n' > tools/b.c && "
 	"printf '/* see docs/x.md#nope and docs/x.md section 7 */\\n' > tools/c.c && "
-	"printf '/* the design: /work/shared/DESIGN.md; the seed document says so */\\n' "
+	/* (split so that the tree itself holds neither citation) */
+	"printf '/* the design: /work/" "shared/DESIGN.md; the seed " "document says so */\\n' "
 	"  > tools/d.c && "
 	"printf 'A [link](docs/x.md#real-section) and a [broken one](docs/y.md).\\n' > docs/z.md";
 
@@ -73,5 +78,11 @@ Test(docs, checker_catches_broken_references_and_counts, .timeout = 120)
 	tu_assert_has(r.out, "README.md: says ~100 tests, make test runs ");
 	tu_assert_has(r.out, "README.md: says five benchmark programs, bench/ has 2");
 	tu_assert_has(r.out, "README.md: says three programs, the Makefile builds 2");
+	tu_assert_has(r.out, "kvidx-top --once: in its --help, not in docs/tools.md");
+	tu_assert_lacks(r.out, "kvidx-top --name");
+	tu_assert_has(r.out, "kvidx-top --frobnicate: in its usage in docs/tools.md, not in its "
+			     "--help");
+	tu_assert_has(r.out, "kvidx-b: not built in ");
+	tu_assert_has(r.out, "docs/api.md: the exported function kvidx_lookup is not named");
 	free(r.out);
 }

@@ -192,6 +192,17 @@ Test(keys, max_caps_output)
 	}
 }
 
+/* The correlation id of a request id: FNV-1a-64, 0 -> 1 (Go's CorrID and Python's corr_id()
+ * are tested against the same values). */
+Test(keys, corr_id_of_request_ids)
+{
+	cr_assert_eq(kvidx_corr_id("", 0), 0xcbf29ce484222325ull);
+	cr_assert_eq(kvidx_corr_id("a", 1), 0xaf63dc4c8601ec8cull);
+	cr_assert_eq(kvidx_corr_id("req-1", 5), kvidx_corr_id("req-1\0junk", 5));
+	cr_assert_neq(kvidx_corr_id("req-1", 5), kvidx_corr_id("req-2", 5));
+	cr_assert_eq(kvidx_corr_id(NULL, 0), 0xcbf29ce484222325ull);
+}
+
 Test(keys, algo_names)
 {
 	enum kvidx_key_algo algo = 0;

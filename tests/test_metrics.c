@@ -99,7 +99,7 @@ static bool valid_utf8(const unsigned char *s)
 /*
  * Checks the exposition's structure (text format 0.0.4) and returns a message for the first
  * violation, or NULL: lines are comments or samples; each family has # HELP then # TYPE
- * (counter, gauge, histogram or untyped) and appears once; every sample follows its family's
+ * (counter, gauge, histogram, summary or untyped) and appears once; every sample follows its family's
  * TYPE line, without another family in between (histograms: _bucket, _sum, _count); label
  * values are quoted with only \\, \" and \n escapes; values parse as numbers or +Inf.
  */
@@ -135,7 +135,8 @@ static const char *check_exposition(const char *text)
 				return why;
 			}
 			if (strcmp(type, "counter") && strcmp(type, "gauge") &&
-			    strcmp(type, "histogram") && strcmp(type, "untyped"))
+			    strcmp(type, "histogram") && strcmp(type, "summary") &&
+			    strcmp(type, "untyped"))
 				return "unknown type";
 			for (int i = 0; i < nseen; i++)
 				if (!strcmp(seen[i], fam)) {
@@ -161,11 +162,11 @@ static const char *check_exposition(const char *text)
 		memcpy(sname, line, nl);
 		sname[nl] = '\0';
 		bool ok = !strcmp(sname, fam);
-		if (!strcmp(type, "histogram")) {
+		if (!strcmp(type, "histogram") || !strcmp(type, "summary")) {
 			size_t fl = strlen(fam);
-			ok = !strncmp(sname, fam, fl) &&
-			     (!strcmp(sname + fl, "_bucket") || !strcmp(sname + fl, "_sum") ||
-			      !strcmp(sname + fl, "_count"));
+			ok = ok || (!strncmp(sname, fam, fl) &&
+				    ((!strcmp(sname + fl, "_bucket") && type[0] == 'h') ||
+				     !strcmp(sname + fl, "_sum") || !strcmp(sname + fl, "_count")));
 		}
 		if (!ok) {
 			snprintf(why, sizeof(why), "sample %s outside its family (in %s)", sname,
@@ -271,24 +272,31 @@ Test(metrics, help_type_and_values)
 
 	char *t = render();
 	assert_exposition(t);
-	/* Every per-pod counter of the layout is exported, under its name or as an age. */
-	static const char *totals[] = { "restarts", "heartbeats" }; /* named counter_total */
+	/* Every per-pod counter of the layout is exported: a counter as <name>_total, a level
+	 * under its name, an age in seconds, a value with a unit in base units (renamed). */
+	static const char *const renamed[][2] = { { "ttl_ms", "ttl_seconds" },
+						  { "lag_last_us", "event_lag_last_seconds" },
+						  { "events_per_s", "events_last_second" } };
 	for (size_t i = 0; i < sizeof(pod_ctr_names) / sizeof(pod_ctr_names[0]); i++) {
 		const char *n = pod_ctr_names[i];
 		size_t l = strlen(n);
-		bool total = false;
-		for (size_t j = 0; j < sizeof(totals) / sizeof(totals[0]); j++)
-			total |= !strcmp(n, totals[j]);
-		if (total)
-			snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s_total counter\n", n);
-		else if (l > 3 && !strcmp(n + l - 3, "_ns"))
-			snprintf(want, sizeof(want), "# TYPE kvidx_pod_seconds_since_%.*s gauge\n",
+		char alt[160];
+		snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s_total counter\n", n);
+		snprintf(alt, sizeof(alt), "# TYPE kvidx_pod_%s gauge\n", n);
+		for (size_t j = 0; j < sizeof(renamed) / sizeof(renamed[0]); j++)
+			if (!strcmp(n, renamed[j][0]))
+				snprintf(alt, sizeof(alt), "# TYPE kvidx_pod_%s gauge\n",
+					 renamed[j][1]);
+		if (l > 3 && !strcmp(n + l - 3, "_ns"))
+			snprintf(alt, sizeof(alt), "# TYPE kvidx_pod_seconds_since_%.*s gauge\n",
 				 (int)(l - 3), n);
-		else
-			snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s ", n);
-		tu_assert_has(t, want);
+		cr_assert(strstr(t, want) || strstr(t, alt), "%s: neither '%s' nor '%s'", n, want,
+			  alt);
+		/* A unit in a name ends in seconds, never ms, us or per_s. */
+		cr_assert(!strstr(t, "_ms{") && !strstr(t, "_us{") && !strstr(t, "_per_s{"));
 	}
-	static const char *gauges[] = { "ttl_ms", "spec_paused", "events_per_s", "queue_depth",
+	static const char *gauges[] = { "ttl_seconds", "spec_paused", "events_last_second",
+					"queue_depth",
 					"connected", "last_seq", "routed_silent" };
 	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++) {
 		snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s gauge\n", gauges[i]);
@@ -300,19 +308,19 @@ Test(metrics, help_type_and_values)
 					  "false_warm_routes", "wasted_prefill_tokens", "events",
 					  "seq_gaps" };
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
-		snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s counter\n", counters[i]);
+		snprintf(want, sizeof(want), "# TYPE kvidx_pod_%s_total counter\n", counters[i]);
 		tu_assert_has(t, want);
 	}
-	tu_assert_has(t, "# HELP kvidx_pod_speculations Speculative entries");
+	tu_assert_has(t, "# HELP kvidx_pod_speculations_total Speculative entries");
 	tu_assert_lacks(t, "kvidx_pod_last_event_ns");
 	tu_assert_lacks(t, "# TYPE kvidx_pod_restarts counter");
 	tu_assert_has(t, "kvidx_pod_routed_silent{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1\n");
 	tu_assert_has(t, "kvidx_pod_restarts_total{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 3\n");
-	tu_assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1000\n");
-	tu_assert_has(t, "kvidx_pod_speculations{pod=\"10.0.0.2:8000\",model=\"\"} 0\n");
-	tu_assert_has(t, "kvidx_pod_ttl_ms{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 2000\n");
+	tu_assert_has(t, "kvidx_pod_speculations_total{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 1000\n");
+	tu_assert_has(t, "kvidx_pod_speculations_total{pod=\"10.0.0.2:8000\",model=\"\"} 0\n");
+	tu_assert_has(t, "kvidx_pod_ttl_seconds{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 2.000\n");
 	tu_assert_has(t, "kvidx_pod_spec_paused{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 2\n");
-	tu_assert_has(t, "kvidx_pod_events_per_s{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 350\n");
+	tu_assert_has(t, "kvidx_pod_events_last_second{pod=\"10.0.0.1:8000\",model=\"llama-3\"} 350\n");
 	/* Ages: seconds, +Inf for never. */
 	const char *age = strstr(t, "kvidx_pod_seconds_since_last_event{pod=\"10.0.0.1:8000\","
 				    "model=\"llama-3\"} ");
@@ -323,10 +331,10 @@ Test(metrics, help_type_and_values)
 			 "+Inf\n");
 	/* Index-wide. */
 	tu_assert_has(t, "# TYPE kvidx_keys gauge\nkvidx_keys 0\n");
-	tu_assert_has(t, "# TYPE kvidx_stores counter\n");
-	tu_assert_has(t, "# TYPE kvidx_route_commits counter\n");
-	/* kvidx_pod_clears is per pod. */
-	tu_assert_has(t, "# TYPE kvidx_index_pod_clears counter\n");
+	tu_assert_has(t, "# TYPE kvidx_stores_total counter\n");
+	tu_assert_has(t, "# TYPE kvidx_route_commits_total counter\n");
+	/* kvidx_pod_clears_total is per pod. */
+	tu_assert_has(t, "# TYPE kvidx_index_pod_clears_total counter\n");
 	tu_assert_has(t, "kvidx_reader_slots 8\n");
 	tu_assert_has(t, "kvidx_readers{state=\"active\"} 1\n"); /* the renderer's own */
 	tu_assert_has(t, "kvidx_pods 2\n");
@@ -360,7 +368,7 @@ Test(metrics, label_escaping)
 
 	char *t = render();
 	assert_exposition(t);
-	tu_assert_has(t, "kvidx_pod_speculations{pod=\"we\\\"ird\\\\pod\\nname\",model=\"m\\\"odel"
+	tu_assert_has(t, "kvidx_pod_speculations_total{pod=\"we\\\"ird\\\\pod\\nname\",model=\"m\\\"odel"
 			 "\xef\xbf\xbd\xef\xbf\xbd}\\\\n\"} 7\n");
 	/* No raw line feed inside a sample: every line is a comment or starts with kvidx_. */
 	for (const char *p = t; *p; p = strchr(p, '\n') + 1)
@@ -574,7 +582,7 @@ Test(metrics, http_serves_metrics)
 	cr_assert_not_null(cl);
 	cr_assert_eq(strtoul(cl + 18, NULL, 10), strlen(body));
 	assert_exposition(body);
-	tu_assert_has(body, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} "
+	tu_assert_has(body, "kvidx_pod_speculations_total{pod=\"10.0.0.1:8000\",model=\"llama-3\"} "
 			    "1000\n");
 	free(resp);
 
@@ -582,7 +590,7 @@ Test(metrics, http_serves_metrics)
 	tu_set_pod_ctr(w, a, KV_PC_speculations, 1001);
 	resp = get(port, "GET /metrics?x=1 HTTP/1.0\n\n");
 	cr_assert(status_is(resp, 200), "%.300s", resp);
-	tu_assert_has(resp, "kvidx_pod_speculations{pod=\"10.0.0.1:8000\",model=\"llama-3\"} "
+	tu_assert_has(resp, "kvidx_pod_speculations_total{pod=\"10.0.0.1:8000\",model=\"llama-3\"} "
 			    "1001\n");
 	free(resp);
 
@@ -694,7 +702,7 @@ Test(metrics, http_index_appears_later)
 	cr_assert_geq(kvidx_pod_add(w, "late", "m"), 0);
 	resp = get(port, "GET /metrics HTTP/1.0\r\n\r\n");
 	cr_assert(status_is(resp, 200), "%.300s", resp);
-	tu_assert_has(resp, "kvidx_pod_speculations{pod=\"late\",model=\"m\"} 0\n");
+	tu_assert_has(resp, "kvidx_pod_speculations_total{pod=\"late\",model=\"m\"} 0\n");
 	free(resp);
 }
 
@@ -794,7 +802,7 @@ Test(metrics, dump_prometheus)
 	struct tu_run r = run_dump("--name %s --prometheus", name);
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	assert_exposition(r.out);
-	tu_assert_has(r.out, "kvidx_pod_stale_expiries{pod=\"10.0.0.1:8000\",model=\"llama-3\"} "
+	tu_assert_has(r.out, "kvidx_pod_stale_expiries_total{pod=\"10.0.0.1:8000\",model=\"llama-3\"} "
 			     "4\n");
 	tu_assert_has(r.out, "kvidx_pod_confirmation_latency_seconds_count{pod=\"10.0.0.1:8000\","
 			     "model=\"llama-3\"} 10\n");
@@ -843,14 +851,25 @@ Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
 	tu_add_latency(w, a, KV_HIST_LAG, 20000, 10);
 	tu_add_latency(w, a, KV_HIST_LAG_RECENT, 20000, 10);
 	tu_add_latency(w, a, KV_HIST_CLASS(1), 180000, 10);
+	/* A router worker: this test's own reader holds slot 0, the statistics name its pid. */
+	struct kvidx_reader *me = kvidx_reader_open(name);
+	cr_assert_not_null(me);
 	struct kvidx_router *rt = kv_writer_router(w, 0);
 	cr_assert_not_null(rt);
 	rt->rt_ctr[KV_RT_routes] = 5;
+	rt->rt_ctr[KV_RT_pid] = (uint64_t)getpid();
 	kv_hist_add(rt->rt_hist, 150000);
 
 	snprintf(mpath, sizeof(mpath), "/tmp/%s.prom", name);
 	r = run_dump("--name %s --prometheus > %s", name, mpath);
 	cr_assert_eq(r.status, 0, "%s", r.out);
+	free(r.out);
+	/* Issue 22, item 3: the exposition itself passes promtool's lint (no finding). */
+	r = tu_run_sh("grep -c 'quantile=' %s && grep 'kvidx_router_info{' %s && "
+		      "promtool check metrics < %s 2>&1", mpath, mpath, mpath);
+	cr_assert_eq(r.status, 0, "promtool check metrics:\n%s", r.out);
+	tu_assert_has(r.out, "slot=\"0\"");
+	tu_assert_lacks(r.out, "should");
 	free(r.out);
 	r = tu_run_sh("/usr/bin/python3 tests/check_monitoring.py --metrics %s 2>&1", mpath);
 	cr_assert_eq(r.status, 0, "%s", r.out);
@@ -858,11 +877,11 @@ Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
 	free(r.out);
 
 	/* A family the rules use, missing from the exposition, is named. */
-	r = tu_run_sh("grep -v kvidx_pod_seq_gaps %s > %s.less && /usr/bin/python3 "
+	r = tu_run_sh("grep -v kvidx_pod_seq_gaps_total %s > %s.less && /usr/bin/python3 "
 		       "tests/check_monitoring.py --no-promtool --metrics %s.less 2>&1; "
 		       "s=$?; rm -f %s.less; exit $s", mpath, mpath, mpath, mpath);
 	cr_assert_eq(r.status, 1, "%s", r.out);
-	tu_assert_has(r.out, "KvidxSequenceGaps: metric kvidx_pod_seq_gaps is not in kvidx's "
+	tu_assert_has(r.out, "KvidxSequenceGaps: metric kvidx_pod_seq_gaps_total is not in kvidx's "
 			     "exposition");
 	free(r.out);
 
@@ -873,7 +892,7 @@ Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
 		   "import json, sys; p = sys.argv[1]; d = json.load(open(p)); "
 		   "d[\"panels\"][1][\"gridPos\"][\"x\"] = 6; "
 		   "d[\"panels\"][0][\"targets\"][0][\"expr\"] += \" * $nosuch\"; "
-		   "d[\"panels\"][1][\"targets\"][0][\"expr\"] = \"max(kvidx_pod_ttl_ms)\"; "
+		   "d[\"panels\"][1][\"targets\"][0][\"expr\"] = \"max(kvidx_pod_ttl_seconds)\"; "
 		   "json.dump(d, open(p, \"w\"))' %s/kvidx-dashboard.json && "
 		   "sed -i '0,/by (instance, pod, model)/s//by (pod, model)/' %s/kvidx-rules.yml && "
 		   "/usr/bin/python3 "
@@ -882,8 +901,9 @@ Test(metrics, monitoring_rules_and_dashboard_use_real_metrics, .timeout = 60)
 	cr_assert_eq(r.status, 1, "%s", r.out);
 	tu_assert_has(r.out, "overlaps panel");
 	tu_assert_has(r.out, "$nosuch is used but not defined in templating");
-	tu_assert_has(r.out, "kvidx_pod_ttl_ms is not selected by instance=~\"$instance\"");
+	tu_assert_has(r.out, "kvidx_pod_ttl_seconds is not selected by instance=~\"$instance\"");
 	tu_assert_has(r.out, "kvidx:pod_routes:rate5m: 'by (pod, model)' drops instance");
 	free(r.out);
 	unlink(mpath);
+	kvidx_reader_close(me);
 }

@@ -830,6 +830,46 @@ Test(spec, outcomes_price_false_warm_routes)
 	cr_assert_eq(tu_ctr(a, KV_PC_false_warm_routes), 1);
 }
 
+/* Issue 22, item 5: two router processes (two registry slots) that both number from 1 commit
+ * corr_id 1 on different pods; each outcome is priced and counted on its own route's pod. */
+Test(spec, equal_corr_ids_of_two_readers_never_meet)
+{
+	uint64_t k[8];
+	struct kvidx_reader *other;
+
+	for (int i = 0; i < 8; i++)
+		k[i] = 0x0d0000 + (uint64_t)i;
+	pub_open(POD_A);
+	pub_open(POD_B);
+	START("--ttl", "20s");
+	int a = ready_pod(POD_A), b = ready_pod(POD_B);
+	cr_assert((other = kvidx_reader_open(tu_ing.name)) != NULL);
+	commit(1, a, -1, k, 8, 4, 2); /* slot 1: on a prediction of 64 tokens, on pod A */
+	struct kvidx_route rt = { .corr_id = 1, .pod = b, .prefill_pod = -1, .keys = k + 4,
+				  .nkeys = 4, .matched_blocks = 2, .matched_spec = 2 };
+	cr_assert_eq(kvidx_commit(other, &rt), 0); /* slot 2: the same id, pod B */
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_routes_predicted) == 1 &&
+			      tu_ctr(b, KV_PC_routes_predicted) == 1,
+		      "routes not drained; log: %s", tu_ing.log);
+	/* The first reader's outcome: a false warm route of 64 - 16 tokens, on A (before: the
+	 * newest route with id 1, B's, took it). */
+	cr_assert_eq(kvidx_report_outcome(tu_ing.rd, 1, a, 16, 128), 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_outcomes) + tu_ctr(b, KV_PC_outcomes) == 1,
+		      "outcome not drained; log: %s", tu_ing.log);
+	cr_assert_eq(tu_ctr(a, KV_PC_outcomes), 1, "A's outcome counted on B");
+	cr_assert_eq(tu_ctr(a, KV_PC_false_warm_routes), 1);
+	cr_assert_eq(tu_ctr(a, KV_PC_wasted_prefill_tokens), 48);
+	/* The second reader's: its prediction of 32 tokens held, on B. */
+	cr_assert_eq(kvidx_report_outcome(other, 1, b, 32, 128), 0);
+	TU_EVENTUALLY(tu_ctr(b, KV_PC_outcomes) == 1, "B's outcome: %llu on B, %llu on A",
+		      (unsigned long long)tu_ctr(b, KV_PC_outcomes),
+		      (unsigned long long)tu_ctr(a, KV_PC_outcomes));
+	cr_assert_eq(tu_ctr(a, KV_PC_outcomes), 1);
+	cr_assert_eq(tu_ctr(b, KV_PC_false_warm_routes), 0);
+	cr_assert_eq(tu_ctr(a, KV_PC_false_warm_routes), 1);
+	kvidx_reader_close(other);
+}
+
 /* ---- metrics hook and flags ----------------------------------------------------------------------------- */
 
 /* GET /metrics from 127.0.0.1:port into buf; bytes read, or -1. */
@@ -869,14 +909,40 @@ Test(spec, metrics_endpoint_serves_speculation_counters)
 	int port = tu_free_port();
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-	pub_open(POD_A);
-	START("--ttl", "1500ms", "--metrics", addr);
-	ready_pod(POD_A);
+	struct tu_pub *p = pub_open(POD_A);
+	START("--ttl", "20s", "--metrics", addr);
+	int a = ready_pod(POD_A);
+	/* A router worker's route, confirmed (latency quantiles exist), and its outcome. */
+	const uint32_t *t = tu_toks(3000, 2 * BS);
+	uint64_t k[2];
+	tu_keys_of(MODEL, 0, t, 2 * BS, k);
+	commit(5, a, -1, k, 2, 0, 0);
+	TU_EVENTUALLY(seen(k[1], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);
+	pub_prompt(p, 700, t, 2);
+	TU_EVENTUALLY(seen(k[1], a) == TU_CONF, "not confirmed; log: %s", tu_ing.log);
+	cr_assert_eq(kvidx_report_outcome(tu_ing.rd, 5, a, 0, 32), 0);
+	TU_EVENTUALLY(tu_ctr(a, KV_PC_outcomes) == 1, "outcome not drained");
 	ssize_t n = -1;
-	TU_EVENTUALLY((n = http_get(port, buf, sizeof(buf))) > 0 && strstr(buf, " 200 "),
+	TU_EVENTUALLY((n = http_get(port, buf, sizeof(buf))) > 0 && strstr(buf, " 200 ") &&
+			      strstr(buf, "kvidx_router_outcomes_total{"),
 		      "no metrics at %s; log: %s", addr, tu_ing.log);
-	cr_assert(strstr(buf, "kvidx_pod_ttl_ms{"), "no ttl_ms metric in:\n%.2000s", buf);
-	cr_assert(strstr(buf, "kvidx_pod_stale_expiries"), "no stale_expiries metric");
+	cr_assert(strstr(buf, "kvidx_pod_ttl_seconds{"), "no ttl_seconds metric in:\n%.2000s", buf);
+	cr_assert(strstr(buf, "kvidx_pod_stale_expiries_total"), "no stale_expiries metric");
+	cr_assert(strstr(buf, "quantile=\"0.99\""), "no quantiles in:\n%.4000s", buf);
+	/* Issue 22, item 3: promtool's lint finds nothing in the real exposition. */
+	char path[128];
+	snprintf(path, sizeof(path), "/tmp/%s.metrics", tu_ing.name);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	const char *body = strstr(buf, "\r\n\r\n");
+	cr_assert_not_null(body);
+	fputs(body + 4, f);
+	fclose(f);
+	struct tu_run r = tu_run_sh("promtool check metrics < %s 2>&1", path);
+	unlink(path);
+	cr_assert_eq(r.status, 0, "promtool check metrics:\n%s", r.out);
+	cr_assert_eq(r.out[0], '\0', "promtool check metrics:\n%s", r.out);
+	free(r.out);
 }
 
 /* /healthz and /readyz on a non-loopback --metrics-listen: not ready while a stream is down

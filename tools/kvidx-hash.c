@@ -171,39 +171,44 @@ nomem:
 	exit(1);
 }
 
-int main(int argc, char **argv)
+/* What the flags ask for: the key scheme, the chain's root or parent, the extras. */
+struct hash_opts {
+	enum kvidx_key_algo algo;
+	const char *seed, *model, *lora;
+	struct kvidx_mm_item mm[KVIDX_KEY_MAX_MM];
+	struct kvidx_key_extras ex;
+	uint32_t block_size;
+	bool have_parent;
+	uint64_t parent;
+};
+
+enum { OPT_ALGO = 256, OPT_SEED, OPT_MODEL, OPT_LORA, OPT_SALT, OPT_MM, OPT_BLOCK_SIZE,
+       OPT_PARENT };
+
+static const struct option longopts[] = {
+	{ "algo", required_argument, NULL, OPT_ALGO },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "model", required_argument, NULL, OPT_MODEL },
+	{ "lora", required_argument, NULL, OPT_LORA },
+	{ "salt", required_argument, NULL, OPT_SALT },
+	{ "mm", required_argument, NULL, OPT_MM },
+	{ "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
+	{ "parent", required_argument, NULL, OPT_PARENT },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* The flags into o (exits 2 with a message on bad usage); returns optind. */
+static int parse_args(int argc, char **argv, struct hash_opts *o)
 {
-	enum { OPT_ALGO = 256, OPT_SEED, OPT_MODEL, OPT_LORA, OPT_SALT, OPT_MM, OPT_BLOCK_SIZE,
-	       OPT_PARENT };
-	static const struct option longopts[] = {
-		{ "algo", required_argument, NULL, OPT_ALGO },
-		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "model", required_argument, NULL, OPT_MODEL },
-		{ "lora", required_argument, NULL, OPT_LORA },
-		{ "salt", required_argument, NULL, OPT_SALT },
-		{ "mm", required_argument, NULL, OPT_MM },
-		{ "block-size", required_argument, NULL, OPT_BLOCK_SIZE },
-		{ "parent", required_argument, NULL, OPT_PARENT },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	enum kvidx_key_algo algo = KVIDX_KEY_CBOR_FNV;
-	const char *seed = "", *model = "", *lora = NULL;
-	static struct kvidx_mm_item mm[KVIDX_KEY_MAX_MM];
-	struct kvidx_key_extras ex = { .salt = NULL, .mm = mm, .nmm = 0 };
-	uint32_t block_size = 16;
-	bool have_parent = false;
-	uint64_t parent = 0, v, *keys;
-	struct tokens toks = { 0 };
-	size_t nkeys, i;
+	uint64_t v;
 	int c, optidx;
 
-	tc_prog = PROG;
 	opterr = 0; /* This program prints its own messages, naming itself PROG. */
 	while ((c = getopt_long(argc, argv, ":h", longopts, &optidx)) != -1) {
 		switch (c) {
 		case OPT_ALGO:
-			if (kvidx_key_algo_parse(optarg, &algo))
+			if (kvidx_key_algo_parse(optarg, &o->algo))
 				tc_usage_error("bad --algo '%s': expected cbor-fnv or xxh64",
 					       optarg);
 			break;
@@ -213,43 +218,56 @@ int main(int argc, char **argv)
 				tc_usage_error("bad --seed: %zu bytes; an index holds at most %zu",
 					       strlen(optarg),
 					       sizeof(((struct kvidx_info *)0)->seed) - 1);
-			seed = optarg;
+			o->seed = optarg;
 			break;
 		case OPT_MODEL:
-			model = optarg;
+			o->model = optarg;
 			break;
 		case OPT_LORA:
 			if (!*optarg)
 				tc_usage_error("bad --lora '': expected a LoRA adapter name");
-			lora = optarg;
+			o->lora = optarg;
 			break;
 		case OPT_SALT:
-			ex.salt = optarg;
+			o->ex.salt = optarg;
 			break;
 		case OPT_MM:
-			if (ex.nmm == KVIDX_KEY_MAX_MM)
+			if (o->ex.nmm == KVIDX_KEY_MAX_MM)
 				tc_usage_error("too many --mm items: at most %d", KVIDX_KEY_MAX_MM);
-			parse_mm(optarg, &mm[ex.nmm++]);
+			parse_mm(optarg, &o->mm[o->ex.nmm++]);
 			break;
 		case OPT_BLOCK_SIZE:
 			if (!tc_parse_dec(optarg, UINT32_MAX, &v) || v == 0)
 				tc_usage_error("bad --block-size '%s': expected a decimal integer "
 					       "1..%" PRIu32, optarg, UINT32_MAX);
-			block_size = (uint32_t)v;
+			o->block_size = (uint32_t)v;
 			break;
 		case OPT_PARENT:
-			if (!tc_parse_hex64(optarg, &parent))
+			if (!tc_parse_hex64(optarg, &o->parent))
 				tc_usage_error("bad --parent '%s': expected 1 to 16 hex digits, "
 					       "optionally prefixed by 0x", optarg);
-			have_parent = true;
+			o->have_parent = true;
 			break;
 		default: /* 'h', ':' or '?' */
 			tc_getopt_default(c, argv, usage);
 		}
 	}
+	return optind;
+}
 
-	if (optind < argc) {
-		for (i = (size_t)optind; i < (size_t)argc; i++)
+int main(int argc, char **argv)
+{
+	static struct hash_opts o = { .algo = KVIDX_KEY_CBOR_FNV, .seed = "", .model = "",
+				      .block_size = 16 };
+	struct tokens toks = { 0 };
+	uint64_t *keys;
+	size_t nkeys, i;
+
+	tc_prog = PROG;
+	o.ex.mm = o.mm;
+	int first = parse_args(argc, argv, &o);
+	if (first < argc) {
+		for (i = (size_t)first; i < (size_t)argc; i++)
 			tokens_add_text(&toks, argv[i], "in arguments");
 	} else {
 		char *text = read_stdin();
@@ -258,15 +276,16 @@ int main(int argc, char **argv)
 		free(text);
 	}
 
-	if (!have_parent)
-		parent = kvidx_key_root(algo, seed, lora ? lora : model);
-	nkeys = toks.n / block_size;
+	if (!o.have_parent)
+		o.parent = kvidx_key_root(o.algo, o.seed, o.lora ? o.lora : o.model);
+	nkeys = toks.n / o.block_size;
 	keys = malloc((nkeys ? nkeys : 1) * sizeof(*keys));
 	if (!keys) {
 		fprintf(stderr, PROG ": out of memory for %zu keys\n", nkeys);
 		return 1;
 	}
-	nkeys = kvidx_key_chain_ex(algo, parent, toks.v, toks.n, block_size, &ex, keys, nkeys);
+	nkeys = kvidx_key_chain_ex(o.algo, o.parent, toks.v, toks.n, o.block_size, &o.ex, keys,
+				   nkeys);
 	for (i = 0; i < nkeys; i++)
 		printf("0x%016llx\n", (unsigned long long)keys[i]);
 	free(keys);

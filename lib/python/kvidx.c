@@ -57,6 +57,92 @@ static PyObject *raise_kvidx(int rc)
 	return NULL;
 }
 
+/* Reader(name) failed: the index's name, what the error means here and what to do. */
+static void raise_open(const char *name, int err)
+{
+	const char *hint;
+
+	switch (err) {
+	case ENOENT:
+		hint = "no such index in /dev/shm: is kvidx-ingestd running with this --name, on "
+		       "this host (or in this pod's /dev/shm)?";
+		break;
+	case EACCES:
+	case EPERM:
+		hint = "permission denied: the reader must be in the index's group (kvidx-ingestd "
+		       "--group) or its owner";
+		break;
+	case KVIDX_ENOSLOT:
+		hint = "every reader slot is taken: close unused Readers or raise kvidx-ingestd "
+		       "--max-readers";
+		break;
+	default:
+		hint = "cannot be opened";
+	}
+	PyObject *msg = PyUnicode_FromFormat("kvidx index '%s': %s (%s)", name, hint,
+					     kvidx_strerror(-err));
+	PyObject *t = msg ? Py_BuildValue("(iN)", err, msg) : NULL;
+	if (t) {
+		PyErr_SetObject(KvidxError, t);
+		Py_DECREF(t);
+	}
+}
+
+/* ---- argument converters ("O&"): ranges checked, never wrapped ---- */
+
+/* A correlation id: an int in [0, 2**64), or a request id (str or bytes) through
+ * kvidx_corr_id(), as kvidx.corr_id() gives it. */
+static int corr_conv(PyObject *o, void *out)
+{
+	uint64_t *v = out;
+
+	if (PyUnicode_Check(o)) {
+		Py_ssize_t n;
+		const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+		if (!s)
+			return 0;
+		*v = kvidx_corr_id(s, (size_t)n);
+		return 1;
+	}
+	if (PyBytes_Check(o)) {
+		*v = kvidx_corr_id(PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o));
+		return 1;
+	}
+	if (!PyLong_Check(o) || PyBool_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "corr_id is an int in [0, 2**64) or a request id "
+			     "(str), not %.100s", Py_TYPE(o)->tp_name);
+		return 0;
+	}
+	unsigned long long x = PyLong_AsUnsignedLongLong(o);
+	if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_OverflowError, "corr_id %R is not in [0, 2**64)", o);
+		return 0;
+	}
+	*v = x;
+	return 1;
+}
+
+/* A count that is a uint32 in C (tokens, blocks): an int in [0, 2**32). */
+static int u32_conv(PyObject *o, void *out)
+{
+	uint32_t *v = out;
+
+	if (!PyLong_Check(o) || PyBool_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "a token or block count is an int, not %.100s",
+			     Py_TYPE(o)->tp_name);
+		return 0;
+	}
+	unsigned long long x = PyLong_AsUnsignedLongLong(o);
+	if ((x == (unsigned long long)-1 && PyErr_Occurred()) || x > UINT32_MAX) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_OverflowError, "count %R is not in [0, 2**32)", o);
+		return 0;
+	}
+	*v = (uint32_t)x;
+	return 1;
+}
+
 /* ---- the handle's claim (rule 1) and process check (rule 4) ---- */
 
 static int claim(ReaderObject *self)
@@ -226,7 +312,7 @@ static int Reader_init(ReaderObject *self, PyObject *args, PyObject *kw)
 	r = kvidx_reader_open(name);
 	Py_END_ALLOW_THREADS
 	if (!r) {
-		raise_kvidx(-errno);
+		raise_open(name ? name : KVIDX_DEFAULT_NAME, errno);
 		return -1;
 	}
 	self->rd_r = r;
@@ -574,6 +660,12 @@ static PyObject *Reader_score(ReaderObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (keys_claimed(self, keys, &k) < 0)
 		return NULL;
+	if (PyUnicode_Check(pods) || PyBytes_Check(pods)) {
+		/* A string is a sequence of characters, each an unknown name: refused. */
+		PyErr_Format(PyExc_TypeError, "pods must be a list of pod names or indices, not "
+			     "%.100s (write pods=[%R])", Py_TYPE(pods)->tp_name, pods);
+		goto out;
+	}
 	if (pods != Py_None) {
 		pseq = PySequence_Fast(pods, "pods must be a sequence of pod names or indices");
 		if (!pseq)
@@ -665,12 +757,13 @@ static PyObject *Reader_commit(ReaderObject *self, PyObject *args, PyObject *kw)
 	static char *kwlist[] = { "keys", "pod", "corr_id", "prefill_pod", "matched_blocks",
 				  "matched_spec", "prompt_tokens", NULL };
 	PyObject *keys, *pod, *prefill = Py_None;
-	unsigned long long corr = 0;
-	unsigned int matched = 0, mspec = 0, prompt = 0;
+	uint64_t corr = 0;
+	uint32_t matched = 0, mspec = 0, prompt = 0;
 	struct carr k;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|KOIII:commit", kwlist, &keys, &pod, &corr,
-					 &prefill, &matched, &mspec, &prompt))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O&OO&O&O&:commit", kwlist, &keys, &pod,
+					 corr_conv, &corr, &prefill, u32_conv, &matched,
+					 u32_conv, &mspec, u32_conv, &prompt))
 		return NULL;
 	if (keys_claimed(self, keys, &k) < 0)
 		return NULL;
@@ -692,12 +785,12 @@ static PyObject *Reader_commit(ReaderObject *self, PyObject *args, PyObject *kw)
 static PyObject *Reader_report_outcome(ReaderObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "corr_id", "pod", "cached_tokens", "prompt_tokens", NULL };
-	unsigned long long corr;
-	unsigned int cached, prompt;
+	uint64_t corr;
+	uint32_t cached, prompt;
 	PyObject *pod, *res = NULL;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "KOII:report_outcome", kwlist, &corr, &pod,
-					 &cached, &prompt))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&OO&O&:report_outcome", kwlist, corr_conv,
+					 &corr, &pod, u32_conv, &cached, u32_conv, &prompt))
 		return NULL;
 	if (claim(self) < 0)
 		return NULL;
@@ -715,36 +808,39 @@ static PyObject *Reader_get_closed(ReaderObject *self, void *unused)
 
 static PyMethodDef Reader_methods[] = {
 	{ "info", (PyCFunction)Reader_info, METH_NOARGS,
-	  "info() -> dict: the index header (key scheme: algo, seed, block_size; geometry; "
+	  "info($self, /)\n--\n\ninfo() -> dict: the index header (key scheme: algo, seed, block_size; geometry; "
 	  "writer pid and heartbeat)." },
 	{ "pods", (PyCFunction)Reader_pods, METH_NOARGS,
-	  "pods() -> list of Pod(index, name, model): the pods in use." },
+	  "pods($self, /)\n--\n\npods() -> list of Pod(index, name, model): the pods in use." },
 	{ "pod_index", (PyCFunction)Reader_pod_index, METH_O,
-	  "pod_index(name) -> int: a pod's index (KeyError if unknown). Linear in max_pods." },
+	  "pod_index($self, pod, /)\n--\n\npod_index(name) -> int: a pod's index (KeyError if unknown). Linear in max_pods." },
 	{ "keys", (PyCFunction)(void (*)(void))Reader_keys, METH_VARARGS | METH_KEYWORDS,
-	  "keys(tokens, model, lora=None, salt=None, mm=()) -> array('Q'): the prompt's block "
+	  "keys($self, /, tokens, model, lora=None, salt=None, mm=())\n--\n\nkeys(...) -> array('Q'): the prompt's block "
 	  "keys in the index's own scheme. tokens: a buffer of uint32 (array('I'), numpy) or a "
 	  "sequence of ints; lora: the adapter name (its root replaces the model's); salt: vLLM's "
 	  "cache_salt; mm: (start, length, id) multimodal items." },
 	{ "score", (PyCFunction)(void (*)(void))Reader_score, METH_VARARGS | METH_KEYWORDS,
-	  "score(keys, pods=None, weights=None) -> list of Score, by pod index. keys: a buffer "
+	  "score($self, /, keys, pods=None, weights=None)\n--\n\nscore(...) -> list of Score, by pod index. keys: a buffer "
 	  "of uint64 or a sequence of ints; pods: candidate names or indices (each gets a row, "
 	  "unknown names are skipped), None for every pod holding block 0; weights: dict of "
 	  "gpu, cpu, disk, other, speculative. Releases the GIL." },
 	{ "commit", (PyCFunction)(void (*)(void))Reader_commit, METH_VARARGS | METH_KEYWORDS,
-	  "commit(keys, pod, corr_id=0, prefill_pod=None, matched_blocks=0, matched_spec=0, "
-	  "prompt_tokens=0) -> bool: sends a routing decision to the writer (predictions for "
+	  "commit($self, /, keys, pod, corr_id=0, prefill_pod=None, matched_blocks=0, "
+	  "matched_spec=0, prompt_tokens=0)\n--\n\ncommit(...) -> bool: sends a routing decision to the writer (predictions for "
 	  "keys on pod, the request counted in its load view; prompt_tokens 0: len(keys) x "
-	  "block size). False when this reader's ring was full (dropped and counted)." },
+	  "block size). corr_id: an int in [0, 2**64) or the request id (str, hashed as "
+	  "corr_id() does); report the outcome on this Reader. False when this reader's ring "
+	  "was full (dropped and counted)." },
 	{ "load", (PyCFunction)Reader_load, METH_O,
-	  "load(pod) -> Load(inflight, prefill_tokens, updated_ns, lost): the pod's row of the load "
+	  "load($self, pod, /)\n--\n\nload(pod) -> Load(inflight, prefill_tokens, updated_ns, lost): the pod's row of the load "
 	  "view, every router's requests in flight there and their uncached prompt tokens "
 	  "(kvidx_pod_load()). pod: index or name. Wait-free." },
 	{ "report_outcome", (PyCFunction)(void (*)(void))Reader_report_outcome,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "report_outcome(corr_id, pod, cached_tokens, prompt_tokens) -> bool: what the model "
+	  "report_outcome($self, /, corr_id, pod, cached_tokens, prompt_tokens)\n--\n\n"
+	  "report_outcome(...) -> bool: what the model "
 	  "server said about a routed request. False when the ring was full." },
-	{ "close", (PyCFunction)Reader_close, METH_NOARGS, "close(): detaches." },
+	{ "close", (PyCFunction)Reader_close, METH_NOARGS, "close($self, /)\n--\n\nDetaches from the index." },
 	{ "__enter__", (PyCFunction)Reader_enter, METH_NOARGS, NULL },
 	{ "__exit__", (PyCFunction)Reader_exit, METH_VARARGS, NULL },
 	{ NULL }
@@ -760,7 +856,7 @@ static PyTypeObject ReaderType = {
 	.tp_name = "kvidx.Reader",
 	.tp_basicsize = sizeof(ReaderObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "Reader(name=None): a router's handle on index name (default \"kvidx\").\n"
+	.tp_doc = "Reader(name=None)\n--\n\nA router's handle on index name (default \"kvidx\").\n"
 		  "One thread at a time (ConcurrentUseError otherwise); one process (open it\n"
 		  "after fork). Errors raise kvidx.Error(code, message).",
 	.tp_new = PyType_GenericNew,
@@ -812,8 +908,28 @@ static PyObject *mod_strerror(PyObject *m, PyObject *arg)
 	return PyUnicode_FromString(kvidx_strerror((int)(code > 0 ? -code : code)));
 }
 
+static PyObject *mod_corr_id(PyObject *m, PyObject *arg)
+{
+	uint64_t v;
+
+	(void)m;
+	if (!PyUnicode_Check(arg) && !PyBytes_Check(arg)) {
+		PyErr_Format(PyExc_TypeError, "corr_id() takes a request id (str or bytes), not "
+			     "%.100s", Py_TYPE(arg)->tp_name);
+		return NULL;
+	}
+	if (!corr_conv(arg, &v))
+		return NULL;
+	return PyLong_FromUnsignedLongLong(v);
+}
+
 static PyMethodDef mod_methods[] = {
-	{ "strerror", mod_strerror, METH_O, "strerror(code) -> str: kvidx_strerror()." },
+	{ "strerror", mod_strerror, METH_O,
+	  "strerror($module, code, /)\n--\n\nkvidx_strerror(): the message of a code." },
+	{ "corr_id", mod_corr_id, METH_O,
+	  "corr_id($module, request_id, /)\n--\n\nThe correlation id (int) of a request id "
+	  "(str or bytes): kvidx_corr_id(), FNV-1a-64 of its UTF-8 bytes. commit() and "
+	  "report_outcome() take the string itself too." },
 	{ NULL }
 };
 

@@ -26,7 +26,10 @@ def test_attach_errors():
     with pytest.raises(kvidx.Error) as e:
         kvidx.Reader("t-py-no-such-index")
     assert e.value.errno == errno.ENOENT
-    assert e.value.strerror == kvidx.strerror(errno.ENOENT) == os.strerror(errno.ENOENT)
+    # The message names the index and says what to check (issue 22, item 8).
+    assert "t-py-no-such-index" in e.value.strerror
+    assert "kvidx-ingestd running" in e.value.strerror
+    assert kvidx.strerror(errno.ENOENT) == os.strerror(errno.ENOENT)
     with pytest.raises(kvidx.Error) as e:
         kvidx.Reader("bad/name")
     assert e.value.errno == errno.EINVAL
@@ -77,6 +80,52 @@ def test_bad_arguments(writer):
         r.commit([1], "no-such-pod")
     with pytest.raises(KeyError):
         r.score([1], weights={"tpu": 1.0})
+
+
+def test_strings_and_ranges_refused_not_wrapped(writer):
+    a = writer.pod("10.0.0.1:8000")
+    r = kvidx.Reader(writer.name)
+    keys = r.keys(toks(32), "m")
+    with pytest.raises(TypeError, match=r"pods=\['10.0.0.1:8000'\]"):
+        r.score(keys, pods="10.0.0.1:8000")  # was [] (the string iterated as names)
+    with pytest.raises(OverflowError, match="corr_id"):
+        r.commit(keys, a, corr_id=2**64)  # was wrapped to 0
+    with pytest.raises(OverflowError, match="corr_id"):
+        r.commit(keys, a, corr_id=-1)
+    with pytest.raises(TypeError, match="corr_id"):
+        r.commit(keys, a, corr_id=1.5)
+    with pytest.raises(OverflowError, match="count"):
+        r.report_outcome(1, a, -16, 64)  # was 2**32 - 16
+    with pytest.raises(OverflowError, match="count"):
+        r.commit(keys, a, corr_id=1, matched_blocks=2**32)
+    with pytest.raises(TypeError):
+        r.report_outcome(1, a, True, 64)
+
+
+def test_request_id_strings_are_correlation_ids(writer):
+    a = writer.pod("10.0.0.1:8000")
+    r = kvidx.Reader(writer.name)
+    assert kvidx.corr_id("a") == 0xaf63dc4c8601ec8c  # kvidx_corr_id(), test_keys.c
+    assert kvidx.corr_id(b"req-7") == kvidx.corr_id("req-7") != kvidx.corr_id("req-8")
+    assert kvidx.corr_id("") == 0xcbf29ce484222325
+    with pytest.raises(TypeError):
+        kvidx.corr_id(7)
+    keys = r.keys(toks(32), "m")
+    assert r.commit(keys, a, corr_id="chatcmpl-42")  # what the README passes
+    assert writer.event("route")[0] == kvidx.corr_id("chatcmpl-42")
+    assert r.report_outcome("chatcmpl-42", a, 16, 32)
+    assert writer.event("outcome")[:2] == [kvidx.corr_id("chatcmpl-42"), a]
+
+
+def test_signatures_for_editors():
+    import inspect
+    assert str(inspect.signature(kvidx.Reader.commit)) == (
+        "(self, /, keys, pod, corr_id=0, prefill_pod=None, matched_blocks=0, matched_spec=0, "
+        "prompt_tokens=0)")
+    for f in (kvidx.Reader.info, kvidx.Reader.pods, kvidx.Reader.keys, kvidx.Reader.score,
+              kvidx.Reader.load, kvidx.Reader.report_outcome, kvidx.Reader.pod_index,
+              kvidx.Reader.close, kvidx.corr_id, kvidx.strerror):
+        inspect.signature(f)  # raises ValueError without a __text_signature__
 
 
 # ---- keys ----

@@ -48,13 +48,18 @@ static void us_as_seconds(FILE *f, uint64_t us)
 
 /* ---- what the per-pod values are ---- */
 
-/* K_TOTAL: a counter exported as kvidx_pod_<name>_total (the Prometheus convention; counters
- * named before it kept their names). */
+/* Every counter is exported as kvidx_pod_<name>_total (the Prometheus convention; the
+ * renames of issue 22 are listed in docs/operations.md). K_TOTAL is K_COUNTER (kept so the
+ * table below reads as it did). */
 enum ctr_kind { K_UNTYPED = 0, K_COUNTER, K_GAUGE, K_AGE, K_TOTAL };
 
+/* name: the exported name when it is not kvidx_pod_<counter> (a unit in base units); div:
+ * the counter's unit per base unit (1000 for milliseconds, 1000000 for microseconds). */
 struct ctr_meta {
 	enum ctr_kind kind;
 	const char *help;
+	const char *name;
+	unsigned div;
 };
 
 /* Names of pd_ctr[] from the layout's X-macro. */
@@ -77,8 +82,9 @@ static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
 	[KV_PC_blocks_stored] = { K_COUNTER, "Blocks recorded as stored on the pod." },
 	[KV_PC_blocks_removed] = { K_COUNTER, "Block records removed for the pod." },
 	[KV_PC_clears] = { K_COUNTER, "AllBlocksCleared events applied for the pod." },
-	[KV_PC_events_per_s] = { K_GAUGE, "Events per second from the pod over the last "
-					  "one-second window." },
+	[KV_PC_events_per_s] = { K_GAUGE, "Events received from the pod in the last one-second "
+					  "window (rate(kvidx_pod_events_total[1m]) for a rate).",
+				 "kvidx_pod_events_last_second" },
 	[KV_PC_seq_gaps] = { K_COUNTER, "Gaps in the pod's event sequence numbers." },
 	[KV_PC_seq_dups] = { K_COUNTER, "Event batches dropped as repeated sequence numbers." },
 	[KV_PC_restarts] = { K_TOTAL, "Engine restarts detected (a new publisher id, or the "
@@ -115,7 +121,8 @@ static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
 	[KV_PC_copies_kept] = { K_COUNTER, "Removed blocks of which other copies remain held." },
 	[KV_PC_other_medium] = { K_COUNTER, "Stored blocks on a medium of tier other." },
 	[KV_PC_ranks] = { K_GAUGE, "Data-parallel ranks subscribed for the pod." },
-	[KV_PC_ttl_ms] = { K_GAUGE, "Speculative TTL in force for the pod, milliseconds." },
+	[KV_PC_ttl_ms] = { K_GAUGE, "Speculative TTL in force for the pod, seconds.",
+			   "kvidx_pod_ttl_seconds", 1000 },
 	[KV_PC_speculations] = { K_COUNTER, "Speculative entries created for the pod by route "
 					    "commits." },
 	[KV_PC_confirmed_in_time] = { K_COUNTER, "Speculative entries confirmed by an event "
@@ -146,7 +153,8 @@ static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
 	[KV_PC_lag_negative] = { K_COUNTER, "Event batches stamped after they were applied "
 					    "(clock skew between the hosts), counted as lag 0." },
 	[KV_PC_lag_last_us] = { K_GAUGE, "Event path lag of the last live batch (applied minus "
-					 "its ts, wall clock), microseconds." },
+					 "its ts, wall clock), seconds.",
+				"kvidx_pod_event_lag_last_seconds", 1000000 },
 	[KV_PC_queue_depth_peak] = { K_GAUGE, "Largest queue_depth of this and the previous "
 					      "minute (subscriber backlog over time)." },
 	[KV_PC_spec_routes] = { K_COUNTER, "Routes that added speculative entries to the pod "
@@ -210,7 +218,7 @@ static const char *stat_help(const char *n)
 		{ "removes", "Records removed by events." },
 		{ "speculations", "Speculative records added or extended." },
 		{ "expirations", "Speculative records expired by the reaper." },
-		{ "pod_clears", "Pods cleared or removed, index-wide (kvidx_pod_clears counts "
+		{ "pod_clears", "Pods cleared or removed, index-wide (kvidx_pod_clears_total counts "
 				"AllBlocksCleared events per pod)." },
 		{ "evict_spec", "Keys evicted to make room, holding only speculative records." },
 		{ "evict_confirmed", "Keys evicted to make room, holding confirmed records." },
@@ -264,12 +272,14 @@ static void render_pod_ctrs(FILE *f, const struct tc_pod *pods, int n, uint64_t 
 
 		if (!cn)
 			continue;
-		if (m->kind == K_AGE) {
+		if (m->name) {
+			snprintf(name, sizeof(name), "%s", m->name);
+		} else if (m->kind == K_AGE) {
 			/* last_event_ns -> seconds_since_last_event */
 			size_t len = strlen(cn);
 			int keep = len > 3 && !strcmp(cn + len - 3, "_ns") ? (int)len - 3 : (int)len;
 			snprintf(name, sizeof(name), "kvidx_pod_seconds_since_%.*s", keep, cn);
-		} else if (m->kind == K_TOTAL) {
+		} else if (m->kind == K_TOTAL || m->kind == K_COUNTER) {
 			snprintf(name, sizeof(name), "kvidx_pod_%s_total", cn);
 		} else {
 			snprintf(name, sizeof(name), "kvidx_pod_%s", cn);
@@ -287,6 +297,11 @@ static void render_pod_ctrs(FILE *f, const struct tc_pod *pods, int n, uint64_t 
 			putc(' ', f);
 			if (m->kind == K_AGE)
 				age_value(f, now, pods[i].ctr[c]);
+			else if (m->div == 1000)
+				fprintf(f, "%" PRIu64 ".%03u", pods[i].ctr[c] / 1000,
+					(unsigned)(pods[i].ctr[c] % 1000));
+			else if (m->div == 1000000)
+				us_as_seconds(f, pods[i].ctr[c]);
 			else
 				fprintf(f, "%" PRIu64, pods[i].ctr[c]);
 			putc('\n', f);
@@ -363,7 +378,9 @@ static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *p
 }
 
 /* Quantiles of a recent (decayed) histogram, which is no Prometheus histogram (its counts
- * go down): as gauges with a quantile label. Nothing for an empty histogram. */
+ * go down): as a summary's quantiles (a summary is quantiles over a recent window; no _sum
+ * or _count, which would have to be cumulative: the cumulative histograms have them).
+ * Nothing for an empty histogram. */
 static const double q_list[] = { 0.5, 0.95, 0.99 };
 static const char *const q_names[] = { "0.5", "0.95", "0.99" };
 
@@ -410,7 +427,7 @@ static void render_recent(FILE *f, const struct kv_view *v, const struct tc_pod 
 {
 	char lab[1024], cl[1100];
 
-	family(f, "kvidx_pod_confirmation_latency_recent_seconds", "gauge",
+	family(f, "kvidx_pod_confirmation_latency_recent_seconds", "summary",
 	       "Quantiles of the recent route-to-confirmation latency (the window that halves "
 	       "every 60 s, which the adaptive TTL uses); bucket upper bounds.");
 	for (int i = 0; i < n; i++) {
@@ -418,7 +435,7 @@ static void render_recent(FILE *f, const struct kv_view *v, const struct tc_pod 
 		quantiles(f, "kvidx_pod_confirmation_latency_recent_seconds",
 			  kv_view_pod_hist(v, pods[i].idx, KV_HIST_CONFIRM_RECENT), lab);
 	}
-	family(f, "kvidx_pod_event_lag_recent_seconds", "gauge",
+	family(f, "kvidx_pod_event_lag_recent_seconds", "summary",
 	       "Quantiles of the recent event path lag (batch ts to applied, wall clock): the "
 	       "measured subscriber backlog part of J.");
 	for (int i = 0; i < n; i++) {
@@ -426,7 +443,7 @@ static void render_recent(FILE *f, const struct kv_view *v, const struct tc_pod 
 		quantiles(f, "kvidx_pod_event_lag_recent_seconds",
 			  kv_view_pod_hist(v, pods[i].idx, KV_HIST_LAG_RECENT), lab);
 	}
-	family(f, "kvidx_pod_class_confirmation_latency_seconds", "gauge",
+	family(f, "kvidx_pod_class_confirmation_latency_seconds", "summary",
 	       "Quantiles of the recent route-to-confirmation latency by prompt-length class "
 	       "(prompt tokens in full blocks: lt512, 512-2047, 2048-8191, ge8192).");
 	for (int i = 0; i < n; i++) {
@@ -455,31 +472,67 @@ static const char *const router_ctr_names[KV_RT_COUNT] = {
 #undef RT_CTR_NAME
 };
 
-/* Per router worker (registry slot), for slots that committed or reported anything: label
- * router="SLOT", bounded by the registry size. */
-static void render_routers(FILE *f, const struct kv_view *v, uint64_t now)
+/*
+ * Per router worker, for registry slots that committed or reported anything, labelled
+ * router="PID-CLAIM": the owner's pid and the time it claimed the slot (CLOCK_MONOTONIC
+ * milliseconds, registry rs_claimed_ns), so a slot taken over by another process after a
+ * restart is another series, never the old one going on. A slot whose statistics are a
+ * former owner's (the pid the writer recorded at the last commit is not the registry's) is
+ * left out until its new owner commits (ingestd then starts its statistics afresh).
+ * kvidx_router_info{router,slot,pid} 1 joins a series to its slot and pid.
+ */
+static bool router_label(struct kvidx_reader *r, const struct kv_view *v, uint32_t s,
+			 const struct kvidx_router *rt, char *lab, size_t len)
 {
-	char lab[64];
+	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
+	const struct kvidx_reader_slot *slots = (const void *)((const char *)ctl + sizeof(*ctl));
+	uint32_t nslots = ld_relaxed(&ctl->ch_max_readers);
 
+	if (nslots > v->hdr->dh_max_readers)
+		nslots = v->hdr->dh_max_readers;
+	if (!rt || s >= nslots || !(ld_relaxed(&rt->rt_ctr[KV_RT_routes]) |
+				    ld_relaxed(&rt->rt_ctr[KV_RT_outcomes])))
+		return false;
+	uint64_t pid = ld_relaxed(&rt->rt_ctr[KV_RT_pid]);
+	if (pid != (uint64_t)(uint32_t)ld_relaxed(&slots[s].rs_pid))
+		return false;
+	snprintf(lab, len, "router=\"%" PRIu64 "-%" PRIu64 "\"", pid,
+		 ld_relaxed(&slots[s].rs_claimed_ns) / 1000000u);
+	return true;
+}
+
+static void render_routers(FILE *f, struct kvidx_reader *r, const struct kv_view *v,
+			   uint64_t now)
+{
+	char lab[80];
+
+	family(f, "kvidx_router_info", "gauge",
+	       "1 per router worker: its registry slot and process id (router=\"PID-CLAIM\", "
+	       "CLAIM the slot's claim time in ms of CLOCK_MONOTONIC).");
+	for (uint32_t s = 0; s < v->max_readers; s++) {
+		const struct kvidx_router *rt = kv_view_router(v, (int)s);
+		if (router_label(r, v, s, rt, lab, sizeof(lab)))
+			fprintf(f, "kvidx_router_info{%s,slot=\"%u\",pid=\"%" PRIu64 "\"} 1\n", lab,
+				s, ld_relaxed(&rt->rt_ctr[KV_RT_pid]));
+	}
 	for (unsigned c = 0; c < KV_RT_COUNT; c++) {
 		char name[96];
-		bool gauge = c == KV_RT_pid, age = c == KV_RT_last_route_ns;
+		bool age = c == KV_RT_last_route_ns;
+		if (c == KV_RT_pid)
+			continue; /* in kvidx_router_info */
 		if (age)
 			snprintf(name, sizeof(name), "kvidx_router_seconds_since_last_route");
 		else
-			snprintf(name, sizeof(name), "kvidx_router_%s", router_ctr_names[c]);
-		family(f, name, gauge || age ? "gauge" : "counter",
-		       c == KV_RT_pid ? "Process id that last committed from the registry slot." :
-		       age ? "Seconds since the slot's last route commit." :
-			     "Per router worker (registry slot) count; see the pod family of the "
-			     "same name.");
+			snprintf(name, sizeof(name), "kvidx_router_%s_total", router_ctr_names[c]);
+		family(f, name, age ? "gauge" : "counter",
+		       age ? "Seconds since the router worker's last route commit." :
+			     "Per router worker count; see the pod family of the same name.");
 		for (uint32_t s = 0; s < v->max_readers; s++) {
 			const struct kvidx_router *rt = kv_view_router(v, (int)s);
-			if (!rt || !(ld_relaxed(&rt->rt_ctr[KV_RT_routes]) |
-				     ld_relaxed(&rt->rt_ctr[KV_RT_outcomes])))
+			if (!router_label(r, v, s, rt, lab, sizeof(lab)))
 				continue;
 			uint64_t val = ld_relaxed(&rt->rt_ctr[c]);
-			fprintf(f, "%s{router=\"%u\"} ", name, s);
+			fprintf(f, "%s{%s} ", name, lab);
 			if (age)
 				age_value(f, now, val);
 			else
@@ -487,14 +540,14 @@ static void render_routers(FILE *f, const struct kv_view *v, uint64_t now)
 			putc('\n', f);
 		}
 	}
-	family(f, "kvidx_router_confirmation_latency_seconds", "gauge",
+	family(f, "kvidx_router_confirmation_latency_seconds", "summary",
 	       "Quantiles of the recent route-to-confirmation latency of the routes a router "
-	       "worker (registry slot) committed.");
+	       "worker committed.");
 	for (uint32_t s = 0; s < v->max_readers; s++) {
 		const struct kvidx_router *rt = kv_view_router(v, (int)s);
-		if (!rt || !ld_relaxed(&rt->rt_ctr[KV_RT_routes]))
+		if (!router_label(r, v, s, rt, lab, sizeof(lab)) ||
+		    !ld_relaxed(&rt->rt_ctr[KV_RT_routes]))
 			continue;
-		snprintf(lab, sizeof(lab), "router=\"%u\"", s);
 		quantiles(f, "kvidx_router_confirmation_latency_seconds", rt->rt_hist, lab);
 	}
 }
@@ -512,7 +565,8 @@ static void stat_out(FILE *f, const char *stat, uint64_t val)
 	if (!strncmp(stat, "pod_", 4))
 		for (unsigned c = 0; c < KV_PC_COUNT && !clash; c++)
 			clash = pod_ctr_names[c] && !strcmp(stat + 4, pod_ctr_names[c]);
-	snprintf(name, sizeof(name), "kvidx_%s%s", clash ? "index_" : "", stat);
+	snprintf(name, sizeof(name), "kvidx_%s%s%s", clash ? "index_" : "", stat,
+		 stat_is_gauge(stat) ? "" : "_total");
 	family(f, name, stat_is_gauge(stat) ? "gauge" : "counter", stat_help(stat));
 	fprintf(f, "%s %" PRIu64 "\n", name, val);
 }
@@ -538,7 +592,7 @@ static void render_index(FILE *f, struct kvidx_reader *r, const struct kv_view *
 	KV_STATS(STAT_OUT)
 #undef STAT_OUT
 
-	family(f, "kvidx_registry_epoch", "counter", "Reclamation epoch of the reader registry.");
+	family(f, "kvidx_registry_epoch", "gauge", "Reclamation epoch of the reader registry.");
 	fprintf(f, "kvidx_registry_epoch %" PRIu64 "\n", ld_relaxed(&kv_reader_idx(r)->ih_epoch));
 	family(f, "kvidx_reader_slots", "gauge", "Slots in the reader registry.");
 	fprintf(f, "kvidx_reader_slots %" PRIu32 "\n", nslots);
@@ -582,10 +636,10 @@ int prom_render(struct kvidx_reader *r, FILE *out)
 		    "from bucket midpoints (the open last bucket at its lower bound), not measured.");
 	render_hist(out, v, pods, n, LAG_NAME, KV_HIST_LAG,
 		    "Event path lag per live batch: applied minus published (the batch's ts), wall "
-		    "clock, cumulative; negative lags count as 0 (kvidx_pod_lag_negative). Buckets "
+		    "clock, cumulative; negative lags count as 0 (kvidx_pod_lag_negative_total). Buckets "
 		    "and _sum as for the confirmation latency.");
 	render_recent(out, v, pods, n);
-	render_routers(out, v, now);
+	render_routers(out, r, v, now);
 	render_index(out, r, v, &info, n, now);
 	free(pods);
 	return fflush(out) || ferror(out) ? -EIO : 0;

@@ -4,6 +4,7 @@
 #include "ingest.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +56,10 @@ static int bind_open(struct ingestd *d)
 	return 0;
 }
 
-/* Between two events of a batch: route commits in the rings go in now. */
-static void drain_between(void *arg)
+/* apply.c's hook between two events of a batch. */
+static void at_event(void *arg)
 {
-	ing_pod_drain(arg);
+	ing_schedule(arg, ING_AT_EVENT, 0);
 }
 
 int ingestd_open(struct ingestd *d, struct ing_config *cfg)
@@ -142,7 +143,7 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 	}
 	ing_apply_init(&d->sh.ap, d->sh.w, &d->sh.emap, cfg->algo, cfg->seed, cfg->block_size);
 	d->sh.ap.remote_tier = cfg->remote_tier;
-	d->sh.ap.between = drain_between;
+	d->sh.ap.between = at_event;
 	d->sh.ap.between_arg = &d->sh;
 	kvw_batch_init(&d->sh.batch);
 	d->sh.zctx = zmq_ctx_new();
@@ -157,8 +158,7 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 		/* A pod that cannot be subscribed is logged and left out; the others run. */
 		ing_pod_open(&d->sh, &cfg->pods[i], now);
 	}
-	kvidx_writer_tick(d->sh.w, now);
-	d->sh.last_tick_ns = now;
+	ing_schedule(&d->sh, ING_AT_START, now);
 	if ((rc = discover_open(&d->disc, cfg)) < 0)
 		goto fail;
 	/* Last: from here on writer calls take d->lock. */
@@ -267,8 +267,7 @@ static unsigned read_bind(struct ingestd *d)
 		bind_message(d, f, n, total, kvidx_now_ns());
 		for (int i = 0; i < n; i++)
 			zmq_msg_close(&f[i]);
-		ing_maybe_tick(&d->sh, kvidx_now_ns());
-		ing_pod_drain(&d->sh);
+		ing_schedule(&d->sh, ING_AT_MESSAGE, kvidx_now_ns());
 	}
 	return reads;
 }
@@ -391,10 +390,81 @@ static void report_ready(struct ingestd *d, uint64_t now)
 	metrics_set_ready(d->published && streams_ok && !warming, why);
 }
 
-/* Drains route commits; true if the budget ran out (more may be waiting). */
-static bool drain(struct ingestd *d)
+/* ---- the schedule ---------------------------------------------------------------------------- */
+
+/* Route commits from the routers' rings become predictions (spec_drain); true if the budget
+ * ran out (more may be waiting). */
+static bool drain(struct ing_shared *sh)
 {
-	return spec_drain(&d->spec, ING_DRAIN_BUDGET, kvidx_now_ns()) >= ING_DRAIN_BUDGET;
+	return sh->spec &&
+	       spec_drain(sh->spec, ING_DRAIN_BUDGET, kvidx_now_ns()) >= ING_DRAIN_BUDGET;
+}
+
+/* kvidx_writer_tick() (epochs, reclamation, heartbeat) at most once a millisecond. */
+static void tick(struct ing_shared *sh, uint64_t now, bool always)
+{
+	if (always || now - sh->last_tick_ns >= NS_PER_MS) {
+		kvidx_writer_tick(sh->w, now);
+		sh->last_tick_ns = now;
+	}
+}
+
+/* The end of a round: commits, the peer link, the tick, then the periodic work. */
+static bool end_of_round(struct ingestd *d)
+{
+	bool more = drain(&d->sh);
+
+	more |= cluster_step(d->cluster, kvidx_now_ns()); /* peers' commits; ours out */
+	uint64_t now = kvidx_now_ns();
+	tick(&d->sh, now, false);
+	for (size_t i = 0; i < d->sh.npods; i++)
+		ing_pod_housekeeping(&d->sh, d->sh.pods[i], now);
+	spec_tick(&d->spec, now);
+	load_tick(&d->load, now);
+	maybe_publish(d);
+	report_ready(d, now);
+	return more;
+}
+
+/*
+ * When route commits become predictions, when the writer ticks and when the reaper gets the
+ * writer mutex: a commit waits at most one message (or one event, inside a batch) of the
+ * apply path before it is drained, so a prediction is in the table before the events after
+ * it are applied and can be confirmed by them; the writer ticks after every message (at most
+ * once a millisecond) and at each round's end; the reaper works while the loop waits in
+ * zmq_poll (spec_wait_begin/end) and, when its wake-up is due, gets one chunk after each
+ * socket's budget (spec_reaper_turn), so a busy loop cannot starve it.
+ */
+bool ing_schedule(struct ing_shared *sh, enum ing_point at, uint64_t now)
+{
+	struct ingestd *d = (struct ingestd *)((char *)sh - offsetof(struct ingestd, sh));
+
+	switch (at) {
+	case ING_AT_START:
+		tick(sh, now, true);
+		return false;
+	case ING_BEFORE_POLL:
+		spec_wait_begin(&d->spec, kvidx_now_ns());
+		return false;
+	case ING_AFTER_POLL:
+		spec_wait_end(&d->spec);
+		return false;
+	case ING_AT_WAKE:
+	case ING_AT_EVENT:
+		return drain(sh);
+	case ING_AT_MESSAGE:
+		tick(sh, now, false);
+		return drain(sh);
+	case ING_AT_REPLAY:
+		tick(sh, now, false); /* replayed history, not commits' cue: no drain */
+		return false;
+	case ING_AT_SOCKET:
+		spec_reaper_turn(&d->spec, kvidx_now_ns());
+		return false;
+	case ING_AT_ROUND:
+		return end_of_round(d);
+	}
+	return false;
 }
 
 int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_atomic_t *hup)
@@ -425,10 +495,10 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 		bool idle = timeout && d->bell_fd >= 0;
 		if (idle && kvidx_writer_idle(d->sh.w, true))
 			timeout = 0;
-		pthread_mutex_unlock(&d->lock);
+		ing_schedule(&d->sh, ING_BEFORE_POLL, 0); /* releases the writer mutex */
 		int rc = zmq_poll(d->items, (int)n, timeout);
 		int e = errno;
-		pthread_mutex_lock(&d->lock);
+		ing_schedule(&d->sh, ING_AFTER_POLL, 0); /* holds it again */
 		if (idle)
 			kvidx_writer_idle(d->sh.w, false);
 		if (rc < 0) {
@@ -438,8 +508,7 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 			ret = -e;
 			break;
 		}
-		/* Predictions first: this round's events may confirm them. */
-		busy |= drain(d);
+		busy |= ing_schedule(&d->sh, ING_AT_WAKE, 0);
 		for (size_t i = 0; rc > 0 && i < n; i++) {
 			struct ing_pod *p = d->item_pod[i];
 			if (!(d->items[i].revents & ZMQ_POLLIN))
@@ -461,23 +530,13 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 				ing_pod_read_monitor(&d->sh, p);
 				break;
 			case ITEM_DOORBELL:
-				break; /* emptied by kvidx_writer_idle(); drain() below does the work */
+				break; /* emptied by kvidx_writer_idle(); the schedule drains */
 			}
-			spec_yield(&d->spec);
+			ing_schedule(&d->sh, ING_AT_SOCKET, 0);
 		}
-		busy |= drain(d);
-		busy |= cluster_step(d->cluster, kvidx_now_ns()); /* peers' commits; ours out */
+		busy |= ing_schedule(&d->sh, ING_AT_ROUND, 0);
 		/* A socket left with messages after its budget: poll again at once. */
 		timeout = busy ? 0 : 1;
-		uint64_t now = kvidx_now_ns();
-		ing_maybe_tick(&d->sh, now);
-		for (size_t i = 0; i < d->sh.npods; i++)
-			ing_pod_housekeeping(&d->sh, d->sh.pods[i], now);
-		spec_tick(&d->spec, now);
-		load_tick(&d->load, now);
-		maybe_publish(d);
-		report_ready(d, now);
-		spec_yield(&d->spec);
 	}
 	pthread_mutex_unlock(&d->lock);
 	return ret;

@@ -4,20 +4,26 @@
  * zmq_poll loop (1 ms timeout, so kvidx_writer_tick() runs every millisecond), SIGHUP
  * reconciliation of the config file's pod list, and a clean shutdown.
  *
- * Route commits: right after each poll wake-up, between every two events
- * applied and after every batch (ing_pod_drain(): a round of busy pods applies up to
- * ING_READ_BUDGET batches of up to hundreds of events each, a commit must not wait for that), and at the end of each round the loop drains the
- * routers' rings (spec_drain, at most ING_DRAIN_BUDGET messages), so a prediction is in the
- * table before the events after it are applied and can be confirmed by them. An idle loop
- * drains at least every millisecond (the poll timeout), at once when a commit rings the
- * doorbell.
+ * The schedule: ing_schedule() (declared in pods.h, the one place that decides) is called at
+ * each point of the loop's work (enum ing_point): right after each poll wake-up, between two
+ * events of a batch (apply.c's between hook), after each message (pods.c, the bind socket),
+ * after each socket's budget and at the end of each round. It drains the routers' rings
+ * (spec_drain, at most ING_DRAIN_BUDGET messages) at the wake-up, between events, after each
+ * live message and at the round's end, so a prediction is in the table before the events
+ * after it are applied and can be confirmed by them (a round of busy pods applies up to
+ * ING_READ_BUDGET batches of hundreds of events per socket: a commit must not wait for
+ * that); ticks the writer at most once a millisecond; and gives the reaper the mutex. An
+ * idle loop drains at least every millisecond (the poll timeout), at once when a commit
+ * rings the doorbell.
  *
- * Threads: two, plus the metrics server's (which only reads the segment).
+ * Threads that make writer calls: two (the metrics server's only reads the segment; the
+ * cluster link's and DNS discovery's meet the loop through rings and a slot, never the index).
  *   ingest thread  the loop: sockets, the apply path, route drain, writer tick, housekeeping.
  *   reaper thread  spec.c: kvidx_expire and the late window, every --reap-interval.
- * Both make writer calls, so both hold d->lock (the writer mutex) while they do: the loop
- * takes it after zmq_poll returns and releases it before polling again, and in between lets a
- * waiting reaper in after each socket's budget (spec_yield). The writer API's "caller
+ * Both hold d->lock (the writer mutex) while they make writer calls. The loop holds it all the
+ * time except while it waits in zmq_poll: that window is the reaper's (spec_wait_begin/end);
+ * when a wake-up is due the schedule also lends the reaper one chunk after each socket's
+ * budget (spec_reaper_turn). spec.h spells out the rules. The writer API's "caller
  * serialises" contract and docs/DESIGN.md "One writer, and one mutator inside it" hold by
  * that mutex alone. Fairness: each socket is read at most ING_READ_BUDGET messages per round,
  * so a flooding pod delays others by at most one budget; a dead pod costs nothing (its SUB is

@@ -16,6 +16,8 @@
  *   pod gone  kvidx_pod_remove(): its requests are forgotten (the library zeroes the row).
  *
  * Requests are kept in one bounded FIFO map (spec.h's struct spec_fifo) keyed (corr_id, pod),
+ * where corr_id is the id spec.c keys by origin (origin_corr(): the router's id and its
+ * process), so two routers' equal ids never retire each other's requests;
  * in drain order, so the bound retires from the oldest end and costs nothing when none is due.
  * Threads: as spec.c, everything here runs on the ingest thread under the writer mutex.
  */

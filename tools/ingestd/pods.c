@@ -20,19 +20,6 @@
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
-int ing_pod_drain(struct ing_shared *sh)
-{
-	return sh->spec ? spec_drain(sh->spec, ING_DRAIN_BUDGET, kvidx_now_ns()) : 0;
-}
-
-void ing_maybe_tick(struct ing_shared *sh, uint64_t now)
-{
-	if (now - sh->last_tick_ns >= NS_PER_MS) {
-		kvidx_writer_tick(sh->w, now);
-		sh->last_tick_ns = now;
-	}
-}
-
 static void set_ctr(struct ing_pod *p, enum kv_pod_ctr i, uint64_t v)
 {
 	ing_ctr_set(&p->g->tgt, i, v);
@@ -734,7 +721,7 @@ void ing_pod_read_replay(struct ing_shared *sh, struct ing_pod *p)
 		replay_message(sh, p, f, n, total, now);
 		close_frames(f, n);
 		p->round_reads++;
-		ing_maybe_tick(sh, now);
+		ing_schedule(sh, ING_AT_REPLAY, now);
 	}
 }
 
@@ -910,8 +897,7 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 		}
 		ing_pod_live(sh, p, tmodel, &sf, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
 		close_frames(f, n);
-		ing_maybe_tick(sh, kvidx_now_ns());
-		ing_pod_drain(sh);
+		ing_schedule(sh, ING_AT_MESSAGE, kvidx_now_ns());
 	}
 	p->round_reads += reads;
 	return reads;

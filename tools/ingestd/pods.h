@@ -147,10 +147,6 @@ struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, cons
  * (remove) the pod leaves the index (kvidx_pod_remove). */
 void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove);
 
-/* Drains route commits (spec_drain, ING_DRAIN_BUDGET) between two event batches; returns the
- * number of ring messages consumed. */
-int ing_pod_drain(struct ing_shared *sh);
-
 /* Connect mode: reads up to ING_READ_BUDGET messages from the SUB (returns how many). */
 unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p);
 /* Reads the replay DEALER until it would block or the replay ends. */
@@ -168,8 +164,28 @@ void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_mo
 /* Periodic work: replay timeout, events_per_s window, queue_depth. */
 void ing_pod_housekeeping(struct ing_shared *sh, struct ing_pod *p, uint64_t now);
 
-/* Runs kvidx_writer_tick() if a millisecond passed since the last one. */
-void ing_maybe_tick(struct ing_shared *sh, uint64_t now);
+/*
+ * The daemon's schedule (ingest.c, ing_schedule(): the one place that decides what runs
+ * where). The loop's pieces of work name the point they reached; the schedule drains route
+ * commits, ticks the writer, gives the reaper its turn and does the round's housekeeping as
+ * that point calls for.
+ */
+enum ing_point {
+	ING_AT_START,   /* the index is open: the first tick */
+	ING_BEFORE_POLL, /* about to wait on the network: the mutex goes to the reaper */
+	ING_AFTER_POLL, /* the wait is over: the mutex comes back */
+	ING_AT_WAKE,    /* zmq_poll returned (commits first: this round's events may confirm them) */
+	ING_AT_EVENT,   /* between two events of a batch (apply.c's between hook) */
+	ING_AT_MESSAGE, /* a live message was applied (SUB or bind socket) */
+	ING_AT_REPLAY,  /* a replayed message was applied */
+	ING_AT_SOCKET,  /* one socket's read budget is done */
+	ING_AT_ROUND,   /* every readable socket was read: the end of the round */
+};
+
+/* Runs what point at calls for (now: the caller's clock, for the tick). Returns true when
+ * there is more to do at once (a drain's or a peer link's budget ran out: poll again without
+ * sleeping). */
+bool ing_schedule(struct ing_shared *sh, enum ing_point at, uint64_t now);
 
 /* Counter i of p's pod (shm once registered, local before). */
 static inline void ing_pod_ctr_add(struct ing_pod *p, enum kv_pod_ctr i, uint64_t v)

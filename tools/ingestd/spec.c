@@ -44,13 +44,11 @@
  * suppress the rest. A route of 100 blocks thus weighs as much as a route of one, as the
  * seed's route-to-event latency does.
  *
- * Concurrency (spec.h rules 1-3): everything here runs under the writer mutex, on the ingest
- * thread or on the reaper thread. Progress: the reaper holds the mutex for one chunk of at
- * most SPEC_REAP_CHUNK slots of kvidx_expire (plus, once per wake-up, at most LATE_AGE_MAX
- * late entries), so the ingest thread waits at most that long; the ingest thread hands the
- * mutex over at its next spec_yield() when the reaper asks (rp_want), so the reaper waits at
- * most one socket's read budget. rp_want is a relaxed hint, not a synchronisation: the mutex
- * orders every access to shared state.
+ * Concurrency (spec.h "Threads and the writer mutex", rules 1-4): everything here runs under
+ * the writer mutex, on the ingest thread, or on the reaper thread inside a window the ingest
+ * thread opened (its wait on the network, or a turn its schedule gives). A chunk is at most
+ * SPEC_REAP_CHUNK slots of kvidx_expire (plus, in a wake-up's first chunk, at most
+ * LATE_AGE_MAX late entries), so the ingest thread waits at most that long for the mutex.
  *
  * The late window of an expired prediction runs from its own expires-at, whether the reaper
  * removed it or kvidx_speculate() replaced it with a new prediction (both report it here).
@@ -63,7 +61,6 @@
 #include "spec.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +255,21 @@ static void record_latency(struct ing_spec *s, struct spec_pod *sp, uint64_t cre
 	add_sample(s, sp, -1, -1, created_ns, now);
 }
 
+/* The slot's statistics start afresh when another process owns it (the pid the registry
+ * names is not the one recorded at the last commit): metrics label them by owner (prom.c). */
+static void router_owner(struct kvidx_router *rt, int32_t pid)
+{
+	uint64_t was = ld_relaxed(&rt->rt_ctr[KV_RT_pid]);
+
+	if (!was || was == (uint64_t)(uint32_t)pid)
+		return;
+	for (unsigned c = 0; c < KV_RT_COUNT; c++)
+		st_relaxed(&rt->rt_ctr[c], 0);
+	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
+		st_relaxed(&rt->rt_hist[b], 0);
+	st_relaxed(&rt->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
+}
+
 static void router_add(struct ing_spec *s, int slot, enum kv_router_ctr c, uint64_t v)
 {
 	struct kvidx_router *rt = slot >= 0 ? kv_writer_router(s->w, slot) : NULL;
@@ -399,7 +411,6 @@ int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config 
 	      uint32_t block_size, uint32_t max_pods, pthread_mutex_t *lock,
 	      uint64_t now)
 {
-	pthread_condattr_t ca;
 	int rc;
 
 	memset(s, 0, sizeof(*s));
@@ -435,11 +446,8 @@ int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config 
 		wakeups = 1;
 	s->reap_budget = (slots + wakeups - 1) / wakeups;
 	s->next_decay_ns = now + KV_HIST_DECAY_S * NS_PER_S;
-	pthread_mutex_init(&s->rp_mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->rp_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&s->rp_go, NULL);
+	pthread_cond_init(&s->rp_done, NULL);
 	if (cfg->policy == ING_TTL_ADAPTIVE)
 		ilog(ILOG_INFO,
 		     "speculation: ttl-policy=adaptive start=%ums T=clamp(p%g + %ums + %ums, %ums, "
@@ -483,8 +491,8 @@ void spec_free(struct ing_spec *s)
 	free(s->pods);
 	s->pods = NULL;
 	if (s->cfg) {
-		pthread_mutex_destroy(&s->rp_mu);
-		pthread_cond_destroy(&s->rp_cv);
+		pthread_cond_destroy(&s->rp_go);
+		pthread_cond_destroy(&s->rp_done);
 		s->cfg = NULL;
 	}
 }
@@ -577,6 +585,27 @@ static void predict(struct ing_spec *s, struct spec_pod *sp, int pod, const uint
 			     kvidx_strerror(rc));
 }
 
+/*
+ * The correlation id as this writer keys it (the route map, the load view, the cluster link):
+ * the router's corr_id mixed with its origin, the registry slot whose ring brought it and the
+ * time that slot's owner claimed it (kv_writer_drain_origin()), so two router processes that
+ * both number their requests from 1 never match each other's routes. The mix is a bijection
+ * of corr_id for one origin; the route map also keys on the slot itself, so one process can
+ * never reach another's entry there. *slot gets the slot (-1 outside a drain).
+ */
+static uint64_t origin_corr(const struct ing_spec *s, uint64_t corr, int *slot)
+{
+	uint64_t claimed, h;
+	int sl = kv_writer_drain_origin(s->w, &claimed);
+
+	*slot = sl;
+	/* splitmix64's finaliser over (slot, claim time) */
+	h = claimed + 0x9e3779b97f4a7c15ull * (uint64_t)(uint32_t)(sl + 1);
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	return corr ^ (h ^ (h >> 31));
+}
+
 static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns)
 {
 	struct ing_spec *s = arg;
@@ -607,6 +636,7 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 		rkind = KV_RT_routes_confirmed;
 	}
 	if (rtr) {
+		router_owner(rtr, pid);
 		stat_add(&rtr->rt_ctr[KV_RT_routes], 1);
 		stat_add(&rtr->rt_ctr[rkind], 1);
 		st_relaxed(&rtr->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
@@ -618,21 +648,23 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 	    (pp = pod_of(s, rt->prefill_pod)))
 		predict(s, pp, rt->prefill_pod, rt->keys, rt->nkeys, created, rt->nkeys > 0, slot);
 
-	struct spec_fent *old = spec_fifo_find(&s->corr, rt->corr_id, 0);
-	if (old)
-		spec_fifo_del(&s->corr, old); /* a reused corr_id: the newest route wins */
+	int oslot;
+	uint64_t corr = origin_corr(s, rt->corr_id, &oslot);
+	struct spec_fent *old = spec_fifo_find(&s->corr, corr, oslot);
+	if (old) /* this process reused a corr_id: its newest route wins */
+		spec_fifo_del(&s->corr, old);
 	/* The outcome belongs to the pod whose cache the match and the usage describe: under P/D
 	 * the prefill pod (the router reports it so, and matched_blocks is its match). */
 	uint64_t predicted = (uint64_t)rt->matched_blocks * s->block_size;
 	int opod = pp ? rt->prefill_pod : rt->pod;
-	spec_fifo_push(&s->corr, rt->corr_id, 0, opod, predicted | (on_pred ? PRED_FLAG : 0),
+	spec_fifo_push(&s->corr, corr, oslot, opod, predicted | (on_pred ? PRED_FLAG : 0),
 		       created, NULL);
 	if (s->load)
-		load_commit(s->load, rt->corr_id, opod, slot, rt->prompt_tokens, rt->nkeys,
+		load_commit(s->load, corr, opod, slot, rt->prompt_tokens, rt->nkeys,
 			    rt->matched_blocks, now);
 	if (s->cluster)
 		cluster_local_commit(s->cluster, &(struct cl_commit){
-			.corr = rt->corr_id, .keys = rt->keys, .nkeys = rt->nkeys, .created_ns = created,
+			.corr = corr, .keys = rt->keys, .nkeys = rt->nkeys, .created_ns = created,
 			.pod = sp->label, .ttl_ms = sp->ttl_ms, .prefill = pp ? pp->label : NULL,
 			.prefill_ttl_ms = pp ? pp->ttl_ms : 0, .pod_idx = rt->pod,
 			.prefill_idx = pp ? rt->prefill_pod : -1 });
@@ -641,7 +673,9 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 static void on_outcome(void *arg, const struct kvidx_outcome *o)
 {
 	struct ing_spec *s = arg;
-	struct spec_fent *e = spec_fifo_find(&s->corr, o->corr_id, 0);
+	int slot;
+	uint64_t corr = origin_corr(s, o->corr_id, &slot);
+	struct spec_fent *e = spec_fifo_find(&s->corr, corr, slot);
 	int pod = e ? e->aux : o->pod;
 	struct spec_pod *sp = pod_of(s, pod);
 	bool on_pred = false;
@@ -653,7 +687,7 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 		spec_fifo_del(&s->corr, e);
 	}
 	if (s->load)
-		load_outcome(s->load, o->corr_id, pod, s->drain_now);
+		load_outcome(s->load, corr, pod, s->drain_now);
 	if (!sp)
 		return;
 	/* vLLM recomputes at least a prompt's last token: a full hit reports the prompt less
@@ -665,8 +699,15 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 	}
 	/* A failed outcome (docs/cluster.md): fewer cached tokens than the route matched. */
 	if (s->cluster && e && predicted > 0 && o->cached_tokens < predicted)
-		cluster_local_failed(s->cluster, o->corr_id);
-	int slot = kv_writer_drain_slot(s->w, NULL);
+		cluster_local_failed(s->cluster, corr);
+	int32_t pid = 0;
+	struct kvidx_router *rtr = kv_writer_drain_slot(s->w, &pid) >= 0 ?
+					   kv_writer_router(s->w, slot) : NULL;
+	if (rtr) {
+		router_owner(rtr, pid);
+		if (!ld_relaxed(&rtr->rt_ctr[KV_RT_pid]))
+			st_relaxed(&rtr->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
+	}
 	ctr_add(sp, KV_PC_outcomes, 1);
 	router_add(s, slot, KV_RT_outcomes, 1);
 	if (on_pred && o->cached_tokens < predicted) {
@@ -868,64 +909,103 @@ static void age_late(struct ing_spec *s, uint64_t now)
 	}
 }
 
-static void writer_lock(struct ing_spec *s)
+/*
+ * The reaper's turns (spec.h "Threads and the writer mutex"). Every field below is under the
+ * writer mutex but rp_back, a relaxed hint: a stale read costs at most one more chunk.
+ */
+
+/* A wake-up is due: its budget of slots becomes the reaper's work (ingest thread, mutex). */
+static void reap_arm(struct ing_spec *s, uint64_t now)
 {
-	/* rp_want tells the ingest thread to let go at its next spec_yield(); relaxed ordering
-	 * is enough, it is a hint (the mutex orders everything that matters). */
-	__atomic_store_n(&s->rp_want, 1, __ATOMIC_RELAXED);
-	pthread_mutex_lock(s->lock);
-	__atomic_store_n(&s->rp_want, 0, __ATOMIC_RELAXED);
+	if (!s->rp_left && now >= s->rp_next_ns) {
+		s->rp_left = s->reap_budget;
+		s->rp_first = true;
+	}
 }
 
-void spec_yield(struct ing_spec *s)
+/* Opens a window: until it closes, the ingest thread makes no writer call and the reaper may
+ * take the mutex. one: the ingest thread wants the mutex back after one chunk. */
+static void window_open(struct ing_spec *s, bool one)
 {
-	if (!__atomic_load_n(&s->rp_want, __ATOMIC_RELAXED))
-		return;
+	s->rp_open = true;
+	s->rp_window++;
+	__atomic_store_n(&s->rp_back, one, __ATOMIC_RELAXED);
+	if (s->rp_left)
+		pthread_cond_signal(&s->rp_go);
+}
+
+/* Closes the window, holding the mutex again: if the reaper owes work and had no chunk in
+ * this window (it was not scheduled during the wait), waits for that one chunk. */
+static void window_close(struct ing_spec *s)
+{
+	while (s->reaper_running && !s->rp_stop && s->rp_left && s->rp_served != s->rp_window)
+		pthread_cond_wait(&s->rp_done, s->lock);
+	s->rp_open = false;
+}
+
+void spec_wait_begin(struct ing_spec *s, uint64_t now)
+{
+	reap_arm(s, now);
+	window_open(s, false);
 	pthread_mutex_unlock(s->lock);
-	/* Bounded: the reaper clears the flag as soon as it holds the mutex. */
-	for (int i = 0; i < 1000 && __atomic_load_n(&s->rp_want, __ATOMIC_RELAXED); i++)
-		sched_yield();
-	pthread_mutex_lock(s->lock);
 }
 
-/* One wake-up: reap_budget slots in chunks of SPEC_REAP_CHUNK, each under the mutex. */
-static void reap_once(struct ing_spec *s)
+void spec_wait_end(struct ing_spec *s)
 {
-	uint64_t left = s->reap_budget;
-	bool first = true;
+	__atomic_store_n(&s->rp_back, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(s->lock);
+	window_close(s);
+}
 
-	do {
-		uint64_t chunk = left < SPEC_REAP_CHUNK ? left : SPEC_REAP_CHUNK;
-		writer_lock(s);
-		s->reap_now = kvidx_now_ns();
-		kvidx_expire(s->w, s->reap_now, chunk);
-		if (first)
-			age_late(s, s->reap_now);
-		pthread_mutex_unlock(s->lock);
-		first = false;
-		left -= chunk;
-	} while (left);
+void spec_reaper_turn(struct ing_spec *s, uint64_t now)
+{
+	reap_arm(s, now);
+	if (!s->rp_left || !s->reaper_running)
+		return;
+	window_open(s, true);
+	window_close(s);
+}
+
+/* One chunk of the wake-up: at most SPEC_REAP_CHUNK slots of kvidx_expire, and in the first
+ * chunk the late map's aging (reaper thread, mutex held, a window open). */
+static void reap_chunk(struct ing_spec *s)
+{
+	uint64_t chunk = s->rp_left < SPEC_REAP_CHUNK ? s->rp_left : SPEC_REAP_CHUNK;
+
+	s->reap_now = kvidx_now_ns();
+	kvidx_expire(s->w, s->reap_now, chunk);
+	if (s->rp_first)
+		age_late(s, s->reap_now);
+	s->rp_first = false;
+	s->rp_left -= chunk;
+	if (!s->rp_left) /* the wake-up is done: the next one an interval from now */
+		s->rp_next_ns = kvidx_now_ns() + (uint64_t)s->cfg->reap_interval_ms * NS_PER_MS;
+	s->rp_served = s->rp_window;
+	pthread_cond_signal(&s->rp_done);
+}
+
+/* The reaper may work: a window is open, work is owed, and either it has had no chunk in
+ * this window or the ingest thread has not asked for the mutex back. */
+static bool reap_may(const struct ing_spec *s)
+{
+	return s->rp_open && s->rp_left &&
+	       (s->rp_served != s->rp_window || !__atomic_load_n(&s->rp_back, __ATOMIC_RELAXED));
 }
 
 static void *reaper_main(void *arg)
 {
 	struct ing_spec *s = arg;
-	uint64_t period = (uint64_t)s->cfg->reap_interval_ms * NS_PER_MS;
 
 	pthread_setname_np(pthread_self(), "kvidx-reaper");
-	pthread_mutex_lock(&s->rp_mu);
-	while (!s->rp_stop) {
-		pthread_mutex_unlock(&s->rp_mu);
-		reap_once(s);
-		uint64_t until = kvidx_now_ns() + period;
-		struct timespec ts = { .tv_sec = (time_t)(until / NS_PER_S),
-				       .tv_nsec = (long)(until % NS_PER_S) };
-		pthread_mutex_lock(&s->rp_mu);
-		while (!s->rp_stop && kvidx_now_ns() < until)
-			if (pthread_cond_timedwait(&s->rp_cv, &s->rp_mu, &ts) == ETIMEDOUT)
-				break;
+	pthread_mutex_lock(s->lock);
+	for (;;) {
+		while (!s->rp_stop && !reap_may(s))
+			pthread_cond_wait(&s->rp_go, s->lock); /* releases the writer mutex */
+		if (s->rp_stop)
+			break;
+		reap_chunk(s);
 	}
-	pthread_mutex_unlock(&s->rp_mu);
+	pthread_mutex_unlock(s->lock);
 	return NULL;
 }
 
@@ -934,12 +1014,13 @@ int spec_reaper_start(struct ing_spec *s)
 	int rc;
 
 	s->rp_stop = false;
+	s->reaper_running = true; /* before the thread: window_close() reads it */
 	rc = pthread_create(&s->reaper, NULL, reaper_main, s);
 	if (rc) {
+		s->reaper_running = false;
 		ilog(ILOG_ERROR, "cannot start the reaper thread: %s", strerror(rc));
 		return -rc;
 	}
-	s->reaper_running = true;
 	return 0;
 }
 
@@ -947,10 +1028,10 @@ void spec_reaper_stop(struct ing_spec *s)
 {
 	if (!s->reaper_running)
 		return;
-	pthread_mutex_lock(&s->rp_mu);
+	pthread_mutex_lock(s->lock);
 	s->rp_stop = true;
-	pthread_cond_signal(&s->rp_cv);
-	pthread_mutex_unlock(&s->rp_mu);
+	pthread_cond_broadcast(&s->rp_go);
+	pthread_mutex_unlock(s->lock);
 	pthread_join(s->reaper, NULL);
 	s->reaper_running = false;
 }

@@ -36,17 +36,40 @@
  *                   broken"). An idle pod (no routes, no events) is not paused.
  *
  * Threads and the writer mutex (docs/DESIGN.md "One writer, and one mutator inside it": the
- * apply path and the reaper never mutate concurrently):
+ * apply path and the reaper never mutate concurrently). Two threads make writer calls:
  *
- *  1. Every function here except spec_reaper_start/stop and spec_ttl_next is called with the
- *     writer mutex held (ingest.c holds it around each piece of work of its loop: one
- *     socket's budget of messages, the drain, the tick and housekeeping).
- *  2. The reaper thread takes the same mutex for each bounded step (at most
- *     SPEC_REAP_CHUNK slots of kvidx_expire, then the late map's aging), so the ingest thread
- *     waits at most one step. The ingest thread yields the mutex between its pieces of work
- *     when the reaper has asked for it (spec_yield), so the reaper cannot starve under load.
- *  3. All writer-private state in struct ing_spec (per-pod state, the corr_id map, the late
- *     map) is protected by that mutex; the shared-memory counters it writes are writer-only
+ *   ingest thread  ingest.c's loop: sockets, the apply path, the route drain, the tick and
+ *                  housekeeping; every function here but the four below runs on it.
+ *   reaper thread  the reaper's work and nothing else: kvidx_expire over the table, a
+ *                  wake-up of reap_budget slots every --reap-interval in chunks of at most
+ *                  SPEC_REAP_CHUNK slots, and the late map's aging (stale expiries) in each
+ *                  wake-up's first chunk (reaper_main, reap_chunk).
+ *
+ * Why a thread: the reaper's walk is the one piece of writer work that waits for nothing
+ * outside, so it runs while the ingest thread waits on the network: ingest.c releases the
+ * writer mutex around zmq_poll (spec_wait_begin / spec_wait_end), and that window is the
+ * reaper's. Readers never wait for it: an expired prediction is ignored by readers at once
+ * (reader.c); the reaper only reclaims its slot and starts its late window.
+ *
+ * Lock discipline:
+ *  1. The writer mutex (ingest.c's d->lock, s->lock here) is held by whoever makes a writer
+ *     call or touches struct ing_spec. The ingest thread holds it all the time, except inside
+ *     a window: from spec_wait_begin() (called holding it, returns without) to
+ *     spec_wait_end() (takes it back), and inside spec_reaper_turn().
+ *  2. The reaper thread takes the mutex only to wait on rp_go (which releases it) and to do a
+ *     chunk, and does a chunk only while a window is open (rp_open), so no writer call of
+ *     the two threads ever overlaps, and none is made by the reaper outside a window.
+ *  3. Progress, both ways: in a window the reaper may do chunk after chunk until the ingest
+ *     thread asks for the mutex back (rp_back, set before it locks), so the ingest thread
+ *     waits at most one chunk after its wait. When the loop is too busy to wait (zmq_poll
+ *     with timeout 0 returns at once) the reaper is still owed a turn: spec_wait_end()
+ *     waits on rp_done for the one chunk of a due wake-up the window did not see, and
+ *     ingest.c's schedule gives a turn after each socket's read budget (spec_reaper_turn:
+ *     one chunk, only when a wake-up is due). No spinning, no sched_yield.
+ *  4. rp_* fields are under the mutex, except rp_back: a relaxed hint (a stale value costs
+ *     at most one more chunk); the mutex and the two condition variables order the rest.
+ *     All other writer-private state in struct ing_spec (per-pod state, the corr_id map, the
+ *     late map) is under the mutex; the shared-memory counters written are writer-only
  *     relaxed words, as everywhere in ingestd.
  *
  * Metrics carry pods only: nothing here logs prompt text, token ids or keys above debug level.
@@ -76,8 +99,8 @@ enum spec_pause {
 /*
  * A bounded map with FIFO eviction keyed by (key, sub), on the fifomap of fifomap.h (the one
  * under the engine-key map too). A key may be pushed more than once (a multimap): every entry
- * has its own slot. Used for route commits awaiting their outcome (key = corr_id, sub = 0,
- * aux = the pod the outcome counts for: the prefill pod under P/D, else the decode pod), for
+ * has its own slot. Used for route commits awaiting their outcome (key = corr_id mixed with
+ * its origin, sub = the committing registry slot: spec.c origin_corr(); aux = the pod the outcome counts for: the prefill pod under P/D, else the decode pod), for
  * expired predictions awaiting a late confirmation (key = block key, sub = pod) and for the
  * route map (key = created_ns, sub = pod).
  */
@@ -147,7 +170,7 @@ struct ing_spec {
 	uint32_t block_size;
 	uint32_t max_pods;
 	struct spec_pod *pods;
-	struct spec_fifo corr; /* corr_id -> (pod, predicted tokens | on-prediction bit, commit) */
+	struct spec_fifo corr; /* (origin corr_id, slot) -> (pod, predicted tokens | on-prediction bit, commit) */
 	struct spec_fifo late; /* (key, pod) -> (created_ns, expired_ns) */
 	struct spec_fifo routes; /* (created_ns, pod) -> route accounting, see spec.c */
 	uint64_t late_window_ns;
@@ -157,13 +180,19 @@ struct ing_spec {
 	uint64_t late_evicted; /* late-map entries evicted before their window ended */
 	uint64_t drain_now, reap_now; /* time of the current drain / reaper step */
 	struct ilog_limit lim, late_lim;
-	/* Reaper thread. */
+	/* Reaper thread and its turns (rules 1-4 above): under the writer mutex but rp_back. */
 	pthread_t reaper;
 	bool reaper_running;
-	pthread_mutex_t rp_mu;
-	pthread_cond_t rp_cv;
+	pthread_cond_t rp_go;   /* the reaper waits: a window with work in it, or stop */
+	pthread_cond_t rp_done; /* the ingest thread waits: the chunk owed in its window */
 	bool rp_stop;
-	uint32_t rp_want; /* the reaper waits for the writer mutex (atomic) */
+	bool rp_open;           /* a window is open: the ingest thread makes no writer call */
+	bool rp_first;          /* the wake-up's first chunk is still to do (late aging) */
+	uint64_t rp_window;     /* windows opened so far */
+	uint64_t rp_served;     /* the last window the reaper did a chunk in */
+	uint64_t rp_left;       /* slots of the current wake-up still to examine */
+	uint64_t rp_next_ns;    /* when the next wake-up is due */
+	uint32_t rp_back;       /* atomic hint: the ingest thread wants the mutex back */
 };
 
 /*
@@ -178,11 +207,18 @@ int spec_init(struct ing_spec *s, struct kvidx *w, const struct ing_spec_config 
 /* Frees s; the reaper must be stopped. Pending late-window entries are dropped uncounted. */
 void spec_free(struct ing_spec *s);
 
-/* Starts / stops the reaper thread. Called without the writer mutex. start: 0 or -errno. */
+/* Starts / stops the reaper thread. Called without the writer mutex (start: before the loop
+ * first takes it; stop: after the loop). start: 0 or -errno. */
 int spec_reaper_start(struct ing_spec *s);
 void spec_reaper_stop(struct ing_spec *s);
-/* Ingest thread, holding the mutex: lets a waiting reaper take it, then takes it back. */
-void spec_yield(struct ing_spec *s);
+/* Ingest thread, around a wait on the network (rule 1): begin is called holding the mutex
+ * and releases it, opening the reaper's window (a wake-up due at now is armed first); end
+ * takes it back, after the one chunk the reaper is owed if it had none in the window. */
+void spec_wait_begin(struct ing_spec *s, uint64_t now);
+void spec_wait_end(struct ing_spec *s);
+/* Ingest thread, holding the mutex: if a wake-up is due, the reaper does one chunk now
+ * (the mutex is lent and taken back); otherwise nothing. */
+void spec_reaper_turn(struct ing_spec *s, uint64_t now);
 
 /* Pod index pod was registered (name for log lines): TTL set to the static one, counter
  * ttl_ms and spec_paused written. (When the pod leaves the index, kvidx_pod_remove() tells
