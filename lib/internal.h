@@ -97,7 +97,29 @@ struct kv_row {
 	uint32_t blocks, spec;
 	double score;
 	uint32_t run[KVIDX_NTIERS], spec_run; /* struct kvidx_score's runs */
+	uint32_t hit;   /* the hybrid hit (hybrid.c) */
+	uint16_t fa;    /* the pod's full-attention group mask: a record counts for blocks when
+			 * it holds the key in all of them (kv_rec_counts) */
+	bool hybrid;    /* the pod has groups whose rule can cut the run (hybrid.c) */
 };
+
+/* hybrid.c: a fresh row for pod, with its groups' summary (relaxed loads of pd_groups). */
+struct kv_row kv_row_new(const struct kv_view *v, int pod);
+
+/* Whether confirmed-or-speculative record w0 counts for a row whose pod's full-attention
+ * group mask is fa: a record with no group mask counts for every group. */
+static inline bool kv_rec_counts(uint64_t w0, unsigned fa)
+{
+	return !(KV_REC_FLAGS(w0) & KV_REC_GROUPS) || (KV_REC_GMASK(w0) & fa) == fa;
+}
+
+/* hybrid.c: sets hit of rows[0..nrows) for keys[0..n), inside the caller's read-side section. */
+void kv_score_hybrid(const struct kv_view *v, const uint64_t *keys, size_t n,
+		     struct kv_row *rows, uint32_t nrows, uint64_t now);
+
+/* reader.c, for hybrid.c: key's entry (NULL: absent) and a record's visibility. */
+const uint64_t *kv_rd_find(const struct kv_view *v, uint64_t key, unsigned *np);
+bool kv_rd_visible(const struct kv_view *v, uint64_t w0, uint64_t w1, uint64_t now);
 
 struct kvidx_reader {
 	char name[KVIDX_NAME_MAX];

@@ -250,11 +250,36 @@ struct kvidx_score {
 	double score;                 /* sum of per-block weights (best tier; speculative weight) */
 	uint32_t run[KVIDX_NTIERS];   /* per tier (gpu, cpu, disk, other): run from block 0, confirmed */
 	uint32_t spec_run;            /* run from block 0 held speculatively */
+	/* 1.2: */
+	uint32_t hit;                 /* the hybrid hit in blocks (valid with KVIDX_SCORE_HIT) */
+	uint32_t flags;               /* KVIDX_SCORE_* */
 	/* Fields added by later minor releases go here. */
 };
 
+/*
+ * struct kvidx_score flags (1.2). KVIDX_SCORE_HIT: hit is computed (a library before 1.2 leaves
+ * flags 0: take blocks then). KVIDX_SCORE_HYBRID: the pod described KV-cache groups beyond one
+ * full-attention group (kvidx_pod_set_group()), and hit follows vLLM's hybrid rule.
+ *
+ * The hit is what vLLM's prefix cache would give for these keys (vLLM
+ * vllm/v1/core/kv_cache_coordinator.py, HybridKVCacheCoordinator.find_longest_cache_hit, and
+ * the per-kind finders in vllm/v1/core/single_type_kv_cache_manager.py): starting from
+ * L = blocks (the run the full-attention groups hold; a pod without one: n, every key
+ * given), each sliding-window group of W tokens cuts L to the end of the last window of
+ * ceil((W - 1) / block size) consecutive blocks it holds at or before L (none: to the run it
+ * holds from block 0), each Mamba group to just after the last block at or before L whose
+ * state it holds (none: 0), all aligned to the groups' block sizes, repeated until no group
+ * cuts L. Speculative records count for every group. A pod with no group described, or only
+ * one full-attention group, has hit == blocks. Like blocks, it is over the keys given (vLLM
+ * itself also keeps the prompt's last token out of a hit).
+ */
+#define KVIDX_SCORE_HIT 0x1u
+#define KVIDX_SCORE_HYBRID 0x2u
+
 /* sizeof(struct kvidx_score) in 1.0, the smallest row_size kvidx_score_sized() accepts. */
 #define KVIDX_SCORE_SIZE_1_0 48
+/* sizeof(struct kvidx_score) in 1.2 (hit and flags). */
+#define KVIDX_SCORE_SIZE_1_2 56
 
 /*
  * Bulk prefix scoring: for keys[0..n) of one prompt, per pod the number of consecutive blocks

@@ -184,6 +184,54 @@ int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, ui
  */
 int kvidx_expire(struct kvidx *w, uint64_t now_ns, size_t budget);
 
+/* ---- KV-cache groups (1.2) ------------------------------------------------------------------ */
+
+/*
+ * Hybrid models (sliding-window and full attention, Mamba) keep one KV cache per group of
+ * layers (vLLM's kv_cache_groups); a prefix hit needs every group's blocks as its kind
+ * requires (struct kvidx_score, hit). A pod's groups are described once (group_idx as vLLM
+ * numbers them, below KVIDX_MAX_GROUPS), and stores say which groups hold the keys.
+ */
+#define KVIDX_MAX_GROUPS 12
+enum kvidx_group_kind {
+	KVIDX_GROUP_FULL = 1,    /* full attention (also MLA, sink full attention) */
+	KVIDX_GROUP_SLIDING = 2, /* sliding window of sliding_window tokens */
+	KVIDX_GROUP_MAMBA = 3,   /* Mamba / linear attention: a state per block boundary */
+};
+struct kvidx_group {
+	enum kvidx_group_kind kind;
+	uint32_t block_size;     /* the group's block, in tokens (0: the index block size) */
+	uint32_t sliding_window; /* KVIDX_GROUP_SLIDING: W tokens (>= 1) */
+};
+
+/*
+ * Describes group group_idx of pod (g NULL: none). Records the kind, the group's block in
+ * index blocks (a block no larger than the index block counts as one) and, for a sliding
+ * window, the index blocks a hit needs held back from its end:
+ * ceil(ceil((W - 1) / B) * B / index block size), at least 1. kvidx_pod_add() of a new
+ * occupant starts with none. Returns 0, -KVIDX_ENOPOD, or -EINVAL (group_idx out of range,
+ * unknown kind, a block size that is neither a multiple nor a divisor of the index block,
+ * a window of 0).
+ */
+int kvidx_pod_set_group(struct kvidx *w, int pod, unsigned group_idx, const struct kvidx_group *g);
+
+/*
+ * kvidx_store() for the groups in mask groups (bit g: group_idx g): the record also holds the
+ * key in those groups. groups 0 is kvidx_store() (the key counts for every group). A record
+ * stored without groups keeps meaning every group.
+ */
+int kvidx_store_groups(struct kvidx *w, int pod, const uint64_t *keys, size_t n,
+		       enum kvidx_tier tier, unsigned groups, uint64_t now_ns);
+
+/*
+ * The pod no longer holds keys on tiers (a mask, 0: no tier changes) and no longer in the
+ * groups of mask groups. A record with groups goes when no tier or no group is left; a record
+ * stored without groups only loses tiers (groups 0 and tiers 0: kvidx_remove(), any tier). A
+ * speculative record is dropped. Returns the number of records changed, or -KVIDX_EFULL.
+ */
+int kvidx_remove_groups(struct kvidx *w, int pod, const uint64_t *keys, size_t n,
+			unsigned tiers, unsigned groups);
+
 /* ---- observer ------------------------------------------------------------------------------ */
 
 /* Why a record left the table (struct kvidx_observer, on_drop). */

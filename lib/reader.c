@@ -607,11 +607,15 @@ static inline bool score_block(struct score_ctx *c, const uint64_t *e, unsigned 
 		if (ri < 0) {
 			if (!c->open || i != 0)
 				continue;
+			struct kv_row nr = kv_row_new(c->v, (int)p);
+			if (!kv_rec_counts(w0, nr.fa))
+				continue;
 			ri = r->row_of_pod[p] = (int32_t)c->nrows;
-			r->rows[c->nrows++] = (struct kv_row){ .pod = (int)p };
+			r->rows[c->nrows++] = nr;
 		}
 		struct kv_row *row = &r->rows[ri];
-		if (row->blocks != i)
+		/* A key held only by groups other than full attention does not extend the run. */
+		if (row->blocks != i || !kv_rec_counts(w0, row->fa))
 			continue;
 		row->blocks = i + 1;
 		if (KV_REC_FLAGS(w0) & KV_REC_SPEC) {
@@ -638,7 +642,8 @@ static void score_row_out(char *dst, const struct kv_row *row, size_t row_size)
 {
 	struct kvidx_score s = { .pod = row->pod, .blocks = row->blocks,
 				 .spec_blocks = row->spec, .score = row->score,
-				 .spec_run = row->spec_run };
+				 .spec_run = row->spec_run, .hit = row->hit,
+				 .flags = KVIDX_SCORE_HIT | (row->hybrid ? KVIDX_SCORE_HYBRID : 0) };
 	size_t n = row_size < sizeof(s) ? row_size : sizeof(s);
 
 	for (unsigned t = 0; t < KVIDX_NTIERS; t++)
@@ -680,7 +685,7 @@ int kvidx_score_sized(struct kvidx_reader *r, const uint64_t *keys, size_t n, co
 		if (p < 0 || (uint32_t)p >= v->max_pods || r->row_of_pod[p] >= 0)
 			continue;
 		r->row_of_pod[p] = (int32_t)c.nrows;
-		r->rows[c.nrows++] = (struct kv_row){ .pod = p };
+		r->rows[c.nrows++] = kv_row_new(v, p);
 	}
 
 	/*
@@ -728,6 +733,7 @@ int kvidx_score_sized(struct kvidx_reader *r, const uint64_t *keys, size_t n, co
 	}
 #undef CH_LEN
 done:
+	kv_score_hybrid(v, keys, n, r->rows, c.nrows, c.now); /* hybrid.c, in this section */
 	rc = rd_exit(r);
 	/* Rows out in pod order; reset the scratch for the next call. */
 	int nout = 0;
@@ -743,6 +749,17 @@ done:
 	if (rc < 0)
 		return rc;
 	return (size_t)nout < max ? nout : (int)max;
+}
+
+/* For hybrid.c, which scores within a section of this file's kvidx_score_sized(). */
+const uint64_t *kv_rd_find(const struct kv_view *v, uint64_t key, unsigned *np)
+{
+	return rd_find(v, key, kv_mix(key), np);
+}
+
+bool kv_rd_visible(const struct kv_view *v, uint64_t w0, uint64_t w1, uint64_t now)
+{
+	return rd_rec_visible(v, w0, w1, now);
 }
 
 /* ---- metadata ---- */

@@ -584,8 +584,33 @@ static bool spec_skip(const struct kvidx *w, uint32_t idx, unsigned pod, uint64_
 
 /* ---- operations ---- */
 
-int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
-		uint64_t now)
+/* Record word 0 of a confirmed record on tiers, in groups (0: every group, no flag). */
+static uint64_t conf_w0(int pod, unsigned gen, unsigned tiers, unsigned groups)
+{
+	return groups ? KV_REC_W0(pod, gen, tiers, KV_REC_GROUPS, groups & KV_GMASK_ALL) :
+			KV_REC_W0(pod, gen, tiers, 0, 0);
+}
+
+/* The group mask of confirmed record w0: 0 when it holds the key for every group. */
+static unsigned rec_groups(uint64_t w0)
+{
+	return KV_REC_FLAGS(w0) & KV_REC_GROUPS ? KV_REC_GMASK(w0) : 0;
+}
+
+/*
+ * What storing (tier, groups) leaves of pod's record w0 (a confirmed one): the tiers add up;
+ * groups add up on a record that has them; a store without groups, or a record without them,
+ * means every group.
+ */
+static uint64_t conf_merge(int pod, unsigned gen, uint64_t w0, unsigned tier, unsigned groups)
+{
+	unsigned rg = rec_groups(w0);
+
+	return conf_w0(pod, gen, KV_REC_TIERS(w0) | tier, groups && rg ? rg | groups : 0);
+}
+
+int kvidx_store_groups(struct kvidx *w, int pod, const uint64_t *keys, size_t n,
+		       enum kvidx_tier tier, unsigned groups, uint64_t now)
 {
 	unsigned gen;
 	int rc = pod_gen(w, pod, &gen), stored = 0, full = 0;
@@ -593,6 +618,7 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 
 	if (rc)
 		return rc;
+	groups &= KV_GMASK_ALL;
 	prefetch_first(w, keys, n);
 	for (size_t k = 0; k < n; k++) {
 		int64_t pos;
@@ -605,22 +631,21 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 		}
 		buf_load(w, idx, keys[k], &b);
 		int r = buf_find_pod(&b, (unsigned)pod);
-		if (r >= 0 && !rec_spec(b.w0[r]) && (KV_REC_TIERS(b.w0[r]) & tier) &&
-		    b.n == b.old_n) {
+		if (r >= 0 && !rec_spec(b.w0[r]) && b.n == b.old_n &&
+		    conf_merge(pod, gen, b.w0[r], tier, groups) == b.w0[r]) {
 			stored++; /* already held there: nothing to publish */
 			continue;
 		}
-		unsigned tiers = tier;
 		if (r >= 0) {
 			if (rec_spec(b.w0[r])) {
 				buf_note(&b, KV_NOTE_CONFIRM, 0, b.w0[r], b.w1[r], now);
 				b.w1[r] = now;
+				b.w0[r] = conf_w0(pod, gen, tier, groups);
 			} else {
-				tiers |= KV_REC_TIERS(b.w0[r]);
+				b.w0[r] = conf_merge(pod, gen, b.w0[r], tier, groups);
 			}
-			b.w0[r] = KV_REC_W0(pod, gen, tiers, 0, 0);
 		} else {
-			buf_add(&b, w->ppk, KV_REC_W0(pod, gen, tiers, 0, 0), now, now);
+			buf_add(&b, w->ppk, conf_w0(pod, gen, tier, groups), now, now);
 		}
 		if (publish(w, pos, idx, &b) < 0) {
 			stat_add(&w->st->store_failed, 1);
@@ -635,7 +660,14 @@ int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum k
 	return full ? -KVIDX_EFULL : stored;
 }
 
-int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers)
+int kvidx_store(struct kvidx *w, int pod, const uint64_t *keys, size_t n, enum kvidx_tier tier,
+		uint64_t now)
+{
+	return kvidx_store_groups(w, pod, keys, n, tier, 0, now);
+}
+
+int kvidx_remove_groups(struct kvidx *w, int pod, const uint64_t *keys, size_t n,
+			unsigned tiers, unsigned groups)
 {
 	unsigned gen;
 	int rc = pod_gen(w, pod, &gen), changed = 0, full = 0;
@@ -643,7 +675,8 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 
 	if (rc)
 		return rc;
-	if (tiers == 0)
+	groups &= KV_GMASK_ALL;
+	if (tiers == 0 && groups == 0)
 		tiers = 0xff;
 	prefetch_first(w, keys, n);
 	for (size_t k = 0; k < n; k++) {
@@ -654,18 +687,25 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 			continue;
 		entry_load(w, idx, &b);
 		int r = buf_find_pod(&b, (unsigned)pod);
-		/* A confirmed record on none of those tiers is left alone: not a change. */
-		if (r >= 0 && !rec_spec(b.w0[r]) && !(KV_REC_TIERS(b.w0[r]) & tiers))
-			r = -1;
+		unsigned left = 0, gleft = 0;
+		bool drop = false;
+		if (r >= 0 && !rec_spec(b.w0[r])) {
+			unsigned rt = KV_REC_TIERS(b.w0[r]), rg = rec_groups(b.w0[r]);
+			left = rt & ~tiers;
+			gleft = rg & ~groups;
+			/* A confirmed record losing no tier and no group is left alone: not a change. */
+			if (left == rt && gleft == rg)
+				r = -1;
+			drop = left == 0 || (rg && gleft == 0);
+		}
 		if (r < 0 && b.n == b.old_n)
 			continue;
 		if (r >= 0) {
-			unsigned left = KV_REC_TIERS(b.w0[r]) & ~tiers;
-			if (rec_spec(b.w0[r]) || left == 0) {
+			if (rec_spec(b.w0[r]) || drop) {
 				buf_note(&b, KV_NOTE_DROP, KVIDX_DROP_REMOVED, b.w0[r], b.w1[r], 0);
 				buf_drop(&b, (unsigned)r);
 			} else {
-				b.w0[r] = KV_REC_W0(pod, gen, left, 0, 0);
+				b.w0[r] = conf_w0(pod, gen, left, gleft);
 			}
 		}
 		/* Shrinking needs a fresh entry too; if even that fails, the old one stays (a
@@ -679,6 +719,58 @@ int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsig
 	}
 	stat_add(&w->st->removes, (uint64_t)changed);
 	return full ? -KVIDX_EFULL : changed;
+}
+
+int kvidx_remove(struct kvidx *w, int pod, const uint64_t *keys, size_t n, unsigned tiers)
+{
+	return kvidx_remove_groups(w, pod, keys, n, tiers ? tiers : 0xff, 0);
+}
+
+static uint32_t div_up(uint64_t a, uint64_t b)
+{
+	uint64_t q = (a + b - 1) / b;
+
+	return q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
+}
+
+int kvidx_pod_set_group(struct kvidx *w, int pod, unsigned group_idx, const struct kvidx_group *g)
+{
+	unsigned gen;
+	int rc = pod_gen(w, pod, &gen);
+	uint32_t I = w->hdr->dh_block_size, word = 0;
+
+	if (rc)
+		return rc;
+	if (group_idx >= KV_POD_GROUPS || I == 0)
+		return -EINVAL;
+	if (g) {
+		uint32_t B = g->block_size ? g->block_size : I, m = B > I ? B / I : 1, need = 0;
+		if ((B % I && I % B) || m > KV_GRP_M_MAX)
+			return -EINVAL;
+		switch (g->kind) {
+		case KVIDX_GROUP_FULL:
+		case KVIDX_GROUP_MAMBA:
+			break;
+		case KVIDX_GROUP_SLIDING:
+			if (!g->sliding_window)
+				return -EINVAL;
+			/* The window's tokens before a hit's end, in whole group blocks, as index
+			 * blocks (vLLM: ceil((W - 1) / block size) blocks). */
+			need = div_up((uint64_t)div_up(g->sliding_window - 1, B) * B, I);
+			if (need == 0)
+				need = 1;
+			if (need > KV_GRP_NEED_MAX)
+				need = KV_GRP_NEED_MAX;
+			break;
+		default:
+			return -EINVAL;
+		}
+		word = KV_GRP_WORD(g->kind, m, need);
+	}
+	/* Each word stands alone (layout.h): readers load it relaxed, in any order. */
+	if (ld_relaxed(&w->pods[pod].pd_groups[group_idx]) != word)
+		st_relaxed(&w->pods[pod].pd_groups[group_idx], word);
+	return 0;
 }
 
 int kvidx_speculate(struct kvidx *w, int pod, const uint64_t *keys, size_t n, uint64_t now,

@@ -812,6 +812,8 @@ int kvidx_pod_add(struct kvidx *w, const char *name, const char *model)
 	pod_write_names(p, name, model);
 	for (int c = 0; c < KV_POD_COUNTERS; c++)
 		st_relaxed(&p->pd_ctr[c], 0);
+	for (int g = 0; g < KV_POD_GROUPS; g++) /* a previous occupant's KV-cache groups */
+		st_relaxed(&p->pd_groups[g], 0);
 	load_write(&w->load[free_idx], 0, 0, 0, kvidx_now_ns()); /* a previous occupant's load */
 	for (int which = 0; which < KV_HIST_PER_POD; which++) {
 		uint64_t *h = kv_writer_pod_hist(w, free_idx, which);

@@ -54,7 +54,9 @@
  * points at one, it never changes until it is retired through RCU and reused.
  *
  * Record: w0 = pod (0-15) | pod generation (16-31) | tiers (32-39) | flags (40-47) |
- *         ttl_ms (48-63);  w1 = t_ns (confirmed: stored-at; speculative: created-at).
+ *         ttl_ms (48-63), or for a confirmed record with KV_REC_GROUPS the mask of the
+ *         pod's KV-cache groups holding the key (48-59, layout 8; without the flag: every
+ *         group); w1 = t_ns (confirmed: stored-at; speculative: created-at).
  *
  * The normative description of every byte, and of the protocol readers follow, is
  * shm/FORMAT.md; tests/test_format.c checks this header against it.
@@ -79,7 +81,7 @@
 #define KV_IDX_MAGIC 0x5844495844494b56ull  /* "VKIDXIDX" little-endian */
 #define KV_CTL_MAGIC 0x4c54435844494b56ull  /* "VKIDXCTL" little-endian */
 #define KV_DATA_MAGIC 0x4154414458444b56ull /* "VKDXDATA" little-endian */
-#define KV_LAYOUT_VERSION 7u
+#define KV_LAYOUT_VERSION 8u
 
 /*
  * Format stamp: the layout version and the sizes the format fixes, all constants of
@@ -104,7 +106,8 @@
 #define KV_EPOCH_MAX (1ull << 62) /* an inherited epoch above this is damage: restart at 1 */
 #define KV_GEN_MAX (1ull << 62)   /* likewise for generation numbers */
 
-#define KV_REC_SPEC 0x1u /* record flag: speculative */
+#define KV_REC_SPEC 0x1u   /* record flag: speculative */
+#define KV_REC_GROUPS 0x2u /* record flag (layout 8): bits 48-59 are its KV-cache group mask */
 
 /* ---- index header ---- */
 
@@ -339,10 +342,26 @@ enum kv_rank_ctr {
 #define KV_POD_COUNTERS (KV_POD_NAMED + KV_POD_RANKS * KV_RANK_WORDS)
 _Static_assert(KV_PC_COUNT <= KV_POD_NAMED, "per-pod counters fit the pod struct");
 _Static_assert(KV_RC_COUNT <= KV_RANK_WORDS, "per-rank counters fit their area");
+/*
+ * KV-cache groups of a pod (layout 8): pd_groups[g] describes the pod's group g (vLLM's
+ * group_idx), 0 = none. Each word stands alone (relaxed stores and loads): kind (bits 0-3,
+ * KV_GRP_*), m (bits 4-11: the group's block in index blocks, 1 when it is not larger) and
+ * need (bits 12-31: a sliding-window group's index blocks that must be held back from a hit's
+ * end). A record's group bit g (KV_REC_GMASK) says group g holds the key. shm/FORMAT.md 5.4.
+ */
+#define KV_POD_GROUPS 12
+enum { KV_GRP_NONE = 0, KV_GRP_FULL = 1, KV_GRP_SLIDING = 2, KV_GRP_MAMBA = 3 };
+#define KV_GRP_WORD(kind, m, need) \
+	((uint32_t)(kind) | ((uint32_t)(m) << 4) | ((uint32_t)(need) << 12))
+#define KV_GRP_KIND(g) ((unsigned)((g) & 0xf))
+#define KV_GRP_M(g) ((unsigned)(((g) >> 4) & 0xff))
+#define KV_GRP_NEED(g) ((unsigned)((g) >> 12))
+#define KV_GRP_NEED_MAX 0xfffffu
+#define KV_GRP_M_MAX 0xffu
 struct kvidx_pod {
 	uint64_t pd_word;
 	uint64_t pd_seq; /* bumped around name changes, for torn-name detection */
-	uint8_t pd_pad0[KVIDX_CACHELINE - 16];
+	uint32_t pd_groups[KV_POD_GROUPS]; /* layout 8: KV-cache group descriptors, above */
 	char pd_name[64];
 	char pd_model[64];
 	uint64_t pd_ctr[KV_POD_COUNTERS]; /* named counters, then the rank area */
@@ -438,6 +457,8 @@ _Static_assert(sizeof(struct kvidx_load_row) == KV_LOAD_BYTES, "load row size");
 #define KV_REC_TIERS(w) ((unsigned)(((w) >> 32) & 0xff))
 #define KV_REC_FLAGS(w) ((unsigned)(((w) >> 40) & 0xff))
 #define KV_REC_TTL(w) ((unsigned)((w) >> 48))
+#define KV_REC_GMASK(w) ((unsigned)(((w) >> 48) & 0xfff)) /* with KV_REC_GROUPS */
+#define KV_GMASK_ALL 0xfffu
 
 #define KV_META(npods, cap) ((uint64_t)(npods) | ((uint64_t)(cap) << 8))
 #define KV_META_NPODS(m) ((unsigned)((m) & 0xff))

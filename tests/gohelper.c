@@ -5,7 +5,8 @@
  * the C consumer accepted.
  *
  *   kvidx-gohelper build NAME SEED   random index (stores, removals, clears, pod removal and
- *                                    reuse, live and expired predictions, paused pods), then
+ *                                    reuse, live and expired predictions, paused pods, KV-cache
+ *                                    groups and grouped stores and removals), then
  *                                    one line per question and the C reader's answer:
  *                                      I algo seed block_size generation
  *                                      P pod name|model
@@ -15,8 +16,9 @@
  *                                        (load view rows; "W pod -": no such pod)
  *                                      L key : pod,tiers,spec,t_ns,expires ...
  *                                      S weights cands keys :
- *                                        pod,blocks,spec,score,gpu,cpu,disk,other,spec_run
- *                                        ... (the last five: the per-tier runs)
+ *                                        pod,blocks,spec,score,gpu,cpu,disk,other,spec_run,
+ *                                        hit,hybrid ... (gpu..spec_run: the per-tier runs;
+ *                                        hit: the hybrid hit, pods 6..11 having groups)
  *                                    then END; keeps the writer until stdin closes, then
  *                                    removes the index.
  *   kvidx-gohelper churn NAME SEED STALL_MS
@@ -106,13 +108,18 @@ static struct kvidx *writer(const char *name, const struct kvidx_geometry *geo, 
 #define CHAIN 40
 #define NPODS 12
 
-static uint64_t rng;
+static uint64_t rng, grng; /* grng: the KV-cache group draws, apart from the others' */
 static uint64_t chains[NCHAINS][CHAIN];
 static uint64_t never[64];
 
 static unsigned rnd(unsigned n)
 {
 	return (unsigned)(tc_rng_next(&rng) % n);
+}
+
+static unsigned grnd(unsigned n)
+{
+	return (unsigned)(tc_rng_next(&grng) % n);
 }
 
 static void print_list_keys(const uint64_t *k, size_t n)
@@ -162,8 +169,9 @@ static void print_score(struct kvidx_reader *r, const uint64_t *keys, size_t n, 
 	print_list_keys(keys, n);
 	printf(" :");
 	for (int i = 0; i < rows; i++)
-		printf(" %d,%u,%u,%.17g,%u,%u,%u,%u,%u", s[i].pod, s[i].blocks, s[i].spec_blocks,
-		       s[i].score, s[i].run[0], s[i].run[1], s[i].run[2], s[i].run[3], s[i].spec_run);
+		printf(" %d,%u,%u,%.17g,%u,%u,%u,%u,%u,%u,%d", s[i].pod, s[i].blocks, s[i].spec_blocks,
+		       s[i].score, s[i].run[0], s[i].run[1], s[i].run[2], s[i].run[3], s[i].spec_run,
+		       s[i].hit, !!(s[i].flags & KVIDX_SCORE_HYBRID));
 	printf("\n");
 }
 
@@ -218,7 +226,7 @@ static void print_counters(struct kvidx_reader *r)
 
 static int do_build(const char *name, uint64_t seed)
 {
-	struct kvidx_geometry geo = { .capacity = 1500, .records = 2400, .pods_per_key = 5,
+	struct kvidx_geometry geo = { .capacity = 1500, .records = 3000, .pods_per_key = 5,
 				      .max_pods = 16, .max_readers = 8 };
 	struct kvidx *w = writer(name, &geo, 0);
 	int pods[NPODS];
@@ -226,6 +234,7 @@ static int do_build(const char *name, uint64_t seed)
 	uint64_t now = kvidx_now_ns();
 
 	rng = seed;
+	grng = seed * 0x9e3779b97f4a7c15ull + 1;
 	for (int c = 0; c < NCHAINS; c++)
 		for (int i = 0; i < CHAIN; i++)
 			chains[c][i] = tc_rng_next(&rng);
@@ -238,24 +247,54 @@ static int do_build(const char *name, uint64_t seed)
 		if (pods[p] < 0)
 			die("pod_add", pods[p]);
 	}
-	/* Stores: prefixes of chains on random pods and tiers, some at an offset (holes). */
+	/* KV-cache groups on pods 6..11 (hybrid models): full attention, sliding windows of
+	 * several sizes, Mamba, a full-attention group of two index blocks, two groups of one
+	 * spec (a class). Pods 0..5 describe none. */
+	static const struct kvidx_group gs[6] = {
+		{ KVIDX_GROUP_FULL, 0, 0 },      { KVIDX_GROUP_SLIDING, 0, 33 },
+		{ KVIDX_GROUP_SLIDING, 0, 100 }, { KVIDX_GROUP_MAMBA, 0, 0 },
+		{ KVIDX_GROUP_FULL, 32, 0 },     { KVIDX_GROUP_MAMBA, 32, 0 },
+	};
+	for (int p = 6; p < NPODS; p++)
+		for (unsigned g = 0; g < 4; g++) {
+			unsigned k = g == 0 ? (p == 11 ? 4 : 0) : grnd(7);
+			int rc = k < 6 ? kvidx_pod_set_group(w, pods[p], g, &gs[k]) : 0;
+			if (rc < 0)
+				die("set_group", rc);
+		}
+	/* Stores: prefixes of chains on random pods and tiers, some at an offset (holes); on the
+	 * pods with groups, in random groups. */
 	for (int c = 0; c < NCHAINS; c++) {
 		int holders = 1 + (int)rnd(6);
 		for (int h = 0; h < holders; h++) {
-			int p = pods[rnd(NPODS)];
+			int pi = (int)rnd(NPODS), p = pods[pi];
 			unsigned from = rnd(4) == 0 ? rnd(CHAIN) : 0, len = rnd(CHAIN + 1 - from);
 			enum kvidx_tier t = (enum kvidx_tier)(1u << rnd(4));
-			int rc = kvidx_store(w, p, chains[c] + from, len, t, now - rnd(1000) * MS);
+			unsigned gm = pi >= 6 && grnd(4) ? 1 + grnd(15) : 0;
+			int rc = kvidx_store_groups(w, p, chains[c] + from, len, t, gm,
+						    now - rnd(1000) * MS);
 			if (rc < 0 && rc != -KVIDX_EFULL)
 				die("store", rc);
+			if (gm && len > 3 && grnd(2)) /* more groups on a part of it */
+				kvidx_store_groups(w, p, chains[c] + from + grnd(len - 3), 1 + grnd(3),
+						   t, 1 + grnd(15), now);
 		}
 	}
+	kvidx_writer_tick(w, kvidx_now_ns()); /* the copies the grouped stores retired come back */
 	/* Removals, some of one tier only. */
 	for (int i = 0; i < 200; i++) {
 		int c = (int)rnd(NCHAINS), k = (int)rnd(CHAIN);
 		kvidx_remove(w, pods[rnd(NPODS)], &chains[c][k], 1 + rnd(3) * (k + 3 < CHAIN),
 			     rnd(2) ? 0 : 1u << rnd(4));
 	}
+	/* Group removals on the pods with groups, some of a tier too. */
+	for (int i = 0; i < 150; i++) {
+		int c = (int)grnd(NCHAINS), k = (int)grnd(CHAIN);
+		kvidx_remove_groups(w, pods[6 + grnd(NPODS - 6)], &chains[c][k],
+				    1 + grnd(3) * (k + 3 < CHAIN), grnd(2) ? 0 : 1u << grnd(4),
+				    1u << grnd(4));
+	}
+	kvidx_writer_tick(w, kvidx_now_ns());
 	/* Predictions: live (created now, 60 s) and expired (created 10 s ago, 1 s). */
 	for (int i = 0; i < 60; i++) {
 		int c = (int)rnd(NCHAINS), len = 1 + (int)rnd(CHAIN);

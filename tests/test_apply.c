@@ -249,8 +249,9 @@ Test(apply, every_shape_alone_and_mixed)
 Test(apply, hybrid_batch_yields)
 {
 	/* One scheduler step of a hybrid model with CPU offloading: full-attention blocks, the
-	 * sliding-window group's blocks of the same tokens, a Mamba group, an offload
-	 * placeholder for the full-attention blocks, and an unknown new event type. */
+	 * sliding-window group's blocks of the same tokens (without a window size), a Mamba
+	 * group, an offload placeholder for the full-attention blocks, and an unknown new event
+	 * type. */
 	const uint32_t *t = tu_toks(40000, 4 * BS);
 	uint64_t fa[4] = { 1, 2, 3, 4 }, sw[2] = { 11, 12 }, mb[1] = { 21 }, k[4];
 	struct kvw_event ev[4] = {
@@ -274,11 +275,14 @@ Test(apply, hybrid_batch_yields)
 	keys_of(0, t, 4 * BS, k);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(tiers(k[i]), KVIDX_TIER_GPU | KVIDX_TIER_CPU, "block %d", i);
-	cr_assert_eq(ctr(KV_PC_blocks_stored), 8, "4 GPU + 4 CPU");
-	cr_assert_eq(ctr(KV_PC_skipped_group), 2);
+	/* Full attention 4 on GPU, the Mamba group's one block of 4 index blocks on GPU, the
+	 * full-attention blocks on CPU (the placeholder names no group: the groups that know
+	 * its hashes); the sliding-window event gives no window size: skipped. */
+	cr_assert_eq(ctr(KV_PC_blocks_stored), 12, "4 + 4 GPU, 4 CPU");
+	cr_assert_eq(ctr(KV_PC_skipped_group), 1);
 	cr_assert_eq(ctr(KV_PC_offload_applied), 4);
 	cr_assert_eq(ctr(KV_PC_unknown_type), 1);
-	cr_assert_eq(ctr(KV_PC_skipped_events), 3);
+	cr_assert_eq(ctr(KV_PC_skipped_events), 2);
 	fprintf(stderr,
 		"hybrid-batch: events=5 blocks_stored=%llu offload_applied=%llu skipped_group=%llu "
 		"unknown_type=%llu skipped_events=%llu\n",
@@ -392,6 +396,41 @@ Test(apply, engine_blocks_smaller_than_index_blocks)
 	apply(&r, 1);
 	cr_assert_eq(tiers(k[1]), 0);
 	cr_assert_eq(tiers(k[0]), KVIDX_TIER_GPU);
+}
+
+/*
+ * llm-d's edge case, as vLLM has it: with engine blocks smaller than the index block, an index
+ * block is hit only with every engine block of it, so evicting any of them (the first one
+ * included) drops its key, also when the index block spans two events.
+ */
+Test(apply, evicting_any_engine_block_of_an_index_block_drops_its_key)
+{
+	const uint32_t *t = tu_toks(4500, 2 * BS);
+	uint64_t h[8] = { 71, 72, 73, 74, 75, 76, 77, 78 }, k[2];
+	struct kvw_event a = tu_stored(h, 6, false, 0, t, 24, 4);
+	struct kvw_event b = tu_stored(h + 6, 2, true, h[5], t + 24, 8, 4);
+
+	keys_of(0, t, 2 * BS, k);
+	apply(&a, 1);
+	apply(&b, 1);
+	cr_assert_eq(tiers(k[0]), KVIDX_TIER_GPU);
+	cr_assert_eq(tiers(k[1]), KVIDX_TIER_GPU);
+	struct kvw_event r0 = tu_removed(&h[0], 1, NULL); /* the first of index block 0 */
+	apply(&r0, 1);
+	cr_assert_eq(tiers(k[0]), 0, "vLLM can no longer hit index block 0");
+	cr_assert_eq(tiers(k[1]), KVIDX_TIER_GPU);
+	struct kvw_event r4 = tu_removed(&h[4], 1, NULL); /* the first of index block 1 (event a) */
+	apply(&r4, 1);
+	cr_assert_eq(tiers(k[1]), 0, "index block 1 lost its first engine block");
+	/* Its completing block's own removal later changes nothing more, nor counts twice. */
+	struct kvw_event r7 = tu_removed(&h[7], 1, NULL);
+	apply(&r7, 1);
+	cr_assert_eq(ctr(KV_PC_unknown_removed), 0);
+	/* Stored again, the index block is whole again. */
+	struct kvw_event a2 = tu_stored(h + 4, 2, true, h[3], t + 16, 8, 4);
+	apply(&a2, 1);
+	apply(&b, 1);
+	cr_assert_eq(tiers(k[1]), KVIDX_TIER_GPU);
 }
 
 /* ---- media and locality --------------------------------------------------------------------- */

@@ -641,3 +641,48 @@ Test(dump, help)
 	tu_assert_has(r.out, "Usage: kvidx-dump");
 	free(r.out);
 }
+
+/* --score: what kvidx_score returns per pod, with the hybrid hit of a pod with KV-cache groups
+ * (full attention, a sliding window of 2 blocks: its blocks 1-2 lost) and a one-group pod. */
+Test(dump, score_rows_with_the_hybrid_hit)
+{
+	uint64_t k[4] = { 0xa1, 0xa2, 0xa3, 0xa4 }, now = kvidx_now_ns();
+	struct kvidx_group fa = { KVIDX_GROUP_FULL, 16, 0 }, sw = { KVIDX_GROUP_SLIDING, 16, 17 };
+
+	w = open_small();
+	int hy = kvidx_pod_add(w, "10.0.0.1:8000", "m"), one = kvidx_pod_add(w, "10.0.0.2:8000", "m");
+	cr_assert_eq(kvidx_pod_set_group(w, hy, 0, &fa), 0);
+	cr_assert_eq(kvidx_pod_set_group(w, hy, 1, &sw), 0);
+	cr_assert_eq(kvidx_store_groups(w, hy, k, 4, KVIDX_TIER_GPU, 1, now), 4);
+	cr_assert_eq(kvidx_store_groups(w, hy, k, 1, KVIDX_TIER_GPU, 2, now), 1);
+	cr_assert_eq(kvidx_store_groups(w, hy, k + 3, 1, KVIDX_TIER_GPU, 2, now), 1);
+	cr_assert_eq(kvidx_store(w, one, k, 3, KVIDX_TIER_CPU, now), 3);
+	struct kvidx_load l = { .inflight = 2, .prefill_tokens = 96 };
+	cr_assert_eq(kvidx_pod_set_load(w, one, &l), 0);
+
+	struct tu_run r = dump("--json --score 0xa1,a2,0xA3,0xa4,0xa5");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_json(r.out);
+	/* Window 17 tokens: 1 block must be held back from the end; block 3 is: a hit of 4. */
+	tu_assert_has(r.out, "\"score\": [");
+	tu_assert_has(r.out, "{\"pod\": \"10.0.0.1:8000\", \"index\": 0, \"blocks\": 4, \"hit\": 4, "
+			     "\"hybrid\": true, ");
+	tu_assert_has(r.out, "{\"pod\": \"10.0.0.2:8000\", \"index\": 1, \"blocks\": 3, \"hit\": 3, "
+			     "\"hybrid\": false, \"spec_blocks\": 0, \"score\": 2.4");
+	tu_assert_has(r.out, "\"load\": {\"inflight\": 2, \"prefill_tokens\": 96, \"lost\": 0}");
+	tu_assert_lacks(r.out, "\"header\"");
+	free(r.out);
+
+	/* The sliding window loses block 3 too: searching back from 4, no block held, and block
+	 * 0's run is one block: the hit is 1 although full attention holds 4. */
+	cr_assert_eq(kvidx_remove_groups(w, hy, k + 3, 1, 0, 2), 1);
+	r = dump("--score 0xa1,0xa2,0xa3,0xa4");
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	tu_assert_has(r.out, "score of 4 keys: 2 pods holding block 0\n");
+	tu_assert_has(r.out, "  10.0.0.1:8000         blocks 4     hit 1     (hybrid) spec 0 ");
+	tu_assert_has(r.out, "  10.0.0.2:8000         blocks 3     hit 3     spec 0 ");
+	tu_assert_has(r.out, "load inflight 2 prefill_tokens 96\n");
+	free(r.out);
+
+	free(tu_expect_usage("kvidx-dump", "--score 0xa1,zz", "bad --score key 'zz'"));
+}

@@ -65,7 +65,7 @@ static const struct fld fields[] = {
 	DH(dh_pad0),
 	DH(dh_state),
 	DH(dh_heartbeat_ns), DH(dh_writer_pid), DH(dh_pad1),
-	PD(pd_word), PD(pd_seq), PD(pd_pad0), PD(pd_name), PD(pd_model), PD(pd_ctr),
+	PD(pd_word), PD(pd_seq), PD(pd_groups), PD(pd_name), PD(pd_model), PD(pd_ctr),
 	FLD("kvidx_router", kvidx_router, rt_ctr), FLD("kvidx_router", kvidx_router, rt_hist),
 	FLD("kvidx_load_row", kvidx_load_row, lr_seq),
 	FLD("kvidx_load_row", kvidx_load_row, lr_inflight),
@@ -168,6 +168,11 @@ static const struct cst consts[] = {
 	{ "KV_RANK_CONNECTED", KV_RANK_CONNECTED },
 	{ "KV_RANK_REPLAYING", KV_RANK_REPLAYING },
 	{ "KV_REC_SPEC", KV_REC_SPEC },
+	{ "KV_REC_GROUPS", KV_REC_GROUPS },
+	{ "KV_POD_GROUPS", KV_POD_GROUPS },
+	{ "KV_GRP_FULL", KV_GRP_FULL },
+	{ "KV_GRP_SLIDING", KV_GRP_SLIDING },
+	{ "KV_GRP_MAMBA", KV_GRP_MAMBA },
 	{ "KV_ALGO_CBOR_FNV", KVIDX_KEY_CBOR_FNV },
 	{ "KV_ALGO_XXH64", KVIDX_KEY_XXH64 },
 	{ "KV_TIER_GPU", KVIDX_TIER_GPU },
@@ -314,6 +319,8 @@ static size_t type_size(const char *t)
 		return n;
 	if (sscanf(t, "u64[%zu]", &n) == 1)
 		return 8 * n;
+	if (sscanf(t, "u32[%zu]", &n) == 1)
+		return 4 * n;
 	cr_assert_str_eq(t, "bytes", "unknown type '%s'", t);
 	return 0;
 }
@@ -440,7 +447,7 @@ Test(format, plan_bounds_and_stamp)
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
 		cr_expect_eq(offs[i] % 4096, 0, "offset %zu not 4096-aligned", i);
 	cr_expect_eq(h.dh_stats_off, 4096);
-	cr_expect_eq(KV_STAMP, (7ull << 48) | (192ull << 32) | (2752ull << 16) | (64ull << 8) | 64);
+	cr_expect_eq(KV_STAMP, (8ull << 48) | (192ull << 32) | (2752ull << 16) | (64ull << 8) | 64);
 	/* Section 5.2's order: histograms, router statistics, the load view, then the slots. */
 	cr_expect_eq(h.dh_routers_off, (h.dh_hist_off + 256ull * KV_HIST_PER_POD * 192 * 8 + 4095) &
 					       ~4095ull);

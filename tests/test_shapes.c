@@ -441,7 +441,8 @@ Test(shapes, workload_with_every_shape)
 	cr_assert_gt(summary("placeholder_blocks"), 0);
 	cr_assert_gt(summary("dup_blocks"), 0);
 	cr_assert_gt(summary("extra_blocks"), 0);
-	cr_assert_eq(CTR(p, skipped_group), summary("group_events"));
+	/* The hybrid model's sliding-window and Mamba events are indexed per group. */
+	cr_assert_eq(CTR(p, skipped_group), 0);
 	cr_assert_eq(CTR(p, offload_applied), summary("placeholder_blocks"));
 	cr_assert_eq(CTR(p, dup_copies), summary("dup_blocks"));
 	cr_assert_eq(CTR(p, offload_unknown), 0);

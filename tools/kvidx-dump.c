@@ -72,6 +72,7 @@ enum {
 	SEC_STATS = 1 << 3,
 	SEC_ENTRIES = 1 << 4,
 	SEC_KEY = 1 << 5,
+	SEC_SCORE = 1 << 6,
 	SEC_DEFAULT = SEC_HEADER | SEC_PODS | SEC_READERS | SEC_STATS,
 };
 
@@ -775,6 +776,111 @@ static int dump_key(struct dump *d, uint64_t key)
 	return n > 0;
 }
 
+/* ---- --score ---- */
+
+#define MAX_SCORE_KEYS 65536
+
+/* Parses "KEY,KEY,..." (hex, optional 0x) into a fresh array; exits 2 on a bad one. */
+static uint64_t *parse_score_keys(const char *arg, size_t *n)
+{
+	size_t cap = 1;
+	uint64_t *keys;
+	char *copy = strdup(arg), *save = NULL, *tok;
+
+	for (const char *c = arg; *c; c++)
+		cap += *c == ',';
+	keys = calloc(cap, sizeof(*keys));
+	if (!copy || !keys)
+		tc_usage_error("--score: out of memory");
+	*n = 0;
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!tc_parse_hex64(tok, &keys[*n]))
+			tc_usage_error("bad --score key '%s': expected a comma-separated list of 1 to "
+				       "16 hex digits each, optionally prefixed by 0x", tok);
+		(*n)++;
+	}
+	if (*n == 0 || *n > MAX_SCORE_KEYS)
+		tc_usage_error("--score takes 1 to %d keys, %zu given", MAX_SCORE_KEYS, *n);
+	free(copy);
+	return keys;
+}
+
+static void score_row(struct dump *d, const struct kvidx_score *s)
+{
+	const char *pn = pod_name(d, (unsigned)s->pod);
+	struct kvidx_load l;
+	bool load = kvidx_pod_load(d->r, s->pod, &l) == 0;
+	uint32_t hit = s->flags & KVIDX_SCORE_HIT ? s->hit : s->blocks;
+
+	if (d->json) {
+		struct tc_jw *j = &d->j;
+		tc_jw_open(j, NULL, '{');
+		if (pn)
+			tc_jw_str(j, "pod", pn);
+		else
+			tc_jw_null(j, "pod");
+		tc_jw_i64(j, "index", s->pod);
+		tc_jw_u64(j, "blocks", s->blocks);
+		tc_jw_u64(j, "hit", hit);
+		tc_jw_bool(j, "hybrid", s->flags & KVIDX_SCORE_HYBRID);
+		tc_jw_u64(j, "spec_blocks", s->spec_blocks);
+		tc_jw_num(j, "score", s->score);
+		tc_jw_open(j, "runs", '{');
+		for (unsigned t = 0; t < KVIDX_NTIERS; t++)
+			tc_jw_u64(j, kvidx_tier_name((enum kvidx_tier)(1u << t)), s->run[t]);
+		tc_jw_u64(j, "speculative", s->spec_run);
+		tc_jw_close(j, '}');
+		if (load) {
+			tc_jw_open(j, "load", '{');
+			tc_jw_u64(j, "inflight", l.inflight);
+			tc_jw_u64(j, "prefill_tokens", l.prefill_tokens);
+			tc_jw_u64(j, "lost", l.lost);
+			tc_jw_close(j, '}');
+		}
+		tc_jw_close(j, '}');
+		return;
+	}
+	printf("  %-21s blocks %-5u hit %-5u%s spec %-5u score %-8.3f runs gpu %u cpu %u disk %u "
+	       "other %u spec %u", pn ? pn : "(removed)", s->blocks, hit,
+	       s->flags & KVIDX_SCORE_HYBRID ? " (hybrid)" : "", s->spec_blocks, s->score,
+	       s->run[0], s->run[1], s->run[2], s->run[3], s->spec_run);
+	if (load)
+		printf("  load inflight %u prefill_tokens %" PRIu64, l.inflight, l.prefill_tokens);
+	printf("\n");
+}
+
+/* Prints what kvidx_score() returns for keys (every pod holding block 0). 0, or -1. */
+static int dump_score(struct dump *d, const uint64_t *keys, size_t n)
+{
+	uint32_t max = kv_reader_view(d->r)->max_pods;
+	struct kvidx_score *rows = calloc(max ? max : 1, sizeof(*rows));
+	int got;
+
+	if (!rows) {
+		err_msg(d, "out of memory");
+		return -1;
+	}
+	got = kvidx_score(d->r, keys, n, NULL, 0, NULL, rows, max);
+	if (got == -KVIDX_ERETRY)
+		got = kvidx_score(d->r, keys, n, NULL, 0, NULL, rows, max);
+	if (got < 0) {
+		err_msg(d, "scoring: %s", kvidx_strerror(got));
+		free(rows);
+		return -1;
+	}
+	if (d->json)
+		tc_jw_open(&d->j, "score", '[');
+	else
+		printf("score of %zu key%s: %d pod%s holding block 0\n", n, n == 1 ? "" : "s", got,
+		       got == 1 ? "" : "s");
+	for (int i = 0; i < got; i++)
+		score_row(d, &rows[i]);
+	if (d->json)
+		tc_jw_close(&d->j, ']');
+	free(rows);
+	return 0;
+}
+
 /* ---- attaching ---- */
 
 /* Attaches and reads the header. Returns 0, or 1 after reporting why not. */
@@ -844,12 +950,19 @@ static void usage(FILE *f)
 	      "                    N must be attached: --entries=N\n"
 	      "  --key HEX         look up one key (1 to 16 hex digits, optional 0x) as a router\n"
 	      "                    would; exit status 1 if it is absent\n"
+	      "  --score KEY,KEY,...  score a prompt's block keys (in order, from block 0) as a\n"
+	      "                    router would (kvidx_score, every pod holding block 0): per pod\n"
+	      "                    blocks held from block 0, the hybrid hit (vLLM's rule over the\n"
+	      "                    pod's KV-cache groups; equal to blocks on a one-group model),\n"
+	      "                    speculative blocks, score, per-tier runs and its load view\n"
 	      "  -h, --help        print this help and exit\n"
 	      "\n"
 	      "Without a section option, prints --header --pods --readers --stats. With any\n"
-	      "(--key counts as one), prints only those, in the order above. JSON members are\n"
-	      "named header, pods, readers, stats, entries and lookup (for --key). Ages are\n"
-	      "milliseconds of CLOCK_MONOTONIC before now; negative ones lie in the future.\n"
+	      "(--key and --score count as one), prints only those, in the order above. JSON\n"
+	      "members are named header, pods, readers, stats, entries, lookup (for --key) and\n"
+	      "score (an array of {pod, index, blocks, hit, hybrid, spec_blocks, score, runs,\n"
+	      "load}). Ages are milliseconds of CLOCK_MONOTONIC before now; negative ones lie in\n"
+	      "the future.\n"
 	      "\n"
 	      "Exit status: 0 on success, 1 if the index cannot be read or the --key is absent,\n"
 	      "2 on bad usage.\n",
@@ -859,7 +972,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	enum { OPT_NAME = 256, OPT_JSON, OPT_HEADER, OPT_PODS, OPT_READERS, OPT_STATS,
-	       OPT_ENTRIES, OPT_KEY, OPT_PROMETHEUS };
+	       OPT_ENTRIES, OPT_KEY, OPT_PROMETHEUS, OPT_SCORE };
 	static const struct option longopts[] = {
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "json", no_argument, NULL, OPT_JSON },
@@ -869,12 +982,14 @@ int main(int argc, char **argv)
 		{ "stats", no_argument, NULL, OPT_STATS },
 		{ "entries", optional_argument, NULL, OPT_ENTRIES },
 		{ "key", required_argument, NULL, OPT_KEY },
+		{ "score", required_argument, NULL, OPT_SCORE },
 		{ "prometheus", no_argument, NULL, OPT_PROMETHEUS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct dump d = { .name = KVIDX_DEFAULT_NAME, .lock_fd = -1, .wlock_fd = -1, .j = { .f = stdout } };
-	uint64_t limit = DEFAULT_ENTRIES, key = 0;
+	uint64_t limit = DEFAULT_ENTRIES, key = 0, *score_keys = NULL;
+	size_t nscore = 0;
 	unsigned sections = 0;
 	bool prometheus = false;
 	int c, status = 0;
@@ -916,6 +1031,11 @@ int main(int argc, char **argv)
 					       "optionally prefixed by 0x", optarg);
 			sections |= SEC_KEY;
 			break;
+		case OPT_SCORE:
+			free(score_keys);
+			score_keys = parse_score_keys(optarg, &nscore);
+			sections |= SEC_SCORE;
+			break;
 		default: /* 'h', ':' or '?' */
 			tc_getopt_default(c, argv, usage);
 		}
@@ -933,6 +1053,7 @@ int main(int argc, char **argv)
 	if (attach(&d) != 0) {
 		kvidx_reader_close(d.r);
 		free(d.pods);
+		free(score_keys);
 		return 1;
 	}
 	if (prometheus) {
@@ -970,6 +1091,12 @@ int main(int argc, char **argv)
 				tc_jw_str(&d.j, "error", "the lookup failed; see standard error");
 		}
 	}
+	if ((sections & SEC_SCORE) && dump_score(&d, score_keys, nscore) < 0) {
+		status = 1;
+		if (d.json)
+			tc_jw_str(&d.j, "error", "scoring failed; see standard error");
+	}
+	free(score_keys);
 	if (d.json)
 		tc_jw_close(&d.j, '}');
 

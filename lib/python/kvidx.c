@@ -725,6 +725,8 @@ static PyObject *Reader_score(ReaderObject *self, PyObject *args, PyObject *kw)
 		PyStructSequence_SET_ITEM(t, 7, PyLong_FromUnsignedLong(s->run[3]));
 		PyStructSequence_SET_ITEM(t, 8, PyLong_FromUnsignedLong(s->spec_run));
 		PyStructSequence_SET_ITEM(t, 9, PyFloat_FromDouble(s->score));
+		/* By name only (not in the tuple, so 1.0 unpacking stays valid): the hybrid hit. */
+		PyStructSequence_SET_ITEM(t, 10, PyLong_FromUnsignedLong(s->hit));
 		PyList_SET_ITEM(list, i, t);
 		if (PyErr_Occurred())
 			Py_CLEAR(list);
@@ -891,6 +893,8 @@ static PyStructSequence_Field score_fields[] = {
 	{ "other_run", "run from block 0 held confirmed on another medium" },
 	{ "spec_run", "run from block 0 held speculatively" },
 	{ "score", "sum of per-block tier weights" },
+	{ "hit", "the hybrid hit in blocks, vLLM's rule over the pod's KV-cache groups (blocks on a "
+		 "one-group model); by name only" },
 	{ NULL }
 };
 static PyStructSequence_Desc score_desc = { "kvidx.Score", "One pod's prefix-scoring result.",

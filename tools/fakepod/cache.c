@@ -10,7 +10,8 @@
  *   --hybrid      each step's full-attention events (group 0, "full_attention") come with the
  *                 sliding-window group's (1: only the blocks inside the window listed, the
  *                 token_ids of all) and the Mamba group's (2: the last block only), all in
- *                 one batch, as the scheduler merges them;
+ *                 one batch, as the scheduler merges them; an evicted block's BlockRemoved
+ *                 comes for each group that listed it;
  *   --offload P   a share P of prompts has its new blocks announced again by an offload
  *                 placeholder (block_size 0, no tokens, medium --offload-medium) in the same
  *                 batch; evicting such a block removes it from that medium too;
@@ -34,6 +35,8 @@
 
 #define CN_OFFLOADED 1 /* announced on --offload-medium too */
 #define CN_DUP       2 /* stored as two copies */
+#define CN_SW        4 /* --hybrid: the sliding-window group holds it too */
+#define CN_MAMBA     8 /* --hybrid: the Mamba group holds its state */
 
 #define SW_BLOCKS 2    /* --hybrid: blocks inside the sliding window */
 
@@ -294,8 +297,14 @@ static void evicted_events(struct fp *fp, struct evlist *out, const uint64_t *h,
 		ev_add_removed(fp, out, sel, k, rem);
 	}
 	for (int g = 1; g <= 2 && fp->o.hybrid; g++) {
+		/* Each group removes only the blocks it held. */
+		k = 0;
+		for (size_t i = 0; i < n; i++)
+			if (fl[i] & (g == 1 ? CN_SW : CN_MAMBA))
+				sel[k++] = h[i];
 		group_attr(fp, g, fp->o.medium);
-		ev_add_removed(fp, out, h, n, NULL);
+		if (k)
+			ev_add_removed(fp, out, sel, k, NULL);
 	}
 	k = 0;
 	for (size_t i = 0; i < n; i++)
@@ -371,6 +380,12 @@ void cache_stored(struct fp *fp, struct evlist *out, const uint64_t *h, size_t n
 	stored_events(fp, out, h + first, n, first > 0, first ? h[first - 1] : 0,
 		      tokens + first * fp->o.block_size, first, fl);
 	fp->attr = keep;
+	/* The blocks the other groups listed (stored_events): theirs to remove later. */
+	for (size_t i = 0; fp->o.hybrid && i < n && i < SW_BLOCKS; i++) {
+		uint32_t b = cache_lookup(&fp->cache, h[first + n - 1 - i]);
+		if (b != NIL32)
+			fp->cache.nodes[b].flags |= (uint8_t)(CN_SW | (i == 0 ? CN_MAMBA : 0));
+	}
 }
 
 /*

@@ -306,11 +306,19 @@ static int script_setting(struct fp *fp, const char *cmd, char **save)
 		if (idx && !strcmp(idx, "-") && !strtok_r(NULL, SCRIPT_SEPS, save)) {
 			at->has_group = false;
 			at->kind = NULL;
+			at->sliding_window = 0;
 			return 1;
 		}
+		char *win;
+		uint64_t wv = 0;
+
 		kind = idx ? strtok_r(NULL, SCRIPT_SEPS, save) : NULL;
-		if (!kind || strtok_r(NULL, SCRIPT_SEPS, save) || !tc_parse_dec(idx, UINT32_MAX, &v))
-			return script_error(fp, "group: expected IDX KIND (KIND - for nil) or -");
+		win = kind ? strtok_r(NULL, SCRIPT_SEPS, save) : NULL;
+		if (!kind || (win && (strtok_r(NULL, SCRIPT_SEPS, save) ||
+				      !tc_parse_dec(win, UINT32_MAX, &wv) || !wv)) ||
+		    !tc_parse_dec(idx, UINT32_MAX, &v))
+			return script_error(fp, "group: expected IDX KIND [WINDOW] (KIND - for nil) "
+					    "or -");
 		if (strlen(kind) >= KVW_SPEC_KIND_MAX)
 			return script_error(fp, "group: kind longer than %d bytes",
 					    KVW_SPEC_KIND_MAX - 1);
@@ -318,6 +326,7 @@ static int script_setting(struct fp *fp, const char *cmd, char **save)
 		at->has_group = true;
 		at->group = (uint32_t)v;
 		at->kind = strcmp(kind, "-") ? fp->script_kind : NULL;
+		at->sliding_window = (uint32_t)wv; /* kv_cache_spec_sliding_window, 0: nil */
 	} else {
 		return 0;
 	}

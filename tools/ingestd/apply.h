@@ -12,9 +12,21 @@
  *  1. Each event is judged on its own: one event that cannot be used never costs the others
  *     of its batch. Malformed events (the decoder left them out) count as bad_events, unknown
  *     event types as unknown_type.
- *  2. Only prefix-reusable KV-cache groups (kvw_is_prefix_group) are indexed; other groups
- *     are skipped before any shape check (skipped_group). A BlockRemoved of a group_idx that
- *     BlockStored events showed to be a non-prefix group is skipped the same way.
+ *  2. KV-cache groups. An event without group_idx, or without kv_cache_spec_kind, is of the
+ *     model's one group (nothing about groups is recorded: its keys count for every group).
+ *     With both, the groups whose blocks a prefix hit can reuse are indexed per group (hybrid
+ *     models, group_idx < KVIDX_MAX_GROUPS): full attention (full_attention, mla_attention,
+ *     sink_full_attention), sliding window (sliding_window with its window size) and Mamba
+ *     (mamba); the pod's group is described in the index (kvidx_pod_set_group: kind, block
+ *     size, window) and the records say which groups hold each key (kvidx_store_groups). Each
+ *     group has its own engine-map stream and held counts per rank, so a block one group
+ *     lost is not held by that group however many others keep it (the index's hybrid hit
+ *     then follows vLLM's rule). A sliding-window or Mamba event lists only the blocks its
+ *     group keeps, the last ones of its token_ids (the others are masked): their keys chain
+ *     through the skipped blocks' tokens, or are taken from another group's entry of the
+ *     same hash. Other kinds, and group_idx out of range, are skipped before any shape check
+ *     (skipped_group); a BlockRemoved of a group_idx that BlockStored events showed to be
+ *     such a group is skipped the same way.
  *  3. Media -> tiers by the library's one map, kvidx_tier_from_medium(): GPU or nil -> gpu;
  *     CPU, CPU_PINNED, CPU_TIER1 -> cpu; STORAGE, FS, OBJ, SHARED_STORAGE, OBJECT_STORE,
  *     CPU_TIER2, DISK -> disk; anything else -> other (counted
@@ -27,7 +39,9 @@
  *     request key, plus the tokens of an index block it left unfinished) or, for a nil
  *     parent, from the model's root — lora_name when set, else the pod's model. An engine
  *     block of E tokens yields E/I request keys (I the index block size); with I a multiple
- *     of E, the engine block that completes an index block yields its key. A non-nil parent
+ *     of E, the engine block that completes an index block yields its key, and holds it only
+ *     while every engine block before it in that index block is held (the last copy of any
+ *     of them going drops the completing block's references: emap_link). A non-nil parent
  *     the map does not know skips the event (unknown_parent), as llm-d does.
  *  6. Extra keys (docs/events.md "extra_keys"): the LoRA name (a first string equal to
  *     lora_name) is dropped; multimodal identifiers (tuple or bare string) and the salt become
@@ -91,6 +105,8 @@ struct ing_apply {
 	int64_t *item_start;  /* their first token in the index block, INT64_MIN: unknown */
 	uint32_t *item_blk;   /* the engine block that listed them */
 	size_t items_cap, nitems;
+	uint64_t *rmg[3];     /* scratch: keys leaving a group and a tier, a tier, a group */
+	size_t rmg_cap[3], nrmg[3];
 	struct ing_pend *pend; /* scratch: this event's new blocks (apply.c, defer_copy) */
 	size_t pend_cap, npend;
 	/* Called between two events of a batch when not NULL (ingestd drains route commits
@@ -114,6 +130,11 @@ struct ing_target {
 	/* KV-cache groups (group_idx < 64) seen in BlockStored events: prefix-reusable or not.
 	 * BlockRemoved carries no spec kind, only group_idx: these tell its group apart. */
 	uint64_t prefix_groups, other_groups;
+	/* Groups indexed per group (rule 2): their held counts, and what the index was told. */
+	unsigned grouped;                            /* bit g: group g seen with a kind */
+	struct emap_held gheld[KVIDX_MAX_GROUPS];
+	struct kvidx_group gdesc[KVIDX_MAX_GROUPS];  /* as last set on pod gdesc_pod */
+	int gdesc_pod;
 	struct ilog_limit lim;
 };
 
@@ -122,6 +143,7 @@ struct ing_stream {
 	struct ing_target *t;
 	unsigned rank;  /* < KV_POD_RANKS */
 	uint64_t token; /* engine-map stream (emap_stream_open) */
+	uint64_t gtok[KVIDX_MAX_GROUPS]; /* per-group streams (rule 2), 0 until used */
 };
 
 /* Adds v to counter i of t (writer-only, relaxed: readers may see it lag). */

@@ -224,6 +224,13 @@ const uint64_t *emap_keys(const struct emap_ent *e, uint32_t *n)
 	return e->flags & ENT_MANY ? e->k.many : &e->k.one;
 }
 
+uint64_t *emap_link(struct emap_ent *e)
+{
+	if (!e->ntail || !(e->flags & ENT_MANY))
+		return NULL;
+	return e->k.many + e->nkeys + 1 + (e->ntail + 1) / 2;
+}
+
 uint64_t emap_chain(const struct emap_ent *e, const uint32_t **tail, uint32_t *ntail)
 {
 	*ntail = e->ntail;
@@ -245,7 +252,7 @@ static void ent_unref(struct emap_held *h, const struct emap_ent *e)
 		return;
 	k = emap_keys(e, &n);
 	for (unsigned t = 0; t < KVIDX_NTIERS; t++)
-		if (e->copies[t])
+		if (e->copies[t] && !(e->flags & EMAP_UNREF(t)))
 			for (uint32_t i = 0; i < n; i++)
 				emap_held_dec(h, k[i], t);
 }
@@ -374,8 +381,9 @@ struct emap_ent *emap_put(struct emap *m, uint64_t token, uint64_t ehash, const 
 		return NULL;
 	}
 	if (use_many) {
-		size_t words = nkeys + 1 + (ntail + 1) / 2;
-		many = malloc(words * sizeof(*many));
+		/* An open tail also gets the two link words (emap_link()), zero. */
+		size_t words = nkeys + 1 + (ntail + 1) / 2 + (ntail ? 2 : 0);
+		many = calloc(words, sizeof(*many));
 		if (!many) {
 			errno = ENOMEM;
 			return NULL;

@@ -66,6 +66,9 @@ void emap_held_prefetch(const struct emap_held *h, uint64_t key);
 uint32_t emap_held_get(const struct emap_held *h, uint64_t key, unsigned ti);
 
 #define EMAP_TAIL_ITEMS 0x1u /* flags: the tail's index block had extra items (not kept) */
+/* flags: the entry's references on tier index ti were dropped early (an engine block before
+ * it in the index block it completes went: apply.c, break_dependent); they count no more. */
+#define EMAP_UNREF(ti) (0x100u << (ti))
 
 struct emap_ent {
 	uint64_t token; /* the lookup key: token and ehash; 0 = dead slot */
@@ -144,6 +147,14 @@ int emap_del(struct emap *m, uint64_t token, uint64_t ehash);
 
 /* The entry's request keys (count in *n). */
 const uint64_t *emap_keys(const struct emap_ent *e, uint32_t *n);
+/*
+ * An entry whose block leaves an index block open (ntail > 0, engine blocks smaller than the
+ * index block) has two link words, zero when put: [0] the engine hash of the block before it
+ * in that index block (0: it starts the index block), [1] the engine hash of the block that
+ * completed the index block (0: none yet). NULL for other entries. Valid as emap_keys().
+ */
+uint64_t *emap_link(struct emap_ent *e);
+
 /* The chain state after the entry's block: last request key, tail tokens (count in *ntail). */
 uint64_t emap_chain(const struct emap_ent *e, const uint32_t **tail, uint32_t *ntail);
 

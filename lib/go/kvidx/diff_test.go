@@ -48,8 +48,13 @@ func fmtScore(wi int, cands string, keys string, rows []Score) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "S %d %s %s :", wi, cands, keys)
 	for _, s := range rows {
-		fmt.Fprintf(&b, " %d,%d,%d,%s,%d,%d,%d,%d,%d", s.Pod, s.Blocks, s.SpecBlocks,
-			strconv.FormatFloat(s.Score, 'g', 17, 64), s.Run[0], s.Run[1], s.Run[2], s.Run[3], s.SpecRun)
+		hy := 0
+		if s.Hybrid {
+			hy = 1
+		}
+		fmt.Fprintf(&b, " %d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%d", s.Pod, s.Blocks, s.SpecBlocks,
+			strconv.FormatFloat(s.Score, 'g', 17, 64), s.Run[0], s.Run[1], s.Run[2], s.Run[3], s.SpecRun,
+			s.Hit, hy)
 	}
 	return b.String()
 }
@@ -99,6 +104,16 @@ func runsCover(rows []Score) (partial, spec int) {
 	}
 	return
 }
+
+// hybridCut counts rows whose hybrid hit is shorter than their run.
+func hybridCut(rows []Score) (n int) {
+	for _, s := range rows {
+		if s.Hit < s.Blocks {
+			n++
+		}
+	}
+	return
+}
 func TestDifferential(t *testing.T) {
 	bin := cBin(t, "kvidx-gohelper")
 	for _, seed := range []int{1, 2, 3} {
@@ -122,7 +137,7 @@ func differential(t *testing.T, bin string, seed int) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var nL, nS, nRec, nSpec, nRows, nMiss, nPartial, nSpecRun, nC, nK, nW int
+	var nL, nS, nRec, nSpec, nRows, nMiss, nPartial, nSpecRun, nC, nK, nW, nCut int
 	// The K lines of a pod, in order, after its C line: compared as one block.
 	var ranksWant, ranksGot []string
 	for _, l := range lines {
@@ -204,6 +219,7 @@ func differential(t *testing.T, bin string, seed int) {
 			p, sr := runsCover(rows)
 			nPartial += p
 			nSpecRun += sr
+			nCut += hybridCut(rows)
 			if len(rows) == 0 {
 				nMiss++
 			}
@@ -220,10 +236,10 @@ func differential(t *testing.T, bin string, seed int) {
 		t.Errorf("ranks: C\n%s\nGo\n%s", strings.Join(ranksWant, "\n"), strings.Join(ranksGot, "\n"))
 	}
 	if nL < 1000 || nS < 100 || nRec < 500 || nSpec < 10 || nRows < 100 || nMiss == 0 ||
-		nPartial < 5 || nSpecRun < 5 || nC < 10 || nK < 20 || nW < 5 {
+		nPartial < 5 || nSpecRun < 5 || nC < 10 || nK < 20 || nW < 5 || nCut < 5 {
 		t.Errorf("too little coverage: %d lookups %d records (%d speculative), %d scores %d rows %d empty "+
-			"%d partial-tier %d speculative runs, %d pods' counters %d ranks %d load rows",
-			nL, nRec, nSpec, nS, nRows, nMiss, nPartial, nSpecRun, nC, nK, nW)
+			"%d partial-tier %d speculative runs, %d pods' counters %d ranks %d load rows %d hybrid cuts",
+			nL, nRec, nSpec, nS, nRows, nMiss, nPartial, nSpecRun, nC, nK, nW, nCut)
 	}
 	t.Logf("%d lookups (%d records, %d speculative), %d scores (%d rows, %d with a partial tier run, "+
 		"%d with a speculative run), %d pods' counters and %d ranks", nL, nRec, nSpec, nS, nRows,

@@ -1,5 +1,5 @@
 // format.go — the constants and byte offsets of the segment format, as shm/FORMAT.md
-// specifies them (layout version 7). format_test.go checks them against that document.
+// specifies them (layout version 8). format_test.go checks them against that document.
 
 package kvidx
 
@@ -7,7 +7,7 @@ import "math/bits"
 
 // Constants of FORMAT.md section 3.
 const (
-	LayoutVersion = 7
+	LayoutVersion = 8
 
 	idxMagic  = 0x5844495844494b56
 	ctlMagic  = 0x4c54435844494b56
@@ -71,6 +71,11 @@ const (
 	RankConnected         = 0x2
 	RankReplaying         = 0x4
 	recSpec               = 0x1
+	recGroups             = 0x2
+	podGroups             = 12 // KV-cache group descriptors per pod (FORMAT.md 5.4)
+	grpFull               = 1
+	grpSliding            = 2
+	grpMamba              = 3
 	AlgoCborFnv      Algo = 1
 	AlgoXXH64        Algo = 2
 	TierGPU               = 0x1
@@ -185,12 +190,13 @@ const (
 
 // Pod entry fields (FORMAT.md 5.4).
 const (
-	pdWord  = 0
-	pdSeq   = 8
-	pdName  = 64
-	pdModel = 128
-	pdCtr   = 192
-	nameMax = 64
+	pdWord   = 0
+	pdSeq    = 8
+	pdGroups = 16
+	pdName   = 64
+	pdModel  = 128
+	pdCtr    = 192
+	nameMax  = 64
 )
 
 // PodCounterNames are the names of the per-pod counters by index (FORMAT.md 5.4), all
@@ -238,11 +244,20 @@ var StatNames = [...]string{
 }
 
 // Record word 0 and pod word fields (FORMAT.md 5.4, 5.8).
-func recPod(w0 uint64) uint32   { return uint32(w0 & 0xffff) }
-func recGen(w0 uint64) uint32   { return uint32(w0>>16) & 0xffff }
-func recTiers(w0 uint64) uint8  { return uint8(w0 >> 32) }
-func recFlags(w0 uint64) uint8  { return uint8(w0 >> 40) }
-func recTTL(w0 uint64) uint64   { return w0 >> 48 }
+func recPod(w0 uint64) uint32  { return uint32(w0 & 0xffff) }
+func recGen(w0 uint64) uint32  { return uint32(w0>>16) & 0xffff }
+func recTiers(w0 uint64) uint8 { return uint8(w0 >> 32) }
+func recFlags(w0 uint64) uint8 { return uint8(w0 >> 40) }
+func recTTL(w0 uint64) uint64  { return w0 >> 48 }
+
+// recGmask is a record's KV-cache group mask (FORMAT.md 5.8): every group (0xfff) unless it
+// is a confirmed record with recGroups.
+func recGmask(w0 uint64) uint32 {
+	if recFlags(w0)&recGroups != 0 {
+		return uint32(w0>>48) & 0xfff
+	}
+	return 0xfff
+}
 func podState(pw uint64) uint32 { return uint32(pw & 0xff) }
 func podFlags(pw uint64) uint32 { return uint32(pw>>8) & 0xff }
 func podGen(pw uint64) uint32   { return uint32(pw>>16) & 0xffff }

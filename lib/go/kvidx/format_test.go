@@ -97,6 +97,8 @@ func TestFormatConstants(t *testing.T) {
 		"KV_DATA_LIVE": dataLive, "KV_DATA_RETIRED": dataRetired, "KV_POD_FREE": podFree,
 		"KV_POD_ACTIVE": podActive, "KV_POD_SPEC_PAUSED": podSpecPaused, "KV_RANK_IN_USE": RankInUse,
 		"KV_RANK_CONNECTED": RankConnected, "KV_RANK_REPLAYING": RankReplaying, "KV_REC_SPEC": recSpec,
+		"KV_REC_GROUPS": recGroups, "KV_POD_GROUPS": podGroups, "KV_GRP_FULL": grpFull,
+		"KV_GRP_SLIDING": grpSliding, "KV_GRP_MAMBA": grpMamba,
 		"KV_ALGO_CBOR_FNV": uint64(AlgoCborFnv), "KV_ALGO_XXH64": uint64(AlgoXXH64),
 		"KV_TIER_GPU": TierGPU, "KV_TIER_CPU": TierCPU, "KV_TIER_DISK": TierDisk,
 		"KV_TIER_OTHER": TierOther,
@@ -170,7 +172,7 @@ func TestFormatOffsets(t *testing.T) {
 		"kvidx_load_row.lr_prefill_tokens": lrPrefillTokens, "kvidx_load_row.lr_updated_ns": lrUpdatedNs, "kvidx_load_row.lr_lost": lrLost,
 		"kvidx_load_row.lr_reserved":     lrReserved,
 		"kvidx_data_hdr.dh_heartbeat_ns": dhHeartbeatNs, "kvidx_data_hdr.dh_writer_pid": dhWriterPid,
-		"kvidx_pod.pd_word": pdWord, "kvidx_pod.pd_seq": pdSeq, "kvidx_pod.pd_name": pdName,
+		"kvidx_pod.pd_word": pdWord, "kvidx_pod.pd_seq": pdSeq, "kvidx_pod.pd_groups": pdGroups, "kvidx_pod.pd_name": pdName,
 		"kvidx_pod.pd_model": pdModel, "kvidx_pod.pd_ctr": pdCtr,
 		"entry.key": 0, "entry.meta": 8, "record.w0": 0, "record.w1": 8,
 	}

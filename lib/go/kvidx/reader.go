@@ -55,6 +55,9 @@ type row struct {
 	score        float64
 	run          [4]uint32
 	specRun      uint32
+	hit          uint32
+	fa           uint32 // the pod's full-attention group mask (hybrid.go)
+	hybrid       bool
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,46}$`)
@@ -234,6 +237,11 @@ type Score struct {
 	Score      float64   // sum of per-block weights (best tier; speculative weight)
 	Run        [4]uint32 // per tier (gpu, cpu, disk, other): run from block 0, confirmed
 	SpecRun    uint32    // run from block 0 held speculatively
+	// Hit is the hybrid hit in blocks (C hit): what vLLM's prefix cache gives on a model with
+	// sliding-window or Mamba groups (FORMAT.md 7.4); Blocks on a model with one group.
+	Hit uint32
+	// Hybrid: the pod described groups whose rule can cut the run (C KVIDX_SCORE_HYBRID).
+	Hybrid bool
 }
 
 type scoreCtx struct {
@@ -263,12 +271,16 @@ func (c *scoreCtx) block(e uint64, np uint32, i uint32) bool {
 			if !c.open || i != 0 {
 				continue
 			}
+			nr := v.newRow(int(p))
+			if !recCounts(w0, nr.fa) {
+				continue
+			}
 			ri = int32(len(r.rows))
 			r.rowOfPod[p] = ri
-			r.rows = append(r.rows, row{pod: int(p)})
+			r.rows = append(r.rows, nr)
 		}
 		rw := &r.rows[ri]
-		if rw.blocks != i {
+		if rw.blocks != i || !recCounts(w0, rw.fa) {
 			continue
 		}
 		rw.blocks = i + 1
@@ -321,9 +333,10 @@ func (r *Reader) Score(keys []uint64, cand []int, w *Weights, dst []Score) ([]Sc
 			continue
 		}
 		r.rowOfPod[p] = int32(len(r.rows))
-		r.rows = append(r.rows, row{pod: p})
+		r.rows = append(r.rows, v.newRow(p))
 	}
 	r.scoreKeys(&c, keys)
+	v.hybridHits(keys, r.rows, c.now)
 	err := r.exit()
 	// Rows out in pod order; reset the scratch for the next call.
 	base := len(dst)
@@ -336,7 +349,7 @@ func (r *Reader) Score(keys []uint64, cand []int, w *Weights, dst []Score) ([]Sc
 		left--
 		rw := &r.rows[ri]
 		dst = append(dst, Score{Pod: rw.pod, Blocks: rw.blocks, SpecBlocks: rw.spec, Score: rw.score,
-			Run: rw.run, SpecRun: rw.specRun})
+			Run: rw.run, SpecRun: rw.specRun, Hit: rw.hit, Hybrid: rw.hybrid})
 	}
 	if err != nil {
 		return dst[:base], err
