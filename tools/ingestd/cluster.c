@@ -301,17 +301,24 @@ static int64_t reconnect_delay(natsConnection *nc, int attempts, void *arg)
 
 /* ---- the sender thread ------------------------------------------------------------------ */
 
+/* Waits on sem for at most 100 ms: the link's threads look at c->stop that often. */
+static void nap(sem_t *sem)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 100 * 1000000L;
+	if (ts.tv_nsec >= 1000000000L)
+		ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+	sem_timedwait(sem, &ts);
+}
+
 static void *sender_main(void *arg)
 {
 	struct ing_cluster *c = arg;
 
 	while (!atomic_load(&c->stop)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L)
-			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-		sem_timedwait(&c->out_sem, &ts);
+		nap(&c->out_sem);
 		struct cl_msg *m;
 		while ((m = ring_pop(&c->out))) {
 			uint16_t nrec = (uint16_t)(m->data[6] | m->data[7] << 8);
@@ -478,12 +485,7 @@ static void *warm_main(void *arg)
 	struct ing_cluster *c = arg;
 
 	while (!atomic_load(&c->stop)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L)
-			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-		sem_timedwait(&c->warm_sem, &ts);
+		nap(&c->warm_sem);
 		if (!atomic_load(&c->connected) || !atomic_exchange(&c->warm_wanted, false))
 			continue; /* the next connection asks again */
 		uint64_t since = atomic_exchange(&c->warm_since, UINT64_MAX);
