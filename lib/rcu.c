@@ -30,8 +30,11 @@
  *     entry reusable while another registered reader may hold it, nor hold reclamation up
  *     for longer than the stall limit.
  *  6. After the registry is replaced (writer.c, reg_check()), readers inside a section of the
- *     old one are no longer seen: nothing retired before the replacement is reused for one
- *     stall limit (hold_epoch, hold_until), the longest section a reader is allowed.
+ *     old one are no longer seen: nothing retired before the replacement (at or before
+ *     hold_epoch, whatever its epoch) is reused for one stall limit (hold_until), the
+ *     longest section a reader is allowed. The writer also expels them in the old registry
+ *     (reg_check(), writer.c) and a reader that finds the registry replaced at the end of its
+ *     section discards its answer (rd_exit(), reader.c).
  *
  * Progress: nothing here waits for a reader; every loop is bounded by max_readers or the limbo.
  */
@@ -182,17 +185,17 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 		if (c < min)
 			min = c;
 	}
-	/* Rule 6. */
-	if (r->hold_until && now < r->hold_until && min > r->hold_epoch)
-		min = r->hold_epoch;
-	else if (r->hold_until && now >= r->hold_until)
+	/* Rule 6: while the hold lasts, nothing retired at or before hold_epoch is reused: the
+	 * limbo is a FIFO in epoch order, so everything behind those waits too. */
+	if (r->hold_until && now >= r->hold_until)
 		r->hold_until = 0;
+	bool held = r->hold_until != 0;
 	/* Rule 4: any expulsion above is ordered before the reuse of entries below. Pairs with
 	 * the acquire fence in rd_exit() (reader.c). */
 	fence_release();
 	while (r->len) {
 		struct kv_limbo_item *it = &r->limbo[r->head];
-		if (it->epoch >= min)
+		if (it->epoch >= min || (held && it->epoch <= r->hold_epoch))
 			break;
 		if (kv_arena_free(r->arena, it->idx, it->cls) < 0)
 			break;
