@@ -539,7 +539,7 @@ static bool reg_check(struct kvidx *w, uint64_t now)
 		w->rslots = old.rslots;
 		w->ring_tail = old.ring_tail;
 		w->ctl_size = old.ctl_size;
-		kv_rcu_hold(&w->rcu, now);
+		kv_rcu_hold(&w->rcu, now, true); /* the damaged registry is still in use */
 		kv_bell_start_thread(w, true);
 		return false;
 	}

@@ -53,14 +53,25 @@ static void fini(void)
 
 TestSuite(attack, .init = init, .fini = fini);
 
-/* The registry object readers write: "/NAME.reg.K" for the highest K that exists, else
- * "/NAME" (where the layout before the fix kept it). */
+/* The registry object readers write: "/NAME.reg.K" for the K the index header names, else
+ * for the highest K up to 8 that exists, else "/NAME" (where the layout before the fix kept
+ * it). */
 static const char *registry_path(void)
 {
 	static char path[128];
 	char p[128];
 
 	snprintf(path, sizeof(path), "/%s", name);
+	struct kvidx_idx_hdr ih;
+	int fd = shm_open(path, O_RDONLY, 0);
+	bool named = fd >= 0 && pread(fd, &ih, sizeof(ih), 0) == (ssize_t)sizeof(ih) &&
+		     ih.ih_magic == KV_IDX_MAGIC && ih.ih_reg_gen;
+	if (fd >= 0)
+		close(fd);
+	if (named) { /* the one the index header names */
+		snprintf(path, sizeof(path), "/%s.reg.%llu", name, (unsigned long long)ih.ih_reg_gen);
+		return path;
+	}
 	for (int k = 1; k <= 8; k++) {
 		snprintf(p, sizeof(p), "/dev/shm/%s.reg.%d", name, k);
 		if (access(p, F_OK) == 0)
@@ -462,4 +473,31 @@ Test(attack, commits_follow_replaced_registry)
 			     3 * (round + 1));
 	}
 	kvidx_reader_close(r);
+}
+
+/*
+ * A member truncating the registry without pause (every 50 ms here, under a 200 ms stall
+ * limit): each replacement holds reuse back, but a replacement during a hold does not extend
+ * it, so reclamation goes on, one stall limit at a time at worst.
+ */
+Test(attack, truncations_do_not_stop_reclamation)
+{
+	w = open_writer(200);
+	uint64_t t = kvidx_now_ns();
+	const struct kvidx_stats *st = kv_writer_stats(w);
+	kvidx_writer_tick(w, t);
+	cr_assert_eq(kvidx_store(w, 0, keys, NKEYS, KVIDX_TIER_CPU, t), NKEYS);
+	cr_assert_geq(st->retired, NKEYS, "the entries were not replaced");
+	uint64_t r0 = st->reclaimed, b0 = st->registry_rebuilds;
+	for (int i = 1; i <= 20; i++) {
+		reg_truncate(i % 2 ? 4096 : 0);
+		kvidx_drain(w, 100, &(struct kvidx_drain_ops){ 0 });
+		kvidx_writer_tick(w, t + (uint64_t)i * 50 * NS_MS);
+	}
+	cr_assert_geq(st->registry_rebuilds, b0 + 10, "only %llu replacements",
+		      (unsigned long long)(st->registry_rebuilds - b0));
+	cr_assert_geq(st->reclaimed, r0 + NKEYS,
+		      "%llu of %d retired entries reclaimed in 1 s of replacements every 50 ms",
+		      (unsigned long long)(st->reclaimed - r0), NKEYS);
+	assert_serves("after 20 replacements");
 }
