@@ -359,12 +359,32 @@ void tu_ingestd_start(const char *const *args)
 	}
 }
 
+/* The last lines of the daemon's log, for a failure message that names its cause (CI keeps
+ * the test's output, not /tmp). */
+static const char *log_tail(char *buf, size_t len)
+{
+	FILE *f = fopen(tu_ing.log, "r");
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (!f)
+		return "(no log)";
+	if (fseek(f, -(long)(len - 1), SEEK_END) < 0)
+		rewind(f);
+	n = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
 void tu_pump(int ms)
 {
 	int st = tu_child_wait(&tu_ing.daemon, 0);
+	char tail[1024];
 
 	if (st >= 0)
-		cr_assert_fail("kvidx-ingestd exited early (status %d); log: %s", st, tu_ing.log);
+		cr_assert_fail("kvidx-ingestd exited early (status %d); log %s ends:\n%s", st,
+			       tu_ing.log, log_tail(tail, sizeof(tail)));
 	if (tu_ing.npubs == 0) {
 		tu_sleep_ms((unsigned)ms);
 		return;
