@@ -83,6 +83,7 @@ struct opts {
 	double pod_time_scale;         /* --pod-time-scale: pod model time per wall time */
 	uint64_t pod_max_num_seqs, pod_kv_blocks;
 	uint64_t reply_timeout_ms, connect_timeout_ms, down_ms, tries;
+	uint64_t max_body;             /* --max-body: request body bytes the front takes */
 	bool stream, text;
 	/* validation */
 	uint64_t pairs, stagger_ms, delay_ms;
