@@ -60,6 +60,11 @@ struct pod {
 	uint64_t active_tokens;        /* prompt tokens of the requests outstanding */
 	double backlog;                /* prefill tokens queued, as of backlog_ns (pick.c) */
 	uint64_t backlog_ns;
+	/* The index's load view (pick.c, load_of): this router's part of it, and the others' */
+	uint64_t view_reqs, view_tokens; /* this router's committed requests counted on it */
+	uint64_t ret_reqs[2], ret_tokens[2], ret_epoch; /* ... ended lately: maybe still counted */
+	double others_backlog;         /* other routers' prefill queued here, as of backlog_ns */
+	uint64_t others_seen;          /* the others' tokens in the view at the last look */
 	uint64_t routed, failures;
 	uint64_t down_until;           /* marked down (unreachable) until then */
 };
