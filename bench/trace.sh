@@ -10,7 +10,9 @@
 # the pods' model time. Targets are printed, never asserted.
 #   TRACE (default bench/traces/mooncake-conversation-2000.jsonl), PODS (8), QUICK=1 (the
 #   first 300 requests, hot spot 300), LIMIT (requests of the trace; default 2000),
-#   SCALE (default 5), PORT (default 28000), LOADS, HOT_LOAD, HOT_COUNT, POLICIES.
+#   SCALE (default 5), PORT (default 28000), LOADS, HOT_LOAD, HOT_COUNT, POLICIES,
+#   ROUTE_ARGS (more kvidx-route flags for every run, e.g. ROUTE_ARGS='--spec-weight 0.5'),
+#   POD_ARGS (more kvidx-fakepod flags for every pod).
 set -u
 BIN=${1:?usage: trace.sh BUILD_BIN_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -58,9 +60,10 @@ run_one() {
 	shift 3
 	n=0
 	while [ $n -lt "$PODS" ]; do
+		# shellcheck disable=SC2086
 		start "pod$n" "$BIN/kvidx-fakepod" --http "127.0.0.1:$((PORT + 10 * n))" \
 			--pub "tcp://127.0.0.1:$((PORT + 10 * n + 1))" --time-scale "$SCALE" \
-			--kv-blocks "$KV_BLOCKS" --prefill-tokens-per-s "$RATE"
+			--kv-blocks "$KV_BLOCKS" --prefill-tokens-per-s "$RATE" ${POD_ARGS:-}
 		n=$((n + 1))
 	done
 	# shellcheck disable=SC2086
@@ -71,7 +74,7 @@ run_one() {
 	# shellcheck disable=SC2086
 	"$BIN/kvidx-route" --name "$NAME" $pods --policy "$rp" --json \
 		--pod-prefill-rate "$RATE" --pod-time-scale "$SCALE" --pod-kv-blocks "$KV_BLOCKS" \
-		"$@" >"$rf" 2>"$LOGS/route.err"
+		${ROUTE_ARGS:-} "$@" >"$rf" 2>"$LOGS/route.err"
 	rc=$?
 	stop_all
 	rm -f /dev/shm/$NAME /dev/shm/$NAME.lock /dev/shm/$NAME.reg.* /dev/shm/$NAME.data.*

@@ -53,6 +53,7 @@
 #include "kvidx_writer.h"
 #include "layout.h"
 #include "segment.h"
+#include "telemetry.h"
 #include "torture_util.h"
 
 #define NS_MS 1000000ull

@@ -6,7 +6,8 @@
  *     index as a prediction before the pod's event, the streamed answer is byte-identical
  *     to the pod's own, and the outcome is reported to the index;
  *   - a pod that cannot be reached is avoided (marked down; the request goes elsewhere);
- *   - malformed requests get OpenAI-style JSON errors with their status codes;
+ *   - malformed requests get OpenAI-style JSON errors with their status codes (an empty
+ *     prompt 400, a body over --max-body 413);
  *   - two fronts on one port (SO_REUSEPORT) share one index: each commits, and each routes
  *     on the other's predictions.
  *   - under P/D (--prefill) the decode pod is picked with the prefill pod named, both are
@@ -27,7 +28,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_http.h"
 #include "util_index.h"
 #include "util_run.h"
@@ -44,12 +45,14 @@ static struct kvidx_reader *rd;
 static struct kvidx_info info;
 static char pod_name[2][KVIDX_POD_NAME_MAX];
 static int pod_idx[2];
+static const char *front_max_body; /* --max-body of the next start_front(), if not NULL */
 
 static void setup(void)
 {
 	tu_index_name(name, sizeof(name), "front");
 	kids.n = 0;
 	rd = NULL;
+	front_max_body = NULL;
 }
 
 static void teardown(void)
@@ -133,6 +136,8 @@ static struct tu_child *start_front(const char *const *pods, const char *prefill
 		args[a++] = "--pod", args[a++] = pods[i];
 	if (prefill)
 		args[a++] = "--prefill", args[a++] = prefill;
+	if (front_max_body)
+		args[a++] = "--max-body", args[a++] = front_max_body;
 	args[a] = NULL;
 	return spawn("kvidx-route", args);
 }
@@ -299,15 +304,30 @@ Test(front, malformed_requests_get_json_errors)
 		{ "/v1/completions", "{\"max_tokens\": 3}", 400, "'prompt'" },
 		{ "/v1/completions", "{\"prompt\": [1, -5]}", 400, "token ids" },
 		{ "/v1/completions", "{\"prompt\": [1], \"stream\": \"yes\"}", 400, "'stream'" },
+		{ "/v1/completions", "{\"prompt\": \"\"}", 400, "prompt is empty" },
+		{ "/v1/completions", "{\"prompt\": []}", 400, "prompt is empty" },
 		{ "/v1/chat/completions", "{\"messages\": []}", 400, "'messages'" },
 		{ "/v1/embeddings", "{}", 404, "no such endpoint" },
 		{ "/health", "{}", 405, "takes GET" },
 	};
 	struct tu_http r;
+	static char big[4200];
 
 	start_pods();
 	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
+	front_max_body = "4096";
 	start_front(pods, NULL);
+	/* A body over --max-body: 413, and one just under it is served. */
+	memset(big, ' ', sizeof(big) - 1);
+	memcpy(big, "{\"max_tokens\":1,\"prompt\":[1,2,3]}", 33);
+	tu_http(tu_url(6, "/v1/completions"), big, NULL, DEADLINE_MS, &r);
+	cr_assert_eq(r.status, 413, "%d %ld %s", r.rc, r.status, r.body);
+	cr_assert(strstr(r.body, "4096 bytes"), "%s", r.body);
+	tu_http_free(&r);
+	big[4000] = '\0';
+	tu_http(tu_url(6, "/v1/completions"), big, NULL, DEADLINE_MS, &r);
+	cr_assert_eq(r.status, 200, "%d %ld %s", r.rc, r.status, r.body);
+	tu_http_free(&r);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		tu_http(tu_url(6, bad[i].path), bad[i].body, NULL, DEADLINE_MS, &r);
 		cr_assert_eq(r.status, bad[i].status, "%s %s: %d %ld %s", bad[i].path, bad[i].body,

@@ -3,7 +3,8 @@
  * kvidx-ingestd's tools/ingestd/load.c): what a commit counts (uncached prompt tokens, on the
  * prefill pod under P/D), what an outcome retires, conservation under many router processes
  * committing and reporting at once, the time bound after a router is killed, a full map, and
- * commits longer than KVIDX_MAX_COMMIT_KEYS.
+ * commits longer than KVIDX_MAX_COMMIT_KEYS; and kvidx-route's policies picking by other routers'
+ * load in the view.
  *
  * The real daemon runs as a child (util_ingestd.c), a fake pod publishes nothing but its
  * subscription, and the test and its forked children are the routers. Every wait is for an
@@ -20,7 +21,7 @@
 #include <unistd.h>
 
 #include "kvidx.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_index.h"
 #include "util_ingestd.h"
 #include "util_run.h"
@@ -297,4 +298,51 @@ Test(load, full_map_retires_its_oldest)
 	cr_assert_eq(outcome_on(tu_ing.rd, 0, a), 0); /* evicted already: nothing */
 	cr_assert_eq(outcome_on(tu_ing.rd, 19, a), 0);
 	LOAD_EVENTUALLY(a, 15, 150);
+}
+
+/* The pod kvidx-route's load generator picks for one fresh prompt (seed) under policy. Its
+ * pods serve nowhere (the port is closed): the pick is made and committed, the request fails
+ * to connect and its outcome never comes, so its commit stays in the view (120 s bound). */
+static char *route_pick_of(const char *policy, int seed)
+{
+	struct tu_run r = tu_run_tool(
+		"kvidx-route", "--name %s --pod %s=http://127.0.0.1:%d --pod %s=http://127.0.0.1:%d "
+		"--policy %s --synthetic --prefixes 1 --prefix-blocks 0 --suffix-blocks 4 "
+		"--seed %d --count 1 --json 2>/dev/null", tu_ing.name, POD_A, tu_port(9), POD_B,
+		tu_port(9), policy, seed);
+	const char *p = strstr(r.out, "\"event\":\"route\"");
+	static char pod[64];
+
+	cr_assert_not_null(p, "%s: no route event: %s", policy, r.out);
+	p = strstr(p, "\"pod\":\"");
+	cr_assert_not_null(p, "%s", r.out);
+	snprintf(pod, sizeof(pod), "%.*s", (int)strcspn(p + 7, "\""), p + 7);
+	free(r.out);
+	return pod;
+}
+
+/*
+ * kvidx-route's policies weigh the load every router put in the index's view, not only their
+ * own: each run below is a new router process that sent nothing itself. With no load, the
+ * tie goes to the first pod; with another router's work on pod A (10 requests, 200,000
+ * uncached tokens, committed by the test), every load-aware policy, and prefix on its tie,
+ * picks B, though B holds the earlier runs' requests (at most 6, 24 blocks).
+ */
+Test(load, routers_pick_by_each_others_load)
+{
+	static const char *const pols[] = { "kvidx", "least-loaded", "llm-d", "dynamo", "prefix" };
+	int a, b, seed = 1;
+
+	start(&a, &b, NULL);
+	cr_assert_str_eq(route_pick_of("kvidx", seed++), POD_A, "an idle tie: the first pod");
+	LOAD_EVENTUALLY(a, 1, 4 * BS);
+	for (uint64_t k = 0; k < 10; k++)
+		cr_assert_eq(commit_on(tu_ing.rd, 500 + k, a, -1, 8, 0, 20000), 0);
+	LOAD_EVENTUALLY(a, 11, 200000 + 4 * BS);
+	for (size_t i = 0; i < sizeof(pols) / sizeof(pols[0]); i++)
+		cr_assert_str_eq(route_pick_of(pols[i], seed++), POD_B, "%s ignored pod A's load",
+				 pols[i]);
+	LOAD_EVENTUALLY(b, 5, 5 * 4 * BS);
+	/* round-robin weighs nothing: its first pick is the first pod still. */
+	cr_assert_str_eq(route_pick_of("round-robin", seed++), POD_A);
 }

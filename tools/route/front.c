@@ -47,7 +47,7 @@
 #include "httpd.h"
 #include "listen.h"
 
-#define MAX_BODY (64u << 20)     /* request body bytes */
+#define MAX_BODY (64u << 20)     /* a pod's /tokenize answer bytes */
 #define OUT_HIGH (1u << 20)      /* answer bytes waiting for the client before the pod pauses */
 #define CONN_LIMIT 8192
 #define CONN_TIMEOUT_S 600       /* idle client connections are closed after this */
@@ -517,6 +517,13 @@ static void tok_done(struct call *c, CURLcode rc)
 	j = json_loadb(q->out.s ? q->out.s : "", q->out.len, 0, NULL);
 	toks = json_object_get(j, "tokens");
 	q->out.len = 0;
+	if (json_is_array(toks) && !json_array_size(toks)) {
+		/* The pod read the request and found no tokens in it: the client's error. */
+		json_decref(j);
+		set_error(q, 400, "the prompt is empty (pod %s tokenized it to no tokens)", p->name);
+		wake(q);
+		return;
+	}
 	if (!json_is_array(toks) || !token_prompt(toks, q)) {
 		json_decref(j);
 		set_error(q, 502, "pod %s: /tokenize gave no token ids", p->name);
@@ -629,6 +636,11 @@ static void begin(struct freq *q)
 		set_error(q, 400, "'prompt' must be a string or a list of token ids");
 		return;
 	}
+	if ((json_is_string(p) && !json_string_length(p)) ||
+	    (json_is_array(p) && !json_array_size(p))) {
+		set_error(q, 400, "the prompt is empty");
+		return;
+	}
 	if (json_is_array(p) && json_array_size(p) > 1 &&
 	    !json_is_integer(json_array_get(p, 0))) {
 		/* A batch: routed on its first prompt, like a conversation's first turn. */
@@ -676,7 +688,8 @@ static enum MHD_Result dispatch(struct freq *q, const char *url, const char *met
 	else if (strcmp(method, eps[i].method))
 		set_error(q, 405, "%s takes %s, not %s", url, eps[i].method, method);
 	else if (q->too_big)
-		set_error(q, 413, "the body exceeds %u bytes", MAX_BODY);
+		set_error(q, 413, "the body exceeds %" PRIu64 " bytes (--max-body)",
+			  F->o->max_body);
 	if (q->state == F_ERROR)
 		return queue_error(q);
 	q->ep = eps[i].ep;
@@ -747,7 +760,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		return MHD_YES;
 	}
 	if (q->state == F_READ && *size) {
-		tc_http_body_chunk(&q->body, &q->too_big, MAX_BODY, data, size);
+		tc_http_body_chunk(&q->body, &q->too_big, (size_t)q->F->o->max_body, data, size);
 		return MHD_YES;
 	}
 	if (q->queued)

@@ -73,6 +73,7 @@ static void usage(FILE *f)
 "                         /v1/models, /health) here, with SO_REUSEPORT: several workers on\n"
 "                         one port share the kernel's connections and one index\n"
 "  --tries N              pods tried per request when pods cannot be reached (default 3)\n"
+"  --max-body BYTES       larger request bodies are answered 413 (default 67108864)\n"
 "\n"
 "Load generator (default mode; prompts from standard input, one per line, tokens as decimal\n"
 "uint32 separated by whitespace or commas; blank lines and lines starting with # are\n"
@@ -135,9 +136,9 @@ static void usage(FILE *f)
 "  -h, --help             print this help and exit\n"
 "\n"
 "Policy (--policy), among the pods that are up, from the score (blocks matched from block\n"
-"0, tier- and speculation-weighted) and each pod's load as this router sent it (requests\n"
-"outstanding; the prefill backlog: uncached tokens sent, drained at --pod-prefill-rate;\n"
-"prompt tokens in flight):\n"
+"0, tier- and speculation-weighted) and each pod's load, what this router sent it plus\n"
+"what the other routers did from the index's load view (requests outstanding; the prefill\n"
+"backlog: uncached tokens sent, drained at --pod-prefill-rate; prompt tokens in flight):\n"
 "  kvidx         the lowest expected TTFT: (prefill queued + this prompt's uncached tokens,\n"
 "                speculative blocks discounted by the pod's confirmation rate) / rate\n"
 "  prefix        the best score\n"
@@ -224,7 +225,7 @@ enum {
 	O_SUFFIX_BLOCKS, O_SEED, O_FOLLOWUPS, O_FOLLOWUP_MS, O_RATE, O_POISSON, O_COUNT,
 	O_DURATION, O_MAX_TOKENS, O_CONCURRENCY, O_NO_STREAM, O_VALIDATE, O_PAIRS, O_GAPS, O_SCENARIOS,
 	O_FAKEPODS, O_DELAY, O_STAGGER, O_QUIET, O_JSON, O_POLICY, O_PREFILL_RATE, O_MAX_SEQS,
-	O_KV_BLOCKS, O_TIME_SCALE, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP,
+	O_KV_BLOCKS, O_TIME_SCALE, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP, O_MAX_BODY,
 };
 
 static void parse_args(struct opts *o, int argc, char **argv)
@@ -249,6 +250,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "reply-timeout-ms", required_argument, NULL, O_TIMEOUT },
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "tries", required_argument, NULL, O_TRIES },
+		{ "max-body", required_argument, NULL, O_MAX_BODY },
 		{ "front", required_argument, NULL, O_FRONT },
 		{ "file", required_argument, NULL, O_FILE },
 		{ "synthetic", no_argument, NULL, O_SYNTH },
@@ -285,7 +287,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 	*o = (struct opts){ .name = KVIDX_DEFAULT_NAME, .model = "fake-model", .prefixes = 8,
 			    .prefix_blocks = 8, .suffix_blocks = 2, .seed = 1,
 			    .reply_timeout_ms = 300000, .connect_timeout_ms = 1000,
-			    .down_ms = 5000, .tries = 3, .spec_weight = 1.0, .followup_ms = 100,
+			    .down_ms = 5000, .tries = 3, .max_body = 64u << 20, .spec_weight = 1.0, .followup_ms = 100,
 			    .max_tokens = 4, .concurrency = 4096, .policy = P_KVIDX,
 			    .prefill_rate = 24000, .pod_max_num_seqs = 1024, .pod_kv_blocks = 25000,
 			    .pod_time_scale = 1, .trace_speedup = 1, .stream = true, .pairs = 5, .stagger_ms = 50 };
@@ -337,6 +339,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			o->listen = optarg;
 			break;
 		case O_TRIES: o->tries = opt_u64("tries", optarg, 1, MAX_PODS); break;
+		case O_MAX_BODY: o->max_body = opt_u64("max-body", optarg, 64, 1ull << 32); break;
 		case O_FRONT: {
 			static char urls[MAX_FRONTS][URL_MAX];
 			if (o->nfronts == MAX_FRONTS)

@@ -17,7 +17,8 @@
  *
  * Load: each pod's requests outstanding, its prefill backlog (the uncached tokens this router
  * sent it, drained at the pod's prefill rate) and the prompt tokens of its requests
- * outstanding (route_load_*).
+ * outstanding (route_load_*), plus the other routers' part of the index's shared load view
+ * (kvidx_pod_load: every router's commits not yet retired by an outcome), read wait-free.
  */
 #include "route.h"
 
@@ -27,8 +28,8 @@
 
 #include "attach.h"
 #include "cli.h"
-#include "layout.h"
 #include "podsnap.h"
+#include "telemetry.h"
 
 #define REFRESH_NS (1 * NS_PER_S)    /* full re-lookup of pod indices */
 #define MISSING_NS (100 * NS_PER_MS) /* re-lookup of pods the index does not know yet */
@@ -210,35 +211,96 @@ static void rates_maybe_refresh(struct router *rt, uint64_t now)
 }
 
 /*
- * Pod p's prefill backlog at now: what this router sent it, drained at --pod-prefill-rate
- * tokens per second of pod time (--pod-time-scale per second of wall time) since the last
- * look. A fluid model of the pod's FCFS prefill queue: it needs no answer to come (a pod that
- * sends its whole answer at the end, as kvidx-fakepod's model does, says nothing at the first
- * token) and errs by the steps' overheads, which it ignores.
+ * Pod p's prefill backlogs at now: what this router sent it and what the other routers did,
+ * drained at --pod-prefill-rate tokens per second of pod time (--pod-time-scale per second
+ * of wall time) since the last look. A fluid model of the pod's FCFS prefill queue: it needs
+ * no answer to come (a pod that sends its whole answer at the end, as kvidx-fakepod's model
+ * does, says nothing at the first token) and errs by the steps' overheads, which it ignores.
+ * This router's own work drains first (it is what it knows best).
  */
 static double backlog_at(const struct router *rt, struct pod *p, uint64_t now)
 {
 	if (now > p->backlog_ns) {
 		double drained = (double)(now - p->backlog_ns) / 1e9 * rt->o->pod_time_scale *
 				 rt->pp.prefill_rate;
-		p->backlog = p->backlog > drained ? p->backlog - drained : 0;
+		double own = p->backlog < drained ? p->backlog : drained;
+		p->backlog -= own;
+		drained -= own;
+		p->others_backlog = p->others_backlog > drained ? p->others_backlog - drained : 0;
 		p->backlog_ns = now;
 	}
 	return p->backlog;
 }
 
+/* Requests of this router that ended less than RETIRE_NS to 2 x RETIRE_NS ago: their outcome
+ * may still be in the ring, so the view may still count them. */
+#define RETIRE_NS (20 * NS_PER_MS)
+
+static void retire_rotate(struct pod *p, uint64_t now)
+{
+	uint64_t epoch = now / RETIRE_NS;
+
+	if (epoch == p->ret_epoch)
+		return;
+	p->ret_reqs[1] = epoch == p->ret_epoch + 1 ? p->ret_reqs[0] : 0;
+	p->ret_tokens[1] = epoch == p->ret_epoch + 1 ? p->ret_tokens[0] : 0;
+	p->ret_reqs[0] = p->ret_tokens[0] = 0;
+	p->ret_epoch = epoch;
+}
+
+/* The tokens the index's load view counts for d's request: its formula (docs/LOADVIEW.md). */
+static uint64_t view_tokens_of(const struct router *rt, const struct decision *d)
+{
+	uint64_t cached = (uint64_t)d->blocks * rt->bs;
+
+	return d->ntok > cached ? d->ntok - cached : 0;
+}
+
 /*
- * Pod i's load as the policies see it: this router's own view (requests outstanding, prefill
- * backlog, active tokens). The index's load view (kvidx_pod_load, fed by every router's
- * commits, prompt_tokens included) is not joined in yet: see tools/route/README.md.
+ * The other routers' share of pod p's load in the index's view (kvidx_pod_load, wait-free):
+ * the view less what this router committed there (in flight, or ended lately). Their prefill
+ * backlog grows by what their share of the view's tokens grew since the last look and drains
+ * as this router's does, never above their share now: the view counts a request until its
+ * outcome, long after its prefill, so its level alone would count decodes as queued prefill.
+ * Returns the others' requests in flight; *tokens their tokens in the view. 0, 0 without a row.
+ */
+static uint64_t others_of(const struct router *rt, struct pod *p, uint64_t now, uint64_t *tokens)
+{
+	struct kvidx_load l;
+	uint64_t own_reqs, own_toks, toks, reqs;
+
+	*tokens = 0;
+	if (p->idx < 0 || kvidx_pod_load(rt->r, p->idx, &l) < 0)
+		return 0;
+	retire_rotate(p, now);
+	own_reqs = p->view_reqs + p->ret_reqs[0] + p->ret_reqs[1];
+	own_toks = p->view_tokens + p->ret_tokens[0] + p->ret_tokens[1];
+	reqs = l.inflight > own_reqs ? l.inflight - own_reqs : 0;
+	toks = l.prefill_tokens > own_toks ? l.prefill_tokens - own_toks : 0;
+	backlog_at(rt, p, now);
+	if (toks > p->others_seen)
+		p->others_backlog += (double)(toks - p->others_seen);
+	if (p->others_backlog > (double)toks)
+		p->others_backlog = (double)toks;
+	p->others_seen = toks;
+	*tokens = toks;
+	return reqs;
+}
+
+/*
+ * Pod i's load as the policies see it: this router's own (requests outstanding, prefill
+ * backlog, prompt tokens in flight) plus the other routers' from the index's load view
+ * (others_of(): their requests in flight, their prefill backlog, and their uncached tokens
+ * in flight standing in for their prompt tokens, which the view does not carry).
  */
 static void load_of(const struct router *rt, int i, struct pol_pod *pp, uint64_t now)
 {
 	struct pod *p = &rt->o->pods[i];
+	uint64_t toks, reqs = others_of(rt, p, now, &toks);
 
-	pp->inflight = p->outstanding;
-	pp->prefill_tokens = (uint64_t)(backlog_at(rt, p, now) + 0.5);
-	pp->active_tokens = p->active_tokens;
+	pp->inflight = p->outstanding + (uint32_t)(reqs < UINT32_MAX ? reqs : UINT32_MAX);
+	pp->prefill_tokens = (uint64_t)(backlog_at(rt, p, now) + p->others_backlog + 0.5);
+	pp->active_tokens = p->active_tokens + toks;
 }
 
 /*
@@ -383,6 +445,10 @@ void route_load_start(struct router *rt, struct decision *d)
 	pre->pending_prefill += d->uncached;
 	backlog_at(rt, pre, kvidx_now_ns());
 	pre->backlog += d->uncached;
+	if (d->committed) { /* the view counts it on the pod its outcome is for */
+		pre->view_reqs++;
+		pre->view_tokens += view_tokens_of(rt, d);
+	}
 }
 
 void route_load_end(struct router *rt, struct decision *d)
@@ -397,6 +463,14 @@ void route_load_end(struct router *rt, struct decision *d)
 	p->active_tokens -= d->ntok <= p->active_tokens ? d->ntok : p->active_tokens;
 	pre->pending_prefill -= d->uncached <= pre->pending_prefill ? d->uncached
 								    : pre->pending_prefill;
+	if (d->committed) {
+		uint64_t vt = view_tokens_of(rt, d);
+		retire_rotate(pre, kvidx_now_ns());
+		pre->view_reqs -= pre->view_reqs ? 1 : 0;
+		pre->view_tokens -= vt < pre->view_tokens ? vt : pre->view_tokens;
+		pre->ret_reqs[0]++;
+		pre->ret_tokens[0] += vt;
+	}
 }
 
 uint32_t route_expected(const struct router *rt, const struct decision *d, uint32_t ntok)

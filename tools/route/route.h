@@ -60,6 +60,11 @@ struct pod {
 	uint64_t active_tokens;        /* prompt tokens of the requests outstanding */
 	double backlog;                /* prefill tokens queued, as of backlog_ns (pick.c) */
 	uint64_t backlog_ns;
+	/* The index's load view (pick.c, load_of): this router's part of it, and the others' */
+	uint64_t view_reqs, view_tokens; /* this router's committed requests counted on it */
+	uint64_t ret_reqs[2], ret_tokens[2], ret_epoch; /* ... ended lately: maybe still counted */
+	double others_backlog;         /* other routers' prefill queued here, as of backlog_ns */
+	uint64_t others_seen;          /* the others' tokens in the view at the last look */
 	uint64_t routed, failures;
 	uint64_t down_until;           /* marked down (unreachable) until then */
 };
@@ -83,6 +88,7 @@ struct opts {
 	double pod_time_scale;         /* --pod-time-scale: pod model time per wall time */
 	uint64_t pod_max_num_seqs, pod_kv_blocks;
 	uint64_t reply_timeout_ms, connect_timeout_ms, down_ms, tries;
+	uint64_t max_body;             /* --max-body: request body bytes the front takes */
 	bool stream, text;
 	/* validation */
 	uint64_t pairs, stagger_ms, delay_ms;

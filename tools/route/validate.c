@@ -41,7 +41,7 @@
 #include "cli.h"
 #include "hist.h"
 #include "inspect.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "rng.h"
 #include "duration.h"
 
@@ -192,6 +192,7 @@ static void on_done(struct call *c, CURLcode rc)
 	if (!q->u.have && q->raw.len)
 		usage_parse(q->raw.s, q->raw.len, false, &q->u, NULL);
 	/* The outcome, as any router reports it: what the pod cached, 0 for no answer. */
+	route_load_end(&q->V->rt, &q->d);
 	route_report(&q->V->rt, &q->d, q->corr,
 		     rc == CURLE_OK && c->status == 200 ? q->u.cached_tokens : 0,
 		     (uint32_t)q->p->n);
@@ -207,6 +208,7 @@ static void send_req(struct val *V, struct vreq *q, const uint32_t *t, size_t n,
 	q->t_sent = now;
 	q->sent = true;
 	route_pick(&V->rt, t, n, q->corr, NULL, &q->d, now);
+	route_load_start(&V->rt, &q->d); /* as any router counts it: in the view as its own */
 	q->call.arg = q;
 	q->call.on_data = on_data;
 	q->call.on_done = on_done;
@@ -230,6 +232,7 @@ static void send_req(struct val *V, struct vreq *q, const uint32_t *t, size_t n,
 		       (long)o->connect_timeout_ms)) {
 		q->done = true;
 		q->rc = CURLE_FAILED_INIT;
+		route_load_end(&V->rt, &q->d);
 	}
 }
 
