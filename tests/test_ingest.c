@@ -114,26 +114,9 @@ static int pod_index(const char *pod)
 	return kvidx_reader_pod_find(tu_ing.rd, pod);
 }
 
-/* Waits until pod is in the index; returns its index. */
-static int wait_pod(const char *pod)
-{
-	TU_EVENTUALLY(pod_index(pod) >= 0, "pod %s never registered; log: %s", pod, tu_ing.log);
-	return pod_index(pod);
-}
-
-/* Tiers pod holds key on (0: not held). */
-static unsigned tiers_of(uint64_t key, int pod)
-{
-	struct kvidx_rec rec;
-	int st = tu_rec_state(tu_ing.rd, key, pod, &rec);
-
-	cr_assert(st >= 0, "lookup of 0x%016llx failed", (unsigned long long)key);
-	return st == TU_ABSENT ? 0 : rec.tiers;
-}
-
 static bool holds(uint64_t key, int pod)
 {
-	return tiers_of(key, pod) != 0;
+	return tu_tiers(key, pod) != 0;
 }
 
 /* Blocks of keys[0..n) pod holds from block 0 on, as kvidx_score sees it. */
@@ -161,10 +144,10 @@ Test(ingest, stores_chain_and_removes)
 	cr_assert_eq(tu_keys_of(MODEL, 0, t, 3 * BS, k), 3);
 	pub_one(p, tu_stored(h01, 2, false, 0, t, 2 * BS, BS));
 	pub_one(p, tu_stored(h2, 1, true, 102, t + 2 * BS, BS, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[2], pod), "chained block not stored; log: %s", tu_ing.log);
 	cr_assert(holds(k[0], pod) && holds(k[1], pod));
-	cr_assert_eq(tiers_of(k[0], pod), KVIDX_TIER_GPU);
+	cr_assert_eq(tu_tiers(k[0], pod), KVIDX_TIER_GPU);
 	cr_assert_eq(score_blocks(k, 3, pod), 3);
 
 	pub_one(p, tu_removed(&h01[1], 1, NULL));
@@ -196,7 +179,7 @@ Test(ingest, map_encoding_and_bin_hashes)
 	start_on(p, NULL);
 	tu_keys_of(MODEL, 0, t, 2 * BS, k);
 	tu_pub_events_ex(p, ev, 2, true, KVW_FORM_MAP);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[1], pod), "map-form batch not applied; log: %s", tu_ing.log);
 	cr_assert(holds(k[0], pod));
 }
@@ -211,7 +194,7 @@ Test(ingest, all_blocks_cleared_clears_pod_and_map)
 	tu_keys_of(MODEL, 0, a, 2 * BS, ka);
 	tu_keys_of(MODEL, 0, b, BS, kb);
 	pub_one(p, tu_stored(ha, 2, false, 0, a, 2 * BS, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(ka[1], pod), "not stored; log: %s", tu_ing.log);
 
 	struct kvw_event ev[3] = { cleared(), tu_stored(hb, 1, false, 0, b, BS, BS),
@@ -238,17 +221,17 @@ Test(ingest, cpu_medium_is_cpu_tier)
 	tu_keys_of(MODEL, 0, t, BS, k);
 	strcpy(ev.medium, "CPU");
 	pub_one(p, ev);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[0], pod), "not stored; log: %s", tu_ing.log);
-	cr_assert_eq(tiers_of(k[0], pod), KVIDX_TIER_CPU);
+	cr_assert_eq(tu_tiers(k[0], pod), KVIDX_TIER_CPU);
 
 	/* The same block lands on GPU too: both tiers. */
 	strcpy(ev.medium, "GPU");
 	pub_one(p, ev);
-	TU_EVENTUALLY(tiers_of(k[0], pod) == (KVIDX_TIER_CPU | KVIDX_TIER_GPU), "GPU not added");
+	TU_EVENTUALLY(tu_tiers(k[0], pod) == (KVIDX_TIER_CPU | KVIDX_TIER_GPU), "GPU not added");
 	/* Removal is per tier. */
 	pub_one(p, tu_removed(h, 1, "GPU"));
-	TU_EVENTUALLY(tiers_of(k[0], pod) == KVIDX_TIER_CPU, "GPU removal did not leave CPU");
+	TU_EVENTUALLY(tu_tiers(k[0], pod) == KVIDX_TIER_CPU, "GPU removal did not leave CPU");
 	pub_one(p, tu_removed(h, 1, "cpu"));
 	TU_EVENTUALLY(!holds(k[0], pod), "CPU removal did not remove the block");
 }
@@ -272,7 +255,7 @@ Test(ingest, non_prefix_group_ignored)
 	tu_keys_of(MODEL, 0, b, BS, kb);
 	tu_keys_of(MODEL, 0, c, BS, kc);
 	tu_pub_events(p, ev, 3);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(kc[0], pod), "MLA group not indexed; log: %s", tu_ing.log);
 	cr_assert(!holds(ka[0], pod), "sliding-window group indexed");
 	cr_assert(!holds(kb[0], pod), "mamba group indexed");
@@ -291,7 +274,7 @@ Test(ingest, lora_name_changes_keys)
 	tu_keys_of("my-lora", 0, t, 2 * BS, kl);
 	tu_keys_of(MODEL, 0, t, 2 * BS, km);
 	pub_one(p, ev);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(kl[1], pod), "LoRA keys not stored; log: %s", tu_ing.log);
 	cr_assert(holds(kl[0], pod));
 	cr_assert(!holds(km[0], pod) && !holds(km[1], pod), "base-model keys stored for a LoRA");
@@ -309,7 +292,7 @@ Test(ingest, model_override_and_xxh64)
 	tu_pub_wait_subscribed(p);
 	kvidx_key_chain(KVIDX_KEY_XXH64, kvidx_key_root(KVIDX_KEY_XXH64, "s1", "other-model"), t,
 			BS, BS, k, 1);
-	int pod = wait_pod("10.9.9.9:1");
+	int pod = tu_wait_pod("10.9.9.9:1");
 	pub_one(p, tu_stored(h, 1, false, 0, t, BS, BS));
 	TU_EVENTUALLY(holds(k[0], pod), "model= / xxh64 keys not stored; log: %s", tu_ing.log);
 }
@@ -326,7 +309,7 @@ Test(ingest, unknown_parent_skipped)
 	tu_keys_of(MODEL, 0, a, BS, ka);
 	tu_keys_of(MODEL, 0, b, BS, kb);
 	tu_pub_events(p, ev, 2);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(kb[0], pod), "event after the unknown parent not applied; log: %s",
 		      tu_ing.log);
 	cr_assert(!holds(ka[0], pod));
@@ -350,7 +333,7 @@ Test(ingest, engine_blocks_multiple_of_index_blocks)
 	/* Engine blocks of 32 tokens: each is two index blocks. */
 	pub_one(p, tu_stored(h, 2, false, 0, t, 4 * BS, 2 * BS));
 	pub_one(p, tu_stored(h + 2, 1, true, 52, t + 4 * BS, 2 * BS, 2 * BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[5], pod), "chained 32-token block not stored; log: %s", tu_ing.log);
 	cr_assert_eq(score_blocks(k, 6, pod), 6);
 	/* Removing engine block 51 removes both of its index blocks. */
@@ -389,7 +372,7 @@ Test(ingest, gap_is_replayed)
 
 	start_on(p, NULL);
 	chain5(p, lost, k, &t);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[4], pod), "chain not complete after replay; log: %s", tu_ing.log);
 	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "replay not finished; log: %s",
 		      tu_ing.log);
@@ -419,7 +402,7 @@ Test(ingest, replay_truncated_clears_pod)
 	p->old_framing = true;
 	start_on(p, NULL);
 	chain5(p, lost, k, &t);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_truncated) == 1, "no truncated replay; log: %s",
 		      tu_ing.log);
 	TU_EVENTUALLY(tu_ctr(pod, KV_PC_last_seq) == 4, "live did not continue; log: %s",
@@ -447,7 +430,7 @@ Test(ingest, gap_without_replay_endpoint_clears_pod)
 	tu_keys_of(MODEL, 0, a, BS, ka);
 	tu_keys_of(MODEL, 0, b, BS, kb);
 	pub_one(p, tu_stored(&ha, 1, false, 0, a, BS, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(ka[0], pod), "not stored; log: %s", tu_ing.log);
 	p->next_seq += 3;
 	pub_one(p, tu_stored(&hb, 1, false, 0, b, BS, BS));
@@ -471,7 +454,7 @@ Test(ingest, replay_timeout_clears_pod)
 	START("--capacity", "16k", "--replay-timeout-ms", "3000", "--pod", spec);
 	tu_pub_wait_subscribed(p);
 	chain5(p, lost, k, &t);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	/* While the gap is being replayed, the pod's speculation is paused. */
 	TU_EVENTUALLY(p->replay_requests == 1, "no replay request; log: %s", tu_ing.log);
 	TU_EVENTUALLY(tu_pod_paused(tu_ing.rd, pod) || tu_ctr(pod, KV_PC_replays_failed),
@@ -495,7 +478,7 @@ Test(ingest, publisher_restart_clears_and_resyncs)
 
 	start_on(p, NULL);
 	chain5(p, lost, k, &t);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[4], pod), "chain not stored; log: %s", tu_ing.log);
 	/* The publisher restarts: seq back to 0. */
 	tu_keys_of(MODEL, 0, u, 2 * BS, ku);
@@ -525,7 +508,7 @@ Test(ingest, publisher_id_frames_index_like_8_byte_ones)
 	memset(p->id, 0xa5, sizeof(p->id));
 	start_on(p, NULL);
 	chain5(p, lost, k, &t);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "gap not replayed; log: %s", tu_ing.log);
 	tu_wait_batches(pod, 5);
 	cr_assert_eq(score_blocks(k, 5, pod), 5);
@@ -548,7 +531,7 @@ Test(ingest, parent_zero_is_no_parent)
 	start_on(p, NULL);
 	tu_keys_of(MODEL, 0, a, BS, &k1);
 	pub_one(p, tu_stored(&h, 1, true, 0, a, BS, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k1, pod), "block with parent 0 not indexed; log: %s", tu_ing.log);
 	uint64_t k2 = pub_block(p, 52, 51, k1, tu_toks(1400, BS));
 	TU_EVENTUALLY(holds(k2, pod), "child of the parent-0 block not indexed");
@@ -600,7 +583,7 @@ Test(ingest, new_publisher_id_is_a_restart)
 	memset(p->id, 0x11, sizeof(p->id));
 	start_on(p, NULL);
 	chain5(p, lost, k, &t);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[4], pod), "chain not stored; log: %s", tu_ing.log);
 	memset(id2, 0x22, sizeof(id2));
 	restart_two(p, id2, ku);
@@ -621,7 +604,7 @@ Test(ingest, sequence_back_without_id_is_a_restart)
 
 	start_on(p, NULL);
 	chain5(p, lost, k, &t);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	for (int i = 0; i < 16; i++)
 		tu_pub_events(p, NULL, 0);
 	tu_wait_batches(pod, 21);
@@ -640,7 +623,7 @@ Test(ingest, heartbeats_keep_a_pod_fresh)
 
 	start_on(p, NULL);
 	uint64_t k = pub_block(p, 61, 0, 0, tu_toks(1500, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	tu_wait_batches(pod, 1);
 	uint64_t t1 = tu_ctr(pod, KV_PC_last_event_ns);
 	for (int i = 0; i < 3; i++) {
@@ -687,7 +670,7 @@ Test(ingest, malformed_counted_and_skipped)
 	tu_pub_events(p, ev, 2);
 	/* seq 2: valid. */
 	pub_one(p, tu_stored(&hb, 1, false, 0, b, BS, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(kb[0], pod), "valid batch after malformed ones not applied; log: %s",
 		      tu_ing.log);
 	tu_wait_batches(pod, 2);
@@ -734,7 +717,7 @@ Test(ingest, sighup_adds_and_removes_pods)
 	write_conf(conf);
 	START("--config", confpath);
 	tu_pub_wait_subscribed(a);
-	int pa = wait_pod("10.0.0.1:8000");
+	int pa = tu_wait_pod("10.0.0.1:8000");
 	pub_one(a, tu_stored(&h, 1, false, 0, t, BS, BS));
 	TU_EVENTUALLY(holds(k[0], pa), "pod A's block not stored; log: %s", tu_ing.log);
 
@@ -743,7 +726,7 @@ Test(ingest, sighup_adds_and_removes_pods)
 	kill(tu_ing.daemon.pid, SIGHUP);
 	tu_pub_wait_subscribed(b);
 	TU_EVENTUALLY(pod_index("10.0.0.1:8000") < 0, "pod A not removed; log: %s", tu_ing.log);
-	int pb = wait_pod("10.0.0.2:8000");
+	int pb = tu_wait_pod("10.0.0.2:8000");
 	cr_assert(!holds(k[0], pa), "removed pod's records still visible");
 	pub_one(b, tu_stored(&hb, 1, false, 0, u, BS, BS));
 	TU_EVENTUALLY(holds(ku[0], pb), "pod B's block not stored; log: %s", tu_ing.log);
@@ -761,7 +744,7 @@ Test(ingest, disconnect_is_seen)
 
 	start_on(p, NULL);
 	uint64_t k = pub_block(p, 85, 0, 0, tu_toks(75000, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k, pod), "not stored; log: %s", tu_ing.log);
 	cr_assert_eq(tu_ctr(pod, KV_PC_connected), 1);
 	cr_assert(!tu_pod_paused(tu_ing.rd, pod));
@@ -782,7 +765,7 @@ Test(ingest, sigterm_exits_zero_and_index_stays)
 
 	start_on(p, NULL);
 	uint64_t k = pub_block(p, 81, 0, 0, tu_toks(70000, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k, pod), "not stored; log: %s", tu_ing.log);
 	cr_assert_eq(kill(tu_ing.daemon.pid, SIGTERM), 0);
 	status = tu_child_wait(&tu_ing.daemon, TU_DEADLINE_MS);
@@ -808,7 +791,7 @@ Test(ingest, replay_on_start_rebuilds)
 	snprintf(spec, sizeof(spec), "%s,replay=%s", p->ep, p->rep);
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
 	tu_pub_wait_subscribed(p);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[4], pod), "replay at start did not rebuild; log: %s", tu_ing.log);
 	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "replay at start not finished");
 	cr_assert_eq(p->last_replay_from, 0);
@@ -840,7 +823,7 @@ Test(ingest, replay_on_start_takes_the_window_kept)
 	snprintf(spec, sizeof(spec), "%s,replay=%s", p->ep, p->rep);
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
 	tu_pub_wait_subscribed(p);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "replay at start not finished; log: %s",
 		      tu_ing.log);
 	cr_assert(holds(k[1], pod) && holds(k[2], pod), "kept window not rebuilt");
@@ -863,7 +846,7 @@ Test(ingest, writer_restart_rebuilds_new_generation)
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
 	tu_pub_wait_subscribed(p);
 	chain5(p, lost, k, &t);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[4], pod), "chain not stored; log: %s", tu_ing.log);
 
 	/* The writer dies; readers keep serving; a new writer rebuilds from the pod's buffer. */
@@ -874,11 +857,11 @@ Test(ingest, writer_restart_rebuilds_new_generation)
 	tu_ing.rd = NULL;
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
 	/* A lookup moves a reader to the newest generation. */
-	TU_EVENTUALLY((tiers_of(k[0], 0),
+	TU_EVENTUALLY((tu_tiers(k[0], 0),
 		       kvidx_reader_info(tu_ing.rd, &info) == 0 && info.generation == 2),
 		      "no second generation; log: %s", tu_ing.log);
 	tu_pub_wait_subscribed(p);
-	pod = wait_pod(POD);
+	pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[4], pod), "new generation not rebuilt; log: %s", tu_ing.log);
 	cr_assert_eq(score_blocks(k, 5, pod), 5);
 	/* The old handle moves to the new generation by itself. */
@@ -905,7 +888,7 @@ Test(ingest, replay_on_start_keeps_the_model)
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
 	tu_pub_wait_subscribed(p);
 	uint64_t k = pub_block(p, 1201, 0, 0, tu_toks(31000, BS)); /* keyed with MODEL */
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k, pod), "not stored; log: %s", tu_ing.log);
 	cr_assert_eq(kvidx_reader_pod(tu_ing.rd, pod, name, model), 0);
 	cr_assert_str_eq(model, MODEL);
@@ -916,10 +899,10 @@ Test(ingest, replay_on_start_keeps_the_model)
 	tu_ing.rd = NULL;
 	START("--capacity", "16k", "--replay-on-start", "--pod", spec);
 	struct kvidx_info info;
-	TU_EVENTUALLY((tiers_of(k, 0),
+	TU_EVENTUALLY((tu_tiers(k, 0),
 		       kvidx_reader_info(tu_ing.rd, &info) == 0 && info.generation == 2),
 		      "no second generation; log: %s", tu_ing.log);
-	pod = wait_pod(POD);
+	pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(tu_ctr(pod, KV_PC_replays_ok) == 1, "replay not done; log: %s", tu_ing.log);
 	/* No live message since the restart: the model is the one from before. */
 	cr_assert_eq(tu_ctr(pod, KV_PC_batches), 1, "a live batch came");
@@ -947,7 +930,7 @@ Test(ingest, bind_mode_pods_by_topic)
 	tu_keys_of(MODEL, 0, u, BS, ku);
 	pub_one(a, tu_stored(&ha, 1, false, 0, t, BS, BS));
 	pub_one(b, tu_stored(&hb, 1, false, 0, u, BS, BS));
-	int pa = wait_pod("10.1.0.1:8000"), pb = wait_pod("10.1.0.2:8000");
+	int pa = tu_wait_pod("10.1.0.1:8000"), pb = tu_wait_pod("10.1.0.2:8000");
 	TU_EVENTUALLY(holds(k[0], pa) && holds(ku[0], pb), "bind-mode blocks not stored; log: %s",
 		      tu_ing.log);
 	cr_assert(!holds(k[0], pb) && !holds(ku[0], pa));
@@ -989,7 +972,7 @@ Test(ingest, default_empty_topic)
 	start_on(p, NAMED);
 	tu_keys_of(MODEL, 0, t, 2 * BS, k);
 	pub_one(p, tu_stored(h, 2, false, 0, t, 2 * BS, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(k[1], pod), "nothing indexed from topic \"\"; log: %s", tu_ing.log);
 	cr_assert(holds(k[0], pod));
 }
@@ -1012,7 +995,7 @@ Test(ingest, kv_events_topic_and_filters)
 	tu_keys_of(MODEL, 0, u, BS, &kq);
 	pub_one(q, tu_stored(&g, 1, false, 0, u, BS, BS));
 	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
-	int pod = wait_pod(POD), podq = wait_pod("10.0.0.2:8000");
+	int pod = tu_wait_pod(POD), podq = tu_wait_pod("10.0.0.2:8000");
 	TU_EVENTUALLY(holds(k, pod), "nothing indexed from topic kv-events; log: %s", tu_ing.log);
 	/* q's message was sent first on its own connection; give it the same time again. */
 	tu_pump(100);
@@ -1036,7 +1019,7 @@ Test(ingest, two_dp_ranks_one_pod)
 	pub_one(r0, tu_stored(h, 2, false, 0, t, 2 * BS, BS));
 	pub_one(r1, tu_stored(h, 1, false, 0, t, BS, BS)); /* same first block on rank 1 */
 	pub_one(r1, tu_stored(&hu, 1, false, 0, u, BS, BS));
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	tu_wait_batches(pod, 3);
 	cr_assert(holds(k[0], pod) && holds(k[1], pod) && holds(ku, pod));
 	cr_assert_eq(tu_ctr(pod, KV_PC_ranks), 2);
@@ -1074,7 +1057,7 @@ Test(ingest, duplicate_copies_stay_until_the_last_removal)
 	pub_one(p, tu_stored(&h, 1, false, 0, t, BS, BS));
 	pub_one(p, tu_removed(&h, 1, NULL));
 	pub_one(p, tu_stored(&hs, 1, false, 0, s, BS, BS)); /* sentinel */
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(holds(ks, pod), "sentinel not applied; log: %s", tu_ing.log);
 	cr_assert(holds(k, pod), "stored twice, removed once: must still be held");
 	cr_assert_eq(tu_ctr(pod, KV_PC_copies_kept), 1);
@@ -1099,10 +1082,10 @@ Test(ingest, hybrid_batch)
 	start_on(p, NULL);
 	tu_keys_of(MODEL, 0, t, 2 * BS, k);
 	tu_pub_events_ex(p, ev, 3, true, KVW_FORM_MAP);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	tu_wait_batches(pod, 1);
 	for (int i = 0; i < 2; i++)
-		cr_assert_eq(tiers_of(k[i], pod), KVIDX_TIER_GPU | KVIDX_TIER_CPU, "block %d", i);
+		cr_assert_eq(tu_tiers(k[i], pod), KVIDX_TIER_GPU | KVIDX_TIER_CPU, "block %d", i);
 	cr_assert_eq(tu_ctr(pod, KV_PC_skipped_group), 1);
 	cr_assert_eq(tu_ctr(pod, KV_PC_offload_applied), 2);
 	cr_assert_eq(tu_ctr(pod, KV_PC_decode_errors), 0);
@@ -1126,7 +1109,7 @@ Test(ingest, salted_two_turn_conversation)
 			   3 * BS, BS, &ex, k, 3);
 	pub_one(p, t1);
 	pub_one(p, tu_stored(h + 2, 1, true, h[1], t + 2 * BS, BS, BS)); /* turn 2 */
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	tu_wait_batches(pod, 2);
 	for (int i = 0; i < 3; i++)
 		cr_assert(holds(k[i], pod), "salted block %d not indexed; log: %s", i, tu_ing.log);
@@ -1158,7 +1141,7 @@ Test(ingest, multimodal_prompt_then_text_turn)
 			   3 * BS, BS, &ex, k, 3);
 	pub_one(p, m);
 	pub_one(p, tu_stored(h + 2, 1, true, h[1], t + 2 * BS, BS, BS)); /* a text turn */
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	tu_wait_batches(pod, 2);
 	for (int i = 0; i < 3; i++)
 		cr_assert(holds(k[i], pod), "block %d not indexed; log: %s", i, tu_ing.log);
@@ -1206,7 +1189,7 @@ Test(ingest, rate, .timeout = 120)
 	/* Warm-up: one batch, and the pod registered. */
 	kvw_seq_put(seq8, 0);
 	tu_send_frames(p->xpub, p->topic, strlen(p->topic), seq8, 8, msg[0].buf, msg[0].len);
-	int pod = wait_pod(POD);
+	int pod = tu_wait_pod(POD);
 	TU_EVENTUALLY(tu_ctr(pod, KV_PC_batches) == 1, "warm-up batch not applied");
 
 	uint64_t t0 = kvidx_now_ns();

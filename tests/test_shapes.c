@@ -111,25 +111,9 @@ static const char *toks(uint32_t a, size_t n)
 
 /* ---- the index ------------------------------------------------------------------------------- */
 
-static int wait_pod(const char *name)
-{
-	TU_EVENTUALLY(kvidx_reader_pod_find(tu_ing.rd, name) >= 0, "pod %s never registered; log: %s",
-		      name, tu_ing.log);
-	return kvidx_reader_pod_find(tu_ing.rd, name);
-}
-
-static unsigned tiers_of(uint64_t key, int p)
-{
-	struct kvidx_rec rec;
-	int st = tu_rec_state(tu_ing.rd, key, p, &rec);
-
-	cr_assert(st >= 0, "lookup of 0x%016" PRIx64 " failed", key);
-	return st == TU_ABSENT ? 0 : rec.tiers;
-}
-
 static bool holds(uint64_t key, int p)
 {
-	return tiers_of(key, p) != 0;
+	return tu_tiers(key, p) != 0;
 }
 
 /* Keys of n tokens from a as a router computes them (plain text, model MODEL). */
@@ -197,7 +181,7 @@ Test(shapes, default_topic_two_dp_ranks)
 	u = read_hash();
 	plain_keys(1000, 2 * BS, ka);
 	plain_keys(2000, BS, &ku);
-	p = wait_pod(POD);
+	p = tu_wait_pod(POD);
 	tu_wait_batches(p, 3);
 	cr_assert(holds(ka[0], p) && holds(ka[1], p) && holds(ku, p), "log: %s", tu_ing.log);
 	cr_assert_eq(CTR(p, ranks), 2);
@@ -278,7 +262,7 @@ Test(shapes, kv_events_topic_and_filter)
 	INGESTD("--capacity", "16k", "--topic-filter", "kv-events", "--pod", spec);
 	say("store - %s", toks(4000, 2 * BS));
 	plain_keys(4000, 2 * BS, k);
-	p = wait_pod(POD);
+	p = tu_wait_pod(POD);
 	tu_wait_batches(p, 1);
 	cr_assert(holds(k[0], p) && holds(k[1], p), "nothing indexed from kv-events; log: %s",
 		  tu_ing.log);
@@ -320,7 +304,7 @@ Test(shapes, lora_salt_mm_keys_equal_kvidx_hash)
 	cr_assert_eq(hash_tool(ks, 4, "--model " MODEL " --salt tenant-7 --mm 20:20:img0 %s",
 			       toks(1, 4 * BS)), 4);
 	cr_assert_eq(hash_tool(kb, 2, "--model " MODEL " --mm 4:8:imgB %s", toks(500, 2 * BS)), 2);
-	p = wait_pod(POD);
+	p = tu_wait_pod(POD);
 	tu_wait_batches(p, 4);
 	for (int i = 0; i < 2; i++) {
 		cr_assert(holds(kl[i], p), "LoRA block %d: not the key kvidx-hash --lora gives; "
@@ -361,10 +345,10 @@ Test(shapes, hybrid_batch_placeholders_and_copies)
 	say("store - %s", toks(6000, 2 * BS));
 	read_hashes(h, 2);
 	say("flush");
-	p = wait_pod(POD);
+	p = tu_wait_pod(POD);
 	tu_wait_batches(p, 1);
 	for (int i = 0; i < 2; i++)
-		cr_assert_eq(tiers_of(k[i], p), KVIDX_TIER_GPU | KVIDX_TIER_CPU, "block %d; log: %s",
+		cr_assert_eq(tu_tiers(k[i], p), KVIDX_TIER_GPU | KVIDX_TIER_CPU, "block %d; log: %s",
 			     i, tu_ing.log);
 	cr_assert_eq(CTR(p, skipped_group), 1);
 	cr_assert_eq(CTR(p, offload_applied), 2);
@@ -387,8 +371,8 @@ Test(shapes, hybrid_batch_placeholders_and_copies)
 	say("remove %016" PRIx64 " %016" PRIx64, h[0], h[1]);
 	say("flush");
 	tu_wait_batches(p, 3);
-	cr_assert_eq(tiers_of(k[0], p), KVIDX_TIER_GPU);
-	cr_assert_eq(tiers_of(k[1], p), KVIDX_TIER_GPU);
+	cr_assert_eq(tu_tiers(k[0], p), KVIDX_TIER_GPU);
+	cr_assert_eq(tu_tiers(k[1], p), KVIDX_TIER_GPU);
 	/* The last GPU copy. */
 	say("medium -");
 	say("remove %016" PRIx64 ":0 %016" PRIx64 ":0", h[0], h[1]);
@@ -431,7 +415,7 @@ Test(shapes, workload_with_every_shape)
 	st = tu_child_wait(&pod, TU_DEADLINE_MS + 3000);
 	cr_assert_eq(st, 0, "kvidx-fakepod: status %d: %s", st, pod_stderr());
 	batches = summary("batches");
-	p = wait_pod(POD);
+	p = tu_wait_pod(POD);
 	tu_wait_batches(p, batches);
 	cr_assert_eq(CTR(p, events), 1500);
 	cr_assert_eq(CTR(p, ranks), 2);

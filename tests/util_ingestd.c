@@ -411,6 +411,22 @@ void tu_wait_batches(int pod, uint64_t n)
 	cr_assert_eq(tu_ctr(pod, KV_PC_batches), n, "more batches applied than published");
 }
 
+int tu_wait_pod(const char *pod)
+{
+	TU_EVENTUALLY(kvidx_reader_pod_find(tu_ing.rd, pod) >= 0, "pod %s never registered; log: %s",
+		      pod, tu_ing.log);
+	return kvidx_reader_pod_find(tu_ing.rd, pod);
+}
+
+unsigned tu_tiers(uint64_t key, int pod)
+{
+	struct kvidx_rec rec;
+	int st = tu_rec_state(tu_ing.rd, key, pod, &rec);
+
+	cr_assert(st >= 0, "lookup of 0x%016llx failed", (unsigned long long)key);
+	return st == TU_ABSENT ? 0 : rec.tiers;
+}
+
 const uint32_t *tu_toks(uint32_t base, size_t n)
 {
 	static uint32_t buf[8][4096];

@@ -111,6 +111,12 @@ void tu_pump(int ms);
 /* Whether the daemon's log (tu_ing.log) holds needle so far. */
 bool tu_log_has(const char *needle);
 
+/* Waits until pod (a name) is in the index; returns its index. */
+int tu_wait_pod(const char *pod);
+
+/* The tiers (KVIDX_TIER_* bits) pod holds key on, as the test's reader sees it; 0: none. */
+unsigned tu_tiers(uint64_t key, int pod);
+
 /* Pod counter c of pod, as the test's reader sees it. */
 uint64_t tu_ctr(int pod, enum kv_pod_ctr c);
 

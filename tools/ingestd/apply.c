@@ -363,10 +363,37 @@ static int placeholder(struct ing_apply *a, struct ing_stream *s, const struct k
 
 /* ---- keys with extras ------------------------------------------------------------------------ */
 
+/* Appends one key item of engine block i to the index block being filled. false: no memory. */
+static bool push_item(struct ing_apply *a, const char *str, int64_t start, size_t i)
+{
+	if (a->nitems == a->items_cap) {
+		size_t cap = a->items_cap ? 2 * a->items_cap : 16;
+		const char **ni = realloc(a->items, cap * sizeof(*ni));
+		if (ni)
+			a->items = ni;
+		int64_t *ns = realloc(a->item_start, cap * sizeof(*ns));
+		if (ns)
+			a->item_start = ns;
+		uint32_t *nb = realloc(a->item_blk, cap * sizeof(*nb));
+		if (nb)
+			a->item_blk = nb;
+		if (!ni || !ns || !nb)
+			return false;
+		a->items_cap = cap;
+	}
+	a->items[a->nitems] = str;
+	a->item_start[a->nitems] = start;
+	a->item_blk[a->nitems] = (uint32_t)i;
+	a->nitems++;
+	return true;
+}
+
 /*
  * Adds engine block i's key items to the list of the index block being filled (rule 6).
  * pos: tokens of that index block before this engine block. first: the request's first block.
- * Returns false when the block carries extras no router can reproduce.
+ * SGLang's metadata.cache_salt is the salt, the last item of the request's first block, as
+ * vLLM lists it in extra_keys. Returns false when the block carries extras no router can
+ * reproduce.
  */
 static bool add_items(struct ing_apply *a, const struct kvw_event *ev, size_t i, uint32_t pos,
 		      bool first)
@@ -375,7 +402,8 @@ static bool add_items(struct ing_apply *a, const struct kvw_event *ev, size_t i,
 	uint32_t E = ev->block_size, I = a->block_size;
 
 	if (!ev->has_extra_keys || !ev->extra[i].set)
-		return true;
+		return !(first && i == 0 && ev->cache_salt[0]) ||
+		       push_item(a, ev->cache_salt, ITEM_NOSTART, i);
 	x = &ev->extra[i];
 	for (uint32_t j = 0; j < x->nitems; j++) {
 		const struct kvw_xitem *it = &x->items[j];
@@ -398,26 +426,11 @@ static bool add_items(struct ing_apply *a, const struct kvw_event *ev, size_t i,
 			       a->item_start[k] == start);
 		if (dup)
 			continue;
-		if (a->nitems == a->items_cap) {
-			size_t cap = a->items_cap ? 2 * a->items_cap : 16;
-			const char **ni = realloc(a->items, cap * sizeof(*ni));
-			if (ni)
-				a->items = ni;
-			int64_t *ns = realloc(a->item_start, cap * sizeof(*ns));
-			if (ns)
-				a->item_start = ns;
-			uint32_t *nb = realloc(a->item_blk, cap * sizeof(*nb));
-			if (nb)
-				a->item_blk = nb;
-			if (!ni || !ns || !nb)
-				return false;
-			a->items_cap = cap;
-		}
-		a->items[a->nitems] = it->str;
-		a->item_start[a->nitems] = start;
-		a->item_blk[a->nitems] = (uint32_t)i;
-		a->nitems++;
+		if (!push_item(a, it->str, start, i))
+			return false;
 	}
+	if (first && i == 0 && ev->cache_salt[0])
+		return push_item(a, ev->cache_salt, ITEM_NOSTART, i);
 	return true;
 }
 

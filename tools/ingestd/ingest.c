@@ -242,15 +242,18 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 	struct ing_pod *p;
 	struct kvw_seqf sf;
 
-	/* Pods are told apart by topic: kv@POD@MODEL, or the whole topic as the pod's name. */
-	if (kvw_parse_topic(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), tpod, sizeof(tpod), tmodel,
+	/* Pods are told apart by topic: kv@POD@MODEL, or the whole topic as the pod's name
+	 * (before SGLang's epoch marker, whose epoch is the publisher id). */
+	size_t tlen = 0;
+	bool seq_ok = total == 3 && kvw_seq_frame(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &sf);
+	tpod[0] = tmodel[0] = '\0';
+	if (kvw_topic_split(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), &tlen, seq_ok ? &sf : NULL) ==
+		    0 &&
+	    kvw_parse_topic(zmq_msg_data(&f[0]), tlen, tpod, sizeof(tpod), tmodel,
 			    sizeof(tmodel)) == 0 &&
-	    !tpod[0] && zmq_msg_size(&f[0]) < sizeof(tpod) &&
-	    !memchr(zmq_msg_data(&f[0]), '@', zmq_msg_size(&f[0]))) {
-		memcpy(tpod, zmq_msg_data(&f[0]), zmq_msg_size(&f[0]));
-		tpod[zmq_msg_size(&f[0])] = '\0';
-		if (memchr(tpod, '\0', zmq_msg_size(&f[0])))
-			tpod[0] = '\0';
+	    !tpod[0] && tlen < sizeof(tpod) && !memchr(zmq_msg_data(&f[0]), '@', tlen)) {
+		memcpy(tpod, zmq_msg_data(&f[0]), tlen);
+		tpod[tlen] = '\0';
 	}
 	if (!tpod[0]) {
 		/* No pod to count it against: the log is all there is. */
@@ -262,7 +265,7 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 	if (!p && !(p = ing_pod_open_bound(&d->sh, tpod, tmodel, now)))
 		return;
 	p->round_reads++;
-	if (total != 3 || !kvw_seq_frame(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &sf)) {
+	if (!seq_ok) {
 		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
 		ilog_limited(&p->g->tgt.lim, ILOG_WARN,
 			     "pod %s: message of %d frames (seq frame %zu bytes) skipped: expected "

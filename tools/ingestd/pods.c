@@ -672,6 +672,9 @@ static void replay_message(struct ing_shared *sh, struct ing_pod *p, zmq_msg_t *
 		replay_done(sh, p, now);
 		return;
 	}
+	size_t tlen = 0;
+	if (n == 4 && kvw_topic_split(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), &tlen, &sf))
+		tlen = 0;
 	if (sf.has_id && p->have_id && memcmp(sf.id, p->pub_id, KVW_PUB_ID_LEN)) {
 		/* Another process answers than the one whose gap this is: what it holds does not
 		 * fill that gap. The next live message of the new process is a restart. */
@@ -679,8 +682,8 @@ static void replay_message(struct ing_shared *sh, struct ing_pod *p, zmq_msg_t *
 		return;
 	}
 	tpod[0] = '\0';
-	if (n == 4 && kvw_parse_topic(zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), tpod, sizeof(tpod),
-				      tmodel, sizeof(tmodel)) == 0 && tmodel[0])
+	if (n == 4 && kvw_parse_topic(zmq_msg_data(&f[1]), tlen, tpod, sizeof(tpod), tmodel,
+				      sizeof(tmodel)) == 0 && tmodel[0])
 		model = tmodel;
 	if (!p->spec.model[0] && model != p->g->model && strcmp(p->g->model, model))
 		snprintf(p->g->model, sizeof(p->g->model), "%s", model);
@@ -887,8 +890,11 @@ unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)
 			close_frames(f, n);
 			continue;
 		}
-		int rc = kvw_parse_topic(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), tpod,
-					 sizeof(tpod), tmodel, sizeof(tmodel));
+		size_t tlen;
+		int rc = kvw_topic_split(zmq_msg_data(&f[0]), zmq_msg_size(&f[0]), &tlen, &sf);
+		if (rc == 0)
+			rc = kvw_parse_topic(zmq_msg_data(&f[0]), tlen, tpod, sizeof(tpod), tmodel,
+					     sizeof(tmodel));
 		if (rc < 0) {
 			ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
 			ilog_limited(&p->g->tgt.lim, ILOG_WARN, "pod %s: bad topic (%s), message skipped",

@@ -822,6 +822,24 @@ static int get_extra(struct dctx *c, const msgpack_object *o, struct kvw_extra *
 	return 0;
 }
 
+/* SGLang's BlockStored metadata: nil, or a map whose "cache_salt" (a str) is kept; its other
+ * keys are ignored, as an event's unknown fields are (docs/events.md "Other engines"). */
+static int get_metadata(struct dctx *c, struct kvw_event *ev, const msgpack_object *o)
+{
+	if (o->type == MSGPACK_OBJECT_NIL)
+		return 0;
+	if (o->type != MSGPACK_OBJECT_MAP)
+		return bad(c, "metadata", SIZE_MAX, "map or nil", o);
+	for (uint32_t i = 0; i < o->via.map.size; i++) {
+		const msgpack_object_kv *kv = &o->via.map.ptr[i];
+
+		if (kv->key.type == MSGPACK_OBJECT_STR && str_eq(&kv->key.via.str, "cache_salt"))
+			return get_str(c, "metadata.cache_salt", &kv->val, ev->cache_salt,
+				       sizeof ev->cache_salt);
+	}
+	return 0;
+}
+
 static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 		     const msgpack_object *o)
 {
@@ -877,6 +895,9 @@ static int set_field(struct dctx *c, struct kvw_event *ev, enum kvw_field f,
 	case F_MEDIUM:
 		return get_str(c, name, o, ev->medium, sizeof ev->medium);
 	case F_LORA_NAME:
+		/* SGLang's BlockStoredWithMetadata puts its metadata map in this place. */
+		if (o->type == MSGPACK_OBJECT_MAP)
+			return get_metadata(c, ev, o);
 		return get_str(c, name, o, ev->lora_name, sizeof ev->lora_name);
 	case F_SPEC_KIND:
 		return get_str(c, name, o, ev->spec_kind, sizeof ev->spec_kind);
@@ -981,9 +1002,15 @@ static int decode_event(struct dctx *c, const msgpack_object *o)
 			if ((rc = set_field(c, ev, s->fields[i], &o->via.array.ptr[i + 1])))
 				return rc;
 	} else {
+		const msgpack_object *meta = NULL, *mm = NULL;
+
 		for (uint32_t i = 0; i < o->via.map.size; i++) {
 			const msgpack_object_kv *kv = &o->via.map.ptr[i];
 
+			if (s->type == KVW_BLOCK_STORED && str_eq(&kv->key.via.str, "metadata"))
+				meta = &kv->val;
+			if (s->type == KVW_BLOCK_STORED && str_eq(&kv->key.via.str, "block_mm_infos"))
+				mm = &kv->val;
 			for (size_t j = 0; j < s->nfields; j++) {
 				if (!str_eq(&kv->key.via.str, field_names[s->fields[j]]))
 					continue;
@@ -1000,6 +1027,12 @@ static int decode_event(struct dctx *c, const msgpack_object *o)
 			if (!(seen & 1u << j))
 				return fail(c, -EBADMSG, "%s: missing %s", s->tag,
 					    field_names[s->fields[j]]);
+		/* SGLang's metadata; TensorRT-LLM's per-block multimodal objects (through Dynamo's
+		 * publisher), kept as extras no router reproduces when extra_keys is absent. */
+		if (meta && (rc = get_metadata(c, ev, meta)))
+			return rc;
+		if (mm && !ev->has_extra_keys && (rc = set_field(c, ev, F_EXTRA_KEYS, mm)))
+			return rc;
 	}
 	c->b->nevents++;
 	return 0;
@@ -1110,8 +1143,9 @@ static int decode_root(struct dctx *c, const msgpack_object *o)
 				slot = &ts;
 			else if (str_eq(&k->via.str, "events"))
 				slot = &events;
-			else if (str_eq(&k->via.str, "data_parallel_rank"))
-				slot = &rank;
+			else if (str_eq(&k->via.str, "data_parallel_rank") ||
+				 str_eq(&k->via.str, "attn_dp_rank"))
+				slot = &rank; /* SGLang's name for the third place */
 			else
 				continue;
 			if (*slot)
@@ -1240,6 +1274,79 @@ int kvw_parse_topic(const char *topic, size_t len, char *pod, size_t podlen, cha
 	if (!ok) {
 		pod[0] = model[0] = '\0';
 		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/* 128 bits of FNV-1a over s (two 64-bit lanes of different offsets), big-endian. */
+static void hash128(const char *s, size_t n, uint8_t out[KVW_PUB_ID_LEN])
+{
+	uint64_t h[2] = { 0xcbf29ce484222325ull, 0x84222325cbf29ce4ull };
+
+	for (int l = 0; l < 2; l++)
+		for (size_t i = 0; i < n; i++)
+			h[l] = (h[l] ^ (uint8_t)s[i]) * 0x100000001b3ull;
+	for (int i = 0; i < 16; i++)
+		out[i] = (uint8_t)(h[i / 8] >> (56 - 8 * (i % 8)));
+}
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+/* The publisher id an SGLang epoch names: its 32 hex digits, else a hash of the string. */
+static void epoch_id(const char *e, size_t n, uint8_t id[KVW_PUB_ID_LEN])
+{
+	bool hex = n == 2 * KVW_PUB_ID_LEN;
+
+	for (size_t i = 0; hex && i < n; i++)
+		hex = hexval(e[i]) >= 0;
+	if (!hex) {
+		hash128(e, n, id);
+		return;
+	}
+	for (size_t i = 0; i < KVW_PUB_ID_LEN; i++)
+		id[i] = (uint8_t)(hexval(e[2 * i]) << 4 | hexval(e[2 * i + 1]));
+}
+
+int kvw_topic_split(const char *topic, size_t len, size_t *base_len, struct kvw_seqf *sf)
+{
+	static const char mark[] = "\0sgl-kv-epoch=", snap[] = "\0sgl-kv-snapshot=";
+	const size_t ml = sizeof mark - 1, sl = sizeof snap - 1;
+	const char *nul = len ? memchr(topic, '\0', len) : NULL;
+	const char *e, *end, *next;
+
+	*base_len = nul ? (size_t)(nul - topic) : len;
+	if (!nul)
+		return 0;
+	if ((size_t)(topic + len - nul) <= ml || memcmp(nul, mark, ml)) {
+		*base_len = 0;
+		return -EINVAL;
+	}
+	e = nul + ml;
+	end = topic + len;
+	next = memchr(e, '\0', (size_t)(end - e));
+	if (next && ((size_t)(end - next) < sl || memcmp(next, snap, sl) ||
+		     memchr(next + 1, '\0', (size_t)(end - next - 1)))) {
+		*base_len = 0;
+		return -EINVAL;
+	}
+	if (next)
+		end = next;
+	if (end == e) {
+		*base_len = 0;
+		return -EINVAL;
+	}
+	if (sf && !sf->has_id) {
+		sf->has_id = true;
+		epoch_id(e, (size_t)(end - e), sf->id);
 	}
 	return 0;
 }

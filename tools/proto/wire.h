@@ -46,6 +46,7 @@
 #define KVW_LOCALITY_MAX  16
 #define KVW_OWNERSHIP_MAX 128
 #define KVW_SESSION_MAX   128
+#define KVW_SALT_MAX      256 /* BlockStored metadata.cache_salt (SGLang) */
 #define KVW_ERR_MAX       256 /* kvw_batch.bad_msg */
 
 /* Limits of kvw_parse_topic()'s outputs are the caller's buffer sizes. */
@@ -137,6 +138,11 @@ struct kvw_event {
 	char locality[KVW_LOCALITY_MAX];
 	char ownership[KVW_OWNERSHIP_MAX];
 	char session_id[KVW_SESSION_MAX];
+
+	/* BlockStored: SGLang's BlockStoredWithMetadata carries the request's cache salt as a map
+	 * {"cache_salt": str} in the 7th positional place (where vLLM has lora_name) or under
+	 * "metadata" (docs/events.md "Other engines"); "" = none. */
+	char cache_salt[KVW_SALT_MAX];
 
 	/* BlockRemoved.remaining_copy_counts (proposed, vLLM #48933): when present, copies of
 	 * each hash still held after this removal (the caller checks the count). */
@@ -234,6 +240,20 @@ const char *kvw_type_name(enum kvw_type type);
  */
 int kvw_parse_topic(const char *topic, size_t len, char *pod, size_t podlen, char *model,
 		    size_t modellen);
+
+/*
+ * SGLang's topic frame (python/sglang/srt/disaggregation/kv_events.py, with a snapshot
+ * endpoint configured) is the topic, then "\0sgl-kv-epoch=" and the publisher's epoch (a new
+ * one per publisher process), optionally then "\0sgl-kv-snapshot=" and a barrier id. Splits
+ * such a frame: *base_len is the topic's length before the first NUL (len if there is none);
+ * a well-formed epoch that sf does not already carry an id for becomes sf's publisher id (the
+ * epoch's 32 hex digits as 16 bytes, or a 128-bit hash of any other epoch string), so a new
+ * epoch is read as an engine restart like a new vLLM publisher id. sf may be NULL.
+ * Returns 0, or -EINVAL for a NUL byte that does not start SGLang's epoch marker (or an empty
+ * epoch); *base_len is then 0.
+ */
+struct kvw_seqf;
+int kvw_topic_split(const char *topic, size_t len, size_t *base_len, struct kvw_seqf *sf);
 
 /*
  * Reads a sequence frame: 8 bytes, big-endian unsigned. Returns false (and leaves *seq alone)
