@@ -12,7 +12,8 @@ The model: each pod prefills first come, first served at RATE tokens/s (no chunk
 overhead, no decode interference), its KV cache an LRU of KV_BLOCKS x 16 tokens kept per
 Mooncake block of 512 tokens; a request is in flight until its prefill ends plus 5 ms per
 output token. Policies as tools/route/policy.c decides them from that state: kvidx (the
-expected TTFT and the balance guard), least-loaded, round-robin, prefix. It is not the pod
+expected TTFT and the balance guard, kvidx-route's defaults: slack 0.15, margin 3000 tokens,
+half-life 30 s), least-loaded, round-robin, prefix. It is not the pod
 model (tools/fakepod/engine.c) and it leaves out the index (a pick sees the caches as they
 are): it ranks designs, and the benchmark measures them.
 """
@@ -66,8 +67,8 @@ def capacity_ideal(reqs, pods, kv_blocks):
 class Fleet:
     """The pods' queues, caches, requests in flight and the router's decayed work."""
 
-    def __init__(self, pods, slack, half_life):
-        self.n, self.slack, self.half_life = pods, slack, half_life
+    def __init__(self, pods, slack, half_life, margin):
+        self.n, self.slack, self.half_life, self.margin = pods, slack, half_life, margin
         self.busy = [0.0] * pods
         self.caches = [OrderedDict() for _ in range(pods)]
         self.ends, self.work, self.decayed, self.t_work = [], [0] * pods, [0.0] * pods, 0.0
@@ -91,8 +92,10 @@ class Fleet:
         elif policy == "prefix":
             p = min(range(n), key=lambda i: (-match[i], infl[i], order[i]))
         else:
-            lim = (1 + self.slack) * sum(self.decayed) / n if self.slack else math.inf
-            cand = [i for i in range(n) if self.decayed[i] <= lim] or list(range(n))
+            lim = ((1 + self.slack) * sum(self.decayed) / n + self.margin if self.slack
+                   else math.inf)
+            cand = [i for i in range(n) if self.decayed[i] <= lim or (not infl[i] and not q[i])]
+            cand = cand or list(range(n))
             p = min(cand, key=lambda i: (q[i] + prompt - match[i], infl[i], order[i]))
         self.rr = (p + 1) % n
         return p
@@ -113,11 +116,12 @@ def summary(ttft, hit, tot, work):
             max(work) / mean if mean else 0)
 
 
-def sim_trace(reqs, policy, load, pods, slack=0.3, half_life=30.0, kv_blocks=KV_BLOCKS):
+def sim_trace(reqs, policy, load, pods, slack=0.15, half_life=30.0, margin=3000,
+              kv_blocks=KV_BLOCKS):
     tokens = sum(r["input_length"] for r in reqs)
     span = (reqs[-1]["timestamp"] - reqs[0]["timestamp"]) / 1000.0 or 1.0
     speedup = load * pods * RATE / (tokens / span)
-    fl, cap = Fleet(pods, slack, half_life), kv_blocks * INDEX_BLOCK // BLOCK
+    fl, cap = Fleet(pods, slack, half_life, margin), kv_blocks * INDEX_BLOCK // BLOCK
     ttft, hit = [], 0
     for r in reqs:
         t, ids = r["timestamp"] / 1000.0 / speedup, r["hash_ids"]
@@ -139,10 +143,10 @@ def sim_trace(reqs, policy, load, pods, slack=0.3, half_life=30.0, kv_blocks=KV_
     return summary(ttft, hit, tokens, fl.work)
 
 
-def sim_hot(policy, pods, n=1500, load=0.3, prefix=4096, suffix=512, slack=0.3,
-            half_life=30.0, seed=1):
+def sim_hot(policy, pods, n=1500, load=0.3, prefix=4096, suffix=512, slack=0.15,
+            half_life=30.0, margin=3000, seed=1):
     rate = load * pods * RATE / suffix
-    rnd, fl, t = random.Random(seed), Fleet(pods, slack, half_life), 0.0
+    rnd, fl, t = random.Random(seed), Fleet(pods, slack, half_life, margin), 0.0
     warm, ttft, hit = [False] * pods, [], 0
     for _ in range(n):
         t += rnd.expovariate(rate)

@@ -284,6 +284,8 @@ Test(policy, kvidx_balance_guard_passes_over_an_overworked_pod)
 	g.balance_slack = 0.3;
 	pods_init(p, 4);
 	match(&p[0], 8);
+	for (int i = 0; i < 4; i++)
+		p[i].inflight = 1; /* busy: the guard weighs them */
 	p[0].work = 4000;
 	p[1].work = p[2].work = p[3].work = 1000;
 	/* Mean 1750, limit 2275: the warm pod is passed over; the cold ones tie. */
@@ -292,9 +294,22 @@ Test(policy, kvidx_balance_guard_passes_over_an_overworked_pod)
 	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 0, NULL), 1);
 	cr_assert_eq(policy_pick(P_KVIDX, &pp, &rq, p, 4, 0, NULL), 0, "no slack: no guard");
 	cr_assert_eq(policy_pick(P_PREFIX, &g, &rq, p, 4, 1, NULL), 0, "kvidx's guard only");
+	/* Within the margin (2800 tokens above 1.3 x the mean): the cache wins. */
+	g.balance_margin = 2800;
+	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 1, NULL), 0);
+	g.balance_margin = 0;
 	/* Within the slack (1400, the limit 1.3 x 1100 = 1430): the cache wins. */
 	p[0].work = 1400;
 	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 1, NULL), 0);
+	/* Idle (nothing in flight, nothing queued), it serves whatever it did lately. */
+	p[0].work = 4000;
+	p[0].inflight = 0;
+	cr_assert_not(policy_over_balance(&g, p, 4, 0));
+	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 1, NULL), 0);
+	p[0].prefill_tokens = 1; /* a queue: busy again */
+	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 0, NULL), 1);
+	p[0].prefill_tokens = 0;
+	p[0].inflight = 1;
 	/* The only eligible pod is never passed over. */
 	p[0].work = 1e9;
 	p[1].eligible = p[2].eligible = p[3].eligible = false;
@@ -303,9 +318,10 @@ Test(policy, kvidx_balance_guard_passes_over_an_overworked_pod)
 
 Test(policy, hot_spot_on_idle_pods_is_balanced_by_the_guard)
 {
-	/* One shared 8-block prefix, 2 fresh blocks each, and pods that are idle at every
-	 * decision (no queue): the expected TTFT alone keeps every request on the warm pod;
-	 * the guard spreads the computed tokens within the slack, plus one cold prompt. */
+	/* One shared 8-block prefix, 2 fresh blocks each, and pods with no queue at any
+	 * decision but a request decoding: the expected TTFT alone keeps every request on the
+	 * warm pod; the guard spreads the computed tokens within the slack, plus one cold
+	 * prompt. */
 	for (int guarded = 0; guarded < 2; guarded++) {
 		struct pol_params g = pp;
 		struct pol_pod p[4];
@@ -316,6 +332,8 @@ Test(policy, hot_spot_on_idle_pods_is_balanced_by_the_guard)
 		g.balance_slack = guarded ? 0.3 : 0;
 		pods_init(p, 4);
 		match(&p[0], 8);
+		for (int i = 0; i < 4; i++)
+			p[i].inflight = 1;
 		for (int n = 0; n < 200; n++) {
 			int i = policy_pick(P_KVIDX, &g, &rq, p, 4, rr, NULL);
 			cr_assert_geq(i, 0);

@@ -62,7 +62,8 @@ int router_attach(struct router *rt, struct opts *o)
 	rt->pp = (struct pol_params){ .block_size = rt->bs, .prefill_rate = o->prefill_rate,
 				      .max_num_seqs = (uint32_t)o->pod_max_num_seqs,
 				      .kv_blocks = o->pod_kv_blocks,
-				      .balance_slack = o->balance_slack };
+				      .balance_slack = o->balance_slack,
+				      .balance_margin = o->balance_margin_ms / 1e3 * o->prefill_rate };
 	for (int i = 0; i < MAX_PODS; i++)
 		rt->confirm[i] = 1.0;
 	rt->rows = tc_xrealloc(NULL, MAX_PODS * sizeof(*rt->rows));

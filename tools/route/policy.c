@@ -140,10 +140,16 @@ double policy_cost(enum policy p, const struct pol_params *pp, const struct pol_
 	}
 }
 
+/* A pod with nothing in flight and nothing queued: it serves now, whatever it did lately. */
+static bool idle(const struct pol_pod *p)
+{
+	return !p->inflight && !p->prefill_tokens;
+}
+
 /*
- * kvidx's balance guard: the work above which a pod is passed over, (1 + balance_slack) x the
- * eligible pods' mean work; HUGE_VAL (no guard) without a slack, with fewer than two
- * eligible pods, or when no eligible pod is at or below it (all-zero work included).
+ * kvidx's balance guard: the work above which a busy pod is passed over, (1 + balance_slack)
+ * x the eligible pods' mean work + balance_margin; HUGE_VAL (no guard) without a slack, with
+ * fewer than two eligible pods, or when it would pass over every eligible pod.
  */
 static double balance_limit(const struct pol_params *pp, const struct pol_pod *pods, int n)
 {
@@ -159,16 +165,16 @@ static double balance_limit(const struct pol_params *pp, const struct pol_pod *p
 		}
 	if (m < 2)
 		return HUGE_VAL;
-	lim = (1 + pp->balance_slack) * sum / m;
+	lim = (1 + pp->balance_slack) * sum / m + pp->balance_margin;
 	for (int k = 0; k < n; k++)
-		if (pods[k].eligible && pods[k].work <= lim)
+		if (pods[k].eligible && (pods[k].work <= lim || idle(&pods[k])))
 			return lim;
 	return HUGE_VAL;
 }
 
 bool policy_over_balance(const struct pol_params *pp, const struct pol_pod *pods, int n, int i)
 {
-	return pods[i].work > balance_limit(pp, pods, n);
+	return !idle(&pods[i]) && pods[i].work > balance_limit(pp, pods, n);
 }
 
 int policy_pick(enum policy p, const struct pol_params *pp, const struct pol_req *req,
@@ -184,7 +190,7 @@ int policy_pick(enum policy p, const struct pol_params *pp, const struct pol_req
 	lim = p == P_KVIDX ? balance_limit(pp, pods, n) : HUGE_VAL;
 	for (int k = 0; k < n; k++) {
 		int i = (start + k) % n;
-		if (!pods[i].eligible || pods[i].work > lim)
+		if (!pods[i].eligible || (pods[i].work > lim && !idle(&pods[i])))
 			continue;
 		if (p == P_RR) { /* the first eligible pod after the previous pick */
 			best = i;

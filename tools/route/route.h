@@ -90,9 +90,11 @@ struct opts {
 	double pod_time_scale;         /* --pod-time-scale: pod model time per wall time */
 	double balance_slack;          /* --balance-slack (kvidx's guard; 0: none) */
 	double balance_half_life;      /* --balance-half-life, seconds of pod time */
+	double balance_margin_ms;      /* --balance-margin-ms, of prefill at --pod-prefill-rate */
 	uint64_t pod_max_num_seqs, pod_kv_blocks;
 	uint64_t reply_timeout_ms, connect_timeout_ms, down_ms, tries;
 	uint64_t max_body;             /* --max-body: request body bytes the front takes */
+	uint64_t keepalive_requests;   /* --keepalive-requests: answers per connection (0: any) */
 	bool stream, text;
 	/* validation */
 	uint64_t pairs, stagger_ms, delay_ms;
