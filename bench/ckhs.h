@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <ck_hs.h>
 
-#include "layout.h"
 #include "score.h"
+#include "telemetry.h"
 
 /* An entry: the key and up to three pods holding it. */
 struct ck_obj {

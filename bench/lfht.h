@@ -12,8 +12,8 @@
 #include <urcu.h>
 #include <urcu/rculfhash.h>
 
-#include "layout.h"
 #include "score.h"
+#include "telemetry.h"
 
 /* A key and the pods holding it: 32 bytes. */
 struct lf_node {

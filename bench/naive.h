@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "layout.h"
 #include "score.h"
+#include "telemetry.h"
 
 #define NAIVE_PPK 11
 struct naive_slot {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "layout.h"
+#include "telemetry.h"
 
 #define KV_NCLASSES 8 /* entry size classes: caps 1, 2, 4, ... up to pods_per_key */
 

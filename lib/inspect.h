@@ -8,6 +8,7 @@
 
 #include "kvidx.h"
 #include "layout.h"
+#include "telemetry.h"
 
 /* Geometry copied out of a validated header at attach: lookups use these, never the
  * segment's own (possibly corrupted later) header fields. */
@@ -49,12 +50,13 @@ int64_t kv_reader_walk(struct kvidx_reader *r, uint64_t from, uint64_t count, ui
 		       kv_entry_fn fn, void *arg);
 
 /*
- * Writer side, for kvidx-ingestd: pod's counters (pd_ctr[KV_POD_COUNTERS], index with
- * enum kv_pod_ctr), to be written by the writer thread only with relaxed stores; NULL for a
- * pod index out of range. And the data segment's writer counters.
+ * Writer side, the raw words under telemetry.h's typed handles (tools call those, not these):
+ * pod's counters (pd_ctr[KV_POD_COUNTERS], index with enum kv_pod_ctr), to be written by the
+ * writer thread only with relaxed stores; NULL for a pod index out of range. And the data
+ * segment's writer counters.
  */
 uint64_t *kv_writer_pod_ctrs(struct kvidx *w, int pod);
-/* Pod's histogram which (0 .. KV_HIST_PER_POD-1, shm/layout.h: KV_HIST_CONFIRM, ...); NULL if
+/* Pod's histogram which (0 .. KV_HIST_PER_POD-1, telemetry.h: KV_HIST_CONFIRM, ...); NULL if
  * out of range. */
 uint64_t *kv_writer_pod_hist(struct kvidx *w, int pod, int which);
 const uint64_t *kv_view_pod_hist(const struct kv_view *v, int pod, int which);

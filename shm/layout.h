@@ -37,7 +37,7 @@
  * Data segment (offsets are fields of the header, each region 4096-aligned):
  *
  *   0        struct kvidx_data_hdr           identity, geometry, region offsets, heartbeat
- *   dh_stats_off  struct kvidx_stats         writer counters (relaxed)
+ *   dh_stats_off  uint64_t[KV_STATS_WORDS]   writer counters (relaxed)
  *   dh_pods_off   struct kvidx_pod[max_pods] pod name, model, state word, per-pod counters
  *   dh_hist_off   uint64_t[max_pods][KV_HIST_PER_POD][KV_HIST_BUCKETS] latency histograms
  *   dh_routers_off struct kvidx_router[max_readers] per router worker (registry slot) stats
@@ -258,18 +258,11 @@ _Static_assert(offsetof(struct kvidx_data_hdr, dh_state) == 256, "data header la
 _Static_assert(offsetof(struct kvidx_data_hdr, dh_routers_off) == 200, "routers offset");
 _Static_assert(offsetof(struct kvidx_data_hdr, dh_load_off) == 208, "load offset");
 
-/* Writer counters (relaxed; readers may see them lag). Order is the dump's order. */
-#define KV_STATS(X)                                                                          \
-	X(keys) X(records) X(spec_records) X(tombstones) X(arena_used) X(limbo)              \
-	X(stores) X(confirms) X(removes) X(speculations) X(expirations) X(pod_clears)        \
-	X(evict_spec) X(evict_confirmed) X(rec_evictions) X(store_failed) X(retired)         \
-	X(reclaimed) X(epochs) X(readers_dead) X(readers_expelled) X(sweep_passes)            \
-	X(route_commits) X(route_bad) X(registry_rebuilds) X(registry_repairs) X(bad_entries)
-struct kvidx_stats {
-#define KV_STAT_FIELD(n) uint64_t n;
-	KV_STATS(KV_STAT_FIELD)
-#undef KV_STAT_FIELD
-};
+/*
+ * Writer counters (relaxed; readers may see them lag): KV_STATS_WORDS words at dh_stats_off.
+ * What each word means (struct kvidx_stats, KV_STATS) is lib/telemetry.h's.
+ */
+#define KV_STATS_WORDS 27
 
 /* pd_word: state (bits 0-7) | flags (8-15) | generation (16-31). Readers load it once. */
 enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
@@ -280,68 +273,14 @@ enum { KV_POD_FREE = 0, KV_POD_ACTIVE = 1 };
 #define KV_POD_WORD(st, fl, gen) ((uint64_t)(st) | ((uint64_t)(fl) << 8) | ((uint64_t)(gen) << 16))
 
 /*
- * Per-pod counters and gauges (pd_ctr[]), written by the writer only, relaxed. X(name) in
- * index order; kvidx-dump and the metrics print them by these names. Times are CLOCK_MONOTONIC
- * ns; "_us" values are microseconds.
+ * Per-pod counters and gauges (pd_ctr[], written by the writer only, relaxed): KV_POD_NAMED
+ * named words, then the rank area, KV_POD_RANKS ranks of KV_RANK_WORDS words. Their names and
+ * indices (KV_POD_CTRS, KV_RANK_CTRS) are lib/telemetry.h's.
  */
-#define KV_POD_CTRS(X)                                                                       \
-	/* ingest (kvidx-ingestd) */                                                         \
-	X(last_event_ns) X(last_seq) X(batches) X(events) X(blocks_stored) X(blocks_removed) \
-	X(clears) X(events_per_s) X(seq_gaps) X(seq_dups) X(restarts) X(replays_ok)          \
-	X(replays_truncated) X(replays_failed) X(decode_errors) X(skipped_events)            \
-	X(unknown_parent) X(queue_depth) X(connected)                                        \
-	/* ingest: per-event skips by reason (each also counts in skipped_events) */         \
-	X(bad_events) X(unknown_type) X(skipped_group) X(skipped_shape) X(skipped_remote)    \
-	X(unknown_removed) X(offload_unknown) X(unkeyable_extras)                            \
-	/* ingest: what was applied */                                                       \
-	X(offload_applied) X(dup_copies) X(copies_kept) X(other_medium) X(ranks)             \
-	/* speculation (route commits, reaper, TTL) */                                       \
-	X(ttl_ms) X(speculations) X(confirmed_in_time) X(early_expiries) X(stale_expiries)   \
-	X(late_confirmations) X(routes_predicted) X(routes_confirmed) X(routes_nomatch)      \
-	X(outcomes) X(false_warm_routes) X(wasted_prefill_tokens) X(spec_paused)             \
-	X(last_route_ns)                                                                     \
-	/* event path lag (batch ts to applied, wall clock; layout 4) */                     \
-	X(lag_negative) X(lag_last_us) X(queue_depth_peak)                                   \
-	/* speculation per route (a route's new predictions on the pod; layout 4) */         \
-	X(spec_routes) X(routes_in_time) X(routes_early_expiries)                            \
-	X(routes_late_confirmations) X(routes_stale_expiries) X(routes_dropped_clear)        \
-	X(routes_dropped_removed) X(routes_dropped_evicted) X(routes_untracked)              \
-	/* speculative records dropped before they expired, by cause (layout 4) */           \
-	X(dropped_clear) X(dropped_removed) X(dropped_evicted)                               \
-	/* liveness (heartbeats, routed but silent; layout 6, compatible) */                  \
-	X(heartbeats) X(routed_silent)
-enum kv_pod_ctr {
-#define KV_POD_CTR_ENUM(n) KV_PC_##n,
-	KV_POD_CTRS(KV_POD_CTR_ENUM)
-#undef KV_POD_CTR_ENUM
-	KV_PC_COUNT
-};
-#define KV_POD_NAMED 64 /* room for named counters; the rank area follows them */
-
-/*
- * Per-rank health of a data-parallel pod (kvidx-ingestd's dp-ranks=N: one event stream per
- * rank), in pd_ctr[] after the named counters: KV_POD_RANKS ranks of KV_RANK_WORDS words,
- * rank r's word w at pd_ctr[KV_PC_RANK(r, w)]. A rank in use has KV_RANK_IN_USE in its flags;
- * counters as the pod-level ones of the same name, for that rank's stream only.
- */
-#define KV_RANK_CTRS(X)                                                                      \
-	X(flags) X(last_seq) X(last_event_ns) X(batches) X(events) X(seq_gaps) X(restarts)   \
-	X(clears)
-enum kv_rank_ctr {
-#define KV_RANK_CTR_ENUM(n) KV_RC_##n,
-	KV_RANK_CTRS(KV_RANK_CTR_ENUM)
-#undef KV_RANK_CTR_ENUM
-	KV_RC_COUNT
-};
-#define KV_RANK_IN_USE 0x1u    /* flags: the rank is subscribed */
-#define KV_RANK_CONNECTED 0x2u /* flags: its SUB is connected */
-#define KV_RANK_REPLAYING 0x4u /* flags: it is replaying a gap */
+#define KV_POD_NAMED 64
 #define KV_POD_RANKS 32
 #define KV_RANK_WORDS 8
-#define KV_PC_RANK(r, w) (KV_POD_NAMED + (r) * KV_RANK_WORDS + (w))
 #define KV_POD_COUNTERS (KV_POD_NAMED + KV_POD_RANKS * KV_RANK_WORDS)
-_Static_assert(KV_PC_COUNT <= KV_POD_NAMED, "per-pod counters fit the pod struct");
-_Static_assert(KV_RC_COUNT <= KV_RANK_WORDS, "per-rank counters fit their area");
 /*
  * KV-cache groups of a pod (layout 8): pd_groups[g] describes the pod's group g (vLLM's
  * group_idx), 0 = none. Each word stands alone (relaxed stores and loads): kind (bits 0-3,
@@ -371,58 +310,21 @@ _Static_assert(sizeof(struct kvidx_pod) % KVIDX_CACHELINE == 0, "pods are cache-
 
 /*
  * Latency histograms, KV_HIST_PER_POD per pod, pod p's histogram h at
- * dh_hist_off + ((p * KV_HIST_PER_POD) + h) * KV_HIST_BUCKETS * 8:
- *
- *   0  KV_HIST_CONFIRM         route-to-confirmation latency, cumulative since the pod was added
- *   1  KV_HIST_CONFIRM_RECENT  the same, recent (the writer halves it every KV_HIST_DECAY_S s)
- *   2  KV_HIST_LAG             event path lag, cumulative: applied minus published wall clock
- *                              (the batch's ts) per live batch, negative values as 0
- *   3  KV_HIST_LAG_RECENT      the same, recent
- *   4+c KV_HIST_CLASS(c)       recent route-to-confirmation latency of routes whose prompt is
- *                              of length class c (KV_PROMPT_CLASSES, bounds below)
- *
- * Log-linear buckets over microseconds: 0..15 one each, then 8 per power of two up to 2^26 us
- * (67 s); larger values land in the last bucket. See lib/hist.c.
+ * dh_hist_off + ((p * KV_HIST_PER_POD) + h) * KV_HIST_BUCKETS * 8. Which histogram h is
+ * (KV_HIST_CONFIRM, ...) is lib/telemetry.h's. Log-linear buckets over microseconds: 0..15 one
+ * each, then 8 per power of two up to 2^26 us (67 s); larger values land in the last bucket.
+ * See lib/hist.c.
  */
 #define KV_HIST_BUCKETS 192
-#define KV_HIST_DECAY_S 60
-enum { KV_HIST_CONFIRM = 0, KV_HIST_CONFIRM_RECENT = 1, KV_HIST_LAG = 2, KV_HIST_LAG_RECENT = 3,
-       KV_HIST_CLASS0 = 4 };
-#define KV_PROMPT_CLASSES 4
-#define KV_HIST_CLASS(c) (KV_HIST_CLASS0 + (c))
-#define KV_HIST_PER_POD (KV_HIST_CLASS0 + KV_PROMPT_CLASSES)
-/*
- * Prompt-length classes of a route, by the tokens of its full blocks (nkeys x block size):
- * class 0 below 512 tokens, 1 below 2048, 2 below 8192, 3 from 8192 on. Fixed, so that a
- * class means the same in every index and every dashboard.
- */
-static inline unsigned kv_prompt_class(uint64_t tokens)
-{
-	return tokens < 512 ? 0 : tokens < 2048 ? 1 : tokens < 8192 ? 2 : 3;
-}
-
+#define KV_HIST_PER_POD 8
 /*
  * Per router worker (registry slot) statistics, one struct per slot at
  * dh_routers_off + slot * sizeof(struct kvidx_router), written by the writer only (relaxed)
- * as it consumes that slot's ring: rt_ctr[] by KV_ROUTER_CTRS in index order, then the slot's
- * recent route-to-confirmation latency histogram (decayed with the pods'). pid: the owner at
- * its last message, as the registry said; a slot another process took over starts afresh
- * (kvidx-ingestd zeroes it at the new owner's first message). Metrics label it by process.
+ * as it consumes that slot's ring: KV_ROUTER_WORDS counter words (their names, KV_ROUTER_CTRS,
+ * are lib/telemetry.h's), then the slot's recent route-to-confirmation latency histogram.
  */
-#define KV_ROUTER_CTRS(X)                                                                    \
-	X(pid) X(routes) X(routes_predicted) X(routes_confirmed) X(routes_nomatch)           \
-	X(spec_routes) X(routes_in_time) X(routes_early_expiries) X(routes_stale_expiries)   \
-	X(routes_dropped) X(outcomes) X(false_warm_routes) X(wasted_prefill_tokens)          \
-	X(last_route_ns) X(confirmations)
-enum kv_router_ctr {
-#define KV_ROUTER_CTR_ENUM(n) KV_RT_##n,
-	KV_ROUTER_CTRS(KV_ROUTER_CTR_ENUM)
-#undef KV_ROUTER_CTR_ENUM
-	KV_RT_COUNT
-};
 #define KV_ROUTER_WORDS 32
 #define KV_ROUTER_BYTES 1792
-_Static_assert(KV_RT_COUNT <= KV_ROUTER_WORDS, "router counters fit their area");
 struct kvidx_router {
 	uint64_t rt_ctr[KV_ROUTER_WORDS];
 	uint64_t rt_hist[KV_HIST_BUCKETS];

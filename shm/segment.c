@@ -193,7 +193,7 @@ int kv_data_plan(struct kvidx_data_hdr *h, uint64_t capacity, uint64_t records, 
 	h->dh_max_readers = max_readers;
 	h->dh_max_probe = KV_MAX_PROBE;
 	h->dh_stats_off = align4k(sizeof(*h));
-	h->dh_pods_off = align4k(h->dh_stats_off + sizeof(struct kvidx_stats));
+	h->dh_pods_off = align4k(h->dh_stats_off + KV_STATS_WORDS * sizeof(uint64_t));
 	h->dh_hist_off = align4k(h->dh_pods_off + (uint64_t)max_pods * sizeof(struct kvidx_pod));
 	h->dh_routers_off = align4k(h->dh_hist_off +
 				    (uint64_t)max_pods * KV_HIST_PER_POD * KV_HIST_BUCKETS * 8);

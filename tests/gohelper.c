@@ -62,8 +62,8 @@
 
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
 #include "rng.h"
+#include "telemetry.h"
 
 #define MS 1000000ull
 

@@ -41,8 +41,8 @@
 
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
 #include "segment.h"
+#include "telemetry.h"
 #include "torture_util.h"
 
 #define NPODS 8

@@ -42,7 +42,7 @@
 
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "torture_util.h"
 
 #define NS_MS 1000000ull

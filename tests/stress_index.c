@@ -59,8 +59,8 @@
 
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
 #include "segment.h"
+#include "telemetry.h"
 #include "torture_util.h"
 
 #define NPODS 8            /* max_pods of the index */

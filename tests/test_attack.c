@@ -20,7 +20,7 @@
 
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_index.h"
 
 #define NS_MS 1000000ull

@@ -32,7 +32,7 @@
 #include "clwire.h"
 #include "inspect.h"
 #include "kvidx.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_http.h"
 #include "util_index.h"
 #include "util_run.h"

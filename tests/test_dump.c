@@ -23,7 +23,7 @@
 
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_index.h"
 #include "util_run.h"
 #include "util_text.h"

@@ -1,11 +1,11 @@
 /*
- * test_format.c — Criterion suite "format": shm/layout.h against the specification,
- * shm/FORMAT.md. The document's machine-readable tables (after <!-- spec:... --> markers)
- * are parsed here: every struct table must tile its struct exactly and name each field at the
- * offset and size the compiler gives it, every constant must have the value layout.h (or
- * kvidx.h) gives it, and the stats and per-pod counter lists must be layout.h's X-macro lists
- * in order. Both directions are checked: nothing in the document that the header lacks, and
- * nothing in the header's lists below that the document leaves out.
+ * test_format.c — Criterion suite "format": shm/layout.h and lib/telemetry.h against the
+ * specification, shm/FORMAT.md. The document's machine-readable tables (after <!-- spec:... -->
+ * markers) are parsed here: every struct table must tile its struct exactly and name each field
+ * at the offset and size the compiler gives it, every constant must have the value layout.h,
+ * telemetry.h (or kvidx.h) gives it, and the stats and per-pod counter lists must be
+ * telemetry.h's X-macro lists in order. Both directions are checked: nothing in the document
+ * that the headers lack, and nothing in the headers' lists below that the document leaves out.
  *
  * FORMAT.md is found at $KVIDX_SRC/shm/FORMAT.md (the Makefile sets KVIDX_SRC), else
  * relative to the working directory.
@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "kvidx.h"
-#include "layout.h"
 #include "segment.h"
+#include "telemetry.h"
 
 /* ---- the header's side ------------------------------------------------------------------- */
 
@@ -186,7 +186,7 @@ static const char *const stat_names[] = { KV_STATS(NAME_STR) };
 static const char *const pod_ctr_names[] = { KV_POD_CTRS(NAME_STR) };
 static const char *const rank_ctr_names[] = { KV_RANK_CTRS(NAME_STR) };
 static const char *const router_ctr_names[] = { KV_ROUTER_CTRS(NAME_STR) };
-/* The histograms of a pod by index (layout.h KV_HIST_*), as section 5.5 lists them. */
+/* The histograms of a pod by index (telemetry.h enum kv_hist_id), as section 5.5 lists them. */
 static const char *const hist_names[KV_HIST_PER_POD] = {
 	[KV_HIST_CONFIRM] = "confirm", [KV_HIST_CONFIRM_RECENT] = "confirm_recent",
 	[KV_HIST_LAG] = "lag", [KV_HIST_LAG_RECENT] = "lag_recent",
@@ -405,12 +405,12 @@ static void check_list(const char *name, const char *const *want, size_t n, size
 	const struct block *b = find_block("list", name);
 
 	cr_assert_not_null(b, "FORMAT.md has no list %s", name);
-	cr_expect_eq((size_t)b->nrows, n, "%s: document lists %d, layout.h %zu", name, b->nrows, n);
+	cr_expect_eq((size_t)b->nrows, n, "%s: document lists %d, telemetry.h %zu", name, b->nrows, n);
 	cr_expect_leq(n, room);
 	for (int r = 0; r < b->nrows && (size_t)r < n; r++) {
 		cr_expect_eq(num(b->cell[r][0]), (uint64_t)r, "%s row %d: index %s", name, r,
 			     b->cell[r][0]);
-		cr_expect_str_eq(b->cell[r][1], want[r], "%s[%d]: document %s, layout.h %s", name,
+		cr_expect_str_eq(b->cell[r][1], want[r], "%s[%d]: document %s, telemetry.h %s", name,
 				 r, b->cell[r][1], want[r]);
 	}
 }

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "inspect.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_http.h"
 #include "util_index.h"
 #include "util_run.h"

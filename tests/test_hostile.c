@@ -23,8 +23,8 @@
 
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
 #include "segment.h"
+#include "telemetry.h"
 #include "util_index.h"
 #include "util_run.h"
 

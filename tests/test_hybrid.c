@@ -30,7 +30,7 @@
 #include "emap.h"
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_index.h"
 #include "util_ingestd.h"
 #include "wire.h"

@@ -16,7 +16,7 @@
 
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_index.h"
 
 static char name[64];

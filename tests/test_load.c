@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "kvidx.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_index.h"
 #include "util_ingestd.h"
 #include "util_run.h"

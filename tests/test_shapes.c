@@ -23,7 +23,7 @@
 #include <zmq.h>
 
 #include "kvidx.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_index.h"
 #include "util_ingestd.h"
 #include "util_run.h"

@@ -22,7 +22,7 @@
 #include "hist.h"
 #include "inspect.h"
 #include "kvidx_writer.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "sweep.h"
 #include "duration.h"
 #include "ttl.h"

@@ -12,7 +12,7 @@
 
 #include "hist.h"
 #include "inspect.h"
-#include "layout.h"
+#include "telemetry.h"
 
 void tu_index_name(char *name, size_t len, const char *tag)
 {

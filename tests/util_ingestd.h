@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "kvidx.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "util_run.h"
 #include "wire.h"
 

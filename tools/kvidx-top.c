@@ -34,7 +34,7 @@
 #include "hist.h"
 #include "inspect.h"
 #include "kvidx.h"
-#include "layout.h"
+#include "telemetry.h"
 
 #define PROG "kvidx-top"
 #define NS_PER_MS 1000000ull

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "kvidx.h"
-#include "layout.h"
+#include "telemetry.h"
 
 struct tc_pod {
 	int idx;                        /* the pod's index in the pod table */

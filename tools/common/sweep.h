@@ -24,7 +24,7 @@
 #include <stdio.h>
 
 #include "jsonw.h"
-#include "layout.h"
+#include "telemetry.h"
 
 #define SWEEP_MAX 24     /* rows of one curve */
 

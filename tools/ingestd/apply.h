@@ -76,8 +76,8 @@
 
 #include "emap.h"
 #include "kvidx_writer.h"
-#include "layout.h"
 #include "log.h"
+#include "telemetry.h"
 #include "wire.h"
 
 /* A block whose first copy is counted at the end of its event (apply.c, flush_copies). */

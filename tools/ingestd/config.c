@@ -4,7 +4,7 @@
  */
 #include "config.h"
 
-#include "layout.h"
+#include "telemetry.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -62,9 +62,9 @@
 #include "apply.h"
 #include "config.h"
 #include "emap.h"
-#include "layout.h"
 #include "seq.h"
 #include "spec.h"
+#include "telemetry.h"
 #include "wire.h"
 
 #include <zmq.h>

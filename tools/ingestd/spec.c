@@ -69,9 +69,9 @@
 #include "cluster.h"
 #include "hist.h"
 #include "inspect.h"
-#include "layout.h"
 #include "load.h"
 #include "log.h"
+#include "telemetry.h"
 #include "ttl.h"
 
 #define NS_PER_US 1000ull

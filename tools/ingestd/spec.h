@@ -85,7 +85,7 @@
 #include "config.h"
 #include "fifomap.h"
 #include "kvidx_writer.h"
-#include "layout.h"
+#include "telemetry.h"
 
 #define SPEC_REAP_CHUNK 4096 /* slots examined per mutex hold of the reaper */
 

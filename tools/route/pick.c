@@ -29,8 +29,8 @@
 
 #include "attach.h"
 #include "cli.h"
-#include "layout.h"
 #include "podsnap.h"
+#include "telemetry.h"
 
 #define REFRESH_NS (1 * NS_PER_S)    /* full re-lookup of pod indices */
 #define MISSING_NS (100 * NS_PER_MS) /* re-lookup of pods the index does not know yet */

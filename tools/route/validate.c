@@ -41,7 +41,7 @@
 #include "cli.h"
 #include "hist.h"
 #include "inspect.h"
-#include "layout.h"
+#include "telemetry.h"
 #include "rng.h"
 #include "duration.h"
 
