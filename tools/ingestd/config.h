@@ -37,11 +37,13 @@ struct ing_pod_spec {
 	unsigned dp_ranks;               /* data-parallel ranks, 1..KV_POD_RANKS (0 = 1) */
 	bool from_file;                  /* listed in the config file (SIGHUP reloads those) */
 	bool discovered;                 /* made by DNS discovery (discover.c owns those) */
+	bool http_found;                 /* made by HTTP discovery (dischttp.c owns those) */
 };
 
 /* Pod discovery (discover.c): --discover-* and --config-watch. Durations in milliseconds. */
 struct ing_discover_config {
 	char dns[256];             /* name re-resolved for A records, "" = off */
+	char http[2048];           /* --discover-http HOST:PORT,...: serving addresses asked, "" = off */
 	char server[64];           /* "IPv4:PORT" asked instead of resolv.conf's, "" = those */
 	uint16_t port_events;      /* --discover-ports EVENTS,REPLAY,HTTP (REPLAY 0 = none) */
 	uint16_t port_replay;
