@@ -96,6 +96,7 @@ struct opts {
 	const char *offload_medium;
 	bool copy_counts;           /* BlockRemoved carries remaining_copy_counts */
 	const char *kv_sources;     /* --kv-sources vllm | vllm-array | sglang, or NULL */
+	bool pub_connect;           /* --pub-connect: the PUB connects to --pub, not binds */
 };
 
 /* Fills o from the command line, or exits: status 0 after --help, 2 on bad usage. */

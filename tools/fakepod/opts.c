@@ -35,6 +35,8 @@ static void usage(FILE *f)
 "  --replay ENDPOINT      bind a replay ROUTER here (default none): a request [\"\", seq8]\n"
 "                         or [seq8] gets every kept batch with seq >= start as\n"
 "                         [\"\", topic, seq8, payload], then [\"\", topic, ff*8, \"\"]\n"
+"  --pub-connect          connect the PUB socket to --pub (rank r: port + r) instead of\n"
+"                         binding it, as publishers that dial out do (kvidx-ingestd --bind)\n"
 "  --old-replay-framing   replay without the topic frame: [\"\", seq8, payload]\n"
 "  --keep N               batches kept for replay (default 10000; 0 keeps none)\n"
 "  --publisher-id HEX|random\n"
@@ -310,7 +312,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		/* Shapes */
 		O_TOPIC, O_DP_RANKS, O_LORA, O_LORA_SHARE, O_SALT, O_SALT_SHARE, O_MM, O_MM_BARE,
 		O_HYBRID, O_OFFLOAD, O_OFFLOAD_MEDIUM, O_DUP, O_COPY_COUNTS, O_PUB_ID,
-		O_HEARTBEAT, O_KV_SOURCES,
+		O_HEARTBEAT, O_KV_SOURCES, O_PUB_CONNECT,
 		/* The pod model */
 		O_SEQS, O_BATCHED, O_PREFILL_TPS, O_STEP_MS, O_DECODE_MS, O_SCALE,
 	};
@@ -322,6 +324,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "publisher-id", required_argument, NULL, O_PUB_ID },
 		{ "heartbeat", required_argument, NULL, O_HEARTBEAT },
 		{ "kv-sources", required_argument, NULL, O_KV_SOURCES },
+		{ "pub-connect", no_argument, NULL, O_PUB_CONNECT },
 		{ "pod", required_argument, NULL, O_POD },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "encoding", required_argument, NULL, O_ENCODING },
@@ -398,6 +401,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_PUB: o->pub_ep = optarg; break;
 		case O_REPLAY: o->replay_ep = optarg; break;
 		case O_OLD: o->old_framing = true; break;
+		case O_PUB_CONNECT: o->pub_connect = true; break;
 		case O_KEEP: o->keep = opt_int("keep", optarg, 0, 100000000); break;
 		case O_PUB_ID: parse_pub_id(o, optarg); break;
 		case O_KV_SOURCES:

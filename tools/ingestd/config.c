@@ -570,6 +570,49 @@ static int set_pod(struct ing_config *c, const struct opt *o, const char *v, boo
 	return add_pod(c, v, from_file, err, errlen);
 }
 
+void ing_bind_replay(const struct ing_config *c, const char *name, char *out, size_t len)
+{
+	size_t nl = strlen(name);
+
+	out[0] = '\0';
+	for (const char *p = c->bind_replay; *p;) {
+		const char *end = strchr(p, ','), *eq = strchr(p, '=');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (eq && eq < p + n && (size_t)(eq - p) == nl && !memcmp(p, name, nl)) {
+			snprintf(out, len, "%.*s", (int)(p + n - eq - 1), eq + 1);
+			return;
+		}
+		p += n + (end ? 1 : 0);
+	}
+}
+
+/* --bind-replay NAME=ENDPOINT[,NAME=ENDPOINT...]: checked whole, kept as given. */
+static int set_bind_replay(struct ing_config *c, const struct opt *o, const char *v,
+			   bool from_file, char *err, size_t errlen)
+{
+	(void)from_file;
+	for (const char *p = v; *p;) {
+		const char *end = strchr(p, ','), *eq = strchr(p, '=');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		char ep[ING_ENDPOINT_MAX];
+
+		if (!eq || eq >= p + n || eq == p || (size_t)(eq - p) >= KVIDX_POD_NAME_MAX ||
+		    (size_t)(p + n - eq - 1) >= sizeof(ep))
+			goto bad;
+		snprintf(ep, sizeof(ep), "%.*s", (int)(p + n - eq - 1), eq + 1);
+		if (!endpoint_ok(ep) || !strrchr(ep, ':'))
+			goto bad;
+		p += n + (end ? 1 : 0);
+		if (end && !*p)
+			goto bad;
+	}
+	return copy_str(o->name, v, c->bind_replay, sizeof(c->bind_replay), err, errlen);
+bad:
+	return fail(err, errlen, "bind-replay: expected NAME=ENDPOINT[,NAME=ENDPOINT...] (the "
+		    "topic's pod name, its replay ROUTER), got '%s'", v);
+}
+
 static int set_bind(struct ing_config *c, const struct opt *o, const char *v, bool from_file,
 		    char *err, size_t errlen)
 {
@@ -740,8 +783,17 @@ static const struct opt opts[] = {
 	  .help = "blocks with locality REMOTE: none (default, not indexed), or gpu,\n"
 		  "cpu, disk, other: indexed on that tier (weighted as that tier)" },
 	{ "bind", OPT_SPECIAL, .set = set_bind, .arg = "ENDPOINT",
-	  .help = "bind mode: one SUB bound at ENDPOINT, pods connect in and are\n"
-		  "told apart by topic (no replay: a gap clears the pod)" },
+	  .help = "bind mode: a SUB bound at ENDPOINT, pods connect in and are\n"
+		  "told apart by topic (a gap clears the pod unless --bind-replay\n"
+		  "names its replay endpoint)" },
+	{ "bind-ranks", OPT_U32, FIELD(bind_ranks), RANGE(1, KV_POD_RANKS), .arg = "N",
+	  .help = "bind N SUB sockets, rank r's at ENDPOINT's port + r (data-parallel\n"
+		  "publishers dial port + rank): what comes on socket r is rank r of\n"
+		  "the pod its topic names (default 1)" },
+	{ "bind-replay", OPT_SPECIAL, .set = set_bind_replay, .arg = "NAME=ENDPOINT[,...]",
+	  .help = "the replay ROUTER of the bound pod NAME (its topic's pod; rank r at\n"
+		  "the port + r): gaps and restarts are replayed from it, live messages\n"
+		  "that arrive meanwhile wait (up to 1024)" },
 	{ "engine-map", OPT_U64, FIELD(engine_map), RANGE(1, 1ull << 32), .arg = "N",
 	  .help = "entries of the engine-key -> request-key map, oldest evicted\n"
 		  "first (default 4 x capacity)" },
@@ -1306,6 +1358,16 @@ int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 	if (!c->npods && !c->bind[0] && !c->disc.dns[0] && !c->disc.http[0] && !c->disc.watch_ms)
 		return fail(err, errlen, "no pods: give --pod (connect mode), --bind (bind mode), "
 			    "--discover-dns, --discover-http or --config-watch");
+	if ((c->bind_ranks > 1 || c->bind_replay[0]) && !c->bind[0])
+		return fail(err, errlen, "--bind-ranks and --bind-replay need --bind ENDPOINT");
+	if (c->bind_ranks > 1) {
+		const char *colon = strrchr(c->bind, ':');
+		uint64_t port = 0;
+		if (!colon || !tc_parse_dec(colon + 1, 65535, &port) ||
+		    port + c->bind_ranks - 1 > 65535)
+			return fail(err, errlen, "--bind %s --bind-ranks %u: needs a numeric port "
+				    "with room for %u more", c->bind, c->bind_ranks, c->bind_ranks - 1);
+	}
 	if (c->disc.dns[0] && !c->disc.port_events)
 		return fail(err, errlen, "--discover-dns needs --discover-ports EVENTS,REPLAY,HTTP");
 	unsigned dr = c->disc.dp_ranks ? c->disc.dp_ranks : 1;
