@@ -149,7 +149,7 @@ $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
 LINK = @mkdir -p $(dir $@) && $(if $(Q),echo "  LD      $@" &&) $(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS)
 $(BUILD)/bin/kvidx-hash $(BUILD)/bin/kvidx-dump $(BUILD)/bin/kvidx-top: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ttl: LIBS = $(LIBS_CORE) -lm
-$(BUILD)/bin/kvidx-route: LIBS = $(LIBS_HTTP) $(LIBS_CORE)
+$(BUILD)/bin/kvidx-route: LIBS = $(LIBS_HTTP) $(LIBS_CORE) -lm
 $(BUILD)/bin/kvidx-fakepod: LIBS = $(LIBS_WIRE) -lmicrohttpd -ljansson $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: LIBS = $(LIBS_INGEST) $(LIBS_NATS) $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGESTD_OBJS) $(TOOL_ARCHIVES)
