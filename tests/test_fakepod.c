@@ -1481,14 +1481,15 @@ Test(fakepod, model_max_num_seqs_holds_requests_back)
 	struct bg_req q[2];
 	long long t1, t2, w2;
 
-	/* One running request at most; a request decodes 300 steps of 10 ms (3 s of model
-	 * time, 0.3 s of wall time at --time-scale 10). */
+	/* One running request at most; the first request decodes 3000 steps of 10 ms (30 s of
+	 * model time, 3 s of wall time at --time-scale 10): long enough that the waits below see
+	 * it running on a loaded machine (at 300 steps, 0.3 s, a slow /metrics poll missed it). */
 	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--time-scale", "10",
 	      "--max-num-seqs", "1", "--step-overhead-ms", "10", "--decode-ms-per-seq", "0",
 	      "--prefill-tokens-per-s", "10000", "--linger-ms", "0", NULL);
 	cr_assert(TU_WAIT_FOR(get_metric(1, "vllm:num_requests_running") == 0, 3000),
 		  "no /metrics; stderr %s", child_stderr());
-	bg_start(&q[0], 100, 160, 300);
+	bg_start(&q[0], 100, 160, 3000);
 	cr_assert(TU_WAIT_FOR(get_metric(1, "vllm:num_requests_running") == 1, 5000));
 	bg_start(&q[1], 9000, 160, 2);
 	cr_assert(TU_WAIT_FOR(get_metric(1, "vllm:num_requests_waiting") == 1, 5000),
