@@ -49,7 +49,7 @@ static void setup(void)
 	cr_assert_geq(pod, 0);
 	cr_assert_eq(emap_init(&em, 1 << 14), 0);
 	ing_apply_init(&ap, w, &em, KVIDX_KEY_CBOR_FNV, "", BS);
-	ing_target_init(&tg, kv_writer_pod_ctrs(w, pod));
+	ing_target_init(&tg, kv_tm_pod(w, pod));
 	tg.pod = pod;
 	tg.label = "test";
 	cr_assert_eq(ing_stream_open(&ap, &st[0], &tg, 0), 0);
@@ -72,9 +72,14 @@ TestSuite(apply, .init = setup, .fini = teardown, .timeout = 120);
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static uint64_t ctr(unsigned c)
+static uint64_t ctr(enum kv_pod_ctr c)
 {
-	return ld_relaxed(&tg.ctr[c]);
+	return kv_tm_view_pod(kv_reader_view(rd), pod, c);
+}
+
+static uint64_t rank_ctr(unsigned rank, enum kv_rank_ctr c)
+{
+	return kv_tm_view_rank(kv_reader_view(rd), pod, rank, c);
 }
 
 /* Extra entries: bad events and unknown types appended after the events, as raw objects. */
@@ -506,8 +511,8 @@ Test(apply, clearing_one_rank_keeps_the_others_blocks)
 	cr_assert_eq(tiers(k[0]), KVIDX_TIER_GPU, "rank 1 still holds block 0");
 	cr_assert_eq(tiers(k[1]), 0, "rank 0's own block went");
 	cr_assert_eq(tiers(ku), KVIDX_TIER_GPU, "rank 1's own block stays");
-	cr_assert_eq(ctr(KV_PC_RANK(0, KV_RC_clears)), 1);
-	cr_assert_eq(ctr(KV_PC_RANK(1, KV_RC_clears)), 0);
+	cr_assert_eq(rank_ctr(0, KV_RC_clears), 1);
+	cr_assert_eq(rank_ctr(1, KV_RC_clears), 0);
 	cr_assert_eq(ctr(KV_PC_clears), 1);
 	/* Rank 0 starts over: its old blocks are unknown to it now. */
 	struct kvw_event child = tu_stored(h + 1, 1, true, h[0], t + BS, BS, BS);

@@ -299,7 +299,7 @@ static void stream_open(struct stream *s, const char *podname)
 	cr_assert_geq(s->pod, 0);
 	cr_assert_eq(emap_init(&s->em, 1 << 15), 0);
 	ing_apply_init(&s->ap, w, &s->em, KVIDX_KEY_CBOR_FNV, "", BS);
-	ing_target_init(&s->tg, kv_writer_pod_ctrs(w, s->pod));
+	ing_target_init(&s->tg, kv_tm_pod(w, s->pod));
 	s->tg.pod = s->pod;
 	s->tg.label = podname;
 	cr_assert_eq(ing_stream_open(&s->ap, &s->st, &s->tg, 0), 0);
@@ -504,10 +504,10 @@ Test(hybrid, vllm_shaped_stream_scores_as_vllm_hits)
 		evict(&s, sg, 1, rnd(4), keys, n, 4);
 		evict(&s, sg, 2, rnd(2), keys, n, 4);
 	}
-	cr_assert_eq(ld_relaxed(&s.tg.ctr[KV_PC_unknown_parent]), 0);
-	cr_assert_eq(ld_relaxed(&s.tg.ctr[KV_PC_skipped_shape]), 0);
-	cr_assert_eq(ld_relaxed(&s.tg.ctr[KV_PC_skipped_group]), 0);
-	cr_assert_eq(ld_relaxed(&s.tg.ctr[KV_PC_unknown_removed]), 0);
+	cr_assert_eq(kv_tm_get(s.tg.ctr, KV_PC_unknown_parent), 0);
+	cr_assert_eq(kv_tm_get(s.tg.ctr, KV_PC_skipped_shape), 0);
+	cr_assert_eq(kv_tm_get(s.tg.ctr, KV_PC_skipped_group), 0);
+	cr_assert_eq(kv_tm_get(s.tg.ctr, KV_PC_unknown_removed), 0);
 	cr_assert_gt(cuts, 20, "too few steps where a group cut the run: %zu of %zu", cuts, nc);
 	cr_assert_gt(partial, 10, "too few hits between 0 and the run: %zu", partial);
 	check_with_reference(cs, nc, "vLLM-shaped stream");

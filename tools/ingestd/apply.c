@@ -57,7 +57,7 @@ void ing_apply_free(struct ing_apply *a)
 	a->keys_cap = a->rm_cap = a->items_cap = 0;
 }
 
-void ing_target_init(struct ing_target *t, uint64_t *ctr)
+void ing_target_init(struct ing_target *t, struct kv_tm_pod ctr)
 {
 	memset(t, 0, sizeof(*t));
 	t->pod = -1;

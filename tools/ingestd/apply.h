@@ -7,7 +7,7 @@
  *
  * A pod (struct ing_target) has one event stream per data-parallel rank (struct ing_stream);
  * blocks of any rank count for the pod. Rules, each skip counted by its reason in the pod's
- * counters (shm/layout.h KV_POD_CTRS; every reason also counts in skipped_events):
+ * counters (lib/telemetry.h KV_POD_CTRS; every reason also counts in skipped_events):
  *
  *  1. Each event is judged on its own: one event that cannot be used never costs the others
  *     of its batch. Malformed events (the decoder left them out) count as bad_events, unknown
@@ -118,7 +118,7 @@ struct ing_apply {
 /* One pod in the index, shared by its ranks' streams. */
 struct ing_target {
 	int pod;        /* kvidx pod index, -1 until registered */
-	uint64_t *ctr;  /* the pod's counters (kv_writer_pod_ctrs), indexed by enum kv_pod_ctr */
+	struct kv_tm_pod ctr; /* the pod's counters (telemetry.h: the segment's, or a buffer) */
 	const char *label; /* for log lines */
 	struct emap_held held; /* references per (request key, tier), all ranks together */
 	unsigned nstreams;     /* ranks subscribed */
@@ -147,23 +147,22 @@ struct ing_stream {
 };
 
 /* Adds v to counter i of t (writer-only, relaxed: readers may see it lag). */
-static inline void ing_ctr_add(struct ing_target *t, unsigned i, uint64_t v)
+static inline void ing_ctr_add(struct ing_target *t, enum kv_pod_ctr i, uint64_t v)
 {
-	stat_add(&t->ctr[i], v);
+	kv_tm_add(t->ctr, i, v);
 }
-static inline void ing_ctr_set(struct ing_target *t, unsigned i, uint64_t v)
+static inline void ing_ctr_set(struct ing_target *t, enum kv_pod_ctr i, uint64_t v)
 {
-	if (ld_relaxed(&t->ctr[i]) != v)
-		st_relaxed(&t->ctr[i], v);
+	kv_tm_set(t->ctr, i, v);
 }
-/* Rank counter w (enum kv_rank_ctr) of stream s. */
+/* Rank counter w of stream s. */
 static inline void ing_rank_add(struct ing_stream *s, enum kv_rank_ctr w, uint64_t v)
 {
-	ing_ctr_add(s->t, KV_PC_RANK(s->rank, w), v);
+	kv_tm_rank_add(s->t->ctr, s->rank, w, v);
 }
 static inline void ing_rank_set(struct ing_stream *s, enum kv_rank_ctr w, uint64_t v)
 {
-	ing_ctr_set(s->t, KV_PC_RANK(s->rank, w), v);
+	kv_tm_rank_set(s->t->ctr, s->rank, w, v);
 }
 
 void ing_apply_init(struct ing_apply *a, struct kvidx *w, struct emap *emap,
@@ -171,7 +170,7 @@ void ing_apply_init(struct ing_apply *a, struct kvidx *w, struct emap *emap,
 void ing_apply_free(struct ing_apply *a);
 
 /* Prepares t (not registered, counters in ctr) and frees it. */
-void ing_target_init(struct ing_target *t, uint64_t *ctr);
+void ing_target_init(struct ing_target *t, struct kv_tm_pod ctr);
 void ing_target_free(struct ing_target *t);
 
 /* Opens stream s of t for rank (t->nstreams + 1). 0, or -ENOMEM. */

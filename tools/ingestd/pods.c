@@ -11,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "hist.h"
 #include "inspect.h"
 #include "log.h"
 
@@ -178,11 +177,9 @@ static int pod_register(struct ing_shared *sh, struct ing_pod *p, const char *na
 	for (unsigned r = 0; r < KV_POD_RANKS; r++)
 		if (g->rank[r])
 			relabel(g->rank[r]);
-	uint64_t *shm = kv_writer_pod_ctrs(sh->w, idx);
+	struct kv_tm_pod shm = kv_tm_pod(sh->w, idx);
 	/* kvidx_pod_add zeroed the slot's counters; carry over what was counted before. */
-	for (int c = 0; c < KV_POD_COUNTERS; c++)
-		if (g->local_ctr[c])
-			st_relaxed(&shm[c], g->local_ctr[c]);
+	kv_tm_pod_carry(shm, kv_tm_pod_local(&g->local_ctr));
 	g->tgt.ctr = shm;
 	g->tgt.pod = idx;
 	spec_pod_attach(sh->spec, idx, name, kvidx_now_ns());
@@ -233,7 +230,7 @@ static struct ing_group *group_new(void)
 	struct ing_group *g = calloc(1, sizeof(*g));
 
 	if (g)
-		ing_target_init(&g->tgt, g->local_ctr);
+		ing_target_init(&g->tgt, kv_tm_pod_local(&g->local_ctr));
 	return g;
 }
 
@@ -492,10 +489,10 @@ static void record_lag(struct ing_shared *sh, struct ing_pod *p, double ts)
 {
 	struct timespec wall;
 	int pod = p->g->tgt.pod;
-	uint64_t *h0 = kv_writer_pod_hist(sh->w, pod, KV_HIST_LAG);
-	uint64_t *h1 = kv_writer_pod_hist(sh->w, pod, KV_HIST_LAG_RECENT);
+	struct kv_tm_hist h0 = kv_tm_hist(sh->w, pod, KV_HIST_LAG);
+	struct kv_tm_hist h1 = kv_tm_hist(sh->w, pod, KV_HIST_LAG_RECENT);
 
-	if (!h0 || !h1 || !(ts > 0))
+	if (!kv_tm_hist_ok(h0) || !kv_tm_hist_ok(h1) || !(ts > 0))
 		return;
 	clock_gettime(CLOCK_REALTIME, &wall);
 	double lag = (double)wall.tv_sec + (double)wall.tv_nsec / 1e9 - ts;
@@ -504,8 +501,8 @@ static void record_lag(struct ing_shared *sh, struct ing_pod *p, double ts)
 		lag = 0;
 	}
 	uint64_t us = lag > 1e9 ? (uint64_t)1e15 : (uint64_t)(lag * 1e6);
-	kv_hist_add(h0, us);
-	kv_hist_add(h1, us);
+	kv_tm_hist_add(h0, us);
+	kv_tm_hist_add(h1, us);
 	set_ctr(p, KV_PC_lag_last_us, us);
 }
 

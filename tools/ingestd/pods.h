@@ -8,7 +8,7 @@
  * at the endpoint's port + r and the replay port + r, vLLM's convention) of one index pod
  * (struct ing_group: name, model, counters, reference counts). Each rank has its own
  * sockets, sequence, gap handling, replay and restart detection; clearing one rank drops its
- * blocks only (apply.h rule 9). Per-rank health is in the pod's rank area (layout.h
+ * blocks only (apply.h rule 9). Per-rank health is in the pod's rank area (telemetry.h
  * KV_RANK_CTRS).
  *
  * A pod is in one of two modes:
@@ -101,7 +101,7 @@ struct ing_group {
 	char name[KVIDX_POD_NAME_MAX];  /* identity in the index, "" until known */
 	char model[ING_MODEL_MAX];      /* model for keys: spec.model, else the topic's */
 	struct ing_target tgt;          /* tgt.pod == -1 until registered */
-	uint64_t local_ctr[KV_POD_COUNTERS]; /* counters before registration */
+	struct kv_tm_pod_buf local_ctr; /* counters before registration */
 	struct ing_pod *rank[KV_POD_RANKS]; /* its streams, NULL where closed */
 	unsigned nmembers;
 	bool warned_model;

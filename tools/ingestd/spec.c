@@ -3,7 +3,7 @@
  * reports, confirmations, the reaper thread and its late window, the TTL policy and
  * freshness gating (see spec.h for what each does and for the threading rules).
  *
- * Counting, per pod (shm/layout.h KV_POD_CTRS), per record unless said otherwise:
+ * Counting, per pod (lib/telemetry.h KV_POD_CTRS), per record unless said otherwise:
  *
  *   speculations          new records kvidx_speculate() added (extensions not counted)
  *   confirmed_in_time     a BlockStored found the record speculative and unexpired
@@ -67,7 +67,6 @@
 #include <time.h>
 
 #include "cluster.h"
-#include "hist.h"
 #include "inspect.h"
 #include "load.h"
 #include "log.h"
@@ -196,13 +195,12 @@ static struct spec_pod *pod_of(struct ing_spec *s, int pod)
 
 static void ctr_add(struct spec_pod *sp, enum kv_pod_ctr c, uint64_t v)
 {
-	stat_add(&sp->ctr[c], v);
+	kv_tm_add(sp->ctr, c, v);
 }
 
 static void ctr_set(struct spec_pod *sp, enum kv_pod_ctr c, uint64_t v)
 {
-	if (ld_relaxed(&sp->ctr[c]) != v)
-		st_relaxed(&sp->ctr[c], v);
+	kv_tm_set(sp->ctr, c, v);
 }
 
 static uint32_t clamp_ttl(uint32_t ms)
@@ -231,16 +229,14 @@ static void add_sample(struct ing_spec *s, struct spec_pod *sp, int cls, int slo
 		       uint64_t created_ns, uint64_t now)
 {
 	uint64_t us = now > created_ns ? (now - created_ns) / NS_PER_US : 0;
-	struct kvidx_router *rt = slot >= 0 ? kv_writer_router(s->w, slot) : NULL;
+	struct kv_tm_router rt = kv_tm_router(s->w, slot);
 
-	kv_hist_add(sp->hist[0], us);
-	kv_hist_add(sp->hist[1], us);
+	kv_tm_hist_add(sp->hist_cum, us);
+	kv_tm_hist_add(sp->hist_recent, us);
 	if (cls >= 0)
-		kv_hist_add(sp->hist_class[cls], us);
-	if (rt) {
-		kv_hist_add(rt->rt_hist, us);
-		stat_add(&rt->rt_ctr[KV_RT_confirmations], 1);
-	}
+		kv_tm_hist_add(sp->hist_class[cls], us);
+	kv_tm_hist_add(kv_tm_router_hist(rt), us);
+	kv_tm_router_add(rt, KV_RT_confirmations, 1);
 }
 
 /* One latency sample per route, for confirmations of routes the route map does not know:
@@ -257,25 +253,19 @@ static void record_latency(struct ing_spec *s, struct spec_pod *sp, uint64_t cre
 
 /* The slot's statistics start afresh when another process owns it (the pid the registry
  * names is not the one recorded at the last commit): metrics label them by owner (prom.c). */
-static void router_owner(struct kvidx_router *rt, int32_t pid)
+static void router_owner(struct kv_tm_router rt, int32_t pid)
 {
-	uint64_t was = ld_relaxed(&rt->rt_ctr[KV_RT_pid]);
+	uint64_t was = kv_tm_router_get(rt, KV_RT_pid);
 
 	if (!was || was == (uint64_t)(uint32_t)pid)
 		return;
-	for (unsigned c = 0; c < KV_RT_COUNT; c++)
-		st_relaxed(&rt->rt_ctr[c], 0);
-	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
-		st_relaxed(&rt->rt_hist[b], 0);
-	st_relaxed(&rt->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
+	kv_tm_router_reset(rt);
+	kv_tm_router_set(rt, KV_RT_pid, (uint64_t)(uint32_t)pid);
 }
 
 static void router_add(struct ing_spec *s, int slot, enum kv_router_ctr c, uint64_t v)
 {
-	struct kvidx_router *rt = slot >= 0 ? kv_writer_router(s->w, slot) : NULL;
-
-	if (rt)
-		stat_add(&rt->rt_ctr[c], v);
+	kv_tm_router_add(kv_tm_router(s->w, slot), c, v);
 }
 
 /* ---- per-route accounting ------------------------------------------------------------------ */
@@ -516,13 +506,14 @@ void spec_pod_attach(struct ing_spec *s, int pod, const char *name, uint64_t now
 	memset(sp, 0, sizeof(*sp));
 	sp->active = true;
 	snprintf(sp->label, sizeof(sp->label), "%s", name);
-	sp->ctr = kv_writer_pod_ctrs(s->w, pod);
-	sp->hist[0] = kv_writer_pod_hist(s->w, pod, 0);
-	sp->hist[1] = kv_writer_pod_hist(s->w, pod, 1);
-	sp->hist_lag = kv_writer_pod_hist(s->w, pod, KV_HIST_LAG_RECENT);
-	bool ok = sp->ctr && sp->hist[0] && sp->hist[1] && sp->hist_lag;
+	sp->ctr = kv_tm_pod(s->w, pod);
+	sp->hist_cum = kv_tm_hist(s->w, pod, KV_HIST_CONFIRM);
+	sp->hist_recent = kv_tm_hist(s->w, pod, KV_HIST_CONFIRM_RECENT);
+	sp->hist_lag = kv_tm_hist(s->w, pod, KV_HIST_LAG_RECENT);
+	bool ok = kv_tm_pod_ok(sp->ctr) && kv_tm_hist_ok(sp->hist_cum) &&
+		  kv_tm_hist_ok(sp->hist_recent) && kv_tm_hist_ok(sp->hist_lag);
 	for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++)
-		ok &= (sp->hist_class[c] = kv_writer_pod_hist(s->w, pod, KV_HIST_CLASS(c))) != NULL;
+		ok &= kv_tm_hist_ok(sp->hist_class[c] = kv_tm_hist(s->w, pod, KV_HIST_CLASS(c)));
 	if (!ok) {
 		sp->active = false;
 		return;
@@ -632,7 +623,7 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 	uint64_t created = commit_ns && commit_ns <= now ? commit_ns : now;
 	int32_t pid = 0;
 	int slot = kv_writer_drain_slot(s->w, &pid);
-	struct kvidx_router *rtr = slot >= 0 ? kv_writer_router(s->w, slot) : NULL;
+	struct kv_tm_router rtr = kv_tm_router(s->w, slot);
 	enum kv_router_ctr rkind;
 	if (rt->matched_blocks == 0) {
 		ctr_add(sp, KV_PC_routes_nomatch, 1);
@@ -644,12 +635,12 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 		ctr_add(sp, KV_PC_routes_confirmed, 1);
 		rkind = KV_RT_routes_confirmed;
 	}
-	if (rtr) {
+	if (kv_tm_router_ok(rtr)) {
 		router_owner(rtr, pid);
-		stat_add(&rtr->rt_ctr[KV_RT_routes], 1);
-		stat_add(&rtr->rt_ctr[rkind], 1);
-		st_relaxed(&rtr->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
-		st_relaxed(&rtr->rt_ctr[KV_RT_last_route_ns], created);
+		kv_tm_router_add(rtr, KV_RT_routes, 1);
+		kv_tm_router_add(rtr, rkind, 1);
+		kv_tm_router_set(rtr, KV_RT_pid, (uint64_t)(uint32_t)pid);
+		kv_tm_router_set(rtr, KV_RT_last_route_ns, created);
 	}
 	predict(s, sp, rt->pod, rt->keys, rt->nkeys, created, rt->nkeys > rt->matched_blocks,
 		slot);
@@ -676,7 +667,9 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 			.corr = corr, .keys = rt->keys, .nkeys = rt->nkeys, .created_ns = created,
 			.pod = sp->label, .ttl_ms = sp->ttl_ms, .prefill = pp ? pp->label : NULL,
 			.prefill_ttl_ms = pp ? pp->ttl_ms : 0, .pod_idx = rt->pod,
-			.prefill_idx = pp ? rt->prefill_pod : -1 });
+			.prefill_idx = pp ? rt->prefill_pod : -1,
+			.tokens = load_uncached(rt->prompt_tokens, rt->nkeys, rt->matched_blocks,
+						s->block_size) });
 }
 
 static void on_outcome(void *arg, const struct kvidx_outcome *o)
@@ -706,16 +699,18 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 		if (predicted > most)
 			predicted = most;
 	}
-	/* A failed outcome (docs/cluster.md): fewer cached tokens than the route matched. */
-	if (s->cluster && e && predicted > 0 && o->cached_tokens < predicted)
-		cluster_local_failed(s->cluster, corr);
+	/* Peers retire the request from their load views; a failed outcome (docs/cluster.md:
+	 * fewer cached tokens than the route matched) withdraws its predictions too. */
+	if (s->cluster && e)
+		cluster_local_outcome(s->cluster, corr, pod,
+				      predicted > 0 && o->cached_tokens < predicted);
 	int32_t pid = 0;
-	struct kvidx_router *rtr = kv_writer_drain_slot(s->w, &pid) >= 0 ?
-					   kv_writer_router(s->w, slot) : NULL;
-	if (rtr) {
+	struct kv_tm_router rtr = kv_tm_router(s->w, kv_writer_drain_slot(s->w, &pid) >= 0 ?
+						 slot : -1);
+	if (kv_tm_router_ok(rtr)) {
 		router_owner(rtr, pid);
-		if (!ld_relaxed(&rtr->rt_ctr[KV_RT_pid]))
-			st_relaxed(&rtr->rt_ctr[KV_RT_pid], (uint64_t)(uint32_t)pid);
+		if (!kv_tm_router_get(rtr, KV_RT_pid))
+			kv_tm_router_set(rtr, KV_RT_pid, (uint64_t)(uint32_t)pid);
 	}
 	ctr_add(sp, KV_PC_outcomes, 1);
 	router_add(s, slot, KV_RT_outcomes, 1);
@@ -745,6 +740,7 @@ int spec_remote_predict(struct ing_spec *s, int pod, const uint64_t *keys, size_
 	int rc = kvidx_speculate(s->w, pod, keys, n, created_ns, ttl_ms);
 	if (rc > 0) {
 		ctr_add(sp, KV_PC_speculations, (uint64_t)rc);
+		ctr_add(sp, KV_PC_remote_speculations, (uint64_t)rc);
 		sp->spec_live += (uint64_t)rc;
 		route_track(s, sp, pod, created_ns, (uint32_t)rc, -1,
 			    kv_prompt_class((uint64_t)n * s->block_size));
@@ -1089,14 +1085,15 @@ static void adapt(struct ing_spec *s, struct spec_pod *sp, uint64_t now)
 	uint64_t n, lq;
 
 	sp->next_eval_ns = now + (uint64_t)c->interval_ms * NS_PER_MS;
-	n = kv_hist_count(sp->hist[1]);
-	if (n < c->min_samples || n == 0 || kv_hist_quantile(sp->hist[1], c->percentile, &lq) < 0)
+	n = kv_tm_ro_count(kv_tm_hist_ro(sp->hist_recent));
+	if (n < c->min_samples || n == 0 ||
+	    kv_tm_ro_quantile(kv_tm_hist_ro(sp->hist_recent), c->percentile, &lq) < 0)
 		return; /* too few recent confirmations: keep the TTL in force */
 	uint32_t backlog_ms = c->backlog_ms;
 	const char *bsrc = "given";
 	uint64_t lag_us;
-	if (c->backlog_measured && kv_hist_count(sp->hist_lag) >= c->min_samples &&
-	    kv_hist_quantile(sp->hist_lag, c->percentile, &lag_us) == 0) {
+	if (c->backlog_measured && kv_tm_ro_count(kv_tm_hist_ro(sp->hist_lag)) >= c->min_samples &&
+	    kv_tm_ro_quantile(kv_tm_hist_ro(sp->hist_lag), c->percentile, &lag_us) == 0) {
 		/* J's backlog term as measured: the same percentile of the recent event path lag,
 		 * rounded up to the millisecond (capped where a TTL is anyway). */
 		uint64_t ms = (lag_us + 999) / 1000;
@@ -1131,15 +1128,15 @@ void spec_tick(struct ing_spec *s, uint64_t now)
 			continue;
 		apply_pause(s, sp, (int)pod, now);
 		if (decay) {
-			kv_hist_decay(sp->hist[1]);
-			kv_hist_decay(sp->hist_lag);
+			kv_tm_hist_decay(sp->hist_recent);
+			kv_tm_hist_decay(sp->hist_lag);
 			for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++)
-				kv_hist_decay(sp->hist_class[c]);
+				kv_tm_hist_decay(sp->hist_class[c]);
 		}
 		if (s->cfg->policy == ING_TTL_ADAPTIVE && now >= sp->next_eval_ns)
 			adapt(s, sp, now);
 	}
-	struct kvidx_router *rt;
-	for (int slot = 0; decay && (rt = kv_writer_router(s->w, slot)); slot++)
-		kv_hist_decay(rt->rt_hist);
+	struct kv_tm_router rt;
+	for (int slot = 0; decay && kv_tm_router_ok(rt = kv_tm_router(s->w, slot)); slot++)
+		kv_tm_hist_decay(kv_tm_router_hist(rt));
 }

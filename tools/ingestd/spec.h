@@ -143,10 +143,11 @@ void spec_fifo_purge(struct spec_fifo *f, int32_t pod, bool by_aux);
 struct spec_pod {
 	bool active;
 	char label[KVIDX_POD_NAME_MAX];
-	uint64_t *ctr;        /* kv_writer_pod_ctrs */
-	uint64_t *hist[2];    /* confirmation latency: cumulative, recent */
-	uint64_t *hist_lag;   /* recent event path lag (pods.c records it) */
-	uint64_t *hist_class[KV_PROMPT_CLASSES]; /* recent latency by prompt-length class */
+	struct kv_tm_pod ctr;          /* its counters (telemetry.h) */
+	struct kv_tm_hist hist_cum;    /* confirmation latency: cumulative (KV_HIST_CONFIRM) */
+	struct kv_tm_hist hist_recent; /* the same, recent (KV_HIST_CONFIRM_RECENT) */
+	struct kv_tm_hist hist_lag;    /* recent event path lag (pods.c records it) */
+	struct kv_tm_hist hist_class[KV_PROMPT_CLASSES]; /* recent latency by prompt class */
 	uint32_t ttl_ms;      /* TTL in force */
 	uint64_t next_eval_ns;
 	uint64_t pending_ns;  /* earliest route expecting events since the last event; 0: none */
