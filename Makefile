@@ -42,7 +42,7 @@ $(BUILD)/bench/%.o:                INC = -Ibench $(INC_COMMON)
 # External libraries, per binary: each links what it uses and nothing more.
 LIBS_CORE   := -lxxhash -lpthread -lrt
 LIBS_WIRE   := -lzmq -lmsgpackc
-LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc -lresolv
+LIBS_INGEST := $(LIBS_WIRE) -lmicrohttpd -ljemalloc -lresolv -lcurl -ljansson
 LIBS_NATS   := -lnats
 LIBS_HTTP   := -lmicrohttpd -lcurl -ljansson
 LIBS_TEST   := -lcriterion -lcurl -ljansson
@@ -144,11 +144,12 @@ $(PROTO_A): $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/proto/*.c))
 # The tools. Libraries per binary: the key calculator and the segment readers need libkvidx
 # alone; what speaks ZeroMQ/msgpack adds those; the writer adds libmicrohttpd
 # (its metrics endpoint), jemalloc and libnats (the cluster link; only the writer links
-# it); the fake pod serves HTTP (libmicrohttpd) with JSON bodies (jansson); the router worker is an HTTP client (libcurl) and server too.
+# it), libcurl and jansson (HTTP discovery); the fake pod serves HTTP (libmicrohttpd) with JSON
+# bodies (jansson); the router worker is an HTTP client (libcurl) and server too.
 LINK = @mkdir -p $(dir $@) && $(if $(Q),echo "  LD      $@" &&) $(CC) -o $@ $^ $(KV_LDFLAGS) $(LIBS)
 $(BUILD)/bin/kvidx-hash $(BUILD)/bin/kvidx-dump $(BUILD)/bin/kvidx-top: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ttl: LIBS = $(LIBS_CORE) -lm
-$(BUILD)/bin/kvidx-route: LIBS = $(LIBS_HTTP) $(LIBS_CORE)
+$(BUILD)/bin/kvidx-route: LIBS = $(LIBS_HTTP) $(LIBS_CORE) -lm
 $(BUILD)/bin/kvidx-fakepod: LIBS = $(LIBS_WIRE) -lmicrohttpd -ljansson $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: LIBS = $(LIBS_INGEST) $(LIBS_NATS) $(LIBS_CORE)
 $(BUILD)/bin/kvidx-ingestd: $(BUILD)/tools/ingestd/main.o $(INGESTD_OBJS) $(TOOL_ARCHIVES)

@@ -16,14 +16,7 @@ NAME=kvidx-bench-front
 . "$(dirname "$0")/http_common.sh"
 trap 'stop_all; rm -f /dev/shm/$NAME /dev/shm/$NAME.lock /dev/shm/$NAME.reg.* /dev/shm/$NAME.data.*' EXIT
 
-pods="" ing=""
-for i in 0 1; do
-	start "pod$i" "$BIN/kvidx-fakepod" --http "127.0.0.1:$((PORT + 10 * i))" \
-		--pub "tcp://127.0.0.1:$((PORT + 10 * i + 1))" --prefill-ms 0 --event-delay-ms 0 \
-		--cache-blocks 1000000
-	pods="$pods --pod 127.0.0.1:$((PORT + 10 * i))=http://127.0.0.1:$((PORT + 10 * i))"
-	ing="$ing --pod tcp://127.0.0.1:$((PORT + 10 * i + 1)),name=127.0.0.1:$((PORT + 10 * i))"
-done
+start_fakepods 2 --prefill-ms 0 --event-delay-ms 0 --cache-blocks 1000000
 # shellcheck disable=SC2086
 start ingestd "$BIN/kvidx-ingestd" --name "$NAME" --capacity 256k $ing
 wait_index "$NAME"

@@ -1,6 +1,6 @@
-# http_common.sh — sourced by the HTTP benchmarks (front_latency.sh, gateway.sh): starting
-# fake pods, ingestd and fronts on loopback (start, wait_index, wait_http: tools/loopback.sh),
-# and stopping exactly what was started.
+# http_common.sh — sourced by the HTTP benchmarks (front_latency.sh, front_spread.sh,
+# gateway.sh, trace.sh): starting fake pods (start_fakepods), ingestd and fronts on loopback
+# (start, wait_index, wait_http: tools/loopback.sh), and stopping exactly what was started.
 # Needs BIN (the build's bin directory) and PORT (the first port) set by the caller.
 
 PIDS=""
@@ -21,4 +21,21 @@ stop_all() {
 json_field() {
 	/usr/bin/python3 -c 'import json, sys
 print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2"
+}
+
+# start_fakepods N ARGS...: N kvidx-fakepod --http pods, pod i serving HTTP on PORT + 10i and
+# publishing on PORT + 10i + 1, each with ARGS; sets pods (kvidx-route's --pod flags) and ing
+# (kvidx-ingestd's).
+start_fakepods() {
+	sf_n=$1
+	shift
+	pods="" ing=""
+	sf_i=0
+	while [ $sf_i -lt "$sf_n" ]; do
+		start "pod$sf_i" "$BIN/kvidx-fakepod" --http "127.0.0.1:$((PORT + 10 * sf_i))" \
+			--pub "tcp://127.0.0.1:$((PORT + 10 * sf_i + 1))" "$@"
+		pods="$pods --pod 127.0.0.1:$((PORT + 10 * sf_i))=http://127.0.0.1:$((PORT + 10 * sf_i))"
+		ing="$ing --pod tcp://127.0.0.1:$((PORT + 10 * sf_i + 1)),name=127.0.0.1:$((PORT + 10 * sf_i))"
+		sf_i=$((sf_i + 1))
+	done
 }

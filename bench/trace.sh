@@ -12,7 +12,8 @@
 #   first 300 requests, hot spot 300), LIMIT (requests of the trace; default 2000),
 #   SCALE (default 5), PORT (default 28000), LOADS, HOT_LOAD, HOT_COUNT, POLICIES,
 #   ROUTE_ARGS (more kvidx-route flags for every run, e.g. ROUTE_ARGS='--spec-weight 0.5'),
-#   POD_ARGS (more kvidx-fakepod flags for every pod).
+#   POD_ARGS (more kvidx-fakepod flags for every pod), KV_BLOCKS (each pod's KV cache, default
+#   25000: what the model's GPU holds), WORKLOADS (default "trace hotspot").
 set -u
 BIN=${1:?usage: trace.sh BUILD_BIN_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +22,7 @@ PODS=${PODS:-8}
 SCALE=${SCALE:-5}
 PORT=${PORT:-28000}
 RATE=24000      # kvidx-fakepod's model: prefill tokens/s (Llama-3.1-8B, one H100)
-KV_BLOCKS=25000 # and its KV cache in blocks of 16 tokens
+KV_BLOCKS=${KV_BLOCKS:-25000} # and its KV cache in blocks of 16 tokens
 LOADS=${LOADS:-0.6 0.9}
 HOT_LOAD=${HOT_LOAD:-0.3}
 POLICIES=${POLICIES:-kvidx prefix round-robin least-loaded llm-d dynamo}
@@ -45,6 +46,9 @@ set -- $(/usr/bin/python3 "$HERE/trace_report.py" stats "$TRACE" "$LIMIT")
 TOKS_PER_S=$1
 echo "trace: $(basename "$TRACE"), first $LIMIT requests: $TOKS_PER_S prompt tokens/s at speedup 1"
 echo "fleet: $PODS pods x $RATE prefill tokens/s = $((PODS * RATE)) tokens/s; model time at x$SCALE"
+echo "caches: $PODS x $KV_BLOCKS blocks of 16 tokens; of the trace's reuse they can hold a share of" \
+     "$(/usr/bin/python3 "$HERE/trace_sim.py" ideal "$TRACE" "$LIMIT" "$PODS" "$KV_BLOCKS")" \
+     "(perfect placement, one LRU of the fleet's KV)"
 
 pods="" ing=""
 i=0
@@ -84,6 +88,7 @@ run_one() {
 }
 
 : >"$OUT/trace-runs.txt"
+case " ${WORKLOADS:-trace hotspot} " in *" trace "*) ;; *) LOADS="" ;; esac
 for load in $LOADS; do
 	sp=$(/usr/bin/python3 -c "print(round($load * $PODS * $RATE / $TOKS_PER_S, 4))")
 	wsp=$(/usr/bin/python3 -c "print($sp * $SCALE)")
@@ -97,6 +102,7 @@ done
 # Hot spot: the rate at which the unique suffixes alone are HOT_LOAD of the fleet, in model
 # time; the load generator's --rate is wall time.
 hot_rate=$(/usr/bin/python3 -c "print(round($HOT_LOAD * $PODS * $RATE / ($HOT_SUFFIX * 16), 3))")
+case " ${WORKLOADS:-trace hotspot} " in *" hotspot "*)
 echo
 echo "== hot spot: $((HOT_PREFIX * 16))-token shared prompt + $((HOT_SUFFIX * 16)) unique tokens," \
      "$hot_rate requests/s (unique tokens $HOT_LOAD of the fleet), $HOT_COUNT requests"
@@ -105,6 +111,8 @@ for pol in $POLICIES; do
 		--suffix-blocks $HOT_SUFFIX --max-tokens 64 --poisson \
 		--rate "$(/usr/bin/python3 -c "print($hot_rate * $SCALE)")" --count "$HOT_COUNT"
 done
+;; esac
 echo
 /usr/bin/python3 "$HERE/trace_report.py" report "$OUT/trace-runs.txt" "$TRACE" "$LIMIT" \
-	"$HOT_PREFIX" "$HOT_SUFFIX" "$SCALE" "$OUT/trace.json" "$OUT/trace-ttft.svg"
+	"$HOT_PREFIX" "$HOT_SUFFIX" "$SCALE" "$OUT/trace.json" "$OUT/trace-ttft.svg" "$PODS" \
+	"$KV_BLOCKS"

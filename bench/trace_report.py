@@ -2,12 +2,16 @@
 """trace_report.py — the numbers of bench/trace.sh, from kvidx-route --json runs:
   stats TRACE LIMIT            the trace's prompt tokens per second at speedup 1
   line FILE WORKLOAD LOAD POLICY SCALE   one run's row, printed as it ends
-  report RUNS TRACE LIMIT HOT_PREFIX HOT_SUFFIX SCALE JSON SVG
+  report RUNS TRACE LIMIT HOT_PREFIX HOT_SUFFIX SCALE JSON SVG PODS KV_BLOCKS
                                the table, the targets' verdicts, trace.json, the TTFT CDFs
 Times are the pods' model time (kvidx-fakepod's X-Fakepod-Ttft-Seconds); a run's rate is
 its answers per wall second over the time scale (a model second is 1/scale wall seconds)."""
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace_sim  # noqa: E402  (the capacity-bound ideal)
 
 BLOCK = 512  # tokens per Mooncake hash id
 INDEX_BLOCK = 16
@@ -68,7 +72,7 @@ def run_row(path, workload, load, policy, scale):
         "ttft_p50_ms": s["ttft_p50_ms"], "ttft_p90_ms": s["ttft_p90_ms"],
         "ttft_p99_ms": s["ttft_p99_ms"],
         "cached_share": s["cached_tokens"] / s["prompt_tokens"] if s["prompt_tokens"] else 0,
-        "ideal_share": None,
+        "ideal_share": None, "capacity_share": None,
         "imbalance": max(pre) / mean if mean else 0,
         "completed_per_s": s["answers_per_s"] / scale,
         "false_warm": s["false_warm"],
@@ -79,13 +83,14 @@ def run_row(path, workload, load, policy, scale):
 
 
 def fmt(r):
-    return ("%-8s %4.2f %-12s %9.1f %9.1f %9.1f %6.3f %6.3f %5.2f %7.2f %5d  %s" % (
+    return ("%-8s %4.2f %-12s %9.1f %9.1f %9.1f %6.3f %6.3f %6.3f %5.2f %7.2f %5d  %s" % (
         r["workload"], r["load"], r["policy"], r["ttft_p50_ms"], r["ttft_p90_ms"],
-        r["ttft_p99_ms"], r["cached_share"], r["ideal_share"] or 0, r["imbalance"],
-        r["completed_per_s"], r["false_warm"], " ".join(str(x) for x in r["routed"])))
+        r["ttft_p99_ms"], r["cached_share"], r["ideal_share"] or 0, r["capacity_share"] or 0,
+        r["imbalance"], r["completed_per_s"], r["false_warm"],
+        " ".join(str(x) for x in r["routed"])))
 
 
-HEAD = ("workload load policy          p50_ms    p90_ms    p99_ms cached  ideal  imbal"
+HEAD = ("workload load policy          p50_ms    p90_ms    p99_ms cached  ideal ideal@kv imbal"
         "   req/s  fwarm  routed per pod")
 
 
@@ -131,8 +136,12 @@ def svg(groups, path):
         f.write("\n".join(out) + "\n")
 
 
-def report(runs_path, trace, limit, hot_prefix, hot_suffix, scale, json_path, svg_path):
-    _, ideal_trace = trace_stats(load_trace(trace, limit))
+def report(runs_path, trace, limit, hot_prefix, hot_suffix, scale, json_path, svg_path, pods,
+           kv_blocks):
+    reqs = load_trace(trace, limit)
+    _, ideal_trace = trace_stats(reqs)
+    # What the pods' caches can hold of it: perfect placement, the fleet's KV as one LRU.
+    cap_trace = trace_sim.capacity_ideal(reqs, pods, kv_blocks)
     rows, groups = [], {}
     for line in open(runs_path):
         w, l, p, f = line.split()
@@ -142,9 +151,11 @@ def report(runs_path, trace, limit, hot_prefix, hot_suffix, scale, json_path, sv
             continue
         if w == "trace":
             row["ideal_share"] = ideal_trace
+            row["capacity_share"] = cap_trace
         else:
             n = max(row["requests"], 1)
             row["ideal_share"] = (n - 1) / n * hot_prefix / (hot_prefix + hot_suffix)
+            row["capacity_share"] = row["ideal_share"]  # one prompt: it fits
         rows.append(row)
         groups.setdefault((w, l), []).append((p, ttfts))
     print(HEAD)
@@ -165,10 +176,10 @@ def report(runs_path, trace, limit, hot_prefix, hot_suffix, scale, json_path, sv
                      k["ttft_p99_ms"] / r["ttft_p99_ms"] if r["ttft_p99_ms"] else 0))
         if "prefix" in g and g["prefix"]["cached_share"]:
             print("target %s load %s: kvidx cached share %.3f = x%.2f of prefix's (>= 0.9), "
-                  "x%.2f of the ideal" % (w, l, k["cached_share"],
-                                          k["cached_share"] / g["prefix"]["cached_share"],
-                                          k["cached_share"] / k["ideal_share"]
-                                          if k["ideal_share"] else 0))
+                  "x%.2f of the ideal, x%.2f of what the caches can hold (>= 0.9)" % (
+                      w, l, k["cached_share"], k["cached_share"] / g["prefix"]["cached_share"],
+                      k["cached_share"] / k["ideal_share"] if k["ideal_share"] else 0,
+                      k["cached_share"] / k["capacity_share"] if k["capacity_share"] else 0))
         print("target %s load %s: kvidx imbalance %.2f (<= 1.3: %s)" % (
             w, l, k["imbalance"], "met" if k["imbalance"] <= 1.3 else "MISSED"))
     with open(json_path, "w") as f:
@@ -186,7 +197,8 @@ def main(a):
         if row:
             print(fmt(row))
     elif a[1] == "report":
-        report(a[2], a[3], int(a[4]), int(a[5]), int(a[6]), float(a[7]), a[8], a[9])
+        report(a[2], a[3], int(a[4]), int(a[5]), int(a[6]), float(a[7]), a[8], a[9],
+               int(a[10]), int(a[11]))
 
 
 if __name__ == "__main__":

@@ -294,6 +294,15 @@ static struct clw_rec rec(int kind, uint64_t corr, const char *pod, uint16_t n)
 	return r;
 }
 
+/* An outcome that is not a failure, on the outcome pod. */
+static struct clw_rec done_rec(uint64_t corr, const char *pod)
+{
+	struct clw_rec r = rec(CLW_DONE, corr, pod, 0);
+
+	r.ttl_ms = 0;
+	return r;
+}
+
 static void publish(const void *buf, size_t len)
 {
 	cr_assert_eq(natsConnection_Publish(T.peer, subject(def_scheme()), buf, (int)len), NATS_OK);
@@ -326,20 +335,28 @@ Test(clwire, codec_round_trip_and_bounds)
 	struct clw_rec r = rec(CLW_COMMIT, 7, POD0, 3), out;
 
 	clw_enc_begin(&e, buf, sizeof(buf), 11, 22);
+	r.tokens = 70000; /* more than a u16 */
 	cr_assert_eq(clw_enc_add(&e, &r, k), 0);
 	r.kind = CLW_WITHDRAW;
+	r.tokens = 0;
 	snprintf(r.prefill, sizeof(r.prefill), "%s", POD1);
 	cr_assert_eq(clw_enc_add(&e, &r, k), 0);
+	struct clw_rec done = done_rec(8, POD1);
+	cr_assert_eq(clw_enc_add(&e, &done, NULL), 0);
 	size_t len = clw_enc_finish(&e, 33);
 	cr_assert_eq(clw_dec_begin(&d, buf, len, &h), 0);
-	cr_assert(h.nrec == 2 && h.origin == 11 && h.scheme == 22 && h.sent_ns == 33);
+	cr_assert(h.nrec == 3 && h.origin == 11 && h.scheme == 22 && h.sent_ns == 33);
 	cr_assert_eq(clw_dec_next(&d, &out), CLW_OK);
 	cr_assert(out.kind == CLW_COMMIT && out.corr == 7 && out.nkeys == 3 && out.ttl_ms == 30000);
+	cr_assert_eq(out.tokens, 70000);
 	cr_assert_str_eq(out.pod, POD0);
 	cr_assert_str_eq(out.prefill, "");
 	cr_assert(clw_key(&out, 1) == k[1] && clw_key(&out, 2) == 42);
 	cr_assert_eq(clw_dec_next(&d, &out), CLW_OK);
 	cr_assert(out.kind == CLW_WITHDRAW && !strcmp(out.prefill, POD1));
+	cr_assert_eq(clw_dec_next(&d, &out), CLW_OK);
+	cr_assert(out.kind == CLW_DONE && out.corr == 8 && out.nkeys == 0 && !out.ttl_ms);
+	cr_assert_str_eq(out.pod, POD1);
 	cr_assert_eq(clw_dec_next(&d, &out), CLW_END);
 
 	/* Every truncation is refused or cut short, never read past the end. */
@@ -349,7 +366,7 @@ Test(clwire, codec_round_trip_and_bounds)
 		enum clw_status st;
 		int guard = 0;
 		while ((st = clw_dec_next(&d, &out)) != CLW_END && st != CLW_BAD)
-			cr_assert(++guard < 4);
+			cr_assert(++guard < 5);
 		cr_assert_eq(st, CLW_BAD, "a message cut at %zu decoded whole", cut);
 	}
 	/* Encoder bounds: a name with a space, no keys, too many keys, TTL 0. */
@@ -362,6 +379,29 @@ Test(clwire, codec_round_trip_and_bounds)
 	bad = rec(CLW_COMMIT, 1, POD0, 1);
 	bad.ttl_ms = 0;
 	cr_assert_eq(clw_enc_add(&e, &bad, k), -EINVAL);
+	/* A done record carries no keys, TTL, tokens or prefill pod; a withdrawal no tokens. */
+	bad = done_rec(1, POD0);
+	bad.nkeys = 1;
+	cr_assert_eq(clw_enc_add(&e, &bad, k), -EINVAL);
+	bad = done_rec(1, POD0);
+	bad.tokens = 5;
+	cr_assert_eq(clw_enc_add(&e, &bad, k), -EINVAL);
+	bad = rec(CLW_WITHDRAW, 1, POD0, 1);
+	bad.tokens = 5;
+	cr_assert_eq(clw_enc_add(&e, &bad, k), -EINVAL);
+	bad = rec(4, 1, POD0, 1);
+	cr_assert_eq(clw_enc_add(&e, &bad, k), -EINVAL);
+	/* The decoder applies the same bounds: a done record given a key is skipped alone. */
+	static uint8_t b2[256];
+	clw_enc_begin(&e, b2, sizeof(b2), 1, 2);
+	bad = rec(CLW_WITHDRAW, 1, POD0, 1);
+	cr_assert_eq(clw_enc_add(&e, &bad, k), 0);
+	b2[CLW_HDR] = CLW_DONE;
+	b2[CLW_HDR + 4] = b2[CLW_HDR + 5] = 0; /* TTL 0: only the key is wrong */
+	size_t l2 = clw_enc_finish(&e, 3);
+	cr_assert_eq(clw_dec_begin(&d, b2, l2, &h), 0);
+	cr_assert_eq(clw_dec_next(&d, &out), CLW_SKIP);
+	cr_assert_eq(clw_dec_next(&d, &out), CLW_END);
 	/* Header checks: magic, version, record count. */
 	buf[0] ^= 1;
 	cr_assert_lt(clw_dec_begin(&d, buf, len, &h), 0);
@@ -567,6 +607,75 @@ Test(cluster, hostile_peer)
 	cr_assert_eq(tu_child_wait(&b->d, 0), -1, "ingestd died; log %s", b->log);
 }
 
+static bool load_is(struct host *h, int pod, uint32_t inflight, uint64_t tokens, uint64_t lost)
+{
+	struct kvidx_load l;
+
+	return kvidx_pod_load(h->rd, h->pod[pod], &l) == 0 && l.inflight == inflight &&
+	       l.prefill_tokens == tokens && l.lost == lost;
+}
+
+static void wait_load(struct host *h, int pod, uint32_t inflight, uint64_t tokens, uint64_t lost)
+{
+	struct kvidx_load l = { 0 };
+
+	cr_assert(TU_WAIT_FOR(load_is(h, pod, inflight, tokens, lost), WAIT_MS),
+		  "%s pod %d: load %u in flight, %llu tokens, %llu lost; expected %u, %llu, %llu; "
+		  "log %s", h->name, pod, (kvidx_pod_load(h->rd, h->pod[pod], &l), l.inflight),
+		  (unsigned long long)l.prefill_tokens, (unsigned long long)l.lost, inflight,
+		  (unsigned long long)tokens, (unsigned long long)lost, h->log);
+}
+
+/* The load view is fleet-wide: a commit on A counts its request on B (on the pod, with its
+ * uncached tokens) until A's outcome retires it, good (a done record) or failed (a
+ * withdrawal); a done that overtakes its commit leaves no load; a peer that dies leaves its
+ * requests in flight no longer than this host's --load-timeout (C: 1 s), counted lost. */
+Test(cluster, load_view_is_fleet_wide)
+{
+	struct host *a = host_start(0, NULL), *b = host_start(1, NULL);
+	struct host *c = host_start(2, (const char *const[]){ "--load-timeout", "1s", NULL });
+	uint64_t k[6], k2[6];
+
+	wait_connected(a);
+	wait_connected(b);
+	wait_connected(c);
+	keys_from(80, k, 6);
+	keys_from(81, k2, 6);
+	commit(a, 801, a->pod[0], k, 6, 2); /* 6 blocks of 16 tokens, 2 cached: 64 */
+	wait_load(b, 0, 1, 64, 0);
+	commit(a, 802, a->pod[0], k2, 6, 1); /* 80 */
+	wait_load(b, 0, 2, 144, 0);
+	cr_assert(load_is(a, 0, 2, 144, 0), "A's own view lost its requests");
+	cr_assert_eq(kvidx_report_outcome(a->rd, 801, a->pod[0], 32, 200), 0); /* good */
+	wait_load(b, 0, 1, 80, 0);
+	cr_assert_eq(kvidx_report_outcome(a->rd, 802, a->pod[0], 0, 200), 0); /* failed */
+	wait_load(b, 0, 0, 0, 0);
+	WAIT_METRIC(b, "kvidx_cluster_outcomes_total", v_ == 1);
+	WAIT_METRIC(b, "kvidx_cluster_withdrawals_total", v_ == 1);
+	WAIT_METRIC(b, "kvidx_cluster_remote_load_total", v_ == 2);
+
+	/* Reordered: a peer's done before its commit; the commit predicts but adds no load. */
+	peer_connect();
+	struct clw_rec d = done_rec(804, POD0), cm = rec(CLW_COMMIT, 804, POD0, 4);
+	cm.tokens = 50;
+	publish_recs(0xfeed, &d, 1, NULL);
+	publish_recs(0xfeed, &cm, 1, k);
+	WAIT_METRIC(b, "kvidx_cluster_applied_commits_total", v_ == 3);
+	cr_assert(load_is(b, 0, 0, 0, 0), "a commit after its outcome added load");
+	cm.corr = 805;
+	publish_recs(0xfeed, &cm, 1, k);
+	wait_load(b, 0, 1, 50, 0);
+	d.corr = 805;
+	publish_recs(0xfeed, &d, 1, NULL);
+	wait_load(b, 0, 0, 0, 0);
+
+	/* A dies with a request in flight on pod 1: C retires it by its bound, as lost. */
+	commit(a, 803, a->pod[1], k2, 6, 0);
+	WAIT_METRIC(c, "kvidx_cluster_remote_load_total", v_ == 4); /* 801 802 805 803 */
+	tu_child_kill(&a->d);
+	wait_load(c, 1, 0, 0, 1);
+}
+
 /* Warm start: a host that joins later gets the predictions still alive in the cluster from
  * the JetStream stream (not the withdrawn ones, not the expired ones), and is not ready before
  * it has them; a host that restarts gets its own former predictions back the same way. */
@@ -625,7 +734,9 @@ Test(cluster, joining_host_gets_live_predictions)
 	a = host_start(0, ttl);
 	cr_assert(TU_WAIT_FOR(all_state(a, live, 5, a->pod[0], TU_SPEC), WAIT_MS),
 		  "the restarted host lost its own live predictions; log %s", a->log);
-	cr_assert(all_state(a, gone, 5, a->pod[1], TU_ABSENT));
+	/* The withdrawal is a later message of the replay than the commits: wait for it. */
+	WAIT_METRIC(a, "kvidx_cluster_withdrawals_total", v_ == 1);
+	cr_assert(all_state(a, gone, 5, a->pod[1], TU_ABSENT), "a withdrawn prediction came back");
 }
 
 /* The server goes away: local-only operation, the gauge says so; it comes back on the same

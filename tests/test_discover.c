@@ -2,7 +2,9 @@
  * test_discover.c — Criterion suite "discover": kvidx-ingestd finding its pods rather than
  * having them typed, end to end: DNS discovery against a real resolver (Debian's dnsmasq,
  * started by the test on a loopback port with a hosts file the test rewrites; SIGHUP makes it
- * re-read the file), and the watched config file (--config-watch, no SIGHUP).
+ * re-read the file), the watched config file (--config-watch, no SIGHUP), and HTTP discovery
+ * (--discover-http) against kvidx-fakepod serving vLLM's GET /kv_event_sources and SGLang's
+ * GET /server_info (--kv-sources), with the answers' parser fed bad bodies too.
  *
  * The fake pods (util_ingestd.h) bind 127.0.0.2 and 127.0.0.3 at the same two ports, so the
  * addresses in the DNS answer are all that tells them apart, as on Kubernetes. ingestd asks
@@ -24,6 +26,7 @@
 #include "util_index.h"
 #include "util_ingestd.h"
 #include "util_run.h"
+#include "dischttp.h"
 
 #define MODEL "test-model"
 #define BS 16
@@ -31,10 +34,12 @@
 
 static char confpath[256], hostspath[256], dnslog[256];
 static pid_t dns_pid = -1;
+static struct tu_child fpod; /* the fake pod of the HTTP tests */
 
 static void setup(void)
 {
 	tu_ingestd_setup("disc");
+	fpod = (struct tu_child){ .pid = -1, .in = -1, .out = -1, .err = -1 };
 	snprintf(confpath, sizeof(confpath), "/tmp/%s.conf", tu_ing.name);
 	snprintf(hostspath, sizeof(hostspath), "/tmp/%s.hosts", tu_ing.name);
 	snprintf(dnslog, sizeof(dnslog), "/tmp/%s.dnsmasq.log", tu_ing.name);
@@ -42,6 +47,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+	tu_child_kill(&fpod);
 	if (dns_pid > 0) {
 		kill(dns_pid, SIGKILL);
 		waitpid(dns_pid, NULL, 0);
@@ -335,8 +341,169 @@ Test(discover, flags_are_checked)
 		  "model=, topic= or dp-ranks= only" },
 		{ "--discover-dns x.test --discover-ports 65535,0,3 --discover-pod-attrs dp-ranks=2",
 		  "no room" },
+		{ "--discover-http 127.0.0.1", "HOST:PORT[,HOST:PORT...]" },
+		{ "--discover-http 127.0.0.1:0", "HOST:PORT[,HOST:PORT...]" },
+		{ "--discover-http a:1,", "HOST:PORT[,HOST:PORT...]" },
+		{ "--discover-http 'a b:1'", "HOST:PORT[,HOST:PORT...]" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		free(tu_expect_usage("kvidx-ingestd", bad[i].args, bad[i].msg));
+}
+
+/* ---- HTTP ----------------------------------------------------------------------------------- */
+
+static const char *hostport(int n)
+{
+	static char b[10][32];
+
+	snprintf(b[n], sizeof b[n], "127.0.0.1:%d", tu_port(n));
+	return b[n];
+}
+
+/* POSTs a completion of tokens base.. (n of them) to the fake pod on port n_http. */
+static void complete(int n_http, const char *model, uint32_t base, size_t n)
+{
+	char body[4096];
+	size_t k = (size_t)snprintf(body, sizeof body, "{\"model\":\"%s\",\"max_tokens\":1,"
+				    "\"prompt\":[", model);
+	struct tu_http r;
+
+	for (size_t i = 0; i < n; i++)
+		k += (size_t)snprintf(body + k, sizeof body - k, "%s%u", i ? "," : "", base + (uint32_t)i);
+	snprintf(body + k, sizeof body - k, "]}");
+	tu_http(tu_url(n_http, "/v1/completions"), body, NULL, 5000, &r);
+	cr_assert_eq(r.status, 200, "completion: %ld %s", r.status, r.body ? r.body : "");
+	tu_http_free(&r);
+}
+
+/* Waits until each of the pod's n ranks has had a batch (the fake pod's heartbeats): its
+ * subscription has reached the publisher, so what the pod publishes next arrives. */
+static void streams_live(int p, unsigned n)
+{
+	for (unsigned r = 0; r < n; r++)
+		TU_EVENTUALLY(tu_ctr(p, (enum kv_pod_ctr)KV_PC_RANK(r, KV_RC_batches)) > 0,
+			      "rank %u hears nothing; log: %s", r, tu_ing.log);
+}
+
+/* vLLM's GET /kv_event_sources (two ranks, wildcard hosts): the pod is subscribed with both
+ * ranks and its replay, named HOST:PORT, its blocks indexed; when it stops answering, it is
+ * removed after 3 failed polls with its entries. */
+Test(discover, http_vllm_sources_add_and_drop)
+{
+	const char *pod = hostport(1);
+	char metrics[64];
+	uint64_t k[2];
+
+	tu_spawn(&fpod, "kvidx-fakepod", (const char *const[]){ "--http", pod, "--pub",
+		 tu_endpoint(2), "--replay", tu_endpoint(5), "--dp-ranks", "2", "--kv-sources",
+		 "vllm", "--prefill-ms", "1", "--event-delay-ms", "0", "--heartbeat", "50ms", NULL },
+		 NULL, true);
+	snprintf(metrics, sizeof(metrics), "127.0.0.1:%d", tu_port(8));
+	START("--capacity", "16k", "--discover-http", pod, "--discover-interval", "100ms",
+	      "--metrics", metrics);
+	int p = wait_pod(pod);
+	TU_EVENTUALLY(log_has("rank 1: subscribed to tcp://127.0.0.1:") &&
+		      log_has(tu_endpoint(3)) && log_has(tu_endpoint(6)),
+		      "rank 1 (port + 1, replay + 1) not subscribed; log: %s", tu_ing.log);
+	streams_live(p, 2);
+	tu_keys_of("fake-model", 0, tu_toks(5000, 2 * BS), 2 * BS, k);
+	complete(1, "fake-model", 5000, 2 * BS);
+	TU_EVENTUALLY(holds(k[1], p), "the discovered pod's blocks not indexed; log: %s",
+		      tu_ing.log);
+	cr_assert(holds(k[0], p));
+	TU_EVENTUALLY(metric(8, "kvidx_discovery_http_pods") == 1, "gauge not 1");
+
+	tu_child_kill(&fpod);
+	TU_EVENTUALLY(pod_index(pod) < 0, "pod not removed; log: %s", tu_ing.log);
+	cr_assert(!holds(k[0], p), "the removed pod's entries are still visible");
+	cr_assert(log_has("HTTP discovery: unsubscribing tcp://"));
+	/* Counted once the reconciliation that removed it is over. */
+	TU_EVENTUALLY(metric(8, "kvidx_discovery_http_pods") == 0, "gauge not back to 0");
+	cr_assert_eq(metric(8, "kvidx_discovery_http_pods_added_total"), 1);
+	cr_assert_eq(metric(8, "kvidx_discovery_http_pods_removed_total"), 1, "removed %lld; log: %s",
+		     metric(8, "kvidx_discovery_http_pods_removed_total"), tu_ing.log);
+	cr_assert_geq(metric(8, "kvidx_discovery_http_failures_total"), 3);
+}
+
+/* SGLang's GET /server_info (after /kv_event_sources answers 404): kv_events gives the
+ * endpoint (host *: the address's own), served_model_name the model. */
+Test(discover, http_sglang_server_info)
+{
+	const char *pod = hostport(1);
+	uint64_t k[1];
+
+	tu_spawn(&fpod, "kvidx-fakepod", (const char *const[]){ "--http", pod, "--pub",
+		 tu_endpoint(2), "--kv-sources", "sglang", "--model", "sg-model", "--prefill-ms",
+		 "1", "--event-delay-ms", "0", "--heartbeat", "50ms", NULL }, NULL, true);
+	START("--capacity", "16k", "--discover-http", pod, "--discover-interval", "100ms");
+	int p = wait_pod(pod);
+	streams_live(p, 1);
+	tu_keys_of("sg-model", 0, tu_toks(6000, BS), BS, k);
+	complete(1, "sg-model", 6000, BS);
+	TU_EVENTUALLY(holds(k[0], p), "the SGLang pod's block not indexed; log: %s", tu_ing.log);
+	cr_assert(log_has("HTTP discovery: subscribing tcp://127.0.0.1:"), "log: %s", tu_ing.log);
+	tu_child_kill(&fpod);
+}
+
+/* The parser of the answers, on good and hostile bodies. */
+Test(discover, http_answers_checked)
+{
+	struct ing_pod_spec s;
+	char err[200];
+	static const char *const bad_sources[] = {
+		"not json",
+		"{\"sources\": 3}",
+		"[{\"data_parallel_rank\": 40, \"endpoint\": \"tcp://h:1\"}]",
+		"[{\"data_parallel_rank\": 0, \"endpoint\": \"ipc:///x\"}]",
+		"[{\"data_parallel_rank\": 0, \"endpoint\": \"tcp://h:70000\"}]",
+		"[{\"data_parallel_rank\": 1, \"endpoint\": \"tcp://h:1\"}]",
+		"[{\"data_parallel_rank\": 0, \"endpoint\": \"tcp://h:1\"},"
+		" {\"data_parallel_rank\": 0, \"endpoint\": \"tcp://h:2\"}]",
+		"[{\"data_parallel_rank\": 0, \"endpoint\": \"tcp://h:1\", \"topic\": 5}]",
+	};
+
+	for (size_t i = 0; i < sizeof(bad_sources) / sizeof(bad_sources[0]); i++)
+		cr_assert_eq(dischttp_parse("kv_event_sources", bad_sources[i],
+					    strlen(bad_sources[i]), "10.1.1.1", 8000, &s, err,
+					    sizeof(err)), -1, "accepted: %s", bad_sources[i]);
+	/* The bare array of the first vLLM version; ranks 0 and 2 on non-consecutive ports. */
+	const char *arr = "[{\"data_parallel_rank\": 0, \"endpoint\": \"tcp://*:5557\","
+			  " \"replay_endpoint\": null, \"topic\": \"kv-events\"},"
+			  " {\"data_parallel_rank\": 1, \"endpoint\": \"tcp://*:6000\"}]";
+	cr_assert_eq(dischttp_parse("kv_event_sources", arr, strlen(arr), "10.1.1.1", 8000, &s, err,
+				    sizeof(err)), 1, "%s", err);
+	cr_assert_str_eq(s.endpoint, "tcp://10.1.1.1:5557");
+	cr_assert_str_eq(s.replay, "");
+	cr_assert_str_eq(s.name, "10.1.1.1:8000");
+	cr_assert(s.topic_set && !strcmp(s.topic, "kv-events"));
+	cr_assert_eq(s.dp_ranks, 1);
+	cr_assert(strstr(err, "not on consecutive ports"), "%s", err);
+	const char *none = "{\"sources\": []}";
+	cr_assert_eq(dischttp_parse("kv_event_sources", none, strlen(none), "h", 1, &s, err,
+				    sizeof(err)), 0);
+	/* SGLang: kv_events null is no publisher; a wrong publisher or dp_size is refused. */
+	static const char *const sg_bad[] = {
+		"[]",
+		"{\"kv_events\": {\"publisher\": \"nats\", \"endpoint_port_base\": 5}}",
+		"{\"kv_events\": {\"endpoint_port_base\": 0}}",
+		"{\"kv_events\": {\"endpoint_port_base\": 5, \"dp_size\": 99}}",
+		"{\"kv_events\": {\"endpoint_port_base\": 65535, \"dp_size\": 2}}",
+		"{\"kv_events\": {\"endpoint_port_base\": 5, \"endpoint_host\": \"a/b\"}}",
+	};
+	for (size_t i = 0; i < sizeof(sg_bad) / sizeof(sg_bad[0]); i++)
+		cr_assert_eq(dischttp_parse("server_info", sg_bad[i], strlen(sg_bad[i]), "h", 1, &s,
+					    err, sizeof(err)), -1, "accepted: %s", sg_bad[i]);
+	const char *sgn = "{\"kv_events\": null}";
+	cr_assert_eq(dischttp_parse("server_info", sgn, strlen(sgn), "h", 1, &s, err, sizeof(err)), 0);
+	const char *sg = "{\"served_model_name\": \"m1\", \"kv_events\": {\"publisher\": \"zmq\","
+			 " \"endpoint_host\": \"10.2.2.2\", \"endpoint_port_base\": 5557,"
+			 " \"topic\": \"\", \"block_size\": 32, \"dp_size\": 4}}";
+	cr_assert_eq(dischttp_parse("server_info", sg, strlen(sg), "h", 30000, &s, err,
+				    sizeof(err)), 1, "%s", err);
+	cr_assert_str_eq(s.endpoint, "tcp://10.2.2.2:5557");
+	cr_assert_eq(s.dp_ranks, 4);
+	cr_assert_str_eq(s.model, "m1");
+	cr_assert(!s.topic_set);
+	cr_assert(strstr(err, "block_size 32"), "%s", err);
 }

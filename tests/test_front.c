@@ -11,7 +11,8 @@
  *   - two fronts on one port (SO_REUSEPORT) share one index: each commits, and each routes
  *     on the other's predictions.
  *   - under P/D (--prefill) the decode pod is picked with the prefill pod named, both are
- *     predicted, and the outcome counts for the prefill pod.
+ *     predicted, and the outcome counts for the prefill pod;
+ *   - --keepalive-requests N closes a client connection after its N-th answer.
  *
  * Events come 4 s after a request (--event-delay-ms), well inside the 12 s TTL, so that a
  * prediction is observable as such however slow the machine; waits poll against deadlines.
@@ -46,13 +47,14 @@ static struct kvidx_info info;
 static char pod_name[2][KVIDX_POD_NAME_MAX];
 static int pod_idx[2];
 static const char *front_max_body; /* --max-body of the next start_front(), if not NULL */
+static const char *front_keepalive; /* --keepalive-requests of the next one, if not NULL */
 
 static void setup(void)
 {
 	tu_index_name(name, sizeof(name), "front");
 	kids.n = 0;
 	rd = NULL;
-	front_max_body = NULL;
+	front_max_body = front_keepalive = NULL;
 }
 
 static void teardown(void)
@@ -138,6 +140,8 @@ static struct tu_child *start_front(const char *const *pods, const char *prefill
 		args[a++] = "--prefill", args[a++] = prefill;
 	if (front_max_body)
 		args[a++] = "--max-body", args[a++] = front_max_body;
+	if (front_keepalive)
+		args[a++] = "--keepalive-requests", args[a++] = front_keepalive;
 	args[a] = NULL;
 	return spawn("kvidx-route", args);
 }
@@ -445,4 +449,59 @@ Test(front, prefill_pod_is_picked_committed_and_reported)
 		  "no outcome reported for the prefill pod");
 	cr_assert_eq(ctr(pod_idx[0], KV_PC_outcomes), 0, "the outcome went to the decode pod");
 	tu_http_free(&r);
+}
+
+/* Whether the front on tu_port(6) answers /health. */
+static bool front_up(void)
+{
+	struct tu_http r;
+	bool up;
+
+	tu_http(tu_url(6, "/health"), NULL, NULL, DEADLINE_MS, &r);
+	up = r.status == 200;
+	tu_http_free(&r);
+	return up;
+}
+
+/* curl's connections per transfer for n requests in one invocation (one keep-alive
+ * connection reused while the server keeps it), e.g. "1 0 0 ". */
+static char *connects_of(int n)
+{
+	char urls[1024] = "";
+	size_t k = 0;
+
+	for (int i = 0; i < n; i++)
+		k += (size_t)snprintf(urls + k, sizeof(urls) - k, " %s -o /dev/null",
+				      tu_url(6, "/v1/completions"));
+	struct tu_run r = tu_run_sh("curl -s -w '%%{http_code}:%%{num_connects} ' "
+				    "-H 'Content-Type: application/json' "
+				    "-d '{\"max_tokens\":1,\"prompt\":[1,2,3]}'%s", urls);
+	return r.out;
+}
+
+/*
+ * --keepalive-requests N: the N-th answer on a connection says Connection: close and the
+ * front closes it, so the client's next request connects again (and the kernel picks a
+ * worker again); 0 keeps the connection for any number of answers.
+ */
+Test(front, keepalive_requests_closes_every_nth_answer_connection)
+{
+	const char *pods[3];
+	char *out;
+
+	start_pods();
+	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
+	front_keepalive = "2";
+	struct tu_child *f = start_front(pods, NULL);
+	cr_assert(TU_WAIT_FOR(front_up(), DEADLINE_MS));
+	out = connects_of(5);
+	cr_assert_str_eq(out, "200:1 200:0 200:1 200:0 200:1 ", "%s", out);
+	free(out);
+	tu_child_kill(f);
+	front_keepalive = "0";
+	start_front(pods, NULL);
+	cr_assert(TU_WAIT_FOR(front_up(), DEADLINE_MS));
+	out = connects_of(5);
+	cr_assert_str_eq(out, "200:1 200:0 200:0 200:0 200:0 ", "%s", out);
+	free(out);
 }

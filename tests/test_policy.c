@@ -275,6 +275,85 @@ Test(policy, hot_spot_spreads_under_kvidx_and_not_under_prefix)
 	cr_assert_eq(used[1], 1, "prefix keeps it on one pod");
 }
 
+Test(policy, kvidx_balance_guard_passes_over_an_overworked_pod)
+{
+	struct pol_params g = pp;
+	struct pol_pod p[4];
+	struct pol_req rq = { .prompt_tokens = 10 * BS, .nkeys = 10 };
+
+	g.balance_slack = 0.3;
+	pods_init(p, 4);
+	match(&p[0], 8);
+	for (int i = 0; i < 4; i++)
+		p[i].inflight = 1; /* busy: the guard weighs them */
+	p[0].work = 4000;
+	p[1].work = p[2].work = p[3].work = 1000;
+	/* Mean 1750, limit 2275: the warm pod is passed over; the cold ones tie. */
+	cr_assert(policy_over_balance(&g, p, 4, 0));
+	cr_assert_not(policy_over_balance(&g, p, 4, 1));
+	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 0, NULL), 1);
+	cr_assert_eq(policy_pick(P_KVIDX, &pp, &rq, p, 4, 0, NULL), 0, "no slack: no guard");
+	cr_assert_eq(policy_pick(P_PREFIX, &g, &rq, p, 4, 1, NULL), 0, "kvidx's guard only");
+	/* Within the margin (2800 tokens above 1.3 x the mean): the cache wins. */
+	g.balance_margin = 2800;
+	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 1, NULL), 0);
+	g.balance_margin = 0;
+	/* Within the slack (1400, the limit 1.3 x 1100 = 1430): the cache wins. */
+	p[0].work = 1400;
+	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 1, NULL), 0);
+	/* Idle (nothing in flight, nothing queued), it serves whatever it did lately. */
+	p[0].work = 4000;
+	p[0].inflight = 0;
+	cr_assert_not(policy_over_balance(&g, p, 4, 0));
+	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 1, NULL), 0);
+	p[0].prefill_tokens = 1; /* a queue: busy again */
+	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 0, NULL), 1);
+	p[0].prefill_tokens = 0;
+	p[0].inflight = 1;
+	/* The only eligible pod is never passed over. */
+	p[0].work = 1e9;
+	p[1].eligible = p[2].eligible = p[3].eligible = false;
+	cr_assert_eq(policy_pick(P_KVIDX, &g, &rq, p, 4, 0, NULL), 0);
+}
+
+Test(policy, hot_spot_on_idle_pods_is_balanced_by_the_guard)
+{
+	/* One shared 8-block prefix, 2 fresh blocks each, and pods with no queue at any
+	 * decision but a request decoding: the expected TTFT alone keeps every request on the
+	 * warm pod; the guard spreads the computed tokens within the slack, plus one cold
+	 * prompt. */
+	for (int guarded = 0; guarded < 2; guarded++) {
+		struct pol_params g = pp;
+		struct pol_pod p[4];
+		struct pol_req rq = { .prompt_tokens = 10 * BS, .nkeys = 10 };
+		double lo = 1e18, hi = 0, sum = 0;
+		int rr = 0;
+
+		g.balance_slack = guarded ? 0.3 : 0;
+		pods_init(p, 4);
+		match(&p[0], 8);
+		for (int i = 0; i < 4; i++)
+			p[i].inflight = 1;
+		for (int n = 0; n < 200; n++) {
+			int i = policy_pick(P_KVIDX, &g, &rq, p, 4, rr, NULL);
+			cr_assert_geq(i, 0);
+			p[i].work += rq.prompt_tokens - policy_expected_cached(&g, &rq, &p[i], true);
+			if (!p[i].blocks)
+				match(&p[i], 8);
+			rr = (i + 1) % 4;
+		}
+		for (int i = 0; i < 4; i++) {
+			lo = p[i].work < lo ? p[i].work : lo;
+			hi = p[i].work > hi ? p[i].work : hi;
+			sum += p[i].work;
+		}
+		if (!guarded)
+			cr_assert_eq(lo, 0, "unguarded, the cold pods stay cold");
+		else
+			cr_assert_leq(hi, 1.3 * sum / 4 + 10 * BS, "max %g, mean %g", hi, sum / 4);
+	}
+}
+
 Test(policy, an_unknown_policy_is_a_usage_error)
 {
 	struct tu_run r = tu_run_tool("kvidx-route", "--pod a:1=http://127.0.0.1:1 --policy llmd "

@@ -269,6 +269,56 @@ Test(shapes, kv_events_topic_and_filter)
 	cr_assert_eq(CTR(p, skipped_events), 0);
 }
 
+/* Publishers that dial out (llm-d's simulator; SGLang with an endpoint that is no wildcard):
+ * kvidx-ingestd --bind with --bind-ranks 2 takes rank r on the bound port + r as rank r of
+ * the pod its topic names, and --bind-replay replays a gap from the pod's replay ROUTER
+ * (rank r's at its port + r) while the pod's later live messages wait. */
+Test(shapes, bind_mode_ranks_and_replay)
+{
+	char rep[128], bind[64];
+	uint64_t a[3], b1, ka[3], kb;
+	int p;
+
+	FAKEPOD("--pub-connect", "--pub", tu_endpoint(0), "--dp-ranks", "2", "--replay",
+		tu_endpoint(2), "--pod", POD, "--model", MODEL, "--wait-subscribers", "2",
+		"--script", "-");
+	snprintf(bind, sizeof(bind), "%s", tu_endpoint(0));
+	snprintf(rep, sizeof(rep), POD "=%s", tu_endpoint(2));
+	INGESTD("--capacity", "16k", "--bind", bind, "--bind-ranks", "2", "--bind-replay", rep);
+	say("store - %s", toks(3000, BS)); /* rank 0, seq 0 */
+	a[0] = read_hash();
+	say("rank 1");
+	say("store - %s", toks(4000, BS)); /* rank 1, seq 0 */
+	b1 = read_hash();
+	say("rank 0");
+	say("lose 1");
+	say("store %016" PRIx64 " %s", a[0], toks(3000 + BS, BS)); /* seq 1: lost, kept */
+	a[1] = read_hash();
+	say("store %016" PRIx64 " %s", a[1], toks(3000 + 2 * BS, BS)); /* seq 2: the gap */
+	a[2] = read_hash();
+	plain_keys(3000, 3 * BS, ka);
+	plain_keys(4000, BS, &kb);
+	p = tu_wait_pod(POD);
+	TU_EVENTUALLY(CTR(p, replays_ok) == 1, "gap not replayed; log: %s; pod: %s", tu_ing.log,
+		      pod_stderr());
+	tu_wait_batches(p, 4);
+	for (int i = 0; i < 3; i++)
+		cr_assert(holds(ka[i], p), "rank 0 block %d; log: %s", i, tu_ing.log);
+	cr_assert(holds(kb, p), "rank 1's block (bound port + 1)");
+	cr_assert_eq(CTR(p, ranks), 2);
+	cr_assert_eq(CTR(p, seq_gaps), 1);
+	cr_assert_eq(tu_ctr(p, KV_PC_RANK(0, KV_RC_batches)), 3);
+	cr_assert_eq(tu_ctr(p, KV_PC_RANK(1, KV_RC_batches)), 1);
+	cr_assert_eq(CTR(p, clears), 0, "the gap cleared the pod instead of replaying");
+	cr_assert_eq(CTR(p, replays_failed), 0);
+	(void)b1;
+	free(tu_expect_usage("kvidx-ingestd", "--pod tcp://127.0.0.1:1 --bind-ranks 2", "need --bind"));
+	free(tu_expect_usage("kvidx-ingestd", "--bind tcp://127.0.0.1:65535 --bind-ranks 2",
+			     "room for 1 more"));
+	free(tu_expect_usage("kvidx-ingestd", "--bind tcp://127.0.0.1:5 --bind-replay pod",
+			     "NAME=ENDPOINT"));
+}
+
 Test(shapes, lora_salt_mm_keys_equal_kvidx_hash)
 {
 	char spec[256];

@@ -95,6 +95,8 @@ struct opts {
 	double offload, dup_copies; /* shares of prompts offloaded / stored as two copies */
 	const char *offload_medium;
 	bool copy_counts;           /* BlockRemoved carries remaining_copy_counts */
+	const char *kv_sources;     /* --kv-sources vllm | vllm-array | sglang, or NULL */
+	bool pub_connect;           /* --pub-connect: the PUB connects to --pub, not binds */
 };
 
 /* Fills o from the command line, or exits: status 0 after --help, 2 on bad usage. */

@@ -710,6 +710,60 @@ static enum MHD_Result do_metrics(struct hreq *h)
 			  h->id);
 }
 
+/* Rank r's endpoint of flag's ep, its host replaced by host unless host is NULL. */
+static json_t *rank_ep(const char *flag, const char *ep, unsigned r, const char *host)
+{
+	char e[512], out[600];
+	const char *colon;
+
+	opts_rank_endpoint(flag, ep, r, e, sizeof e);
+	colon = strrchr(e, ':');
+	if (!host || !colon)
+		return json_string(e);
+	snprintf(out, sizeof out, "tcp://%s%s", host, colon);
+	return json_string(out);
+}
+
+/* --kv-sources vllm / vllm-array: vLLM's GET /kv_event_sources
+ * (vllm/entrypoints/serve/kv_events/api_router.py), one entry per rank. */
+static enum MHD_Result do_sources(struct hreq *h)
+{
+	const struct opts *o = &h->fp->o;
+	bool wild = !strcmp(o->kv_sources, "vllm");
+	char topic[2 * NAME_MAX_LEN + 8];
+	json_t *a = json_array();
+
+	opts_topic(o, topic, sizeof topic);
+	for (unsigned r = 0; r < (o->dp_ranks ? o->dp_ranks : 1); r++)
+		json_array_append_new(
+			a, json_pack("{s:I,s:o,s:o,s:s}", "data_parallel_rank", (json_int_t)r,
+				     "endpoint", rank_ep("--pub", o->pub_ep, r, wild ? "0.0.0.0" : NULL),
+				     "replay_endpoint",
+				     o->replay_ep ? rank_ep("--replay", o->replay_ep, r,
+							    wild ? "0.0.0.0" : NULL)
+						  : json_null(),
+				     "topic", topic));
+	return queue_json(h->conn, 200, wild ? json_pack("{s:o}", "sources", a) : a, h->id);
+}
+
+/* --kv-sources sglang: SGLang's GET /server_info with its kv_events descriptor
+ * (python/sglang/srt/server_args.py, describe_kv_events_publisher). */
+static enum MHD_Result do_server_info(struct hreq *h)
+{
+	const struct opts *o = &h->fp->o;
+	const char *colon = strrchr(o->pub_ep, ':');
+	char topic[2 * NAME_MAX_LEN + 8];
+
+	opts_topic(o, topic, sizeof topic);
+	return queue_json(h->conn, 200,
+			  json_pack("{s:s,s:{s:s,s:s,s:I,s:s,s:I,s:I}}", "served_model_name", o->model,
+				    "kv_events", "publisher", "zmq", "endpoint_host", "*",
+				    "endpoint_port_base", (json_int_t)(colon ? atoi(colon + 1) : 0),
+				    "topic", topic, "block_size", (json_int_t)o->block_size,
+				    "dp_size", (json_int_t)(o->dp_ranks ? o->dp_ranks : 1)),
+			  h->id);
+}
+
 static enum MHD_Result dispatch(struct hreq *h, const char *url, const char *method)
 {
 	static const struct {
@@ -721,6 +775,12 @@ static enum MHD_Result dispatch(struct hreq *h, const char *url, const char *met
 	};
 	size_t i;
 
+	const char *ks = h->fp->o.kv_sources;
+
+	if (ks && !strcmp(method, "GET") && !strcmp(url, "/kv_event_sources") && strcmp(ks, "sglang"))
+		return do_sources(h);
+	if (ks && !strcmp(method, "GET") && !strcmp(url, "/server_info") && !strcmp(ks, "sglang"))
+		return do_server_info(h);
 	for (i = 0; i < sizeof(eps) / sizeof(eps[0]); i++)
 		if (!strcmp(url, eps[i].path))
 			break;

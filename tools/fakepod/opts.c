@@ -35,6 +35,8 @@ static void usage(FILE *f)
 "  --replay ENDPOINT      bind a replay ROUTER here (default none): a request [\"\", seq8]\n"
 "                         or [seq8] gets every kept batch with seq >= start as\n"
 "                         [\"\", topic, seq8, payload], then [\"\", topic, ff*8, \"\"]\n"
+"  --pub-connect          connect the PUB socket to --pub (rank r: port + r) instead of\n"
+"                         binding it, as publishers that dial out do (kvidx-ingestd --bind)\n"
 "  --old-replay-framing   replay without the topic frame: [\"\", seq8, payload]\n"
 "  --keep N               batches kept for replay (default 10000; 0 keeps none)\n"
 "  --publisher-id HEX|random\n"
@@ -44,6 +46,10 @@ static void usage(FILE *f)
 "                         again, HEX adds the restart count to its last 8 bytes\n"
 "  --heartbeat D          publish an empty batch on a rank idle for D (a duration: 1s);\n"
 "                         0 for none (default 1s with --publisher-id, else 0)\n"
+"  --kv-sources FORM      with --http, say where the events are published, as engines do:\n"
+"                         vllm (GET /kv_event_sources, {\"sources\": [...]}, one entry per\n"
+"                         rank, host 0.0.0.0), vllm-array (the bare array, the endpoints\n"
+"                         as bound) or sglang (GET /server_info, kv_events with host *)\n"
 "  --pod NAME             pod in the topic (default: HOST:PORT of --http, else of --pub;\n"
 "                         a * or 0.0.0.0 host becomes 127.0.0.1)\n"
 "  --model M              model in the topic (default fake-model)\n"
@@ -306,7 +312,7 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		/* Shapes */
 		O_TOPIC, O_DP_RANKS, O_LORA, O_LORA_SHARE, O_SALT, O_SALT_SHARE, O_MM, O_MM_BARE,
 		O_HYBRID, O_OFFLOAD, O_OFFLOAD_MEDIUM, O_DUP, O_COPY_COUNTS, O_PUB_ID,
-		O_HEARTBEAT,
+		O_HEARTBEAT, O_KV_SOURCES, O_PUB_CONNECT,
 		/* The pod model */
 		O_SEQS, O_BATCHED, O_PREFILL_TPS, O_STEP_MS, O_DECODE_MS, O_SCALE,
 	};
@@ -317,6 +323,8 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		{ "keep", required_argument, NULL, O_KEEP },
 		{ "publisher-id", required_argument, NULL, O_PUB_ID },
 		{ "heartbeat", required_argument, NULL, O_HEARTBEAT },
+		{ "kv-sources", required_argument, NULL, O_KV_SOURCES },
+		{ "pub-connect", no_argument, NULL, O_PUB_CONNECT },
 		{ "pod", required_argument, NULL, O_POD },
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "encoding", required_argument, NULL, O_ENCODING },
@@ -393,8 +401,16 @@ void opts_parse(int argc, char **argv, struct opts *o)
 		case O_PUB: o->pub_ep = optarg; break;
 		case O_REPLAY: o->replay_ep = optarg; break;
 		case O_OLD: o->old_framing = true; break;
+		case O_PUB_CONNECT: o->pub_connect = true; break;
 		case O_KEEP: o->keep = opt_int("keep", optarg, 0, 100000000); break;
 		case O_PUB_ID: parse_pub_id(o, optarg); break;
+		case O_KV_SOURCES:
+			if (strcmp(optarg, "vllm") && strcmp(optarg, "vllm-array") &&
+			    strcmp(optarg, "sglang"))
+				tc_usage_error("bad --kv-sources '%s': vllm, vllm-array or sglang",
+					       optarg);
+			o->kv_sources = optarg;
+			break;
 		case O_HEARTBEAT:
 			o->heartbeat_ms = (uint64_t)(tc_arg_duration("heartbeat", optarg) * 1e3);
 			heartbeat_set = true;
@@ -527,6 +543,8 @@ static void check_shapes(const struct opts *o)
 		if (o->replay_ep)
 			opts_rank_endpoint("--replay", o->replay_ep, o->dp_ranks - 1, ep, sizeof ep);
 	}
+	if (o->kv_sources && !o->http_addr)
+		tc_usage_error("--kv-sources is served over --http: add --http");
 	if ((o->lora || o->salt || o->mm_rate > 0) && !o->workload)
 		tc_usage_error("--lora, --salt and --mm shape the workload's prompts: add "
 			       "--workload (the script has lora, salt and mm commands)");

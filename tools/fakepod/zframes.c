@@ -27,6 +27,16 @@ void *bind_socket(struct fp *fp, int type, const char *flag, const char *ep, int
 		zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
 	if (type == ZMQ_XPUB)
 		zmq_setsockopt(s, ZMQ_XPUB_VERBOSE, &one, sizeof one);
+	/* --pub-connect: the PUB dials out (publishers such as llm-d's simulator, or SGLang's
+	 * with an endpoint that is no wildcard); the replay ROUTER always binds. */
+	if ((type == ZMQ_PUB || type == ZMQ_XPUB) && fp->o.pub_connect) {
+		if (zmq_connect(s, ep)) {
+			fprintf(stderr, PROG ": cannot connect %s %s: %s\n", flag, ep,
+				zmq_strerror(errno));
+			exit(1);
+		}
+		return s;
+	}
 	if (zmq_bind(s, ep)) {
 		fprintf(stderr, PROG ": cannot bind %s %s: %s\n", flag, ep, zmq_strerror(errno));
 		exit(1);

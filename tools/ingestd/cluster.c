@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "clwire.h"
+#include "load.h"
 #include "log.h"
 #include "spec.h"
 
@@ -60,11 +61,13 @@
 	X(remote_predictions, "Speculative records added from peer commits")                 \
 	X(withdrawals, "Peer withdrawals (failed outcomes) applied")                         \
 	X(withdrawn_records, "Speculative records removed by peer withdrawals")              \
+	X(outcomes, "Peer outcomes that were not failures (done records) applied")          \
+	X(remote_load, "Peer requests counted in this host's load view")                    \
 	X(unknown_pod, "Peer records naming a pod this index does not have")                 \
 	X(duplicates, "Peer records already applied (or a commit after its withdrawal), ignored") \
 	X(expired_on_arrival, "Peer commits already expired by the time rule when applied")  \
 	X(clock_skew, "Peer commits stamped further ahead than --cluster-clock-skew")        \
-	X(withdrawals_lost, "Failed outcomes whose commit keys were no longer remembered")   \
+	X(withdrawals_lost, "Failed outcomes whose commit keys were no longer remembered (sent as done)") \
 	X(warm_replays, "Warm-start replays of the cluster's JetStream stream completed")   \
 	X(warm_messages, "Messages replayed from the cluster's JetStream stream")          \
 	X(warm_expired, "Replayed commits already expired by the time rule (not applied)")  \
@@ -128,7 +131,8 @@ struct ing_cluster {
 	struct ilog_limit lim;
 };
 
-enum { SEEN_COMMITTED = 1, SEEN_WITHDRAWN = 2 };
+/* What the seen map knows of (origin, corr): bits. */
+enum { SEEN_COMMITTED = 1, SEEN_WITHDRAWN = 2, SEEN_DONE = 4 };
 
 static void count(struct ing_cluster *c, enum cl_ctr k, uint64_t v)
 {
@@ -794,7 +798,7 @@ static void copy_name(char dst[KVIDX_POD_NAME_MAX], const char *src)
 void cluster_local_commit(struct ing_cluster *c, const struct cl_commit *cm)
 {
 	struct clw_rec r = { .kind = CLW_COMMIT, .corr = cm->corr, .ttl_ms = (uint16_t)cm->ttl_ms,
-			     .prefill_ttl_ms = (uint16_t)cm->prefill_ttl_ms };
+			     .prefill_ttl_ms = (uint16_t)cm->prefill_ttl_ms, .tokens = cm->tokens };
 	uint64_t mono = kvidx_now_ns(), real = real_ns();
 
 	if (!cm->nkeys || cm->nkeys > CLW_MAX_KEYS)
@@ -828,28 +832,45 @@ static const char *pod_label(const struct ing_cluster *c, int pod)
 	return s->pods[pod].label;
 }
 
-void cluster_local_failed(struct ing_cluster *c, uint64_t corr)
+/* A done record: the outcome of corr on pod (an index pod; gone: nothing to say). */
+static void send_done(struct ing_cluster *c, uint64_t corr, int pod)
+{
+	struct clw_rec r = { .kind = CLW_DONE, .corr = corr, .commit_ns = real_ns() };
+	const char *name = pod_label(c, pod);
+
+	if (!name)
+		return;
+	copy_name(r.pod, name);
+	add_record(c, &r, NULL);
+}
+
+void cluster_local_outcome(struct ing_cluster *c, uint64_t corr, int pod, bool failed)
 {
 	struct spec_fent *e = spec_fifo_find(&c->mine, corr, 0);
 	struct clw_rec r = { .kind = CLW_WITHDRAW, .corr = corr };
 
-	if (!e) {
-		count(c, CL_withdrawals_lost, 1);
+	if (!failed || !e) {
+		if (failed)
+			count(c, CL_withdrawals_lost, 1);
+		if (e)
+			spec_fifo_del(&c->mine, e);
+		send_done(c, corr, pod);
 		return;
 	}
 	uint64_t pos = e->a, n = e->b & 0xffffffffull;
 	int prefill = (int)(e->b >> 32) - 1;
-	const char *pod = pod_label(c, e->aux), *pre = prefill >= 0 ? pod_label(c, prefill) : NULL;
+	const char *name = pod_label(c, e->aux), *pre = prefill >= 0 ? pod_label(c, prefill) : NULL;
 	spec_fifo_del(&c->mine, e);
-	if (c->kr_pos - pos > CL_KEYRING || !pod) { /* keys overwritten, or the pod left */
+	if (c->kr_pos - pos > CL_KEYRING || !name) { /* keys overwritten, or the pod left */
 		count(c, CL_withdrawals_lost, 1);
+		send_done(c, corr, pod);
 		return;
 	}
 	for (uint64_t i = 0; i < n; i++)
 		c->keys[i] = c->keyring[(pos + i) % CL_KEYRING];
 	r.nkeys = (uint16_t)n;
 	r.commit_ns = real_ns();
-	copy_name(r.pod, pod);
+	copy_name(r.pod, name);
 	copy_name(r.prefill, pre);
 	add_record(c, &r, c->keys);
 }
@@ -928,37 +949,64 @@ static void withdraw_on(struct ing_cluster *c, const char *name, const struct cl
 		count(c, CL_withdrawn_records, (uint64_t)rc);
 }
 
+/* A peer's request in this host's load view, on its outcome pod (the prefill pod when the
+ * record names one), keyed by (origin, corr); add or retire. */
+static void remote_load(struct ing_cluster *c, uint64_t origin, const struct clw_rec *r,
+			bool add, uint64_t now)
+{
+	struct ing_load *l = c->spec->load;
+	int pod = spec_pod_find(c->spec, r->prefill[0] ? r->prefill : r->pod);
+
+	if (!l || pod < 0)
+		return; /* unknown pods are counted by the predictions */
+	if (add) {
+		load_remote(l, mix(origin, r->corr), pod, r->tokens, now);
+		count(c, CL_remote_load, 1);
+	} else {
+		load_outcome(l, mix(origin, r->corr), pod, now);
+	}
+}
+
+/* One record of origin. The seen map makes repeats and reordering harmless: a commit after
+ * its withdrawal predicts nothing, one after its done predicts without load. */
 static void apply_record(struct ing_cluster *c, uint64_t origin, const struct clw_rec *r,
 			 bool warm, uint64_t real_now, uint64_t now)
 {
 	struct spec_fent *e;
 	int st = seen_state(c, origin, r->corr, &e);
+	int bit = r->kind == CLW_COMMIT ? SEEN_COMMITTED
+					: r->kind == CLW_WITHDRAW ? SEEN_WITHDRAWN : SEEN_DONE;
 
-	/* A commit seen, or withdrawn already (a reordered one arriving late); a withdrawal
-	 * seen: nothing to do. */
-	if (st == SEEN_WITHDRAWN || (st == SEEN_COMMITTED && r->kind == CLW_COMMIT)) {
+	/* Terminal: a withdrawal ends everything, a done the load. */
+	if ((st & bit) || (st & SEEN_WITHDRAWN) || (bit == SEEN_DONE && (st & SEEN_DONE))) {
 		count(c, CL_duplicates, 1);
 		return;
 	}
 	if (e)
-		e->aux = SEEN_WITHDRAWN;
+		e->aux = st | bit;
 	else
-		spec_fifo_push(&c->seen, mix(origin, r->corr), 0,
-			       r->kind == CLW_COMMIT ? SEEN_COMMITTED : SEEN_WITHDRAWN, origin,
-			       r->corr, NULL);
+		spec_fifo_push(&c->seen, mix(origin, r->corr), 0, bit, origin, r->corr, NULL);
 	for (size_t i = 0; i < r->nkeys; i++)
 		c->keys[i] = clw_key(r, i);
 	if (r->kind == CLW_COMMIT) {
 		count(c, CL_applied_commits, 1);
+		if (!(st & SEEN_DONE))
+			remote_load(c, origin, r, true, now);
 		predict_on(c, r->pod, r, r->ttl_ms, warm, real_now, now);
 		if (r->prefill[0] && strcmp(r->prefill, r->pod))
 			predict_on(c, r->prefill, r, r->prefill_ttl_ms, warm, real_now, now);
-	} else {
-		count(c, CL_withdrawals, 1);
-		withdraw_on(c, r->pod, r);
-		if (r->prefill[0] && strcmp(r->prefill, r->pod))
-			withdraw_on(c, r->prefill, r);
+		return;
 	}
+	if (st & SEEN_COMMITTED && !(st & SEEN_DONE))
+		remote_load(c, origin, r, false, now);
+	if (r->kind == CLW_DONE) {
+		count(c, CL_outcomes, 1);
+		return;
+	}
+	count(c, CL_withdrawals, 1);
+	withdraw_on(c, r->pod, r);
+	if (r->prefill[0] && strcmp(r->prefill, r->pod))
+		withdraw_on(c, r->prefill, r);
 }
 
 static void apply_msg(struct ing_cluster *c, const struct cl_msg *m, bool warm, uint64_t now)

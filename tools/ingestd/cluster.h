@@ -3,8 +3,8 @@
  * docs/cluster.md): router hosts share their route commits and failed outcomes over NATS, so
  * that each host's index also holds its peers' predictions as speculative entries.
  *
- *   out   spec.c hands each local route commit (cluster_local_commit) and each failed outcome
- *         (cluster_local_failed) over; they are batched into one message (clwire.h) per loop
+ *   out   spec.c hands each local route commit (cluster_local_commit) and each outcome
+ *         (cluster_local_outcome: a failed one withdraws) over; they are batched into one message (clwire.h) per loop
  *         round or per 64 KiB, queued (bounded, lock-free), and a sender thread of ours
  *         publishes them on kvidx.<cluster-name>.<scheme>.p. Nothing is published while the
  *         connection is down (local-only operation; counted).
@@ -13,6 +13,9 @@
  *         validates and applies at most a budget of them per round: commits as speculative
  *         entries (spec_remote_predict, pods by name), withdrawals remove them
  *         (spec_remote_withdraw). A message of another key scheme is refused and counted.
+ *   load  a peer's commit also counts its request in this index's load view (load.h) on the
+ *         outcome pod, until the peer's outcome for it (done or withdraw) or this host's
+ *         --load-timeout: the view is fleet-wide.
  *   time  a peer's prediction expires at min(origin commit + TTL, receipt + TTL) - the
  *         clock-offset bound (cluster_remote_life()): never later than at its origin while
  *         the hosts' clocks are within that bound.
@@ -50,6 +53,7 @@ struct cl_commit {
 	const char *pod, *prefill;
 	int pod_idx, prefill_idx; /* their index pods (prefill: -1) */
 	uint32_t ttl_ms, prefill_ttl_ms;
+	uint32_t tokens; /* uncached prompt tokens: the load the request adds (load_uncached) */
 };
 
 /*
@@ -63,7 +67,9 @@ struct ing_cluster *cluster_open(const struct ing_cluster_config *cc, struct ing
 void cluster_close(struct ing_cluster *c);
 
 void cluster_local_commit(struct ing_cluster *c, const struct cl_commit *cm);
-void cluster_local_failed(struct ing_cluster *c, uint64_t corr);
+/* The outcome of local commit corr on index pod pod (the outcome pod): failed (fewer cached
+ * tokens than the route matched) is published as a withdrawal, else as done. */
+void cluster_local_outcome(struct ing_cluster *c, uint64_t corr, int pod, bool failed);
 
 /* Loop round: applies up to a budget of peers' messages, sends the batch being built.
  * Returns true if more messages are waiting. */

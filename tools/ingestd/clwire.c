@@ -80,14 +80,35 @@ static bool name_ok(const char *s, size_t n)
 	return true;
 }
 
+/* Why the last clw_rec_ok() said no (one thread per decoder: the writer's, or a test's). */
+static _Thread_local const char *rec_why;
+
+/* The per-kind bounds of a record, shared by the encoder and the decoder. */
+static bool clw_rec_ok(int kind, const char *pod, size_t pl, const char *pre, size_t fl,
+		       size_t nkeys, uint16_t ttl, uint16_t pre_ttl, uint32_t tokens)
+{
+	if (kind != CLW_COMMIT && kind != CLW_WITHDRAW && kind != CLW_DONE)
+		return rec_why = "unknown record kind", false;
+	if (!name_ok(pod, pl) || (fl && !name_ok(pre, fl)))
+		return rec_why = "pod name not 1..63 printable bytes", false;
+	if (kind == CLW_DONE ? nkeys != 0 || fl || ttl || pre_ttl || tokens
+			     : nkeys < 1 || nkeys > CLW_MAX_KEYS)
+		return rec_why = kind == CLW_DONE ? "a done record with keys, a prefill pod, a TTL "
+						    "or tokens" : "no keys", false;
+	if (kind == CLW_WITHDRAW && tokens)
+		return rec_why = "a withdrawal with tokens", false;
+	if (kind == CLW_COMMIT && (!ttl || (fl && !pre_ttl)))
+		return rec_why = "commit with TTL 0", false;
+	return true;
+}
+
 int clw_enc_add(struct clw_enc *e, const struct clw_rec *r, const uint64_t *keys)
 {
 	size_t pl = strnlen(r->pod, sizeof(r->pod)), fl = strnlen(r->prefill, sizeof(r->prefill));
 	size_t need = CLW_REC_HDR + pl + fl + 8 * (size_t)r->nkeys;
 
-	if ((r->kind != CLW_COMMIT && r->kind != CLW_WITHDRAW) || !name_ok(r->pod, pl) ||
-	    (fl && !name_ok(r->prefill, fl)) || r->nkeys < 1 || r->nkeys > CLW_MAX_KEYS ||
-	    (r->kind == CLW_COMMIT && (!r->ttl_ms || (fl && !r->prefill_ttl_ms))))
+	if (!clw_rec_ok(r->kind, r->pod, pl, r->prefill, fl, r->nkeys, r->ttl_ms,
+			r->prefill_ttl_ms, r->tokens))
 		return -EINVAL;
 	if (e->nrec >= CLW_MAX_RECS || e->len + need > e->cap)
 		return -ENOSPC;
@@ -100,8 +121,9 @@ int clw_enc_add(struct clw_enc *e, const struct clw_rec *r, const uint64_t *keys
 	put16(p + 6, r->prefill_ttl_ms);
 	put16(p + 8, r->nkeys);
 	put16(p + 10, 0);
-	put64(p + 12, r->corr);
-	put64(p + 20, r->commit_ns);
+	put32(p + 12, r->tokens);
+	put64(p + 16, r->corr);
+	put64(p + 24, r->commit_ns);
 	p += CLW_REC_HDR;
 	memcpy(p, r->pod, pl);
 	memcpy(p + pl, r->prefill, fl);
@@ -169,20 +191,16 @@ enum clw_status clw_dec_next(struct clw_dec *d, struct clw_rec *r)
 	r->ttl_ms = get16(p + 4);
 	r->prefill_ttl_ms = get16(p + 6);
 	r->nkeys = (uint16_t)nk;
-	r->corr = get64(p + 12);
-	r->commit_ns = get64(p + 20);
+	r->tokens = get32(p + 12);
+	r->corr = get64(p + 16);
+	r->commit_ns = get64(p + 24);
 	memcpy(r->pod, p + CLW_REC_HDR, pl);
 	memcpy(r->prefill, p + CLW_REC_HDR + pl, fl);
 	r->keys = p + CLW_REC_HDR + pl + fl;
-	if (r->kind != CLW_COMMIT && r->kind != CLW_WITHDRAW)
-		return d->why = "unknown record kind", CLW_SKIP;
 	if (p[3] || get16(p + 10))
 		return d->why = "reserved bytes not zero", CLW_SKIP;
-	if (!name_ok(r->pod, pl) || (fl && !name_ok(r->prefill, fl)))
-		return d->why = "pod name not 1..63 printable bytes", CLW_SKIP;
-	if (!nk)
-		return d->why = "no keys", CLW_SKIP;
-	if (r->kind == CLW_COMMIT && (!r->ttl_ms || (fl && !r->prefill_ttl_ms)))
-		return d->why = "commit with TTL 0", CLW_SKIP;
+	if (!clw_rec_ok(r->kind, r->pod, pl, r->prefill, fl, r->nkeys, r->ttl_ms,
+			r->prefill_ttl_ms, r->tokens))
+		return d->why = rec_why, CLW_SKIP;
 	return CLW_OK;
 }

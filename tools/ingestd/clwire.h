@@ -6,12 +6,19 @@
  *
  * A message:
  *
- *   header, 32 bytes   magic u32 "KVC1" | version u8 (1) | flags u8 (0) | nrec u16 (1..256)
+ *   header, 32 bytes   magic u32 "KVC1" | version u8 (2) | flags u8 (0) | nrec u16 (1..256)
  *                      | origin u64 | scheme u64 | sent_ns u64 (origin's CLOCK_REALTIME)
- *   nrec records       kind u8 (1 commit, 2 withdraw) | pod_len u8 (1..63) | prefill_len u8
- *                      (0..63) | zero u8 | ttl_ms u16 | prefill_ttl_ms u16 | nkeys u16
- *                      (1..2048) | zero u16 | corr u64 | commit_ns u64 (origin's
- *                      CLOCK_REALTIME) | pod name | prefill pod name | nkeys x u64 block keys
+ *   nrec records       kind u8 (1 commit, 2 withdraw, 3 done) | pod_len u8 (1..63) |
+ *                      prefill_len u8 (0..63) | zero u8 | ttl_ms u16 | prefill_ttl_ms u16 |
+ *                      nkeys u16 (commit, withdraw: 1..2048; done: 0) | zero u16 | tokens u32
+ *                      (commit: the request's uncached prompt tokens, its load; else 0) |
+ *                      corr u64 | commit_ns u64 (origin's CLOCK_REALTIME) | pod name |
+ *                      prefill pod name | nkeys x u64 block keys
+ *
+ * A commit is a route (its predictions and its load on the outcome pod: the prefill pod when
+ * one is named, else the pod); a withdraw is its failed outcome (the predictions go, the load
+ * is retired); a done is any other outcome (the load is retired; pod names the outcome pod).
+ * Version 2 added the load (tokens, done); a version 1 message is refused as unknown.
  *
  * Nothing else crosses the wire: block keys (hashes of token blocks, never tokens), pod names
  * (printable ASCII, as the index stores them), counts and times. A message is at most
@@ -29,15 +36,15 @@
 #include "kvidx.h"
 
 #define CLW_MAGIC 0x3143564bu /* "KVC1" read as a little-endian u32 */
-#define CLW_VERSION 1
+#define CLW_VERSION 2
 #define CLW_HDR 32
-#define CLW_REC_HDR 28
+#define CLW_REC_HDR 32
 #define CLW_MSG_MAX (64u << 10)
 #define CLW_MAX_RECS 256
 #define CLW_NAME_MAX (KVIDX_POD_NAME_MAX - 1)
 #define CLW_MAX_KEYS KVIDX_MAX_COMMIT_KEYS
 
-enum clw_kind { CLW_COMMIT = 1, CLW_WITHDRAW = 2 };
+enum clw_kind { CLW_COMMIT = 1, CLW_WITHDRAW = 2, CLW_DONE = 3 };
 
 struct clw_header {
 	uint16_t nrec;
@@ -52,6 +59,7 @@ struct clw_rec {
 	uint8_t kind;
 	uint16_t ttl_ms, prefill_ttl_ms; /* commit: the TTL at the origin, per pod */
 	uint16_t nkeys;
+	uint32_t tokens;    /* commit: uncached prompt tokens (the load it adds); else 0 */
 	uint64_t corr;      /* the origin's correlation id */
 	uint64_t commit_ns; /* commit: CLOCK_REALTIME at the origin when it applied the commit */
 	char pod[KVIDX_POD_NAME_MAX], prefill[KVIDX_POD_NAME_MAX]; /* prefill "" = none */

@@ -306,6 +306,46 @@ bad:
 	return fail(err, errlen, "discover-dns-server: expected IPv4[:PORT], got '%s'", v);
 }
 
+/* --discover-http HOST:PORT[,HOST:PORT...]: serving addresses (a name, an IPv4 address or
+ * [IPv6]) whose HTTP API reports their event endpoints (dischttp.c). "" turns it off. */
+static int parse_disc_http(const char *v, struct ing_discover_config *d, char *err,
+			   size_t errlen)
+{
+	const char *p = v;
+
+	if (strlen(v) >= sizeof(d->http))
+		return fail(err, errlen, "discover-http: longer than %zu bytes", sizeof(d->http) - 1);
+	while (*p) {
+		const char *end = strchr(p, ','), *colon;
+		size_t n = end ? (size_t)(end - p) : strlen(p), hn;
+		char item[300], host[260];
+		uint64_t port;
+
+		if (n == 0 || n >= sizeof(item))
+			goto bad;
+		memcpy(item, p, n);
+		item[n] = '\0';
+		colon = strrchr(item, ':');
+		hn = colon ? (size_t)(colon - item) : 0;
+		if (!hn || hn >= sizeof(host) || !tc_parse_dec(colon + 1, 65535, &port) || !port ||
+		    hn + 1 + 5 >= KVIDX_POD_NAME_MAX)
+			goto bad;
+		memcpy(host, item, hn);
+		host[hn] = '\0';
+		for (size_t i = 0; i < hn; i++)
+			if (!isalnum((unsigned char)host[i]) && !strchr(".-_[]:", host[i]))
+				goto bad;
+		p += n + (end ? 1 : 0);
+		if (end && !*p)
+			goto bad;
+	}
+	snprintf(d->http, sizeof(d->http), "%s", v);
+	return 0;
+bad:
+	return fail(err, errlen, "discover-http: expected HOST:PORT[,HOST:PORT...] (a pod's "
+		    "serving address, at most %d bytes each), got '%s'", KVIDX_POD_NAME_MAX - 1, v);
+}
+
 static bool endpoint_ok(const char *e);
 
 /* --discover-pod-attrs ATTRS: the --pod attributes model=, topic=, dp-ranks= that every
@@ -530,6 +570,49 @@ static int set_pod(struct ing_config *c, const struct opt *o, const char *v, boo
 	return add_pod(c, v, from_file, err, errlen);
 }
 
+void ing_bind_replay(const struct ing_config *c, const char *name, char *out, size_t len)
+{
+	size_t nl = strlen(name);
+
+	out[0] = '\0';
+	for (const char *p = c->bind_replay; *p;) {
+		const char *end = strchr(p, ','), *eq = strchr(p, '=');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (eq && eq < p + n && (size_t)(eq - p) == nl && !memcmp(p, name, nl)) {
+			snprintf(out, len, "%.*s", (int)(p + n - eq - 1), eq + 1);
+			return;
+		}
+		p += n + (end ? 1 : 0);
+	}
+}
+
+/* --bind-replay NAME=ENDPOINT[,NAME=ENDPOINT...]: checked whole, kept as given. */
+static int set_bind_replay(struct ing_config *c, const struct opt *o, const char *v,
+			   bool from_file, char *err, size_t errlen)
+{
+	(void)from_file;
+	for (const char *p = v; *p;) {
+		const char *end = strchr(p, ','), *eq = strchr(p, '=');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		char ep[ING_ENDPOINT_MAX];
+
+		if (!eq || eq >= p + n || eq == p || (size_t)(eq - p) >= KVIDX_POD_NAME_MAX ||
+		    (size_t)(p + n - eq - 1) >= sizeof(ep))
+			goto bad;
+		snprintf(ep, sizeof(ep), "%.*s", (int)(p + n - eq - 1), eq + 1);
+		if (!endpoint_ok(ep) || !strrchr(ep, ':'))
+			goto bad;
+		p += n + (end ? 1 : 0);
+		if (end && !*p)
+			goto bad;
+	}
+	return copy_str(o->name, v, c->bind_replay, sizeof(c->bind_replay), err, errlen);
+bad:
+	return fail(err, errlen, "bind-replay: expected NAME=ENDPOINT[,NAME=ENDPOINT...] (the "
+		    "topic's pod name, its replay ROUTER), got '%s'", v);
+}
+
 static int set_bind(struct ing_config *c, const struct opt *o, const char *v, bool from_file,
 		    char *err, size_t errlen)
 {
@@ -623,6 +706,13 @@ static int set_disc_server(struct ing_config *c, const struct opt *o, const char
 	return parse_disc_server(v, &c->disc, err, errlen);
 }
 
+static int set_disc_http(struct ing_config *c, const struct opt *o, const char *v,
+			 bool from_file, char *err, size_t errlen)
+{
+	(void)o, (void)from_file;
+	return parse_disc_http(v, &c->disc, err, errlen);
+}
+
 static int set_disc_attrs(struct ing_config *c, const struct opt *o, const char *v,
 			  bool from_file, char *err, size_t errlen)
 {
@@ -693,8 +783,17 @@ static const struct opt opts[] = {
 	  .help = "blocks with locality REMOTE: none (default, not indexed), or gpu,\n"
 		  "cpu, disk, other: indexed on that tier (weighted as that tier)" },
 	{ "bind", OPT_SPECIAL, .set = set_bind, .arg = "ENDPOINT",
-	  .help = "bind mode: one SUB bound at ENDPOINT, pods connect in and are\n"
-		  "told apart by topic (no replay: a gap clears the pod)" },
+	  .help = "bind mode: a SUB bound at ENDPOINT, pods connect in and are\n"
+		  "told apart by topic (a gap clears the pod unless --bind-replay\n"
+		  "names its replay endpoint)" },
+	{ "bind-ranks", OPT_U32, FIELD(bind_ranks), RANGE(1, KV_POD_RANKS), .arg = "N",
+	  .help = "bind N SUB sockets, rank r's at ENDPOINT's port + r (data-parallel\n"
+		  "publishers dial port + rank): what comes on socket r is rank r of\n"
+		  "the pod its topic names (default 1)" },
+	{ "bind-replay", OPT_SPECIAL, .set = set_bind_replay, .arg = "NAME=ENDPOINT[,...]",
+	  .help = "the replay ROUTER of the bound pod NAME (its topic's pod; rank r at\n"
+		  "the port + r): gaps and restarts are replayed from it, live messages\n"
+		  "that arrive meanwhile wait (up to 1024)" },
 	{ "engine-map", OPT_U64, FIELD(engine_map), RANGE(1, 1ull << 32), .arg = "N",
 	  .help = "entries of the engine-key -> request-key map, oldest evicted\n"
 		  "first (default 4 x capacity)" },
@@ -775,6 +874,13 @@ static const struct opt opts[] = {
 		  "named IP:HTTP. An address that leaves the answer is removed; no\n"
 		  "address (NXDOMAIN) removes them all; a failed resolution\n"
 		  "(timeout, SERVFAIL) changes nothing. Default: off" },
+	{ "discover-http", OPT_SPECIAL, .set = set_disc_http, .arg = "HOST:PORT[,...]",
+	  .help = "ask each of these serving addresses, every --discover-interval,\n"
+		  "where its KV events are published: vLLM's GET /kv_event_sources\n"
+		  "(one entry per data-parallel rank), else SGLang's GET /server_info\n"
+		  "(its kv_events); a wildcard host there is the address's own. Each\n"
+		  "is a pod named HOST:PORT; one that reports no publisher is removed,\n"
+		  "one that does not answer 3 times in a row too. Default: off" },
 	{ "discover-ports", OPT_SPECIAL, .set = set_disc_ports, .arg = "EVENTS,REPLAY,HTTP",
 	  .help = "ports of every discovered pod: its event PUB, its replay ROUTER\n"
 		  "(0: none), its serving port (the name routers use); required\n"
@@ -803,7 +909,9 @@ static const struct opt opts[] = {
 		  "--metrics is the same flag under its older name.\n"
 		  "With discovery also kvidx_discovery_resolutions_total,\n"
 		  "_resolution_failures_total, _pods_added_total, _pods_removed_total,\n"
-		  "kvidx_discovery_pods and kvidx_config_watch_reloads_total" },
+		  "kvidx_discovery_pods and kvidx_config_watch_reloads_total; with\n"
+		  "--discover-http kvidx_discovery_http_polls_total, _failures_total,\n"
+		  "_pods_added_total, _pods_removed_total and kvidx_discovery_http_pods" },
 	{ "metrics", OPT_SPECIAL, .set = set_metrics }, /* its first name, kept for existing configs */
 	{ "ready-streams", OPT_CHOICE, FIELD(ready_any), .choices = ready_streams, .arg = "all|any",
 	  .help = "/readyz needs every connect-mode stream connected (all, the\n"
@@ -1247,9 +1355,19 @@ int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 	if (c->spec.floor_ms > c->spec.cap_ms)
 		return fail(err, errlen, "ttl-floor (%ums) is above ttl-cap (%ums)",
 			    c->spec.floor_ms, c->spec.cap_ms);
-	if (!c->npods && !c->bind[0] && !c->disc.dns[0] && !c->disc.watch_ms)
+	if (!c->npods && !c->bind[0] && !c->disc.dns[0] && !c->disc.http[0] && !c->disc.watch_ms)
 		return fail(err, errlen, "no pods: give --pod (connect mode), --bind (bind mode), "
-			    "--discover-dns or --config-watch");
+			    "--discover-dns, --discover-http or --config-watch");
+	if ((c->bind_ranks > 1 || c->bind_replay[0]) && !c->bind[0])
+		return fail(err, errlen, "--bind-ranks and --bind-replay need --bind ENDPOINT");
+	if (c->bind_ranks > 1) {
+		const char *colon = strrchr(c->bind, ':');
+		uint64_t port = 0;
+		if (!colon || !tc_parse_dec(colon + 1, 65535, &port) ||
+		    port + c->bind_ranks - 1 > 65535)
+			return fail(err, errlen, "--bind %s --bind-ranks %u: needs a numeric port "
+				    "with room for %u more", c->bind, c->bind_ranks, c->bind_ranks - 1);
+	}
 	if (c->disc.dns[0] && !c->disc.port_events)
 		return fail(err, errlen, "--discover-dns needs --discover-ports EVENTS,REPLAY,HTTP");
 	unsigned dr = c->disc.dp_ranks ? c->disc.dp_ranks : 1;

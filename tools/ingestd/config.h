@@ -37,11 +37,13 @@ struct ing_pod_spec {
 	unsigned dp_ranks;               /* data-parallel ranks, 1..KV_POD_RANKS (0 = 1) */
 	bool from_file;                  /* listed in the config file (SIGHUP reloads those) */
 	bool discovered;                 /* made by DNS discovery (discover.c owns those) */
+	bool http_found;                 /* made by HTTP discovery (dischttp.c owns those) */
 };
 
 /* Pod discovery (discover.c): --discover-* and --config-watch. Durations in milliseconds. */
 struct ing_discover_config {
 	char dns[256];             /* name re-resolved for A records, "" = off */
+	char http[2048];           /* --discover-http HOST:PORT,...: serving addresses asked, "" = off */
 	char server[64];           /* "IPv4:PORT" asked instead of resolv.conf's, "" = those */
 	uint16_t port_events;      /* --discover-ports EVENTS,REPLAY,HTTP (REPLAY 0 = none) */
 	uint16_t port_replay;
@@ -109,6 +111,8 @@ struct ing_config {
 	uint32_t replay_timeout_ms;    /* silence on the replay socket that fails a replay */
 	bool replay_on_start;
 	char bind[ING_ENDPOINT_MAX];   /* "" = no bind-mode socket */
+	uint32_t bind_ranks;           /* --bind-ranks: rank r's SUB at the port + r (0 = 1) */
+	char bind_replay[2048];        /* --bind-replay NAME=ENDPOINT,...: bound pods' replay */
 	char topic_filter[ING_TOPIC_MAX]; /* SUB prefix of pods without topic= (default "") */
 	unsigned remote_tier;          /* locality REMOTE blocks: 0 skipped, else this tier */
 	bool ready_any;                /* --ready-streams any: /readyz with one stream up */
@@ -146,6 +150,9 @@ int ing_pod_spec_parse(const char *s, struct ing_pod_spec *out, char *err, size_
 
 /* Two specs describe the same subscription (endpoint, replay, name and model all equal). */
 bool ing_pod_spec_equal(const struct ing_pod_spec *a, const struct ing_pod_spec *b);
+
+/* The replay endpoint --bind-replay gives the bound pod name (rank 0's), "" if none. */
+void ing_bind_replay(const struct ing_config *c, const char *name, char *out, size_t len);
 
 /* Checks the whole configuration (at least one pod or --bind, no duplicate endpoints). */
 int ing_config_check(const struct ing_config *c, char *err, size_t errlen);

@@ -4,6 +4,7 @@
  * (see discover.h for the contract and the threading).
  */
 #include "discover.h"
+#include "dischttp.h"
 
 #include <arpa/inet.h>
 #include <arpa/nameser.h>
@@ -119,6 +120,18 @@ static void resolve(const struct ing_discover_config *dc, unsigned char *ans,
 	res_nclose(&rs);
 }
 
+void disc_sleep(pthread_cond_t *cv, pthread_mutex_t *mu, const bool *stop, uint32_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)ms * NS_PER_MS;
+	ts.tv_sec += (time_t)(ns / 1000000000ull);
+	ts.tv_nsec = (long)(ns % 1000000000ull);
+	while (!*stop && pthread_cond_timedwait(cv, mu, &ts) != ETIMEDOUT)
+		;
+}
+
 static void *resolver_main(void *arg)
 {
 	struct ing_discover *ds = arg;
@@ -141,13 +154,7 @@ static void *resolver_main(void *arg)
 		ds->slot = ds->work;
 		ds->work = t;
 		ds->fresh = true;
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)ds->cfg->disc.interval_ms * NS_PER_MS;
-		ts.tv_sec += (time_t)(ns / 1000000000ull);
-		ts.tv_nsec = (long)(ns % 1000000000ull);
-		while (!ds->stop && pthread_cond_timedwait(&ds->cv, &ds->mu, &ts) != ETIMEDOUT)
-			;
+		disc_sleep(&ds->cv, &ds->mu, &ds->stop, ds->cfg->disc.interval_ms);
 	}
 	pthread_mutex_unlock(&ds->mu);
 	free(ans);
@@ -196,6 +203,8 @@ int discover_open(struct ing_discover *ds, const struct ing_config *cfg)
 		ds->st_ok = stat(cfg->config_path, &ds->st) == 0;
 		ilog(ILOG_INFO, "config watch: %s checked every %ums", cfg->config_path, dc->watch_ms);
 	}
+	if (dc->http[0] && !(ds->http = dischttp_open(cfg)))
+		return -ENOMEM;
 	if (!dc->dns[0])
 		return 0;
 	rc = dns_start(ds);
@@ -214,6 +223,8 @@ int discover_open(struct ing_discover *ds, const struct ing_config *cfg)
 
 void discover_close(struct ing_discover *ds)
 {
+	dischttp_close(ds->http);
+	ds->http = NULL;
 	if (ds->thr_ok) {
 		pthread_mutex_lock(&ds->mu);
 		ds->stop = true;
@@ -251,8 +262,9 @@ void ing_pods_reconcile(struct ing_shared *sh, const struct ing_pod_spec *want, 
 		if (!keep) {
 			ilog(ILOG_INFO, "%s: unsubscribing %s (pod %s): its entries are dropped", why,
 			     p->ep, p->g->name[0] ? p->g->name : "not named yet");
+			if (p->st.rank == 0)
+				(*removed)++; /* a pod, not each of its ranks' streams */
 			ing_pod_close(sh, p, true);
-			(*removed)++;
 		}
 	}
 	/* Added: wanted specs not subscribed yet. */
@@ -290,14 +302,35 @@ static bool is_discovered(const struct ing_pod *p)
 	return p->spec.discovered;
 }
 
-/* Discovered pods (their rank-0 streams: one per address). */
-static size_t count_discovered(const struct ing_shared *sh)
+size_t ing_pods_count(const struct ing_shared *sh, bool (*mine)(const struct ing_pod *p))
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < sh->npods; i++)
-		n += sh->pods[i]->spec.discovered && sh->pods[i]->st.rank == 0;
+		n += mine(sh->pods[i]) && sh->pods[i]->st.rank == 0;
 	return n;
+}
+
+bool ing_pods_in_step(const struct ing_shared *sh, const struct ing_pod_spec *want, size_t n,
+		      bool (*mine)(const struct ing_pod *p))
+{
+	bool same = ing_pods_count(sh, mine) == n;
+
+	for (size_t i = 0; i < sh->npods && same; i++) {
+		const struct ing_pod *p = sh->pods[i];
+		if (!mine(p) || p->st.rank != 0)
+			continue;
+		same = false;
+		for (size_t j = 0; j < n && !same; j++)
+			same = ing_pod_spec_equal(&p->spec, &want[j]);
+	}
+	return same;
+}
+
+/* Discovered pods (their rank-0 streams: one per address). */
+static size_t count_discovered(const struct ing_shared *sh)
+{
+	return ing_pods_count(sh, is_discovered);
 }
 
 /* The pod spec of one discovered address. */
@@ -344,16 +377,7 @@ static void dns_apply(struct ing_discover *ds, struct ing_shared *sh, uint64_t n
 	for (size_t j = 0; j < set->n; j++)
 		spec_of(dc, set->addr[j], &want[j]);
 	/* Already in step (the usual case, every interval): nothing to change or log. */
-	bool same = count_discovered(sh) == set->n;
-	for (size_t i = 0; i < sh->npods && same; i++) {
-		const struct ing_pod *p = sh->pods[i];
-		if (!p->spec.discovered || p->st.rank != 0)
-			continue;
-		same = false;
-		for (size_t j = 0; j < set->n && !same; j++)
-			same = ing_pod_spec_equal(&p->spec, &want[j]);
-	}
-	if (same) {
+	if (ing_pods_in_step(sh, want, set->n, is_discovered)) {
 		free(want);
 		return;
 	}
@@ -397,6 +421,7 @@ static bool watch_changed(struct ing_discover *ds, uint64_t now)
 
 bool discover_poll(struct ing_discover *ds, struct ing_shared *sh, uint64_t now)
 {
+	dischttp_poll(ds->http, sh, now);
 	if (ds->dns_on && pthread_mutex_trylock(&ds->mu) == 0) {
 		bool got = ds->fresh;
 		if (got) {
@@ -419,7 +444,7 @@ void discover_count_reload(struct ing_discover *ds)
 
 /* ---- metrics -------------------------------------------------------------------------------- */
 
-static void metric(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
+void discover_metric(FILE *f, const char *name, const char *type, const char *help, uint64_t v)
 {
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name,
 		(unsigned long long)v);
@@ -430,22 +455,23 @@ void discover_render(FILE *f, void *arg)
 	struct ing_discover *ds = arg;
 
 	if (ds->cfg->disc.dns[0]) {
-		metric(f, "kvidx_discovery_resolutions_total", "counter",
+		discover_metric(f, "kvidx_discovery_resolutions_total", "counter",
 		       "DNS resolutions of --discover-dns done, failed ones included.",
 		       atomic_load(&ds->resolutions));
-		metric(f, "kvidx_discovery_resolution_failures_total", "counter",
+		discover_metric(f, "kvidx_discovery_resolution_failures_total", "counter",
 		       "DNS resolutions that failed (timeout, SERVFAIL, malformed); pods unchanged.",
 		       atomic_load(&ds->failures));
-		metric(f, "kvidx_discovery_pods_added_total", "counter",
+		discover_metric(f, "kvidx_discovery_pods_added_total", "counter",
 		       "Pods subscribed because DNS discovery found them.", atomic_load(&ds->added));
-		metric(f, "kvidx_discovery_pods_removed_total", "counter",
+		discover_metric(f, "kvidx_discovery_pods_removed_total", "counter",
 		       "Pods unsubscribed and dropped because their address left the DNS answer.",
 		       atomic_load(&ds->removed));
-		metric(f, "kvidx_discovery_pods", "gauge",
+		discover_metric(f, "kvidx_discovery_pods", "gauge",
 		       "Pods subscribed now through DNS discovery.", atomic_load(&ds->pods));
 	}
+	dischttp_render(f, ds->http);
 	if (ds->cfg->disc.watch_ms)
-		metric(f, "kvidx_config_watch_reloads_total", "counter",
+		discover_metric(f, "kvidx_config_watch_reloads_total", "counter",
 		       "Pod-list reloads because --config-watch saw the config file change.",
 		       atomic_load(&ds->watch_reloads));
 }

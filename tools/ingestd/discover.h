@@ -1,7 +1,8 @@
 /*
  * discover.h — internal to kvidx-ingestd: its one job is finding pods rather than having
  * them typed: DNS discovery (--discover-dns, a Kubernetes headless Service re-resolved every
- * --discover-interval) and the watched config file (--config-watch). Both end in
+ * --discover-interval), the watched config file (--config-watch) and HTTP discovery
+ * (--discover-http, its poller in dischttp.h). All end in
  * ing_pods_reconcile(), the one add/remove path SIGHUP's reload uses too.
  *
  * DNS: a helper thread resolves the name (A records, through libresolv's res_nsearch, so the
@@ -70,6 +71,8 @@ struct ing_discover {
 	struct stat st;
 	bool st_ok;
 	uint64_t next_watch_ns;
+	/* HTTP discovery (dischttp.h), NULL when off */
+	struct disc_http *http;
 	/* counters, for the metrics thread */
 	_Atomic uint64_t resolutions, failures, added, removed, pods, watch_reloads;
 };
@@ -103,6 +106,19 @@ void discover_count_reload(struct ing_discover *ds);
 void ing_pods_reconcile(struct ing_shared *sh, const struct ing_pod_spec *want, size_t n,
 			bool (*mine)(const struct ing_pod *p), const char *why,
 			struct ilog_limit *lim, size_t *added, size_t *removed, uint64_t now);
+
+/* How many pods mine(p) holds for (rank-0 streams: one per pod). */
+size_t ing_pods_count(const struct ing_shared *sh, bool (*mine)(const struct ing_pod *p));
+
+/* True when the pods mine(p) holds for are exactly want[0..n): nothing to reconcile. */
+bool ing_pods_in_step(const struct ing_shared *sh, const struct ing_pod_spec *want, size_t n,
+		      bool (*mine)(const struct ing_pod *p));
+
+/* A discovery thread's pause between two rounds: up to ms on cv (mu held), or until *stop. */
+void disc_sleep(pthread_cond_t *cv, pthread_mutex_t *mu, const bool *stop, uint32_t ms);
+
+/* One metric with its HELP and TYPE lines. */
+void discover_metric(FILE *f, const char *name, const char *type, const char *help, uint64_t v);
 
 /* The discovery metrics in Prometheus text format (see above). */
 void discover_render(FILE *f, void *ds);

@@ -37,21 +37,30 @@ static void resolve_defaults(struct ing_config *c)
 		c->engine_map = 4 * c->geo.capacity;
 }
 
+/* --bind: a SUB bound at the endpoint for rank 0 and at its port + r for rank r
+ * (--bind-ranks), as data-parallel publishers dial port + rank. */
 static int bind_open(struct ingestd *d)
 {
 	int hwm = ING_SUB_HWM, zero = 0;
+	unsigned nr = d->cfg->bind_ranks ? d->cfg->bind_ranks : 1;
 
-	d->bind_sub = zmq_socket(d->sh.zctx, ZMQ_SUB);
-	if (!d->bind_sub)
-		return -errno;
-	zmq_setsockopt(d->bind_sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
-	zmq_setsockopt(d->bind_sub, ZMQ_LINGER, &zero, sizeof(zero));
-	if (zmq_setsockopt(d->bind_sub, ZMQ_SUBSCRIBE, d->cfg->topic_filter,
-			   strlen(d->cfg->topic_filter)) < 0 ||
-	    zmq_bind(d->bind_sub, d->cfg->bind) < 0) {
-		int e = errno;
-		ilog(ILOG_ERROR, "bind %s: %s", d->cfg->bind, zmq_strerror(e));
-		return -e;
+	for (unsigned r = 0; r < nr; r++) {
+		char ep[ING_ENDPOINT_MAX];
+		void *s = zmq_socket(d->sh.zctx, ZMQ_SUB);
+
+		if (!s)
+			return -errno;
+		d->bind_sub[d->nbind++] = s;
+		zmq_setsockopt(s, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+		zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+		if (ing_endpoint_plus(d->cfg->bind, r, ep, sizeof(ep)) < 0 ||
+		    zmq_setsockopt(s, ZMQ_SUBSCRIBE, d->cfg->topic_filter,
+				   strlen(d->cfg->topic_filter)) < 0 ||
+		    zmq_bind(s, ep) < 0) {
+			int e = errno ? errno : EINVAL;
+			ilog(ILOG_ERROR, "bind %s (rank %u): %s", ep, r, zmq_strerror(e));
+			return -e;
+		}
 	}
 	return 0;
 }
@@ -227,16 +236,18 @@ void ingestd_summary(const struct ingestd *d)
 
 /* ---- bind mode ------------------------------------------------------------------------------ */
 
-static struct ing_pod *bound_pod(struct ingestd *d, const char *name)
+static struct ing_pod *bound_pod(struct ingestd *d, const char *name, unsigned rank)
 {
 	for (size_t i = 0; i < d->sh.npods; i++)
-		if (d->sh.pods[i]->bind_mode && !strcmp(d->sh.pods[i]->g->name, name))
+		if (d->sh.pods[i]->bind_mode && d->sh.pods[i]->st.rank == rank &&
+		    !strcmp(d->sh.pods[i]->g->name, name))
 			return d->sh.pods[i];
 	return NULL;
 }
 
-/* One message from the bound socket, routed to its pod by topic. */
-static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint64_t now)
+/* One message from rank's bound socket, routed to its pod by topic. */
+static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, unsigned rank,
+			 uint64_t now)
 {
 	char tpod[KVIDX_POD_NAME_MAX], tmodel[ING_MODEL_MAX];
 	struct ing_pod *p;
@@ -261,9 +272,13 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 			     "bind %s: message without a usable topic skipped", d->cfg->bind);
 		return;
 	}
-	p = bound_pod(d, tpod);
-	if (!p && !(p = ing_pod_open_bound(&d->sh, tpod, tmodel, now)))
-		return;
+	p = bound_pod(d, tpod, rank);
+	if (!p) {
+		char rep[ING_ENDPOINT_MAX];
+		ing_bind_replay(d->cfg, tpod, rep, sizeof(rep));
+		if (!(p = ing_pod_open_bound(&d->sh, tpod, tmodel, rank, rep, now)))
+			return;
+	}
 	p->round_reads++;
 	if (!seq_ok) {
 		ing_pod_ctr_add(p, KV_PC_decode_errors, 1);
@@ -275,20 +290,22 @@ static void bind_message(struct ingestd *d, zmq_msg_t *f, int n, int total, uint
 	}
 	if (tmodel[0] && strcmp(p->g->model, tmodel))
 		snprintf(p->g->model, sizeof(p->g->model), "%s", tmodel);
-	ing_pod_live(&d->sh, p, tmodel, &sf, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
+	ing_pod_live_bound(&d->sh, p, tmodel, &sf, zmq_msg_data(&f[2]), zmq_msg_size(&f[2]), now);
 }
 
-static unsigned read_bind(struct ingestd *d)
+static unsigned read_bind(struct ingestd *d, void *sock)
 {
-	unsigned reads;
+	unsigned reads, rank = 0;
 
+	while (rank + 1 < d->nbind && d->bind_sub[rank] != sock)
+		rank++;
 	for (reads = 0; reads < ING_READ_BUDGET; reads++) {
 		zmq_msg_t f[3];
-		int n, total = ing_recv_multipart(d->bind_sub, f, 3, &n);
+		int n, total = ing_recv_multipart(sock, f, 3, &n);
 
 		if (total <= 0)
 			break;
-		bind_message(d, f, n, total, kvidx_now_ns());
+		bind_message(d, f, n, total, rank, kvidx_now_ns());
 		for (int i = 0; i < n; i++)
 			zmq_msg_close(&f[i]);
 		ing_schedule(&d->sh, ING_AT_MESSAGE, kvidx_now_ns());
@@ -334,7 +351,7 @@ static void add_item(struct ingestd *d, size_t *n, void *sock, struct ing_pod *p
 static int build_items(struct ingestd *d, size_t *n)
 {
 	*n = 0;
-	if (items_reserve(d, 2 * d->sh.npods + 3) < 0)
+	if (items_reserve(d, 2 * d->sh.npods + 3 + d->nbind) < 0)
 		return -ENOMEM;
 	int fds[2] = { d->bell_fd, cluster_fd(d->cluster) }; /* cluster_step() empties the 2nd */
 	for (int i = 0; i < 2; i++) {
@@ -345,12 +362,15 @@ static int build_items(struct ingestd *d, size_t *n)
 		d->item_kind[*n] = ITEM_DOORBELL;
 		(*n)++;
 	}
-	if (d->bind_sub)
-		add_item(d, n, d->bind_sub, NULL, ITEM_BIND);
+	for (unsigned r = 0; r < d->nbind; r++)
+		add_item(d, n, d->bind_sub[r], NULL, ITEM_BIND);
 	for (size_t i = 0; i < d->sh.npods; i++) {
 		struct ing_pod *p = d->sh.pods[i];
-		if (p->bind_mode)
+		if (p->bind_mode) { /* its live messages come on a bound socket */
+			if (p->replaying && p->dealer)
+				add_item(d, n, p->dealer, p, ITEM_REPLAY);
 			continue;
+		}
 		/* Monitor first: a connect is seen before the messages that follow it. */
 		if (p->mon)
 			add_item(d, n, p->mon, p, ITEM_MON);
@@ -539,7 +559,7 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 				continue;
 			switch (d->item_kind[i]) {
 			case ITEM_BIND:
-				if (read_bind(d) >= ING_READ_BUDGET)
+				if (read_bind(d, d->items[i].socket) >= ING_READ_BUDGET)
 					busy = true;
 				break;
 			case ITEM_SUB:
@@ -549,6 +569,8 @@ int ingestd_run(struct ingestd *d, volatile sig_atomic_t *stop, volatile sig_ato
 			case ITEM_REPLAY:
 				if (p->replaying)
 					ing_pod_read_replay(&d->sh, p);
+				if (p->bind_mode && !p->replaying)
+					ing_pod_bound_drain(&d->sh, p, kvidx_now_ns());
 				break;
 			case ITEM_MON:
 				ing_pod_read_monitor(&d->sh, p);
@@ -615,12 +637,13 @@ void ingestd_close(struct ingestd *d)
 	free(d->sh.pods);
 	free(d->sh.prev);
 	d->sh.pods = NULL;
-	if (d->bind_sub) {
+	for (unsigned r = 0; r < d->nbind; r++) {
 		int zero = 0;
-		zmq_setsockopt(d->bind_sub, ZMQ_LINGER, &zero, sizeof(zero));
-		zmq_close(d->bind_sub);
-		d->bind_sub = NULL;
+		zmq_setsockopt(d->bind_sub[r], ZMQ_LINGER, &zero, sizeof(zero));
+		zmq_close(d->bind_sub[r]);
+		d->bind_sub[r] = NULL;
 	}
+	d->nbind = 0;
 	if (d->sh.zctx) {
 		zmq_ctx_term(d->sh.zctx);
 		d->sh.zctx = NULL;

@@ -46,7 +46,8 @@
 struct ingestd {
 	struct ing_config *cfg; /* borrowed; pods of cfg are the initial set */
 	struct ing_shared sh;
-	void *bind_sub;
+	void *bind_sub[KV_POD_RANKS]; /* --bind: rank r's SUB at the endpoint's port + r */
+	unsigned nbind;
 	struct ilog_limit bind_lim;
 	zmq_pollitem_t *items;
 	struct ing_pod **item_pod;

@@ -72,24 +72,33 @@ static void retire(struct ing_load *l, const struct spec_fent *e, bool lost, uin
 	publish(l, e->sub, now);
 }
 
-void load_commit(struct ing_load *l, uint64_t corr_id, int pod, int slot, uint32_t prompt_tokens,
-		 uint64_t nkeys, uint32_t matched_blocks, uint64_t now)
+static void add(struct ing_load *l, uint64_t key, int pod, int slot, uint64_t tokens,
+		uint64_t now)
 {
 	struct load_pod *lp = lpod(l, pod);
 	struct spec_fent ev;
 
 	if (!lp)
 		return;
-	uint64_t prompt = prompt_tokens ? prompt_tokens : nkeys * l->block_size;
-	uint64_t cached = (uint64_t)matched_blocks * l->block_size;
-	uint64_t tokens = prompt > cached ? prompt - cached : 0;
 	/* A retry of one request on the same pod is a second request in flight: the map is a
 	 * multimap, each outcome retires one. */
-	if (spec_fifo_push(&l->map, corr_id, pod, slot, tokens, now, &ev))
+	if (spec_fifo_push(&l->map, key, pod, slot, tokens, now, &ev))
 		retire(l, &ev, true, now);
 	lp->inflight++;
 	lp->tokens += tokens;
 	publish(l, pod, now);
+}
+
+void load_commit(struct ing_load *l, uint64_t corr_id, int pod, int slot, uint32_t prompt_tokens,
+		 uint64_t nkeys, uint32_t matched_blocks, uint64_t now)
+{
+	add(l, corr_id, pod, slot,
+	    load_uncached(prompt_tokens, nkeys, matched_blocks, l->block_size), now);
+}
+
+void load_remote(struct ing_load *l, uint64_t key, int pod, uint32_t tokens, uint64_t now)
+{
+	add(l, key, pod, -1, tokens, now);
 }
 
 void load_outcome(struct ing_load *l, uint64_t corr_id, int pod, uint64_t now)

@@ -14,6 +14,9 @@
  *             as lost: a router that crashed, a ring that was full); a full map (--corr-map
  *             entries) retires its oldest. Both count in the row's lost.
  *   pod gone  kvidx_pod_remove(): its requests are forgotten (the library zeroes the row).
+ *   peers     with the cluster link, a peer host's commit counts the same way from its
+ *             receipt (load_remote: the tokens its origin computed), and its outcome (or the
+ *             same bound, if the peer dies) retires it: the view is fleet-wide.
  *
  * Requests are kept in one bounded FIFO map (spec.h's struct spec_fifo) keyed (corr_id, pod),
  * where corr_id is the id spec.c keys by origin (origin_corr(): the router's id and its
@@ -49,9 +52,24 @@ int load_init(struct ing_load *l, struct kvidx *w, uint32_t max_pods, uint32_t b
 	      uint64_t cap, uint32_t timeout_ms);
 void load_free(struct ing_load *l);
 
+/* The uncached prompt tokens of a request: prompt tokens (0: nkeys x block size) less the
+ * matched blocks' tokens, at least 0, at most UINT32_MAX. */
+static inline uint32_t load_uncached(uint32_t prompt_tokens, uint64_t nkeys,
+				     uint32_t matched_blocks, uint32_t block_size)
+{
+	uint64_t prompt = prompt_tokens ? prompt_tokens : nkeys * block_size;
+	uint64_t cached = (uint64_t)matched_blocks * block_size;
+	uint64_t t = prompt > cached ? prompt - cached : 0;
+
+	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+}
+
 /* A route commit drained at now: counts on pod. prompt_tokens 0: nkeys x block size. */
 void load_commit(struct ing_load *l, uint64_t corr_id, int pod, int slot, uint32_t prompt_tokens,
 		 uint64_t nkeys, uint32_t matched_blocks, uint64_t now);
+/* A peer's request (cluster.c; key mixes its origin and correlation id) received at now:
+ * counts on pod with its tokens, retired as a local one (load_outcome, the bound). */
+void load_remote(struct ing_load *l, uint64_t key, int pod, uint32_t tokens, uint64_t now);
 /* An outcome for (corr_id, pod), drained at now. */
 void load_outcome(struct ing_load *l, uint64_t corr_id, int pod, uint64_t now);
 /* Retires what the bound says is lost. Cheap when nothing is due: call every loop round. */

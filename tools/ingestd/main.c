@@ -81,7 +81,7 @@ int main(int argc, char **argv)
 	}
 	if (cfg.metrics[0]) {
 		/* The index exists now; the server thread reads it like any router would. */
-		if (cfg.disc.dns[0] || cfg.disc.watch_ms)
+		if (cfg.disc.dns[0] || cfg.disc.http[0] || cfg.disc.watch_ms)
 			metrics_add_extra(discover_render, &d.disc);
 		if (d.cluster)
 			metrics_add_extra(cluster_metrics, d.cluster);

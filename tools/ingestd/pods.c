@@ -282,7 +282,7 @@ static void pod_unlink(struct ing_shared *sh, struct ing_pod *p)
 static int replay_start(struct ing_shared *sh, struct ing_pod *p, uint64_t from, uint64_t now);
 
 /* Endpoint ep with r added to its port ("tcp://h:5557" + 2 -> "tcp://h:5559"). */
-static int endpoint_plus(const char *ep, unsigned r, char *out, size_t len)
+int ing_endpoint_plus(const char *ep, unsigned r, char *out, size_t len)
 {
 	const char *colon = strrchr(ep, ':');
 	char *end;
@@ -354,8 +354,8 @@ struct ing_pod *ing_pod_open(struct ing_shared *sh, const struct ing_pod_spec *s
 		if (!first)
 			first = p;
 		p->spec = *spec;
-		if (endpoint_plus(spec->endpoint, r, p->ep, sizeof(p->ep)) < 0 ||
-		    endpoint_plus(spec->replay, r, p->rep, sizeof(p->rep)) < 0) {
+		if (ing_endpoint_plus(spec->endpoint, r, p->ep, sizeof(p->ep)) < 0 ||
+		    ing_endpoint_plus(spec->replay, r, p->rep, sizeof(p->rep)) < 0) {
 			ilog(ILOG_ERROR, "pod %s: rank %u: no port to add %u to", spec->endpoint, r, r);
 			goto fail;
 		}
@@ -386,11 +386,33 @@ fail:
 	return NULL;
 }
 
-struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, const char *model,
-				   uint64_t now)
+/* The group of the bind-mode pod named name, NULL if none is bound yet. */
+static struct ing_group *bound_group(struct ing_shared *sh, const char *name)
 {
-	struct ing_pod *p, *other = find_by_name(sh, name, NULL);
+	for (size_t i = 0; i < sh->npods; i++)
+		if (sh->pods[i]->bind_mode && !strcmp(sh->pods[i]->g->name, name))
+			return sh->pods[i]->g;
+	return NULL;
+}
 
+struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, const char *model,
+				   unsigned rank, const char *rep, uint64_t now)
+{
+	struct ing_group *g = bound_group(sh, name);
+	struct ing_pod *p, *other = g ? NULL : find_by_name(sh, name, NULL);
+
+	if (g) { /* another rank of a pod already bound */
+		if (rank >= KV_POD_RANKS || g->rank[rank] || !(p = pod_alloc(sh, g, rank)))
+			return NULL;
+		p->bind_mode = true;
+		if (ing_endpoint_plus(rep, rank, p->rep, sizeof(p->rep)) < 0)
+			p->rep[0] = '\0';
+		relabel(p);
+		p->win_start_ns = now;
+		p->connected = true;
+		gate(sh, p);
+		return p;
+	}
 	if (other) {
 		/* Two streams writing one pod would clear each other on every sequence step. */
 		ilog_limited(&other->g->tgt.lim, ILOG_WARN,
@@ -399,12 +421,14 @@ struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, cons
 			     name, other->ep);
 		return NULL;
 	}
-	p = pod_alloc(sh, NULL, 0);
+	p = rank < KV_POD_RANKS ? pod_alloc(sh, NULL, rank) : NULL;
 	if (!p) {
 		ilog(ILOG_ERROR, "pod %s: out of memory", name);
 		return NULL;
 	}
 	p->bind_mode = true;
+	if (ing_endpoint_plus(rep, rank, p->rep, sizeof(p->rep)) < 0)
+		p->rep[0] = '\0';
 	snprintf(p->g->model, sizeof(p->g->model), "%s", model);
 	relabel(p);
 	p->win_start_ns = now;
@@ -441,6 +465,9 @@ void ing_pod_close(struct ing_shared *sh, struct ing_pod *p, bool remove)
 	}
 	pod_unlink(sh, p);
 	free(p->held_buf);
+	for (size_t i = 0; i < p->bq_n; i++)
+		free(p->bq[i].buf);
+	free(p->bq);
 	free(p);
 }
 
@@ -857,6 +884,49 @@ void ing_pod_live(struct ing_shared *sh, struct ing_pod *p, const char *topic_mo
 		break;
 	}
 	apply_batch(sh, p, topic_model, seq, payload, len, now);
+}
+
+void ing_pod_bound_drain(struct ing_shared *sh, struct ing_pod *p, uint64_t now)
+{
+	size_t i = 0;
+
+	for (; i < p->bq_n && !p->replaying; i++) {
+		struct ing_bound_msg *m = &p->bq[i];
+		ing_pod_live(sh, p, m->model, &m->sf, m->buf, m->len, now);
+		free(m->buf);
+	}
+	memmove(p->bq, p->bq + i, (p->bq_n - i) * sizeof(*p->bq));
+	p->bq_n -= i;
+}
+
+void ing_pod_live_bound(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
+			const struct kvw_seqf *sf, const void *payload, size_t len, uint64_t now)
+{
+	struct ing_bound_msg *m;
+
+	ing_pod_bound_drain(sh, p, now);
+	if (!p->replaying) {
+		ing_pod_live(sh, p, topic_model, sf, payload, len, now);
+		return;
+	}
+	if (!p->bq && !(p->bq = calloc(ING_BOUND_QUEUE, sizeof(*p->bq))))
+		return;
+	if (p->bq_n == ING_BOUND_QUEUE) {
+		ilog_limited(&p->g->tgt.lim, ILOG_WARN, "pod %s: %d live messages wait for the "
+			     "replay; seq %llu dropped (a later gap replays it)", label(p),
+			     ING_BOUND_QUEUE, (unsigned long long)sf->seq);
+		return;
+	}
+	m = &p->bq[p->bq_n];
+	m->buf = len ? malloc(len) : NULL;
+	if (len && !m->buf)
+		return;
+	if (len)
+		memcpy(m->buf, payload, len);
+	m->len = len;
+	m->sf = *sf;
+	snprintf(m->model, sizeof(m->model), "%s", topic_model);
+	p->bq_n++;
 }
 
 unsigned ing_pod_read_sub(struct ing_shared *sh, struct ing_pod *p)

@@ -132,6 +132,12 @@ struct ing_pod {
 	void *held_buf;
 	size_t held_len, held_cap;
 
+	/* Bind mode: live messages that came on the shared socket while this rank replayed,
+	 * applied in order once the replay is over (at most ING_BOUND_QUEUE; past that they are
+	 * dropped and the next one's gap replays them). */
+	struct ing_bound_msg *bq;
+	size_t bq_n;
+
 	uint64_t win_start_ns, win_events;
 	uint32_t round_reads;
 	uint32_t qd_cur, qd_prev; /* largest round_reads this and the previous minute */
@@ -145,9 +151,32 @@ struct ing_pod {
 struct ing_pod *ing_pod_open(struct ing_shared *sh, const struct ing_pod_spec *spec,
 			     uint64_t now);
 
-/* Creates a bind-mode pod named name (registered at once). NULL on error (logged). */
+/* Creates rank rank of the bind-mode pod named name (registered at once; a rank of a pod
+ * already bound joins it): its replay endpoint rep at port + rank when rep is not "" (from
+ * --bind-replay). NULL on error (logged). */
 struct ing_pod *ing_pod_open_bound(struct ing_shared *sh, const char *name, const char *model,
-				   uint64_t now);
+				   unsigned rank, const char *rep, uint64_t now);
+
+/* ep with r added to its port ("" stays ""): rank r's endpoint. 0, or -EINVAL (no room). */
+int ing_endpoint_plus(const char *ep, unsigned r, char *out, size_t len);
+
+#define ING_BOUND_QUEUE 1024
+
+/* One live message of a bound rank that arrived while it replayed (ing_pod_live_bound). */
+struct ing_bound_msg {
+	struct kvw_seqf sf;
+	char model[ING_MODEL_MAX];
+	void *buf;
+	size_t len;
+};
+
+/* A bound rank's live message: applied (ing_pod_live) after the ones queued while it
+ * replayed, or queued itself while it replays. */
+void ing_pod_live_bound(struct ing_shared *sh, struct ing_pod *p, const char *topic_model,
+			const struct kvw_seqf *sf, const void *payload, size_t len, uint64_t now);
+
+/* Applies a bound rank's queued live messages, in order, while it is not replaying. */
+void ing_pod_bound_drain(struct ing_shared *sh, struct ing_pod *p, uint64_t now);
 
 /* Closes the stream's sockets and frees p; its group goes with its last stream, and then
  * (remove) the pod leaves the index (kvidx_pod_remove). */

@@ -667,7 +667,9 @@ static void on_route(void *arg, const struct kvidx_route *rt, uint64_t commit_ns
 			.corr = corr, .keys = rt->keys, .nkeys = rt->nkeys, .created_ns = created,
 			.pod = sp->label, .ttl_ms = sp->ttl_ms, .prefill = pp ? pp->label : NULL,
 			.prefill_ttl_ms = pp ? pp->ttl_ms : 0, .pod_idx = rt->pod,
-			.prefill_idx = pp ? rt->prefill_pod : -1 });
+			.prefill_idx = pp ? rt->prefill_pod : -1,
+			.tokens = load_uncached(rt->prompt_tokens, rt->nkeys, rt->matched_blocks,
+						s->block_size) });
 }
 
 static void on_outcome(void *arg, const struct kvidx_outcome *o)
@@ -697,9 +699,11 @@ static void on_outcome(void *arg, const struct kvidx_outcome *o)
 		if (predicted > most)
 			predicted = most;
 	}
-	/* A failed outcome (docs/cluster.md): fewer cached tokens than the route matched. */
-	if (s->cluster && e && predicted > 0 && o->cached_tokens < predicted)
-		cluster_local_failed(s->cluster, corr);
+	/* Peers retire the request from their load views; a failed outcome (docs/cluster.md:
+	 * fewer cached tokens than the route matched) withdraws its predictions too. */
+	if (s->cluster && e)
+		cluster_local_outcome(s->cluster, corr, pod,
+				      predicted > 0 && o->cached_tokens < predicted);
 	int32_t pid = 0;
 	struct kv_tm_router rtr = kv_tm_router(s->w, kv_writer_drain_slot(s->w, &pid) >= 0 ?
 						 slot : -1);

@@ -99,6 +99,7 @@ struct front {
 	/* results */
 	struct tally t;
 	uint64_t requests, answered, errors[6], retries, tokenized, no_usage, aborted;
+	uint64_t conn_closes;     /* connections closed after --keepalive-requests answers */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------- */
@@ -302,6 +303,41 @@ static void reader_free(void *cls)
 	(void)cls; /* the request owns the buffer */
 }
 
+/* MHD_OPTION_NOTIFY_CONNECTION: a count of the answers of each client connection. */
+static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+			enum MHD_ConnectionNotificationCode toe)
+{
+	(void)cls;
+	(void)c;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		*socket_context = calloc(1, sizeof(uint64_t)); /* NULL: not counted */
+	else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		free(*socket_context);
+		*socket_context = NULL;
+	}
+}
+
+/*
+ * Queues r for q's connection, closing the connection after it when it is the connection's
+ * --keepalive-requests-th answer: the client reconnects, and the kernel's SO_REUSEPORT hash
+ * picks a worker again, so that clients with few keep-alive connections spread over the
+ * workers' processes.
+ */
+static enum MHD_Result queue_on_conn(struct freq *q, unsigned status, struct MHD_Response *r)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	uint64_t *n = ci ? ci->socket_context : NULL;
+	uint64_t max = q->F->o->keepalive_requests;
+
+	if (n && max && ++*n >= max) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+		q->F->conn_closes++;
+		*n = 0;
+	}
+	return MHD_queue_response(q->conn, status, r);
+}
+
 static enum MHD_Result queue_reply(struct freq *q)
 {
 	struct front *F = q->F;
@@ -322,7 +358,7 @@ static enum MHD_Result queue_reply(struct freq *q)
 			MHD_add_response_header(r, "X-Kvidx-Prefill-Pod",
 						F->o->pods[q->d.prefill].name);
 	}
-	rc = MHD_queue_response(q->conn, (unsigned)q->call.status, r);
+	rc = queue_on_conn(q, (unsigned)q->call.status, r);
 	MHD_destroy_response(r);
 	q->queued = true;
 	return rc;
@@ -342,7 +378,7 @@ static enum MHD_Result queue_error(struct freq *q)
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	MHD_add_response_header(r, "X-Request-Id", q->id);
-	rc = MHD_queue_response(q->conn, q->err_status, r);
+	rc = queue_on_conn(q, q->err_status, r);
 	MHD_destroy_response(r);
 	q->queued = true;
 	return rc;
@@ -699,7 +735,7 @@ static enum MHD_Result dispatch(struct freq *q, const char *url, const char *met
 			if (pod_is_up(&F->o->pods[k], now)) {
 				struct MHD_Response *r = MHD_create_response_from_buffer(
 					0, NULL, MHD_RESPMEM_PERSISTENT);
-				enum MHD_Result rc = MHD_queue_response(q->conn, 200, r);
+				enum MHD_Result rc = queue_on_conn(q, 200, r);
 				MHD_destroy_response(r);
 				return rc;
 			}
@@ -815,20 +851,22 @@ static void print_summary(struct front *F)
 			",\"errors_400\":%" PRIu64 ",\"errors_4xx\":%" PRIu64 ",\"errors_502\":%"
 			PRIu64 ",\"errors_503\":%" PRIu64 ",\"errors_5xx\":%" PRIu64
 			",\"client_aborts\":%" PRIu64 ",\"commits_dropped\":%" PRIu64
-			",\"reports_dropped\":%" PRIu64 ",\"kinds\":{",
+			",\"reports_dropped\":%" PRIu64 ",\"keepalive_closes\":%" PRIu64
+			",\"kinds\":{",
 			F->requests, F->answered, F->tokenized, F->retries, F->no_usage,
 			F->errors[0], F->errors[1], F->errors[2], F->errors[3], F->errors[4],
-			F->aborted, F->rt.commits_dropped, F->rt.reports_dropped);
+			F->aborted, F->rt.commits_dropped, F->rt.reports_dropped, F->conn_closes);
 		tally_print(&F->t, f, true);
 		fprintf(f, "}}\n");
 	} else {
 		fprintf(f, "summary: %" PRIu64 " requests, %" PRIu64 " answered by pods, %" PRIu64
 			" tokenized, %" PRIu64 " retried elsewhere, errors 400 %" PRIu64
 			" other-4xx %" PRIu64 " 502 %" PRIu64 " 503 %" PRIu64 " other-5xx %" PRIu64
-			", client aborts %" PRIu64 ", commits dropped %" PRIu64 "\n",
+			", client aborts %" PRIu64 ", commits dropped %" PRIu64
+			", connections closed after --keepalive-requests %" PRIu64 "\n",
 			F->requests, F->answered, F->tokenized, F->retries, F->errors[0],
 			F->errors[1], F->errors[2], F->errors[3], F->errors[4], F->aborted,
-			F->rt.commits_dropped);
+			F->rt.commits_dropped, F->conn_closes);
 		tally_print(&F->t, f, false);
 	}
 	fflush(f);
@@ -857,7 +895,7 @@ int front_main(struct opts *o, int sigfd)
 			       &F, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
 			       completed, &F, MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONN_LIMIT,
 			       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
-			       MHD_OPTION_END);
+			       MHD_OPTION_NOTIFY_CONNECTION, conn_notify, &F, MHD_OPTION_END);
 	if (!F.d) {
 		fprintf(stderr, PROG ": --listen %s: cannot start the HTTP server\n", o->listen);
 		return 1;

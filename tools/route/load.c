@@ -35,6 +35,7 @@
 #define MAX_FOLLOWUPS 1024        /* synthetic next turns waiting to be sent */
 #define MAX_TURNS 4               /* turns of one synthetic conversation */
 #define MAX_SEEN 256              /* pod names learnt from fronts */
+#define MAX_WORKERS 64            /* front worker pids learnt from fronts */
 
 enum status { S_OK, S_FAILED, S_CANCELLED, S_TIMEOUT, S_UNREACHABLE, S_ERROR, S_COUNT };
 static const char *const status_name[S_COUNT] = { "ok", "failed", "cancelled", "timeout",
@@ -82,6 +83,9 @@ struct load {
 	char seen[MAX_SEEN][KVIDX_POD_NAME_MAX];
 	uint64_t seen_routed[MAX_SEEN];
 	int nseen;
+	char workers[MAX_WORKERS][16]; /* --front: the X-Kvidx-Worker pids seen, requests each */
+	uint64_t worker_n[MAX_WORKERS];
+	int nworkers;
 
 	/* input */
 	int fd;
@@ -173,6 +177,26 @@ static int seen_pod(struct load *L, const char *name)
 		return -1;
 	snprintf(L->seen[L->nseen], sizeof(L->seen[0]), "%s", name);
 	return L->nseen++;
+}
+
+/* Counts a request a front worker (its X-Kvidx-Worker value, a pid: 1 to 15 digits, else
+ * not counted) answered; past MAX_WORKERS of them, the rest are not counted. */
+static void seen_worker(struct load *L, const char *pid)
+{
+	size_t n = strspn(pid, "0123456789");
+	int i;
+
+	if (!n || n > 15 || pid[n])
+		return;
+	for (i = 0; i < L->nworkers && strcmp(L->workers[i], pid); i++)
+		;
+	if (i == L->nworkers) {
+		if (i == MAX_WORKERS)
+			return;
+		snprintf(L->workers[i], sizeof(L->workers[0]), "%s", pid);
+		L->nworkers++;
+	}
+	L->worker_n[i]++;
 }
 
 /* ---- output -------------------------------------------------------------------------------- */
@@ -286,6 +310,12 @@ static void print_summary(struct load *L)
 			tc_json_str(stdout, L->direct ? o->pods[i].name : L->seen[i]);
 			printf(":%" PRIu64, L->pod_prefill[i]);
 		}
+		printf("},\"workers\":{");
+		for (int i = 0; i < L->nworkers; i++) {
+			printf("%s", i ? "," : "");
+			tc_json_str(stdout, L->workers[i]);
+			printf(":%" PRIu64, L->worker_n[i]);
+		}
 		printf("}}\n");
 	} else {
 		printf("summary: %" PRIu64 " decisions (predicted %" PRIu64 ", confirmed %" PRIu64
@@ -323,6 +353,12 @@ static void print_summary(struct load *L)
 			printf(" %s %" PRIu64, L->direct ? o->pods[i].name : L->seen[i],
 			       L->pod_prefill[i]);
 		printf("\n");
+		if (L->nworkers) {
+			printf("summary: answered per front worker:");
+			for (int i = 0; i < L->nworkers; i++)
+				printf(" %s %" PRIu64, L->workers[i], L->worker_n[i]);
+			printf("\n");
+		}
 	}
 	fflush(stdout);
 }
@@ -393,6 +429,8 @@ static void on_head(struct call *c)
 			}
 	if (curl_easy_header(c->easy, "X-Kvidx-Pod", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
 		q->pod = seen_pod(L, h->value);
+	if (curl_easy_header(c->easy, "X-Kvidx-Worker", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+		seen_worker(L, h->value);
 	if (q->pod >= 0)
 		L->seen_routed[q->pod]++;
 	if (q->kind_known)

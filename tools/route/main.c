@@ -61,6 +61,12 @@ static void usage(FILE *f)
 "                         llm-d's queue scorer counts the requests beyond it as waiting\n"
 "  --pod-kv-blocks N      a pod's KV cache in blocks (default 25000; 0: usage 0): llm-d's\n"
 "                         KV-utilization scorer\n"
+"  --balance-slack S      kvidx: pass over a busy pod whose recent uncached tokens exceed\n"
+"                         the pods' mean by more than S x the mean and the margin below\n"
+"                         (default 0.15; 0: never)\n"
+"  --balance-margin-ms MS  that margin, in prefill time at --pod-prefill-rate (default 125)\n"
+"  --balance-half-life D  the weight of those tokens halves every D of pod time (default\n"
+"                         30s)\n"
 "  --spec-weight W        weight of a speculative block in the score, 0..1 (default 1, as\n"
 "                         llm-d; below 1 a confirmed match beats an equally long prediction)\n"
 "  --down-ms MS           a pod that cannot be reached is left out this long (default 5000)\n"
@@ -74,6 +80,9 @@ static void usage(FILE *f)
 "                         one port share the kernel's connections and one index\n"
 "  --tries N              pods tried per request when pods cannot be reached (default 3)\n"
 "  --max-body BYTES       larger request bodies are answered 413 (default 67108864)\n"
+"  --keepalive-requests N  close a client connection after its N-th answer (default 100;\n"
+"                         0: never), so that the kernel spreads reconnecting clients over\n"
+"                         the workers on the port again\n"
 "\n"
 "Load generator (default mode; prompts from standard input, one per line, tokens as decimal\n"
 "uint32 separated by whitespace or commas; blank lines and lines starting with # are\n"
@@ -225,7 +234,7 @@ enum {
 	O_SUFFIX_BLOCKS, O_SEED, O_FOLLOWUPS, O_FOLLOWUP_MS, O_RATE, O_POISSON, O_COUNT,
 	O_DURATION, O_MAX_TOKENS, O_CONCURRENCY, O_NO_STREAM, O_VALIDATE, O_PAIRS, O_GAPS, O_SCENARIOS,
 	O_FAKEPODS, O_DELAY, O_STAGGER, O_QUIET, O_JSON, O_POLICY, O_PREFILL_RATE, O_MAX_SEQS,
-	O_KV_BLOCKS, O_TIME_SCALE, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP, O_MAX_BODY,
+	O_KV_BLOCKS, O_TIME_SCALE, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP, O_MAX_BODY, O_KEEPALIVE, O_BALANCE, O_HALF_LIFE, O_MARGIN,
 };
 
 static void parse_args(struct opts *o, int argc, char **argv)
@@ -245,12 +254,16 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "pod-max-num-seqs", required_argument, NULL, O_MAX_SEQS },
 		{ "pod-time-scale", required_argument, NULL, O_TIME_SCALE },
 		{ "pod-kv-blocks", required_argument, NULL, O_KV_BLOCKS },
+		{ "balance-slack", required_argument, NULL, O_BALANCE },
+		{ "balance-half-life", required_argument, NULL, O_HALF_LIFE },
+		{ "balance-margin-ms", required_argument, NULL, O_MARGIN },
 		{ "down-ms", required_argument, NULL, O_DOWN },
 		{ "connect-timeout-ms", required_argument, NULL, O_CONNECT },
 		{ "reply-timeout-ms", required_argument, NULL, O_TIMEOUT },
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "tries", required_argument, NULL, O_TRIES },
 		{ "max-body", required_argument, NULL, O_MAX_BODY },
+		{ "keepalive-requests", required_argument, NULL, O_KEEPALIVE },
 		{ "front", required_argument, NULL, O_FRONT },
 		{ "file", required_argument, NULL, O_FILE },
 		{ "synthetic", no_argument, NULL, O_SYNTH },
@@ -287,10 +300,13 @@ static void parse_args(struct opts *o, int argc, char **argv)
 	*o = (struct opts){ .name = KVIDX_DEFAULT_NAME, .model = "fake-model", .prefixes = 8,
 			    .prefix_blocks = 8, .suffix_blocks = 2, .seed = 1,
 			    .reply_timeout_ms = 300000, .connect_timeout_ms = 1000,
-			    .down_ms = 5000, .tries = 3, .max_body = 64u << 20, .spec_weight = 1.0, .followup_ms = 100,
+			    .down_ms = 5000, .tries = 3, .max_body = 64u << 20,
+			    .keepalive_requests = 100, .spec_weight = 1.0, .followup_ms = 100,
 			    .max_tokens = 4, .concurrency = 4096, .policy = P_KVIDX,
 			    .prefill_rate = 24000, .pod_max_num_seqs = 1024, .pod_kv_blocks = 25000,
-			    .pod_time_scale = 1, .trace_speedup = 1, .stream = true, .pairs = 5, .stagger_ms = 50 };
+			    .pod_time_scale = 1, .balance_slack = 0.15, .balance_half_life = 30,
+			    .balance_margin_ms = 125,
+			    .trace_speedup = 1, .stream = true, .pairs = 5, .stagger_ms = 50 };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
@@ -326,6 +342,16 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		case O_KV_BLOCKS:
 			o->pod_kv_blocks = opt_u64("pod-kv-blocks", optarg, 0, 1ull << 40);
 			break;
+		case O_BALANCE: o->balance_slack = tc_arg_num("balance-slack", optarg, 0, 1e6); break;
+		case O_MARGIN:
+			o->balance_margin_ms = tc_arg_num("balance-margin-ms", optarg, 0, 1e9);
+			break;
+		case O_HALF_LIFE:
+			o->balance_half_life = tc_arg_duration("balance-half-life", optarg);
+			if (!(o->balance_half_life > 0))
+				tc_usage_error("--balance-half-life: a duration above 0, got '%s'",
+					       optarg);
+			break;
 		case O_DOWN: o->down_ms = opt_u64("down-ms", optarg, 0, 86400000); break;
 		case O_CONNECT:
 			o->connect_timeout_ms = opt_u64("connect-timeout-ms", optarg, 1, 600000);
@@ -340,6 +366,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			break;
 		case O_TRIES: o->tries = opt_u64("tries", optarg, 1, MAX_PODS); break;
 		case O_MAX_BODY: o->max_body = opt_u64("max-body", optarg, 64, 1ull << 32); break;
+		case O_KEEPALIVE:
+			o->keepalive_requests = opt_u64("keepalive-requests", optarg, 0, UINT32_MAX);
+			break;
 		case O_FRONT: {
 			static char urls[MAX_FRONTS][URL_MAX];
 			if (o->nfronts == MAX_FRONTS)

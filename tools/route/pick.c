@@ -23,6 +23,7 @@
 #include "route.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,7 +61,9 @@ int router_attach(struct router *rt, struct opts *o)
 	rt->weights.speculative = o->spec_weight;
 	rt->pp = (struct pol_params){ .block_size = rt->bs, .prefill_rate = o->prefill_rate,
 				      .max_num_seqs = (uint32_t)o->pod_max_num_seqs,
-				      .kv_blocks = o->pod_kv_blocks };
+				      .kv_blocks = o->pod_kv_blocks,
+				      .balance_slack = o->balance_slack,
+				      .balance_margin = o->balance_margin_ms / 1e3 * o->prefill_rate };
 	for (int i = 0; i < MAX_PODS; i++)
 		rt->confirm[i] = 1.0;
 	rt->rows = tc_xrealloc(NULL, MAX_PODS * sizeof(*rt->rows));
@@ -232,6 +235,20 @@ static double backlog_at(const struct router *rt, struct pod *p, uint64_t now)
 	return p->backlog;
 }
 
+/*
+ * Pod p's work at now: the uncached tokens this router sent it, each weighing half as much
+ * every --balance-half-life of pod time (kvidx's balance guard, policy.c).
+ */
+static double work_at(const struct router *rt, struct pod *p, uint64_t now)
+{
+	if (now > p->work_ns) {
+		double dt = (double)(now - p->work_ns) / 1e9 * rt->o->pod_time_scale;
+		p->work *= exp2(-dt / rt->o->balance_half_life);
+		p->work_ns = now;
+	}
+	return p->work;
+}
+
 /* Requests of this router that ended less than RETIRE_NS to 2 x RETIRE_NS ago: their outcome
  * may still be in the ring, so the view may still count them. */
 #define RETIRE_NS (20 * NS_PER_MS)
@@ -301,6 +318,7 @@ static void load_of(const struct router *rt, int i, struct pol_pod *pp, uint64_t
 	pp->inflight = p->outstanding + (uint32_t)(reqs < UINT32_MAX ? reqs : UINT32_MAX);
 	pp->prefill_tokens = (uint64_t)(backlog_at(rt, p, now) + p->others_backlog + 0.5);
 	pp->active_tokens = p->active_tokens + toks;
+	pp->work = work_at(rt, p, now);
 }
 
 /*
@@ -445,6 +463,7 @@ void route_load_start(struct router *rt, struct decision *d)
 	pre->pending_prefill += d->uncached;
 	backlog_at(rt, pre, kvidx_now_ns());
 	pre->backlog += d->uncached;
+	pre->work = work_at(rt, pre, kvidx_now_ns()) + d->uncached;
 	if (d->committed) { /* the view counts it on the pod its outcome is for */
 		pre->view_reqs++;
 		pre->view_tokens += view_tokens_of(rt, d);

@@ -5,6 +5,7 @@
  */
 #include "policy.h"
 
+#include <math.h>
 #include <string.h>
 
 const char *const policy_name[P_COUNT] = { "kvidx", "prefix", "round-robin", "least-loaded",
@@ -139,18 +140,57 @@ double policy_cost(enum policy p, const struct pol_params *pp, const struct pol_
 	}
 }
 
+/* A pod with nothing in flight and nothing queued: it serves now, whatever it did lately. */
+static bool idle(const struct pol_pod *p)
+{
+	return !p->inflight && !p->prefill_tokens;
+}
+
+/*
+ * kvidx's balance guard: the work above which a busy pod is passed over, (1 + balance_slack)
+ * x the eligible pods' mean work + balance_margin; HUGE_VAL (no guard) without a slack, with
+ * fewer than two eligible pods, or when it would pass over every eligible pod.
+ */
+static double balance_limit(const struct pol_params *pp, const struct pol_pod *pods, int n)
+{
+	double sum = 0, lim;
+	int m = 0;
+
+	if (pp->balance_slack <= 0)
+		return HUGE_VAL;
+	for (int k = 0; k < n; k++)
+		if (pods[k].eligible) {
+			sum += pods[k].work;
+			m++;
+		}
+	if (m < 2)
+		return HUGE_VAL;
+	lim = (1 + pp->balance_slack) * sum / m + pp->balance_margin;
+	for (int k = 0; k < n; k++)
+		if (pods[k].eligible && (pods[k].work <= lim || idle(&pods[k])))
+			return lim;
+	return HUGE_VAL;
+}
+
+bool policy_over_balance(const struct pol_params *pp, const struct pol_pod *pods, int n, int i)
+{
+	return !idle(&pods[i]) && pods[i].work > balance_limit(pp, pods, n);
+}
+
 int policy_pick(enum policy p, const struct pol_params *pp, const struct pol_req *req,
 		const struct pol_pod *pods, int n, int start, double *cost)
 {
 	int best = -1;
 	double best_cost = 0;
+	double lim;
 
 	if (n <= 0)
 		return -1;
 	start = start < 0 || start >= n ? 0 : start;
+	lim = p == P_KVIDX ? balance_limit(pp, pods, n) : HUGE_VAL;
 	for (int k = 0; k < n; k++) {
 		int i = (start + k) % n;
-		if (!pods[i].eligible)
+		if (!pods[i].eligible || (pods[i].work > lim && !idle(&pods[i])))
 			continue;
 		if (p == P_RR) { /* the first eligible pod after the previous pick */
 			best = i;

@@ -30,6 +30,7 @@ struct pol_pod {
 	uint32_t inflight;        /* requests in flight */
 	uint64_t prefill_tokens;  /* uncached prompt tokens routed to it, not yet computed */
 	uint64_t active_tokens;   /* prompt tokens of its requests in flight (their KV blocks) */
+	double work;              /* uncached tokens routed to it lately (decayed; kvidx's guard) */
 };
 
 /* What a policy knows of the pods' model (the same for every pod). */
@@ -38,6 +39,10 @@ struct pol_params {
 	double prefill_rate;      /* prompt tokens one pod prefills per second */
 	uint32_t max_num_seqs;    /* a pod's running-set bound (vLLM --max-num-seqs) */
 	uint64_t kv_blocks;       /* a pod's KV cache in blocks of block_size tokens */
+	double balance_slack;     /* kvidx: a busy pod whose work exceeds the eligible pods'
+				   * mean by more than this share of it and balance_margin tokens
+				   * is passed over (0: no guard) */
+	double balance_margin;
 };
 
 /* The request being routed. */
@@ -66,8 +71,15 @@ double policy_cost(enum policy p, const struct pol_params *pp, const struct pol_
  * The pick among the eligible pods of pods[0..n): the lowest cost; ties go to the pod with
  * fewer requests in flight, then to the first in scan order, which starts at pod start and
  * wraps (round-robin: the first eligible pod in that order). Its cost in *cost (may be NULL).
+ * kvidx passes over the busy pods (requests in flight or prefill queued) whose work exceeds
+ * (1 + balance_slack) x the eligible pods' mean work + balance_margin, unless that leaves
+ * none (policy_over_balance()): a cache hit wins the request, not every request, so a hot
+ * prefix is computed again on other pods.
  * Returns the pod's index, or -1 if none is eligible. Deterministic.
  */
+/* Whether kvidx's balance guard passes pod i over (pods[0..n), the eligible ones' mean). */
+bool policy_over_balance(const struct pol_params *pp, const struct pol_pod *pods, int n, int i);
+
 int policy_pick(enum policy p, const struct pol_params *pp, const struct pol_req *req,
 		const struct pol_pod *pods, int n, int start, double *cost);
 

@@ -65,6 +65,8 @@ struct pod {
 	uint64_t ret_reqs[2], ret_tokens[2], ret_epoch; /* ... ended lately: maybe still counted */
 	double others_backlog;         /* other routers' prefill queued here, as of backlog_ns */
 	uint64_t others_seen;          /* the others' tokens in the view at the last look */
+	double work;                   /* uncached tokens sent, decayed, as of work_ns (pick.c) */
+	uint64_t work_ns;
 	uint64_t routed, failures;
 	uint64_t down_until;           /* marked down (unreachable) until then */
 };
@@ -86,9 +88,13 @@ struct opts {
 	enum policy policy;
 	double prefill_rate;           /* --pod-prefill-rate: tokens/s */
 	double pod_time_scale;         /* --pod-time-scale: pod model time per wall time */
+	double balance_slack;          /* --balance-slack (kvidx's guard; 0: none) */
+	double balance_half_life;      /* --balance-half-life, seconds of pod time */
+	double balance_margin_ms;      /* --balance-margin-ms, of prefill at --pod-prefill-rate */
 	uint64_t pod_max_num_seqs, pod_kv_blocks;
 	uint64_t reply_timeout_ms, connect_timeout_ms, down_ms, tries;
 	uint64_t max_body;             /* --max-body: request body bytes the front takes */
+	uint64_t keepalive_requests;   /* --keepalive-requests: answers per connection (0: any) */
 	bool stream, text;
 	/* validation */
 	uint64_t pairs, stagger_ms, delay_ms;
