@@ -1482,8 +1482,8 @@ Test(fakepod, model_max_num_seqs_holds_requests_back)
 	long long t1, t2, w2;
 
 	/* One running request at most; the first request decodes 3000 steps of 10 ms (30 s of
-	 * model time, 3 s of wall time at --time-scale 10): long enough that the waits below see
-	 * it running on a loaded machine (at 300 steps, 0.3 s, a slow /metrics poll missed it). */
+	 * model time, 3 s of wall time at --time-scale 10): the second must be sent and seen
+	 * waiting while it runs, on a loaded machine too. */
 	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--time-scale", "10",
 	      "--max-num-seqs", "1", "--step-overhead-ms", "10", "--decode-ms-per-seq", "0",
 	      "--prefill-tokens-per-s", "10000", "--linger-ms", "0", NULL);
