@@ -271,10 +271,10 @@ model: setup
 
 # libFuzzer harness for the event decoder (clang only); a short run is part of `make stress`.
 FUZZ_SECS ?= 60
-$(BUILD)/bin/fuzz_wire: tests/fuzz_wire.c tools/proto/wire.c tools/proto/wire.h
+$(BUILD)/bin/fuzz_wire: tests/fuzz_wire.c $(wildcard tools/proto/*.c tools/proto/*.h)
 	@mkdir -p $(dir $@)
 	$(Q)clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Itools/proto \
-	  tests/fuzz_wire.c tools/proto/wire.c -lmsgpackc -o $@
+	  tests/fuzz_wire.c $(wildcard tools/proto/*.c) -lmsgpackc -o $@
 fuzz: setup $(BUILD)/bin/fuzz_wire
 	$(Q)mkdir -p $(BUILD)/fuzz-corpus
 	$(BUILD)/bin/fuzz_wire -max_total_time=$(FUZZ_SECS) -max_len=4096 $(BUILD)/fuzz-corpus

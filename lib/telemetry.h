@@ -74,7 +74,9 @@ _Static_assert(KV_ST_COUNT == KV_STATS_WORDS, "one enum kv_stat per stats word")
 	/* speculative records dropped before they expired, by cause (layout 4) */           \
 	X(dropped_clear) X(dropped_removed) X(dropped_evicted)                               \
 	/* liveness (heartbeats, routed but silent; layout 6, compatible) */                  \
-	X(heartbeats) X(routed_silent)
+	X(heartbeats) X(routed_silent)                                                       \
+	/* the cluster link: predictions from peer hosts' commits (layout 8, compatible) */  \
+	X(remote_speculations)
 enum kv_pod_ctr {
 #define KV_POD_CTR_ENUM(n) KV_PC_##n,
 	KV_POD_CTRS(KV_POD_CTR_ENUM)

@@ -1,5 +1,5 @@
 /*
- * fuzz_wire.c — libFuzzer harness for the KV-event payload decoder (tools/proto/wire.c).
+ * fuzz_wire.c — libFuzzer harness for the KV-event payload decoder (tools/proto/wire_tree.c, wire_decode.c).
  *
  * Payloads arrive from the network, so the decoder must survive any bytes. Besides "no crash,
  * no out-of-bounds access, no leak" (ASan/UBSan), the harness checks two properties on every
@@ -9,7 +9,7 @@
  *
  * Built by its own make target, not by `make test`:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Itools/ingestd \
- *         tests/fuzz_wire.c tools/proto/wire.c -lmsgpackc
+ *         tests/fuzz_wire.c tools/proto/wire_*.c -lmsgpackc
  */
 #include <errno.h>
 #include <stdint.h>

@@ -458,6 +458,22 @@ Test(cluster, commit_visible_then_withdrawn)
 		  "a remote prediction outlives its TTL at the origin");
 	WAIT_METRIC(b, "kvidx_cluster_remote_predictions_total", v_ == 6);
 	WAIT_METRIC(a, "kvidx_cluster_published_records_total", v_ >= 1);
+	/* The pod's remote_speculations counter (FORMAT.md 5.4, index 63) says where they came
+	 * from, and kvidx-top shows it beside the pod's predictions. */
+	cr_assert_eq(hctr(b, b->pod[0], KV_PC_remote_speculations), 6);
+	cr_assert_eq(hctr(b, b->pod[0], KV_PC_speculations), 6);
+	cr_assert_eq(hctr(a, a->pod[0], KV_PC_remote_speculations), 0);
+	cr_assert_eq(hctr(a, a->pod[0], KV_PC_speculations), 6);
+	struct tu_run top = tu_run_tool("kvidx-top", "--name %s --once", b->name);
+	const char *row = strstr(top.out, "\nSPECULATION");
+	cr_assert(row && strstr(row, " remote "), "kvidx-top has no remote column:\n%s", top.out);
+	row = strstr(row, "\n" POD0);
+	cr_assert(row, "kvidx-top has no speculation row for " POD0 ":\n%s", top.out);
+	unsigned long recs = 0, remote = 0;
+	cr_assert_eq(sscanf(row + 1 + strlen(POD0), "%lu %lu", &recs, &remote), 2);
+	cr_assert(recs == 6 && remote == 6, "kvidx-top shows %lu records, %lu remote:\n%s", recs,
+		  remote, top.out);
+	free(top.out);
 
 	/* The pod served it with nothing cached although the route matched 2 blocks. */
 	cr_assert_eq(kvidx_report_outcome(a->rd, 101, a->pod[0], 0, 200), 0);

@@ -1,5 +1,5 @@
 /*
- * test_wire.c — Criterion tests for the KV-event wire codec (tools/proto/wire.c).
+ * test_wire.c — Criterion tests for the KV-event wire codec (tools/proto/wire_*.c).
  *
  * They pin the decoder to the bytes of docs/events.md "Example bytes", cover both encodings
  * vLLM has used (positional arrays and "type"-tagged maps, for the batch and the events

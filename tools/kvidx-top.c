@@ -318,11 +318,11 @@ static void print_routes(const struct top *t, const struct podrow *rows, uint32_
 static void print_speculation(const struct top *t, const struct podrow *rows, uint32_t nrows)
 {
 	int w = (int)t->pod_w;
-	char a[32], b[32];
+	char a[32], b[32], r[32];
 
 	eol(t);
-	printf("%-*s %9s %9s %7s %7s %7s %7s %7s %7s %7s", w, "SPECULATION", "records",
-	       "in-time", "early", "stale", "late", "p50", "p95", "p99", "samples");
+	printf("%-*s %9s %9s %9s %7s %7s %7s %7s %7s %7s %7s", w, "SPECULATION", "records",
+	       "remote", "in-time", "early", "stale", "late", "p50", "p95", "p99", "samples");
 	eol(t);
 	for (uint32_t k = 0; k < nrows; k++) {
 		const struct podrow *p = &rows[k];
@@ -332,8 +332,9 @@ static void print_speculation(const struct top *t, const struct podrow *rows, ui
 			fmt_us(p95, sizeof(p95), p->p95);
 			fmt_us(p99, sizeof(p99), p->p99);
 		}
-		printf("%-*s %9s %9s %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7s %7s %7s %7" PRIu64,
+		printf("%-*s %9s %9s %9s %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %7s %7s %7s %7" PRIu64,
 		       w, p->name, fmt_count(a, sizeof(a), p->ctr[KV_PC_speculations]),
+		       fmt_count(r, sizeof(r), p->ctr[KV_PC_remote_speculations]),
 		       fmt_count(b, sizeof(b), p->ctr[KV_PC_confirmed_in_time]),
 		       p->ctr[KV_PC_early_expiries], p->ctr[KV_PC_stale_expiries],
 		       p->ctr[KV_PC_late_confirmations], p50, p95, p99, p->nlat);

@@ -17,6 +17,13 @@
 #   KVIDX_RUN_RATE   new conversations per second sent to the front (default 16)
 #   KVIDX_RUN_SECS   stop by itself after this many seconds, a whole number (default: run
 #                    until Ctrl-C)
+#   KVIDX_RUN_HOSTS  router hosts, 1 to 4 (default 1). Above 1: a nats-server (JetStream on)
+#                    on loopback at PORT+150 and, per host h, its own index (NAME for host 0,
+#                    NAME-hH for the others), its own ingestd linked to the others by
+#                    --cluster, its own two front workers on PORT+100+h; the client load goes
+#                    round robin over the hosts' fronts, so a follow-up turn usually reaches
+#                    another host than its first turn, and kvidx-top (host 0) shows the
+#                    predictions its peers sent (SPECULATION, column remote)
 set -u
 
 BIN=${1:?usage: run.sh BUILD_BIN_DIR}
@@ -30,9 +37,22 @@ case $SECS in # its name carries the unit: a whole number, as for the tools' -ms
 	exit 2
 	;;
 esac
+HOSTS=${KVIDX_RUN_HOSTS:-1}
+case $HOSTS in
+1 | 2 | 3 | 4) ;;
+*)
+	echo "run.sh: KVIDX_RUN_HOSTS '$HOSTS': expected 1 to 4 router hosts" >&2
+	exit 2
+	;;
+esac
 NPODS=3
 NFRONTS=2
 FRONT=$((PORT + 100))
+NATS=$((PORT + 150))
+# host_name H: host H's index
+host_name() {
+	if [ "$1" -eq 0 ]; then echo "$NAME"; else echo "$NAME-h$1"; fi
+}
 
 for t in kvidx-fakepod kvidx-ingestd kvidx-route kvidx-top; do
 	if [ ! -x "$BIN/$t" ]; then
@@ -40,11 +60,20 @@ for t in kvidx-fakepod kvidx-ingestd kvidx-route kvidx-top; do
 		exit 1
 	fi
 done
-if [ -e "/dev/shm/$NAME" ]; then
-	echo "run.sh: /dev/shm/$NAME exists: another 'make run' is running, or a previous one" \
-	     "was killed (then: rm /dev/shm/$NAME /dev/shm/$NAME.lock /dev/shm/$NAME.reg.* /dev/shm/$NAME.data.*)" >&2
+if [ "$HOSTS" -gt 1 ] && ! command -v nats-server >/dev/null; then
+	echo "run.sh: KVIDX_RUN_HOSTS=$HOSTS needs nats-server (make setup installs it)" >&2
 	exit 1
 fi
+h=0
+while [ $h -lt "$HOSTS" ]; do
+	n=$(host_name $h)
+	if [ -e "/dev/shm/$n" ]; then
+		echo "run.sh: /dev/shm/$n exists: another 'make run' is running, or a previous one" \
+		     "was killed (then: rm /dev/shm/$n /dev/shm/$n.lock /dev/shm/$n.reg.* /dev/shm/$n.data.*)" >&2
+		exit 1
+	fi
+	h=$((h + 1))
+done
 
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/kvidx-run.XXXXXX") || exit 1
 PIDS=""
@@ -70,9 +99,14 @@ cleanup() {
 		kill -KILL "$p" 2>/dev/null
 	done
 	wait 2>/dev/null
-	rm -f "/dev/shm/$NAME" "/dev/shm/$NAME.lock" "/dev/shm/$NAME".reg.* "/dev/shm/$NAME".data.*
+	h=0
+	while [ $h -lt "$HOSTS" ]; do
+		n=$(host_name $h)
+		rm -f "/dev/shm/$n" "/dev/shm/$n.lock" "/dev/shm/$n".reg.* "/dev/shm/$n".data.*
+		h=$((h + 1))
+	done
 	echo
-	echo "run.sh: stopped; index $NAME removed; logs kept in $LOGS"
+	echo "run.sh: stopped; index(es) removed; logs kept in $LOGS"
 	for f in "$LOGS"/front-*.log "$LOGS"/client.log; do
 		[ -f "$f" ] && sed -n 's/^summary: /  '"$(basename "$f" .log)"': /p' "$f"
 	done
@@ -81,7 +115,12 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-echo "run.sh: index $NAME, pods on ports $PORT..$((PORT + 10 * NPODS + 4)), front on $FRONT (127.0.0.1)"
+if [ "$HOSTS" -eq 1 ]; then
+	echo "run.sh: index $NAME, pods on ports $PORT..$((PORT + 10 * NPODS + 4)), front on $FRONT (127.0.0.1)"
+else
+	echo "run.sh: $HOSTS router hosts (indexes $NAME, $NAME-h1..), linked by a nats-server on" \
+	     "$NATS; pods on ports $PORT..$((PORT + 10 * NPODS + 4)), fronts on $FRONT..$((FRONT + HOSTS - 1))"
+fi
 echo "run.sh: logs in $LOGS"
 echo "run.sh: in another terminal: $BIN/kvidx-ttl --name $NAME"
 echo "        (and $BIN/kvidx-dump --name $NAME for everything the index holds)"
@@ -121,30 +160,52 @@ start "pod-$NPODS" "$BIN/kvidx-fakepod" --workload --rate 100 --batch 4 \
 	--salt-share 0.3 --mm 0.2 --seed $((NPODS + 1))
 podargs="$podargs --pod tcp://127.0.0.1:$pub,replay=tcp://127.0.0.1:$((pub + 2))"
 
-# The writer, with its speculation settings at their defaults (static 2 s TTL).
-# shellcheck disable=SC2086
-start ingestd "$BIN/kvidx-ingestd" --name "$NAME" --capacity 64k $podargs
-
-wait_index "$NAME"
-if ! "$BIN/kvidx-top" --name "$NAME" --once >/dev/null 2>&1; then
-	echo "run.sh: kvidx-ingestd did not create index $NAME; its log:" >&2
-	cat "$LOGS/ingestd.log" >&2
-	exit 1
+# Several hosts: the NATS server their ingestds share predictions, outcomes and load through
+# (docs/cluster.md), with JetStream for the warm start.
+cluster=""
+if [ "$HOSTS" -gt 1 ]; then
+	mkdir -p "$LOGS/nats-store"
+	start nats nats-server -a 127.0.0.1 -p "$NATS" -js -sd "$LOGS/nats-store"
+	cluster="--cluster nats://127.0.0.1:$NATS"
 fi
 
-# Two front workers on one port, one index: the kernel spreads connections over them.
-i=0
-while [ $i -lt $NFRONTS ]; do
+# Per host: the writer, with its speculation settings at their defaults (static 2 s TTL),
+# and two front workers on one port, one index (the kernel spreads connections over them).
+fronts=""
+h=0
+while [ $h -lt "$HOSTS" ]; do
+	n=$(host_name $h)
+	sfx=""
+	[ "$h" -gt 0 ] && sfx="-h$h"
 	# shellcheck disable=SC2086
-	start "front-$i" "$BIN/kvidx-route" --name "$NAME" $routeargs \
-		--listen "127.0.0.1:$FRONT" --quiet
-	i=$((i + 1))
+	start "ingestd$sfx" "$BIN/kvidx-ingestd" --name "$n" --capacity 64k $podargs $cluster
+	wait_index "$n"
+	if ! "$BIN/kvidx-top" --name "$n" --once >/dev/null 2>&1; then
+		echo "run.sh: kvidx-ingestd did not create index $n; its log:" >&2
+		cat "$LOGS/ingestd$sfx.log" >&2
+		exit 1
+	fi
+	i=0
+	while [ $i -lt $NFRONTS ]; do
+		# shellcheck disable=SC2086
+		start "front$sfx-$i" "$BIN/kvidx-route" --name "$n" $routeargs \
+			--listen "127.0.0.1:$((FRONT + h))" --quiet
+		i=$((i + 1))
+	done
+	fronts="$fronts --front http://127.0.0.1:$((FRONT + h))"
+	h=$((h + 1))
 done
-wait_http "http://127.0.0.1:$FRONT/health"
+h=0
+while [ $h -lt "$HOSTS" ]; do
+	wait_http "http://127.0.0.1:$((FRONT + h))/health"
+	h=$((h + 1))
+done
 
 # The client load: conversations of up to 4 turns, each next turn 100 ms (mean) after the
-# previous answer, sent to the fronts' port (it learns each decision from their headers).
-start client "$BIN/kvidx-route" --front "http://127.0.0.1:$FRONT" --synthetic \
+# previous answer, sent to the fronts' ports round robin (it learns each decision from their
+# headers).
+# shellcheck disable=SC2086
+start client "$BIN/kvidx-route" $fronts --synthetic \
 	--prefixes 6 --prefix-blocks 8 --suffix-blocks 2 --rate "$RATE" --poisson \
 	--followups 0.7 --followup-ms 100 --quiet
 
@@ -152,6 +213,9 @@ echo "run.sh: the front serves OpenAI-style requests; in another terminal, for e
 echo "  curl -s http://127.0.0.1:$FRONT/v1/completions -H 'Content-Type: application/json' \\"
 echo "       -d '{\"prompt\": \"The quick brown fox jumps over the lazy dog, twice.\", \"max_tokens\": 4}'"
 echo "  (add -i to see X-Kvidx-Pod and X-Kvidx-Decision; /v1/chat/completions takes messages)"
+if [ "$HOSTS" -gt 1 ]; then
+	echo "run.sh: kvidx-top shows host 0 ($NAME); another host: $BIN/kvidx-top --name $NAME-h1"
+fi
 
 # The live view: in the background so that the traps run as soon as a signal arrives
 # (a shell runs traps only between commands); it shares the terminal and gets Ctrl-C too.

@@ -188,6 +188,9 @@ static const struct ctr_meta pod_meta[KV_PC_COUNT] = {
 	[KV_PC_routed_silent] = { K_GAUGE, "1 while routes were committed to the pod and nothing "
 					   "(no batch, no heartbeat) came from it for longer than "
 					   "--stale-limit." },
+	[KV_PC_remote_speculations] = { K_COUNTER, "Speculative entries created for the pod by "
+						   "peer hosts' route commits (the cluster link; "
+						   "also in speculations)." },
 };
 
 /* Writer counters that are levels, not running totals. */

@@ -740,6 +740,7 @@ int spec_remote_predict(struct ing_spec *s, int pod, const uint64_t *keys, size_
 	int rc = kvidx_speculate(s->w, pod, keys, n, created_ns, ttl_ms);
 	if (rc > 0) {
 		ctr_add(sp, KV_PC_speculations, (uint64_t)rc);
+		ctr_add(sp, KV_PC_remote_speculations, (uint64_t)rc);
 		sp->spec_live += (uint64_t)rc;
 		route_track(s, sp, pod, created_ns, (uint32_t)rc, -1,
 			    kv_prompt_class((uint64_t)n * s->block_size));

@@ -81,7 +81,7 @@ struct kvw_xitem {
 	uint32_t len;     /* bytes of str (NUL not counted) */
 	bool has_offset;  /* MM: element 1 was an int in int64 range */
 	int64_t offset;   /* MM: offset of the item's first token in the block (may be < 0) */
-	size_t kvw_off;   /* private to wire.c */
+	size_t kvw_off;   /* private to the codec */
 };
 
 /* One block's extra_keys entry: nil (set false, no items) or a tuple of items. */
@@ -89,7 +89,7 @@ struct kvw_extra {
 	bool set;
 	const struct kvw_xitem *items;
 	uint32_t nitems;
-	size_t kvw_off; /* private to wire.c */
+	size_t kvw_off; /* private to the codec */
 };
 
 /*
@@ -150,7 +150,7 @@ struct kvw_event {
 	const uint32_t *remaining;
 	size_t nremaining;
 
-	/* Private to wire.c: offsets into the batch's pools while the arrays may still move. */
+	/* Private to the codec: offsets into the batch's pools while the arrays may still move. */
 	size_t kvw_hash_off, kvw_token_off, kvw_extra_off, kvw_rem_off;
 };
 
@@ -170,7 +170,7 @@ struct kvw_batch {
 	size_t nbad;       /* malformed events, left out */
 	char bad_msg[KVW_ERR_MAX]; /* the first malformed event's message, "" if none */
 
-	/* Private to wire.c. */
+	/* Private to the codec. */
 	size_t kvw_ev_cap;
 	uint64_t *kvw_hashes;
 	size_t kvw_nhashes, kvw_hash_cap;
@@ -184,7 +184,7 @@ struct kvw_batch {
 	size_t kvw_nxbytes, kvw_xbyte_cap;
 	uint32_t *kvw_rem;
 	size_t kvw_nrem, kvw_rem_cap;
-	msgpack_object *kvw_nodes; /* the payload's object tree (wire.c, build_tree) */
+	msgpack_object *kvw_nodes; /* the payload's object tree (wire_tree.c) */
 	size_t kvw_node_cap;
 };
 

@@ -219,6 +219,7 @@ var PodCounterNames = [...]string{
 	"routes_dropped_evicted", "routes_untracked",
 	"dropped_clear", "dropped_removed", "dropped_evicted",
 	"heartbeats", "routed_silent",
+	"remote_speculations",
 }
 
 // RouterCounterNames are the names of a router worker's counter words (FORMAT.md 5.6).
