@@ -16,8 +16,8 @@
 #include <time.h>
 
 #include "discover.h"
-#include "layout.h"
 #include "log.h"
+#include "telemetry.h"
 
 #define DH_TIMEOUT_MS 2000
 #define DH_MSG 200
