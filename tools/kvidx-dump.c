@@ -33,7 +33,6 @@
 #include "attach.h"
 #include "cli.h"
 #include "escape.h"
-#include "hist.h"
 #include "inspect.h"
 #include "jsonw.h"
 #include "kvidx.h"
@@ -47,18 +46,15 @@
 #define WALK_CHUNK 1024u /* slots per kv_reader_walk() call: at most one read-side section */
 #define DEFAULT_ENTRIES 100
 
-/*
- * Names of the per-pod counters pd_ctr[] (layout.h), indexed like the array. The ingest and
- * speculation code assigns the indices; until an index has a name here it prints as ctr[i].
- */
-/* Names of the per-pod counters, from the layout's X-macro; unnamed slots print as ctr[i]. */
+/* Names of the per-pod counters, from telemetry.h's X-macro (KV_POD_CTRS); a word of the
+ * named area without a name here (a newer writer's) prints as ctr[i]. */
 static const char *pod_ctr_names[KV_POD_NAMED] = {
 #define POD_CTR_NAME(n) [KV_PC_##n] = #n,
 	KV_POD_CTRS(POD_CTR_NAME)
 #undef POD_CTR_NAME
 };
 
-/* Names of the per-rank words (layout.h KV_RANK_CTRS). */
+/* Names of the per-rank words (telemetry.h KV_RANK_CTRS). */
 static const char *const rank_ctr_names[KV_RANK_WORDS] = {
 #define RANK_CTR_NAME(n) [KV_RC_##n] = #n,
 	KV_RANK_CTRS(RANK_CTR_NAME)
@@ -342,7 +338,7 @@ static void dump_pods(struct dump *d)
 		}
 		unsigned shown = 0;
 		for (unsigned c = 0; c < KV_POD_NAMED; c++) {
-			uint64_t val = ld_relaxed(&v->pods[i].pd_ctr[c]);
+			uint64_t val = kv_tm_view_pod(v, (int)i, (enum kv_pod_ctr)c);
 			char label[32];
 			if (!val)
 				continue;
@@ -374,24 +370,23 @@ static void dump_pods(struct dump *d)
 }
 
 /*
- * Per-rank health of pod i (data-parallel pods, layout.h KV_RANK_CTRS): JSON always lists the
+ * Per-rank health of pod i (data-parallel pods, telemetry.h KV_RANK_CTRS): JSON always lists the
  * ranks in use; the text form only when there is more than one.
  */
 static void dump_ranks(struct dump *d, const struct kv_view *v, uint32_t i)
 {
-	const uint64_t *ctr = v->pods[i].pd_ctr;
 	uint64_t now = kvidx_now_ns();
 	unsigned inuse = 0;
 
 	for (unsigned r = 0; r < KV_POD_RANKS; r++)
-		inuse += (ld_relaxed(&ctr[KV_PC_RANK(r, KV_RC_flags)]) & KV_RANK_IN_USE) != 0;
+		inuse += (kv_tm_view_rank(v, (int)i, r, KV_RC_flags) & KV_RANK_IN_USE) != 0;
 	if (d->json)
 		tc_jw_open(&d->j, "ranks", '[');
 	else if (inuse < 2)
 		return;
 	for (unsigned r = 0; r < KV_POD_RANKS; r++) {
-		uint64_t fl = ld_relaxed(&ctr[KV_PC_RANK(r, KV_RC_flags)]);
-		uint64_t last = ld_relaxed(&ctr[KV_PC_RANK(r, KV_RC_last_event_ns)]);
+		uint64_t fl = kv_tm_view_rank(v, (int)i, r, KV_RC_flags);
+		uint64_t last = kv_tm_view_rank(v, (int)i, r, KV_RC_last_event_ns);
 
 		if (!(fl & KV_RANK_IN_USE))
 			continue;
@@ -405,7 +400,7 @@ static void dump_ranks(struct dump *d, const struct kv_view *v, uint32_t i)
 			       fl & KV_RANK_REPLAYING ? " replaying" : "");
 		}
 		for (unsigned w = KV_RC_flags + 1; w < KV_RC_COUNT; w++) {
-			uint64_t val = ld_relaxed(&ctr[KV_PC_RANK(r, w)]);
+			uint64_t val = kv_tm_view_rank(v, (int)i, r, (enum kv_rank_ctr)w);
 
 			if (d->json)
 				tc_jw_u64(&d->j, rank_ctr_names[w], val);
@@ -507,14 +502,14 @@ static void dump_routers(struct dump *d)
 	else
 		printf("router workers (per registry slot, writer-kept):\n");
 	for (uint32_t s = 0; s < v->max_readers; s++) {
-		const struct kvidx_router *rt = kv_view_router(v, (int)s);
+		struct kv_tm_hist_ro rt = kv_tm_view_router_hist(v, (int)s);
 		uint64_t c[KV_RT_COUNT], q[3] = { 0 };
 		bool lat;
 		if (!tc_router_snapshot(v, s, c))
 			continue;
-		lat = kv_hist_quantile(rt->rt_hist, 0.5, &q[0]) == 0 &&
-		      kv_hist_quantile(rt->rt_hist, 0.95, &q[1]) == 0 &&
-		      kv_hist_quantile(rt->rt_hist, 0.99, &q[2]) == 0;
+		lat = kv_tm_ro_quantile(rt, 0.5, &q[0]) == 0 &&
+		      kv_tm_ro_quantile(rt, 0.95, &q[1]) == 0 &&
+		      kv_tm_ro_quantile(rt, 0.99, &q[2]) == 0;
 		shown++;
 		if (d->json) {
 			tc_jw_open(&d->j, NULL, '{');
@@ -548,12 +543,12 @@ static void dump_routers(struct dump *d)
 
 static void dump_stats(struct dump *d)
 {
-	const struct kvidx_stats *st = kv_reader_view(d->r)->st;
+	const struct kv_view *v = kv_reader_view(d->r);
 	uint64_t epoch = ld_relaxed(&kv_reader_idx(d->r)->ih_epoch);
 
 	if (d->json) {
 		tc_jw_open(&d->j, "stats", '{');
-#define STAT_JSON(n) tc_jw_u64(&d->j, #n, ld_relaxed(&st->n));
+#define STAT_JSON(n) tc_jw_u64(&d->j, #n, kv_tm_view_stat(v, KV_ST_##n));
 		KV_STATS(STAT_JSON)
 #undef STAT_JSON
 		tc_jw_u64(&d->j, "registry_epoch", epoch);
@@ -561,7 +556,7 @@ static void dump_stats(struct dump *d)
 		return;
 	}
 	printf("stats:\n");
-#define STAT_TEXT(n) printf("  %-20s %" PRIu64 "\n", #n, ld_relaxed(&st->n));
+#define STAT_TEXT(n) printf("  %-20s %" PRIu64 "\n", #n, kv_tm_view_stat(v, KV_ST_##n));
 	KV_STATS(STAT_TEXT)
 #undef STAT_TEXT
 	printf("  %-20s %" PRIu64 "\n", "registry_epoch", epoch);
