@@ -118,6 +118,10 @@ void kv_score_hybrid(const struct kv_view *v, const uint64_t *keys, size_t n,
 		     struct kv_row *rows, uint32_t nrows, uint64_t now);
 
 /* reader.c, for hybrid.c: key's entry (NULL: absent) and a record's visibility. */
+/* Moves r to the registry the index header names if the writer replaced it (reader.c, rule
+ * 9): 0, -KVIDX_ERETRY (replaced again meanwhile), -KVIDX_ENOSLOT, -KVIDX_ECORRUPT, -errno.
+ * kvidx_commit() and kvidx_report_outcome() call it before they touch the ring. */
+int kv_rd_follow(struct kvidx_reader *r);
 const uint64_t *kv_rd_find(const struct kv_view *v, uint64_t key, unsigned *np);
 bool kv_rd_visible(const struct kv_view *v, uint64_t w0, uint64_t w1, uint64_t now);
 
@@ -149,7 +153,7 @@ struct kvidx_reader {
 /* route.c: stops the doorbell's helper thread and frees it (w->bell may be NULL); stops and
  * restarts only the thread, keeping the eventfd, around a registry replacement. */
 void kv_bell_stop(struct kvidx *w);
-void kv_bell_stop_thread(struct kvidx *w);
+void kv_bell_stop_thread(struct kvidx *w, uint32_t *wake); /* wake: NULL, or the word elsewhere */
 void kv_bell_start_thread(struct kvidx *w, bool ring);
 
 /* table.c: the pod-clear sweep. start schedules a full pass over the slots; step advances it

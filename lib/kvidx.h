@@ -350,6 +350,9 @@ uint64_t kvidx_corr_id(const char *request_id, size_t len);
  * load counts the whole prompt (prompt_tokens, or nkeys x block size when 0).
  * Wait-free: returns 0, -EAGAIN when this reader's ring is full (the commit is dropped and
  * counted in its registry slot), -EINVAL for bad arguments (size below KVIDX_ROUTE_SIZE_1_0).
+ * After the writer replaced the registry the call first moves the handle to the new one (a
+ * few syscalls, as a lookup would); that can fail with -KVIDX_ERETRY (replaced again
+ * meanwhile), -KVIDX_ENOSLOT or -KVIDX_ECORRUPT, and the commit is then not sent.
  * The commit is stamped with kvidx_now_ns() and the reader's data generation (pod indices
  * are only meaningful within one generation).
  *
@@ -364,7 +367,8 @@ int kvidx_commit(struct kvidx_reader *r, const struct kvidx_route *rt);
 /*
  * Reports what the model server said about a routed request: cached_tokens as vLLM's
  * usage.prompt_tokens_details.cached_tokens, prompt_tokens its prompt length. Wait-free;
- * returns 0, -EAGAIN (ring full, dropped and counted) or -EINVAL.
+ * returns 0, -EAGAIN (ring full, dropped and counted), -EINVAL, or what following a replaced
+ * registry can return (as kvidx_commit()).
  */
 int kvidx_report_outcome(struct kvidx_reader *r, uint64_t corr_id, int pod,
 			 uint32_t cached_tokens, uint32_t prompt_tokens);

@@ -30,8 +30,18 @@
  *     entry reusable while another registered reader may hold it, nor hold reclamation up
  *     for longer than the stall limit.
  *  6. After the registry is replaced (writer.c, reg_check()), readers inside a section of the
- *     old one are no longer seen: nothing retired before the replacement is reused for one
- *     stall limit (hold_epoch, hold_until), the longest section a reader is allowed.
+ *     old one are no longer seen. Their protection is the expulsion the writer writes into
+ *     the old registry (reg_expel_all(), writer.c) and the check of ih_reg_gen at the end of
+ *     every section (rd_exit(), reader.c): either makes their answer "retry". On top of that,
+ *     for one stall limit from the replacement (hold_until; the longest section a reader is
+ *     allowed) nothing at all is reused: whatever it was retired at, before the replacement or
+ *     during the hold: a reader the expulsion could not reach (no fresh mapping) and that does
+ *     not check ih_reg_gen (another build of the same layout) then reads no reused memory in
+ *     a section of allowed length. A replacement during a
+ *     hold does not extend it, nor starts a new one before a reclaim pass ran without the hold
+ *     (a member truncating the registry without pause delays reclamation by one stall limit
+ *     at a time, never stops it), unless the replacement
+ *     failed and the damaged registry is still in use (kv_rcu_hold(extend)).
  *
  * Progress: nothing here waits for a reader; every loop is bounded by max_readers or the limbo.
  */
@@ -74,9 +84,12 @@ void kv_rcu_fini(struct kv_rcu *r)
 	r->len = r->cap = r->head = 0;
 }
 
-void kv_rcu_hold(struct kv_rcu *r, uint64_t now)
+void kv_rcu_hold(struct kv_rcu *r, uint64_t now, bool extend)
 {
-	r->hold_epoch = r->epoch;
+	/* Rule 6: a hold is not extended by the next replacement, nor replaced by a new one
+	 * before one reclaim pass ran after it ran out. */
+	if (!extend && r->hold_until)
+		return;
 	r->hold_until = now + r->stall_ns;
 }
 
@@ -87,7 +100,7 @@ void kv_rcu_rebind(struct kv_rcu *r, struct kvidx_reader_slot *rslots, int ctl_f
 	r->ctl_fd = ctl_fd;
 	memset(r->blocked_target, 0, r->max_readers * sizeof(uint64_t));
 	memset(r->blocked_since, 0, r->max_readers * sizeof(uint64_t));
-	kv_rcu_hold(r, now);
+	kv_rcu_hold(r, now, false);
 }
 
 void kv_rcu_retire(struct kv_rcu *r, uint32_t idx, unsigned cls)
@@ -182,15 +195,12 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 		if (c < min)
 			min = c;
 	}
-	/* Rule 6. */
-	if (r->hold_until && now < r->hold_until && min > r->hold_epoch)
-		min = r->hold_epoch;
-	else if (r->hold_until && now >= r->hold_until)
-		r->hold_until = 0;
+	/* Rule 6: while the hold lasts, nothing is reused. */
+	bool held = r->hold_until && now < r->hold_until;
 	/* Rule 4: any expulsion above is ordered before the reuse of entries below. Pairs with
 	 * the acquire fence in rd_exit() (reader.c). */
 	fence_release();
-	while (r->len) {
+	while (r->len && !held) {
 		struct kv_limbo_item *it = &r->limbo[r->head];
 		if (it->epoch >= min)
 			break;
@@ -200,6 +210,8 @@ void kv_rcu_reclaim(struct kv_rcu *r, uint64_t now)
 		r->len--;
 		stat_add(&r->st->reclaimed, 1);
 	}
+	if (!held)
+		r->hold_until = 0; /* ran out, and this pass reclaimed without it */
 	st_relaxed(&r->st->limbo, r->len);
 }
 

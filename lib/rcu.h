@@ -7,6 +7,7 @@
 #ifndef KVIDX_RCU_H
 #define KVIDX_RCU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,9 +36,9 @@ struct kv_rcu {
 	 * period, and the epoch it must reach (the one current then). */
 	uint64_t *blocked_target, *blocked_since;
 	uint64_t stall_ns;
-	/* After a registry replacement: nothing retired at or before hold_epoch is reused until
-	 * hold_until (readers inside a section of the old registry are invisible). */
-	uint64_t hold_epoch, hold_until;
+	/* After a registry replacement: nothing is reused until hold_until (rcu.c, rule 6:
+	 * readers inside a section of the old registry are invisible). 0: no hold. */
+	uint64_t hold_until;
 	struct kv_arena *arena; /* where reclaimed entries go */
 	struct kvidx_stats *st;
 };
@@ -51,12 +52,13 @@ int kv_rcu_init(struct kv_rcu *r, uint64_t *epoch_word, struct kvidx_reader_slot
 		int ctl_fd, uint32_t max_readers, uint64_t epoch, uint64_t stall_ns,
 		struct kv_arena *arena, struct kvidx_stats *st);
 
-/* The registry was replaced (same max_readers): new slots and descriptor; what is in limbo
- * now is held back for one stall limit from now_ns. */
+/* The registry was replaced (same max_readers): new slots and descriptor; nothing is reused
+ * for one stall limit from now_ns (kv_rcu_hold(), not extending a hold already running). */
 void kv_rcu_rebind(struct kv_rcu *r, struct kvidx_reader_slot *rslots, int ctl_fd,
 		   uint64_t now_ns);
-/* Holds back everything in limbo now for one stall limit from now_ns. */
-void kv_rcu_hold(struct kv_rcu *r, uint64_t now_ns);
+/* Reuses nothing for one stall limit from now_ns. A hold already running is kept as it is
+ * unless extend (rcu.c, rule 6). */
+void kv_rcu_hold(struct kv_rcu *r, uint64_t now_ns, bool extend);
 void kv_rcu_fini(struct kv_rcu *r);
 
 /* Retires entry idx of class cls, unlinked from its slot (release-stored) just before: it

@@ -392,7 +392,7 @@ static int rd_reregister(struct kvidx_reader *r)
 	return 0;
 }
 
-static int rd_enter(struct kvidx_reader *r)
+int kv_rd_follow(struct kvidx_reader *r)
 {
 	/* Rule 9: a replaced registry is left before anything in it is touched. */
 	if (kvidx_unlikely(ld_relaxed(&r->ih->ih_reg_gen) != r->reg_gen)) {
@@ -400,6 +400,15 @@ static int rd_enter(struct kvidx_reader *r)
 		if (rc < 0)
 			return rc == -ENOENT ? -KVIDX_ERETRY : rc;
 	}
+	return 0;
+}
+
+static int rd_enter(struct kvidx_reader *r)
+{
+	int rc0 = kv_rd_follow(r);
+
+	if (rc0 < 0)
+		return rc0;
 	if (kvidx_unlikely(ld_relaxed(&r->ih->ih_generation) != r->v.gen)) {
 		int rc = rd_switch(r);
 		if (rc < 0 && !r->v.base)
@@ -424,10 +433,16 @@ static int rd_exit(struct kvidx_reader *r)
 	 * (writer.c). */
 	fence_acquire();
 	uint64_t st = ld_relaxed(&r->me->rs_state);
+	/* Rule 9: a registry replaced during the section may have hidden this reader from the
+	 * writer (its expulsion may not have reached the slot). The writer names the new
+	 * registry (release store of ih_reg_gen in reg_publish(), writer.c) before it reuses
+	 * anything retired before, so after the fence above a section that read reused memory
+	 * sees the new name here. */
+	bool moved = ld_relaxed(&r->ih->ih_reg_gen) != r->reg_gen;
 	/* Rule 4: pairs with the seq_cst load of rs_ctr in kv_rcu_reclaim() (rcu.c). */
 	st_release(&r->me->rs_ctr, 0);
 	st_relaxed(&r->me->rs_lookups, ld_relaxed(&r->me->rs_lookups) + 1);
-	return st == r->state ? 0 : -KVIDX_ERETRY;
+	return st == r->state && !moved ? 0 : -KVIDX_ERETRY;
 }
 
 /* ---- lookups ---- */

@@ -122,6 +122,9 @@ static int commit(struct kvidx_reader *r, const struct kvidx_route *rt)
 	if (!prompt && rt->nkeys > nkeys)
 		prompt = (uint64_t)rt->nkeys * ld_relaxed(&r->v.hdr->dh_block_size);
 	uint64_t nmsg = 1 + (nkeys + KV_MSG_KEYS_PER - 1) / KV_MSG_KEYS_PER;
+	int rc = kv_rd_follow(r); /* the ring of the registry the writer reads now */
+	if (rc < 0)
+		return rc;
 	if (!ring_room(r, nmsg))
 		return ring_drop(r);
 	uint32_t seq = ++r->commit_seq;
@@ -174,6 +177,9 @@ int kvidx_report_outcome(struct kvidx_reader *r, uint64_t corr_id, int pod,
 {
 	if (pod < 0 || pod >= KV_MAX_PODS)
 		return -EINVAL;
+	int rc = kv_rd_follow(r);
+	if (rc < 0)
+		return rc;
 	if (!ring_room(r, 1))
 		return ring_drop(r);
 	struct kv_msg *m = ring_slot(r, 0);
@@ -309,7 +315,9 @@ static void *bell_main(void *arg)
 	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t v;
 		if (pread(b->ctl_fd, &v, sizeof(v), off) != (ssize_t)sizeof(v)) {
-			nanosleep(&wait, NULL); /* registry truncated: the writer recreates it */
+			/* Registry truncated: the writer recreates it, and stops this thread first
+			 * (kv_bell_stop_thread() wakes this wait at once). */
+			futex(&b->stop, FUTEX_WAIT_PRIVATE, 0, &wait);
 			continue;
 		}
 		if (!first && v != seen) {
@@ -344,7 +352,7 @@ void kv_bell_start_thread(struct kvidx *w, bool ring)
 		(void)!write(b->efd, &one, sizeof(one));
 }
 
-void kv_bell_stop_thread(struct kvidx *w)
+void kv_bell_stop_thread(struct kvidx *w, uint32_t *wake)
 {
 	struct kv_bell *b = w->bell;
 
@@ -353,7 +361,14 @@ void kv_bell_stop_thread(struct kvidx *w)
 	/* Pairs with the acquire load of stop in bell_main(); pthread_join() below is what
 	 * orders the thread's end before b is reused or freed. */
 	__atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
-	futex(b->word, FUTEX_WAKE, 1, NULL); /* else it notices within KV_BELL_WAIT_NS */
+	/* Else it notices within KV_BELL_WAIT_NS. Wherever it waits: on the registry word
+	 * (b->word; after a guard fault a private zero page, guard.h, whose futex key is not
+	 * the file's: a helper that waited before the fault is keyed on the file, and only a
+	 * wake through another shared mapping of it, wake, reaches it), or on stop itself. */
+	futex(b->word, FUTEX_WAKE, 1, NULL);
+	if (wake)
+		futex(wake, FUTEX_WAKE, 1, NULL);
+	futex(&b->stop, FUTEX_WAKE_PRIVATE, 1, NULL);
 	pthread_join(b->th, NULL);
 	b->running = false;
 }
@@ -390,7 +405,7 @@ void kv_bell_stop(struct kvidx *w)
 
 	if (!b)
 		return;
-	kv_bell_stop_thread(w);
+	kv_bell_stop_thread(w, NULL);
 	close(b->efd);
 	free(b);
 	w->bell = NULL;

@@ -438,10 +438,66 @@ static int ctl_open(struct kvidx *w, const struct kvidx_writer_opts *o, uint32_t
 	return 0;
 }
 
+/* A fresh shared mapping of the damaged registry, under its own guard. */
+struct reg_view {
+	struct kvidx_ctl_hdr *p;
+	size_t len;
+	uint32_t hit;
+};
+
+static void reg_view_drop(struct reg_view *v)
+{
+	if (!v->p)
+		return;
+	kv_guard_del(v->p);
+	munmap(v->p, v->len);
+	v->p = NULL;
+}
+
+/*
+ * Expels every reader recorded in the damaged registry, through a fresh MAP_SHARED mapping of
+ * its file (after a fault, the writer's own mapping is private zero pages: what it stores
+ * there no reader sees). The file is first given its size back (the writer owns it; it is
+ * unlinked once replaced), so that the slots and the doorbell word a truncation took are
+ * there again, as zeros: a reader of the old registry reads a state that is not its own, or
+ * EXPELLED, and discards its answer (reader.c, rule 5); the stores stay under a guard in
+ * case the file is truncated again meanwhile. Leaves the view in *v (NULL if none could be
+ * made: then the writer's own mapping is used, as a last resort).
+ */
+static void reg_expel_all(struct kvidx *w, struct reg_view *v)
+{
+	struct kvidx_reader_slot *slots = w->rslots;
+	struct stat sb;
+
+	v->p = NULL;
+	v->len = w->ctl_size;
+	v->hit = 0;
+	if (fstat(w->ctl_fd, &sb) == 0 && (uint64_t)sb.st_size < w->ctl_size)
+		(void)!ftruncate(w->ctl_fd, (off_t)w->ctl_size);
+	v->p = kv_map(w->ctl_fd, v->len, PROT_READ | PROT_WRITE);
+	if (v->p && kv_guard_add(v->p, v->len, &v->hit) < 0) {
+		munmap(v->p, v->len);
+		v->p = NULL;
+	}
+	if (v->p)
+		slots = (struct kvidx_reader_slot *)((char *)v->p + sizeof(struct kvidx_ctl_hdr));
+	for (uint32_t i = 0; i < w->max_readers; i++) {
+		/* seq_cst CAS against the reader's (reader.c, rule 6). */
+		uint64_t st = ld_seqcst(&slots[i].rs_state);
+		if (KV_RS_STATE(st) == KV_RS_ACTIVE)
+			cas_u64(&slots[i].rs_state, st, (KV_RS_GEN(st) << 8) | KV_RS_EXPELLED);
+	}
+	/* The expulsions above are ordered before anything stored after this, reused entries
+	 * included (those wait for the hold and a grace period, whose own fence in
+	 * kv_rcu_reclaim() comes later still). Pairs with the acquire fence in rd_exit()
+	 * (reader.c). */
+	fence_release();
+}
+
 /*
  * Registry health, from the writer's tick: a fault seen in it (the guard's flag) or a file
  * shorter than the writer's mapping means a reader truncated it: the writer expels every
- * reader still recorded in it, creates registry K+1, names it, and holds back reuse of what
+ * reader still recorded in it (reg_expel_all()), creates registry K+1, names it, and holds back reuse of what
  * was retired so far for one stall limit (readers that were inside a read-side section in
  * the old registry are invisible now; none is allowed a section longer than that). A
  * scribbled header line (which only attaching readers read) is rewritten. Returns true if
@@ -462,21 +518,15 @@ static bool reg_check(struct kvidx *w, uint64_t now)
 		/* The truncation may have raced the check: a fault now still sets the flag. */
 		return false;
 	}
-	for (uint32_t i = 0; i < w->max_readers; i++) {
-		/* Whatever is still there (zeros after a fault): a reader that still uses this
-		 * registry sees EXPELLED, or a state that is not its own, and discards its answer
-		 * (reader.c, rule 5). */
-		uint64_t st = ld_seqcst(&w->rslots[i].rs_state);
-		if (KV_RS_STATE(st) == KV_RS_ACTIVE)
-			cas_u64(&w->rslots[i].rs_state, st, (KV_RS_GEN(st) << 8) | KV_RS_EXPELLED);
-	}
-	/* The expulsions above are ordered before anything stored after this, reused entries
-	 * included (those wait for a grace period, whose own fence in kv_rcu_reclaim() comes
-	 * later still). Pairs with the acquire fence in rd_exit() (reader.c). */
-	fence_release();
+	struct reg_view fresh;
+	reg_expel_all(w, &fresh);
 	struct kvidx old = *w; /* the registry fields of the damaged one */
 	struct kvidx_writer_opts o = { .group = w->group };
-	kv_bell_stop_thread(w);
+	/* The helper waits on the file's futex key: wake it through the shared view, not the
+	 * private zero pages the guard may have mapped over w->ctl (it would sit out its
+	 * KV_BELL_WAIT_NS timeout, stalling this tick). */
+	kv_bell_stop_thread(w, fresh.p ? &fresh.p->ch_bell : NULL);
+	reg_view_drop(&fresh);
 	w->ring_tail = NULL;
 	if (reg_create(w, &o, old.reg_gen + 1) < 0) {
 		/* No new registry (out of memory or descriptors): keep the damaged one (zeros
@@ -489,7 +539,7 @@ static bool reg_check(struct kvidx *w, uint64_t now)
 		w->rslots = old.rslots;
 		w->ring_tail = old.ring_tail;
 		w->ctl_size = old.ctl_size;
-		kv_rcu_hold(&w->rcu, now);
+		kv_rcu_hold(&w->rcu, now, true); /* the damaged registry is still in use */
 		kv_bell_start_thread(w, true);
 		return false;
 	}

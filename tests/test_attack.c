@@ -11,11 +11,13 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "inspect.h"
@@ -37,21 +39,39 @@ static void init(void)
 		keys[i] = 0xa77ac0000ull + (uint64_t)i * 7919;
 }
 
+static pid_t child; /* a reader process a test stopped: never left behind */
+
 static void fini(void)
 {
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		child = 0;
+	}
 	tu_index_remove(name, &w);
 }
 
 TestSuite(attack, .init = init, .fini = fini);
 
-/* The registry object readers write: "/NAME.reg.K" for the highest K that exists, else
- * "/NAME" (where the layout before the fix kept it). */
+/* The registry object readers write: "/NAME.reg.K" for the K the index header names, else
+ * for the highest K up to 8 that exists, else "/NAME" (where the layout before the fix kept
+ * it). */
 static const char *registry_path(void)
 {
 	static char path[128];
 	char p[128];
 
 	snprintf(path, sizeof(path), "/%s", name);
+	struct kvidx_idx_hdr ih;
+	int fd = shm_open(path, O_RDONLY, 0);
+	bool named = fd >= 0 && pread(fd, &ih, sizeof(ih), 0) == (ssize_t)sizeof(ih) &&
+		     ih.ih_magic == KV_IDX_MAGIC && ih.ih_reg_gen;
+	if (fd >= 0)
+		close(fd);
+	if (named) { /* the one the index header names */
+		snprintf(path, sizeof(path), "/%s.reg.%llu", name, (unsigned long long)ih.ih_reg_gen);
+		return path;
+	}
 	for (int k = 1; k <= 8; k++) {
 		snprintf(p, sizeof(p), "/dev/shm/%s.reg.%d", name, k);
 		if (access(p, F_OK) == 0)
@@ -298,4 +318,186 @@ Test(attack, future_epoch_is_not_quiescent)
 	cr_assert_geq(st->readers_expelled, 1);
 	cr_assert_geq(st->reclaimed, NKEYS);
 	kvidx_reader_close(r);
+}
+
+/*
+ * Issue 24, fault 1: a reader stopped (SIGSTOP) inside a read-side section while a member of
+ * the group truncates the registry and the writer replaces it. Before the fix the hold after
+ * the replacement kept only entries retired at or after the hold epoch (the 2048 retired
+ * just before were reclaimed and reused within ~150 ms), and the expulsion of the old
+ * registry's readers went into the private zero pages of the writer's guard: the reader's
+ * walk came back with success over reused memory. Now nothing retired before the replacement
+ * is reused for one stall limit, and the stopped reader gets -KVIDX_ERETRY.
+ */
+#define REPL_KEYS 2048
+
+static void stop_inside(void *arg, uint64_t key, const struct kvidx_rec *recs, int n)
+{
+	int *calls = arg;
+
+	(void)key;
+	(void)recs;
+	(void)n;
+	if ((*calls)++ == 0)
+		raise(SIGSTOP); /* inside the section: the parent plays the attack now */
+}
+
+/* The child: walks the first slots of the table, stopping itself inside the section.
+ * Exit 0: -KVIDX_ERETRY (right); 1: success over what may be reused memory; 2: other. */
+static void reader_child(void)
+{
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	int calls = 0;
+
+	if (!r)
+		_exit(2);
+	int64_t n = kv_reader_walk(r, 0, 1024, kvidx_now_ns(), stop_inside, &calls);
+	_exit(n == -KVIDX_ERETRY ? 0 : calls > 0 && n > 0 ? 1 : 2);
+}
+
+static struct kvidx *open_big_writer(uint32_t stall_ms)
+{
+	struct kvidx_writer_opts o = { .name = name,
+				       .geo = { .capacity = 4 * REPL_KEYS, .pods_per_key = 2,
+						.max_pods = 4, .max_readers = 8 },
+				       .stall_ms = stall_ms };
+	struct kvidx *x = kvidx_writer_open(&o);
+
+	cr_assert_not_null(x, "writer open: %s", kvidx_strerror(-errno));
+	cr_assert_eq(kvidx_pod_add(x, "10.9.9.9:8000", NULL), 0);
+	cr_assert_eq(kvidx_pod_add(x, "10.9.9.10:8000", NULL), 1);
+	return x;
+}
+
+Test(attack, stopped_reader_across_registry_replacement)
+{
+	static uint64_t k[REPL_KEYS], other[REPL_KEYS];
+	int status;
+
+	w = open_big_writer(2000);
+	for (int i = 0; i < REPL_KEYS; i++) {
+		k[i] = 0x5e1ec7000000ull + (uint64_t)i * 104729;
+		other[i] = 0x07e40000000ull + (uint64_t)i * 130363;
+	}
+	cr_assert_eq(kvidx_store(w, 0, k, REPL_KEYS, KVIDX_TIER_GPU, kvidx_now_ns()), REPL_KEYS);
+	uint64_t t = kvidx_now_ns();
+	kvidx_writer_tick(w, t);
+	pid_t pid = child = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		reader_child();
+	cr_assert_eq(waitpid(pid, &status, WUNTRACED), pid);
+	cr_assert(WIFSTOPPED(status), "the reader did not stop inside its section");
+	const struct kvidx_stats *st = kv_writer_stats(w);
+	/* Every key's entry is replaced (retired, held by the stopped reader's announcement). */
+	cr_assert_eq(kvidx_store(w, 1, k, REPL_KEYS, KVIDX_TIER_GPU, t), REPL_KEYS);
+	cr_assert_geq(st->retired, REPL_KEYS, "the entries were not replaced");
+	kvidx_writer_tick(w, t + 1 * NS_MS);
+	uint64_t r0 = st->reclaimed, rebuilt0 = st->registry_rebuilds;
+	reg_truncate(4096); /* the reader's slot survives, the rings do not */
+	kvidx_drain(w, 100, &(struct kvidx_drain_ops){ 0 }); /* faults into the guard */
+	kvidx_writer_tick(w, t + 2 * NS_MS);                 /* replaces the registry */
+	cr_assert_eq(st->registry_rebuilds, rebuilt0 + 1, "the registry was not replaced");
+	/* Well inside the stall limit: other keys take entries, many ticks pass. */
+	cr_assert_eq(kvidx_store(w, 0, other, REPL_KEYS, KVIDX_TIER_GPU, t), REPL_KEYS);
+	for (int i = 0; i < 20; i++)
+		kvidx_writer_tick(w, t + (uint64_t)(10 + 10 * i) * NS_MS);
+	cr_assert_eq(st->reclaimed, r0,
+		     "%llu entries retired before the replacement were reclaimed within the "
+		     "stall limit", (unsigned long long)(st->reclaimed - r0));
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	child = 0;
+	cr_assert(WIFEXITED(status), "the reader died (signal %d)",
+		  WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	cr_assert_eq(WEXITSTATUS(status), 0, "%s", WEXITSTATUS(status) == 1 ?
+		     "the stopped reader's walk returned success" : "the reader failed otherwise");
+	/* After one stall limit the hold ends and reclamation goes on. */
+	kvidx_writer_tick(w, t + 2100 * NS_MS);
+	kvidx_writer_tick(w, t + 2101 * NS_MS);
+	cr_assert_geq(st->reclaimed, r0 + REPL_KEYS, "reclamation did not resume: %llu",
+		      (unsigned long long)(st->reclaimed - r0));
+}
+
+/* Counts what the writer drains. */
+struct drained {
+	int routes, outcomes;
+};
+
+static void on_route(void *arg, const struct kvidx_route *rt, uint64_t t_ns)
+{
+	(void)rt;
+	(void)t_ns;
+	((struct drained *)arg)->routes++;
+}
+
+static void on_outcome(void *arg, const struct kvidx_outcome *o)
+{
+	(void)o;
+	((struct drained *)arg)->outcomes++;
+}
+
+/*
+ * Issue 24, fault 2: commits and outcomes follow the registry. Before the fix they went to the
+ * ring of the registry the handle last entered: after a replacement, a commit made without a
+ * lookup first was lost, or the reader died of SIGBUS on the truncated ring.
+ */
+Test(attack, commits_follow_replaced_registry)
+{
+	struct drained d = { 0 };
+	struct kvidx_drain_ops ops = { .route = on_route, .outcome = on_outcome, .arg = &d };
+
+	w = open_writer(1000);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	cr_assert_not_null(r);
+	uint64_t t = kvidx_now_ns();
+	kvidx_writer_tick(w, t);
+	struct kvidx_route rt = { .corr_id = 1, .pod = 0, .prefill_pod = -1, .keys = keys,
+				  .nkeys = 4 };
+	for (int round = 0; round < 2; round++) {
+		reg_truncate(round ? 0 : 4096);
+		kvidx_drain(w, 100, &ops);
+		kvidx_writer_tick(w, t + (uint64_t)(1 + round) * NS_MS); /* replaced */
+		/* No lookup first: straight to the ring. */
+		for (int i = 0; i < 3; i++) {
+			rt.corr_id = (uint64_t)(round * 10 + i + 1);
+			cr_assert_eq(kvidx_commit(r, &rt), 0);
+			cr_assert_eq(kvidx_report_outcome(r, rt.corr_id, 0, 16, 64), 0);
+		}
+		cr_assert_eq(kv_reader_reg_gen(r), kv_reader_idx(r)->ih_reg_gen,
+			     "the reader did not follow the registry");
+		kvidx_drain(w, 100, &ops);
+		cr_assert_eq(d.routes, 3 * (round + 1), "%d of %d commits drained", d.routes,
+			     3 * (round + 1));
+		cr_assert_eq(d.outcomes, 3 * (round + 1), "%d of %d outcomes drained", d.outcomes,
+			     3 * (round + 1));
+	}
+	kvidx_reader_close(r);
+}
+
+/*
+ * A member truncating the registry without pause (every 50 ms here, under a 200 ms stall
+ * limit): each replacement holds reuse back, but a replacement during a hold does not extend
+ * it, so reclamation goes on, one stall limit at a time at worst.
+ */
+Test(attack, truncations_do_not_stop_reclamation)
+{
+	w = open_writer(200);
+	uint64_t t = kvidx_now_ns();
+	const struct kvidx_stats *st = kv_writer_stats(w);
+	kvidx_writer_tick(w, t);
+	cr_assert_eq(kvidx_store(w, 0, keys, NKEYS, KVIDX_TIER_CPU, t), NKEYS);
+	cr_assert_geq(st->retired, NKEYS, "the entries were not replaced");
+	uint64_t r0 = st->reclaimed, b0 = st->registry_rebuilds;
+	for (int i = 1; i <= 20; i++) {
+		reg_truncate(i % 2 ? 4096 : 0);
+		kvidx_drain(w, 100, &(struct kvidx_drain_ops){ 0 });
+		kvidx_writer_tick(w, t + (uint64_t)i * 50 * NS_MS);
+	}
+	cr_assert_geq(st->registry_rebuilds, b0 + 10, "only %llu replacements",
+		      (unsigned long long)(st->registry_rebuilds - b0));
+	cr_assert_geq(st->reclaimed, r0 + NKEYS,
+		      "%llu of %d retired entries reclaimed in 1 s of replacements every 50 ms",
+		      (unsigned long long)(st->reclaimed - r0), NKEYS);
+	assert_serves("after 20 replacements");
 }

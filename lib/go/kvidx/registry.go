@@ -356,9 +356,9 @@ func (r *Reader) reregister() error {
 	return nil
 }
 
-// enter starts a read-side section (FORMAT.md 7.1).
-func (r *Reader) enter() error {
-	// A replaced registry is left before anything in it is touched (FORMAT.md 6.4).
+// follow moves r to the registry the index header names if the writer replaced it
+// (FORMAT.md 6.4): sections, commits and outcome reports call it before touching the old one.
+func (r *Reader) follow() error {
 	if r.ih.m.ld64(ihRegGen) != r.c.regGen {
 		if err := r.attach(); err != nil {
 			if err == ErrNotFound {
@@ -366,6 +366,15 @@ func (r *Reader) enter() error {
 			}
 			return err
 		}
+	}
+	return nil
+}
+
+// enter starts a read-side section (FORMAT.md 7.1).
+func (r *Reader) enter() error {
+	// A replaced registry is left before anything in it is touched (FORMAT.md 6.4).
+	if err := r.follow(); err != nil {
+		return err
 	}
 	m := &r.c.m
 	if r.ih.m.ld64(ihGeneration) != r.v.gen {
@@ -397,11 +406,14 @@ func (r *Reader) exit() error {
 	// EXPELLED in kv_rcu_reclaim() (lib/rcu.c) and reg_check() (lib/writer.c): if anything
 	// read came from reused memory, the state is not ours.
 	st := m.ld64(r.me + rsState)
+	// A registry replaced during the section may have hidden us from the writer, which names
+	// the new one before it reuses anything retired before (FORMAT.md 6.4, 7.1 exit).
+	moved := r.ih.m.ld64(ihRegGen) != r.c.regGen
 	// Release store: every read of the section happens before the writer may see us
 	// quiescent. Pairs with the writer's seq_cst load of rs_ctr in kv_rcu_reclaim().
 	m.st64(r.me+rsCtr, 0)
 	m.st64(r.me+rsLookups, m.ld64(r.me+rsLookups)+1)
-	if st != r.state {
+	if st != r.state || moved {
 		return ErrRetry
 	}
 	return nil
@@ -517,6 +529,9 @@ func (r *Reader) Commit(rt *Route) error {
 	}
 	nk := uint64(len(keys))
 	nmsg := 1 + (nk+msgKeysPer-1)/msgKeysPer
+	if err := r.follow(); err != nil {
+		return err
+	}
 	if !r.ringRoom(nmsg) {
 		return r.ringDrop()
 	}
@@ -581,6 +596,9 @@ func CorrID(requestID string) uint64 {
 func (r *Reader) ReportOutcome(corrID uint64, pod int, cachedTokens, promptTokens uint32) error {
 	if pod < 0 || pod >= MaxPods {
 		return ErrInvalid
+	}
+	if err := r.follow(); err != nil {
+		return err
 	}
 	if !r.ringRoom(1) {
 		return r.ringDrop()
