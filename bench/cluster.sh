@@ -114,6 +114,10 @@ run() { # run H MODE
 	same=$(json_field "$out" followups_same_pod)
 	cached=$(json_field "$out" followup_cached_tokens)
 	prompt=$(json_field "$out" followup_prompt_tokens)
+	# Host 0's link and pod counters, kept for a look at the misses.
+	curl -sf --max-time 2 "http://127.0.0.1:$((PORT + 300))/metrics" 2>/dev/null |
+		grep -E '^kvidx_(cluster_|pod_(remote_)?speculations|pod_spec_paused)' \
+		>"$LOGS/metrics.$1.$2"
 	echo "cluster: hosts=$1 mode=$2 followups=$n on_prefix_pod=$same" \
 	     "share=$(awk "BEGIN{printf \"%.3f\", $same / ($n ? $n : 1)}")" \
 	     "cached_share=$(awk "BEGIN{printf \"%.3f\", $cached / ($prompt ? $prompt : 1)}")"
