@@ -964,7 +964,16 @@ static void usage(FILE *f)
 	      f);
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for. */
+struct args {
+	uint64_t limit, key, *score_keys;
+	size_t nscore;
+	unsigned sections;
+	bool prometheus;
+};
+
+/* The options into *d (name, json) and *a; a usage error exits. */
+static void parse_args(int argc, char **argv, struct dump *d, struct args *a)
 {
 	enum { OPT_NAME = 256, OPT_JSON, OPT_HEADER, OPT_PODS, OPT_READERS, OPT_STATS,
 	       OPT_ENTRIES, OPT_KEY, OPT_PROMETHEUS, OPT_SCORE };
@@ -982,54 +991,48 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct dump d = { .name = KVIDX_DEFAULT_NAME, .lock_fd = -1, .wlock_fd = -1, .j = { .f = stdout } };
-	uint64_t limit = DEFAULT_ENTRIES, key = 0, *score_keys = NULL;
-	size_t nscore = 0;
-	unsigned sections = 0;
-	bool prometheus = false;
-	int c, status = 0;
+	int c;
 
-	tc_prog = PROG;
 	opterr = 0; /* This program prints its own messages, naming itself PROG. */
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_NAME:
-			d.name = tc_index_name_arg(optarg);
+			d->name = tc_index_name_arg(optarg);
 			break;
 		case OPT_JSON:
-			d.json = true;
+			d->json = true;
 			break;
 		case OPT_PROMETHEUS:
-			prometheus = true;
+			a->prometheus = true;
 			break;
 		case OPT_HEADER:
-			sections |= SEC_HEADER;
+			a->sections |= SEC_HEADER;
 			break;
 		case OPT_PODS:
-			sections |= SEC_PODS;
+			a->sections |= SEC_PODS;
 			break;
 		case OPT_READERS:
-			sections |= SEC_READERS;
+			a->sections |= SEC_READERS;
 			break;
 		case OPT_STATS:
-			sections |= SEC_STATS;
+			a->sections |= SEC_STATS;
 			break;
 		case OPT_ENTRIES:
-			if (optarg && !tc_parse_dec(optarg, UINT64_MAX, &limit))
+			if (optarg && !tc_parse_dec(optarg, UINT64_MAX, &a->limit))
 				tc_usage_error("bad --entries '%s': expected a decimal count "
 					       "(0: all)", optarg);
-			sections |= SEC_ENTRIES;
+			a->sections |= SEC_ENTRIES;
 			break;
 		case OPT_KEY:
-			if (!tc_parse_hex64(optarg, &key))
+			if (!tc_parse_hex64(optarg, &a->key))
 				tc_usage_error("bad --key '%s': expected 1 to 16 hex digits, "
 					       "optionally prefixed by 0x", optarg);
-			sections |= SEC_KEY;
+			a->sections |= SEC_KEY;
 			break;
 		case OPT_SCORE:
-			free(score_keys);
-			score_keys = parse_score_keys(optarg, &nscore);
-			sections |= SEC_SCORE;
+			free(a->score_keys);
+			a->score_keys = parse_score_keys(optarg, &a->nscore);
+			a->sections |= SEC_SCORE;
 			break;
 		default: /* 'h', ':' or '?' */
 			tc_getopt_default(c, argv, usage);
@@ -1039,59 +1042,77 @@ int main(int argc, char **argv)
 		tc_usage_error("unexpected argument '%s'%s", argv[optind],
 			       strcmp(argv[optind - 1], "--entries") == 0 ?
 				       " (a count goes with an equals sign: --entries=N)" : "");
-	if (prometheus && (d.json || sections))
+	if (a->prometheus && (d->json || a->sections))
 		tc_usage_error("--prometheus prints every metric on its own; it takes neither "
 			       "--json nor a section option");
-	if (!sections)
-		sections = SEC_DEFAULT;
+	if (!a->sections)
+		a->sections = SEC_DEFAULT;
+}
 
+/* The sections a asks for, in order; 1 if one of them failed, else 0. */
+static int dump_sections(struct dump *d, const struct args *a)
+{
+	int status = 0;
+
+	if (a->sections & SEC_HEADER)
+		dump_header(d);
+	if (a->sections & SEC_PODS)
+		dump_pods(d);
+	if (a->sections & SEC_READERS) {
+		dump_readers(d);
+		dump_routers(d);
+	}
+	if (a->sections & SEC_STATS)
+		dump_stats(d);
+	if ((a->sections & SEC_ENTRIES) && dump_entries(d, a->limit) < 0) {
+		status = 1;
+		if (d->json)
+			tc_jw_str(&d->j, "error", "walking the entries failed; see standard error");
+	}
+	if (a->sections & SEC_KEY) {
+		int rc = dump_key(d, a->key);
+		if (rc <= 0) {
+			status = 1;
+			if (rc < 0 && d->json)
+				tc_jw_str(&d->j, "error", "the lookup failed; see standard error");
+		}
+	}
+	if ((a->sections & SEC_SCORE) && dump_score(d, a->score_keys, a->nscore) < 0) {
+		status = 1;
+		if (d->json)
+			tc_jw_str(&d->j, "error", "scoring failed; see standard error");
+	}
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct dump d = { .name = KVIDX_DEFAULT_NAME, .lock_fd = -1, .wlock_fd = -1, .j = { .f = stdout } };
+	struct args a = { .limit = DEFAULT_ENTRIES };
+	int status = 0;
+
+	tc_prog = PROG;
+	parse_args(argc, argv, &d, &a);
 	if (attach(&d) != 0) {
 		kvidx_reader_close(d.r);
 		free(d.pods);
-		free(score_keys);
+		free(a.score_keys);
 		return 1;
 	}
-	if (prometheus) {
+	if (a.prometheus) {
 		int rc = prom_render(d.r, stdout);
 		if (rc < 0) {
 			err_msg(&d, "rendering the metrics: %s", kvidx_strerror(rc));
 			status = 1;
 		}
-		sections = 0;
+		a.sections = 0;
 	} else if (d.json) {
 		tc_jw_open(&d.j, NULL, '{');
 	} else {
 		printf("index %s\n", d.name);
 	}
-	if (sections & SEC_HEADER)
-		dump_header(&d);
-	if (sections & SEC_PODS)
-		dump_pods(&d);
-	if (sections & SEC_READERS) {
-		dump_readers(&d);
-		dump_routers(&d);
-	}
-	if (sections & SEC_STATS)
-		dump_stats(&d);
-	if ((sections & SEC_ENTRIES) && dump_entries(&d, limit) < 0) {
-		status = 1;
-		if (d.json)
-			tc_jw_str(&d.j, "error", "walking the entries failed; see standard error");
-	}
-	if (sections & SEC_KEY) {
-		int rc = dump_key(&d, key);
-		if (rc <= 0) {
-			status = 1;
-			if (rc < 0 && d.json)
-				tc_jw_str(&d.j, "error", "the lookup failed; see standard error");
-		}
-	}
-	if ((sections & SEC_SCORE) && dump_score(&d, score_keys, nscore) < 0) {
-		status = 1;
-		if (d.json)
-			tc_jw_str(&d.j, "error", "scoring failed; see standard error");
-	}
-	free(score_keys);
+	status |= dump_sections(&d, &a);
+	free(a.score_keys);
 	if (d.json)
 		tc_jw_close(&d.j, '}');
 
