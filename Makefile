@@ -169,6 +169,8 @@ $(BUILD)/bin/stress_%: LIBS = $(LIBS_CORE)
 $(BUILD)/bin/stress_%: $(BUILD)/tests/stress_%.o $(STRESS_UTIL) $(LIBKVIDX)
 	$(LINK)
 $(BUILD)/bin/bench_%: LIBS = -lhiredis -lurcu-cds -lurcu -lck $(LIBS_INGEST) $(LIBS_CORE) -lm
+# bench_cluster also speaks NATS (its --fanout mode, bench/cluster_topology.sh).
+$(BUILD)/bin/bench_cluster: LIBS = -lhiredis -lurcu-cds -lurcu -lck $(LIBS_INGEST) $(LIBS_NATS) $(LIBS_CORE) -lm
 $(BUILD)/bin/bench_%: $(BUILD)/bench/bench_%.o $(BENCH_UTIL) $(COMMON_A) $(LIBKVIDX)
 	$(LINK)
 # The C side of the Go reader's tests (lib/go/kvidx): index builder, churner, ring drainer.
@@ -283,10 +285,14 @@ bench: setup
 	$(Q)$(MAKE) --no-print-directory OPT="-O2 -DNDEBUG" all $(BENCHES)
 	$(Q)bench/run.sh $(BUILD)
 	$(Q)bench/trace.sh $(BUILD)/bin
+	$(Q)bench/cluster.sh $(BUILD)/bin
+	$(Q)bench/cluster_topology.sh $(BUILD)/bin
 bench-quick: setup
 	$(Q)$(MAKE) --no-print-directory OPT="-O2 -DNDEBUG" all $(BENCHES)
 	$(Q)bench/run.sh --quick $(BUILD)
 	$(Q)QUICK=1 bench/trace.sh $(BUILD)/bin
+	$(Q)QUICK=1 bench/cluster.sh $(BUILD)/bin
+	$(Q)QUICK=1 bench/cluster_topology.sh $(BUILD)/bin
 
 run: setup
 	$(Q)$(MAKE) --no-print-directory all

@@ -11,6 +11,17 @@
  * (t1: the local path, ring -> writer -> table) and then on B (t2: A's writer -> NATS -> B's
  * writer -> B's table). Rounds are spaced by 1-3 ms so that each commit is its own batch.
  * Prints p50/p99/max of both, in microseconds, and the rounds that timed out (1 s).
+ *
+ *   bench_cluster --fanout --nats URL --subs H [--msgs M] [--size S] [--js] [--server-pid P]
+ *
+ * The event-topology measurement (bench/cluster_topology.sh, docs/cluster.md "Topology"):
+ * the cost of NATS delivering each of M messages of S bytes (an event batch) to H
+ * subscribers, each on a connection of its own as H hosts would be: core NATS (a relay that
+ * republishes batches as they come), or with --js a memory JetStream stream that every
+ * subscriber reads with an ordered push consumer (the relay the issue proposes, which also
+ * keeps history). Publishes at most 256 messages ahead of the slowest subscriber, then
+ * prints the server's CPU per message and per delivery (from /proc/P/stat) and this
+ * process's (publisher and H subscribers) per delivery.
  */
 #define PROG "bench_cluster"
 #include <errno.h>
@@ -19,6 +30,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <nats/nats.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
 
 #include "kvidx.h"
 
@@ -61,11 +76,209 @@ static void report(const char *what, uint64_t *v, size_t n, size_t lost)
 	       what, n, pct(v, n, 0.5) / 1e3, pct(v, n, 0.99) / 1e3, n ? v[n - 1] / 1e3 : 0.0, lost);
 }
 
+/* ---- --fanout ------------------------------------------------------------------------- */
+
+#define FAN_MAX_SUBS 64
+
+static _Atomic uint64_t fan_got[FAN_MAX_SUBS];
+
+static void fan_on_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *arg)
+{
+	(void)nc;
+	(void)sub;
+	atomic_fetch_add_explicit(&fan_got[(uintptr_t)arg], 1, memory_order_relaxed);
+	natsMsg_Destroy(msg);
+}
+
+/* utime + stime of process pid in microseconds (0 if unreadable). */
+static uint64_t proc_cpu_us(int pid)
+{
+	char path[64], buf[1024];
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (pid <= 0 || !(f = fopen(path, "r")))
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			 &st) != 2)
+		return 0;
+	return (uint64_t)(ut + st) * 1000000ull / (uint64_t)sysconf(_SC_CLK_TCK);
+}
+
+static uint64_t self_cpu_us(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ull +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+static uint64_t fan_slowest(int subs)
+{
+	uint64_t m = UINT64_MAX;
+
+	for (int i = 0; i < subs; i++) {
+		uint64_t v = atomic_load_explicit(&fan_got[i], memory_order_relaxed);
+		m = v < m ? v : m;
+	}
+	return m;
+}
+
+/* The subscribers: H connections, each with a plain subscription or an ordered consumer. */
+static int fan_subscribe(const char *url, int subs, bool js, natsConnection **nc,
+			 natsSubscription **sub, jsCtx **jctx)
+{
+	for (int i = 0; i < subs; i++) {
+		natsStatus s = natsConnection_ConnectTo(&nc[i], url);
+		jsSubOptions so;
+		jsErrCode je = 0;
+		if (s == NATS_OK && !js) {
+			s = natsConnection_Subscribe(&sub[i], nc[i], "topo.batches", fan_on_msg,
+						     (void *)(uintptr_t)i);
+			if (s == NATS_OK)
+				s = natsSubscription_SetPendingLimits(sub[i], -1, -1);
+		} else if (s == NATS_OK) {
+			jsSubOptions_Init(&so);
+			so.Stream = "TOPO";
+			so.Ordered = true;
+			if ((s = natsConnection_JetStream(&jctx[i], nc[i], NULL)) == NATS_OK)
+				s = js_Subscribe(&sub[i], jctx[i], "topo.batches", fan_on_msg,
+						 (void *)(uintptr_t)i, NULL, &so, &je);
+		}
+		if (s == NATS_OK)
+			s = natsConnection_Flush(nc[i]);
+		if (s != NATS_OK) {
+			fprintf(stderr, "%s: subscriber %d: %s (%s)\n", PROG, i, natsStatus_GetText(s),
+				nats_GetLastError(NULL));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A fresh memory stream TOPO on topo.> (the relay's), or -1. */
+static int fan_stream(natsConnection *pub)
+{
+	jsCtx *j = NULL;
+	jsStreamConfig sc;
+	jsErrCode je = 0;
+	const char *subj[1] = { "topo.>" };
+	natsStatus s = natsConnection_JetStream(&j, pub, NULL);
+
+	if (s == NATS_OK) {
+		js_DeleteStream(j, "TOPO", NULL, &je);
+		jsStreamConfig_Init(&sc);
+		sc.Name = "TOPO";
+		sc.Subjects = subj;
+		sc.SubjectsLen = 1;
+		sc.Storage = js_MemoryStorage;
+		sc.NoAck = true;
+		s = js_AddStream(NULL, j, &sc, NULL, &je);
+	}
+	jsCtx_Destroy(j);
+	if (s != NATS_OK)
+		fprintf(stderr, "%s: JetStream stream: %s (error %d; nats-server -js?)\n", PROG,
+			natsStatus_GetText(s), (int)je);
+	return s == NATS_OK ? 0 : -1;
+}
+
+static int fanout(const char *url, int subs, size_t msgs, size_t size, bool js, int spid)
+{
+	natsConnection *pub = NULL, *nc[FAN_MAX_SUBS] = { 0 };
+	natsSubscription *sub[FAN_MAX_SUBS] = { 0 };
+	jsCtx *jctx[FAN_MAX_SUBS] = { 0 };
+	char *buf = calloc(1, size);
+	int rc = 1;
+
+	if (!buf || natsConnection_ConnectTo(&pub, url) != NATS_OK) {
+		fprintf(stderr, "%s: cannot connect to %s\n", PROG, url);
+		return 1;
+	}
+	if ((js && fan_stream(pub) < 0) || fan_subscribe(url, subs, js, nc, sub, jctx) < 0)
+		goto out;
+	for (size_t i = 0; i < size; i++)
+		buf[i] = (char)(i * 131);
+	uint64_t s0 = proc_cpu_us(spid), c0 = self_cpu_us(), t0 = kvidx_now_ns();
+	for (size_t i = 0; i < msgs; i++) {
+		while (i - fan_slowest(subs) > 256 && kvidx_now_ns() - t0 < 60000000000ull)
+			nats_Sleep(0);
+		natsConnection_Publish(pub, "topo.batches", buf, (int)size);
+	}
+	natsConnection_Flush(pub);
+	while (fan_slowest(subs) < msgs && kvidx_now_ns() - t0 < 60000000000ull)
+		nats_Sleep(1);
+	uint64_t t1 = kvidx_now_ns(), s1 = proc_cpu_us(spid), c1 = self_cpu_us();
+	uint64_t got = 0;
+	for (int i = 0; i < subs; i++)
+		got += atomic_load(&fan_got[i]);
+	double d = (double)got ? (double)got : 1.0;
+	printf("cluster_topology: path=%s subs=%d msgs=%zu size=%zu delivered=%llu "
+	       "server_us_per_msg=%.2f server_us_per_delivery=%.2f client_us_per_delivery=%.2f "
+	       "wall_s=%.2f\n", js ? "jetstream" : "core", subs, msgs, size,
+	       (unsigned long long)got, (double)(s1 - s0) / (double)msgs, (double)(s1 - s0) / d,
+	       (double)(c1 - c0) / d, (double)(t1 - t0) / 1e9);
+	rc = got == (uint64_t)subs * msgs ? 0 : 1;
+out:
+	for (int i = 0; i < subs; i++) {
+		if (sub[i]) {
+			natsSubscription_Unsubscribe(sub[i]);
+			natsSubscription_Destroy(sub[i]);
+		}
+		jsCtx_Destroy(jctx[i]);
+		natsConnection_Destroy(nc[i]);
+	}
+	natsConnection_Destroy(pub);
+	free(buf);
+	return rc;
+}
+
+/* --fanout --nats URL --subs H [--msgs M] [--size S] [--js] [--server-pid P] */
+static int fanout_main(int argc, char **argv)
+{
+	const char *url = NULL;
+	int subs = 0, spid = 0;
+	size_t msgs = 20000, size = 2048;
+	bool js = false;
+
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : "";
+		if (!strcmp(argv[i], "--js"))
+			js = true;
+		else if (!strcmp(argv[i], "--nats"))
+			url = v, i++;
+		else if (!strcmp(argv[i], "--subs"))
+			subs = atoi(v), i++;
+		else if (!strcmp(argv[i], "--msgs"))
+			msgs = strtoul(v, NULL, 10), i++;
+		else if (!strcmp(argv[i], "--size"))
+			size = strtoul(v, NULL, 10), i++;
+		else if (!strcmp(argv[i], "--server-pid"))
+			spid = atoi(v), i++;
+	}
+	if (!url || subs < 1 || subs > FAN_MAX_SUBS || !msgs || !size || size > (1u << 20)) {
+		fprintf(stderr, "usage: %s --fanout --nats URL --subs 1..%d [--msgs M] [--size S] "
+			"[--js] [--server-pid PID]\n", PROG, FAN_MAX_SUBS);
+		return 2;
+	}
+	int rc = fanout(url, subs, msgs, size, js, spid);
+	nats_CloseAndWait(2000);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *an = NULL, *bn = NULL, *pod = NULL;
 	size_t count = 2000, nk = 8;
 
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--fanout"))
+			return fanout_main(argc, argv);
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--a"))
 			an = argv[i + 1];

@@ -183,6 +183,35 @@ static void on_first_block(void *arg)
 	__atomic_store_n(&M->go, 1, __ATOMIC_RELEASE);
 }
 
+/* Waits (5 s at most) until ingestd registered every pod: their indices into M->pod. */
+static void wait_pods(const struct kv_view *v)
+{
+	for (int tries = 0; tries < 500 && M->npods < o.pods; tries++) {
+		sleep_ns(10000000);
+		M->npods = 0;
+		for (uint32_t i = 0; i < v->max_pods && M->npods < o.pods; i++)
+			if (KV_POD_STATE(ld_relaxed(&v->pods[i].pd_word)) == KV_POD_ACTIVE)
+				M->pod[M->npods++] = (int32_t)i;
+	}
+	if (M->npods != o.pods)
+		bdie("ingestd registered %u of %u pods", M->npods, o.pods);
+}
+
+/* Forks the router processes (they wait for M->go); their pids into rp. */
+static void spawn_routers(pid_t *rp)
+{
+	for (uint32_t i = 0; i < o.routers; i++) {
+		rp[i] = fork();
+		if (rp[i] < 0)
+			bdie("fork: %s", strerror(errno));
+		if (rp[i] == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			router_main((int)i);
+		}
+		guard_pid(rp[i]);
+	}
+}
+
 static struct mres mixed_run(int run, struct samples *lat_all)
 {
 	struct mres res = { 0 };
@@ -221,25 +250,8 @@ static struct mres mixed_run(int run, struct samples *lat_all)
 
 	struct kvidx_reader *r = fx_wait_index(M->name, ip, errf[o.pods]);
 	const struct kv_view *v = kv_reader_view(r);
-	for (int tries = 0; tries < 500 && M->npods < o.pods; tries++) {
-		sleep_ns(10000000);
-		M->npods = 0;
-		for (uint32_t i = 0; i < v->max_pods && M->npods < o.pods; i++)
-			if (KV_POD_STATE(ld_relaxed(&v->pods[i].pd_word)) == KV_POD_ACTIVE)
-				M->pod[M->npods++] = (int32_t)i;
-	}
-	if (M->npods != o.pods)
-		bdie("ingestd registered %u of %u pods", M->npods, o.pods);
-	for (uint32_t i = 0; i < o.routers; i++) {
-		rp[i] = fork();
-		if (rp[i] < 0)
-			bdie("fork: %s", strerror(errno));
-		if (rp[i] == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			router_main((int)i);
-		}
-		guard_pid(rp[i]);
-	}
+	wait_pods(v);
+	spawn_routers(rp);
 	for (uint32_t p = 0; p < o.pods; p++) {
 		char seed[16];
 		snprintf(seed, sizeof(seed), "%u", p + 1);

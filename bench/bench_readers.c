@@ -524,6 +524,82 @@ static struct result finish(struct acc *a, unsigned nr)
 	return res;
 }
 
+/* The two rows (throughput, latency) of design d at nr readers and writer rate rate: x its
+ * result, k kvidx's in the same configuration, idle its own with the writer idle. */
+static void emit_rows(const struct world *W, const struct result *x, const struct result *k,
+		      const struct result *idle, int d, unsigned nr, uint64_t rate, long cores)
+{
+	for (int kind = 0; kind < 2; kind++) {
+		struct row r = { .workload = "2 readers",
+				 .target_state = T_NONE };
+		snprintf(r.name, sizeof(r.name), "%s %s", d_names[d],
+			 kind == 0 ? "thr" : "latency");
+		par_u(&r.par, "readers", nr);
+		par_u(&r.par, "writer_rate", rate);
+		par_f(&r.par, "writer_achieved", x->wrate);
+		par_u(&r.par, "keys", W->nchains * BLOCKS);
+		par_u(&r.par, "blocks", BLOCKS);
+		par_u(&r.par, "batch", BATCH);
+		par_s(&r.par, "writer", "kvidx_store/remove-paced");
+		par_u(&r.par, "rounds", o.rounds);
+		par_s(&r.par, "pinning", o.no_pin || cores < 2 ? "none" :
+		      (long)nr + 1 <= cores ? "writer-own-cpu" :
+		      "writer-last-cpu,readers-any");
+		if (d != D_KVIDX)
+			par_s(&r.par, "lock", d == D_NAIVE ? "prefer-writer" :
+			      "glibc-default(prefer-reader)");
+		if (kind == 0) {
+			r.unit = "Mkeys/s/rdr";
+			r.higher_better = true;
+			r.median = x->thr / 1e6;
+			r.p99 = NAN;
+			r.ratio = x->thr / k->thr;
+			double frac = x->thr / idle->thr;
+			double cfrac = x->cpu_thr / idle->cpu_thr;
+			row_extra(&r, "vs_idle", frac);
+			row_extra(&r, "keys_per_reader_cpu_s", x->cpu_thr);
+			row_extra(&r, "vs_idle_per_cpu_s", cfrac);
+			row_extra(&r, "reader_cpu_share", x->cpu_share);
+			row_extra(&r, "decisions_per_s_per_reader",
+				  x->thr / BLOCKS);
+			snprintf(r.note, sizeof(r.note), "%.0f%% of idle; per "
+				 "reader CPU-second %.1f M (%.0f%% of idle); "
+				 "%.3g decisions/s/reader; readers on CPU %.0f%%,"
+				 " %.0f preemptions/s%s%s", 100 * frac,
+				 x->cpu_thr / 1e6, 100 * cfrac,
+				 x->thr / BLOCKS, 100 * x->cpu_share,
+				 x->csw_per_s, x->wrate < 0.9 * (double)rate ?
+				 "; WRITER BELOW ITS RATE" : "",
+				 x->wrong ? "; WRONG ANSWERS" : "");
+			if (d == D_KVIDX && rate == 1000000) {
+				snprintf(r.target, sizeof(r.target),
+					 ">= 85%% of idle");
+				/* Met only if both the wall-clock and the
+				 * per-CPU-second throughput hold up. */
+				if ((long)nr + 1 > cores)
+					r.target_state = T_NA;
+				else
+					r.target_state = frac >= 0.85 &&
+						cfrac >= 0.85 ? T_MET : T_MISSED;
+				if (r.target_state == T_NA)
+					snprintf(r.target, sizeof(r.target),
+						 ">=85%% idle; R+1>%ld cores",
+						 cores);
+			}
+		} else {
+			r.unit = "us/prompt";
+			r.median = x->lat50;
+			r.p99 = x->lat99;
+			r.ratio = x->lat50 / k->lat50;
+			snprintf(r.note, sizeof(r.note), "p99.9 %.1f us", x->lat999);
+			row_extra(&r, "p999", x->lat999);
+		}
+		if (d == D_KVIDX)
+			r.ratio = 1.0;
+		row_emit(&r);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct world *W;
@@ -595,78 +671,9 @@ int main(int argc, char **argv)
 			for (int d = 0; d < nd; d++) {
 				if (d == D_NAIVE_RP && rates[qi] != 1000000)
 					continue;
-				const struct result *x = &res[ri][qi][d], *k = &res[ri][qi][D_KVIDX];
-				const struct result *idle = &res[ri][0][d == D_NAIVE_RP ? D_NAIVE : d];
-				unsigned nr = reader_counts[ri];
-				for (int kind = 0; kind < 2; kind++) {
-					struct row r = { .workload = "2 readers",
-							 .target_state = T_NONE };
-					snprintf(r.name, sizeof(r.name), "%s %s", d_names[d],
-						 kind == 0 ? "thr" : "latency");
-					par_u(&r.par, "readers", nr);
-					par_u(&r.par, "writer_rate", rates[qi]);
-					par_f(&r.par, "writer_achieved", x->wrate);
-					par_u(&r.par, "keys", W->nchains * BLOCKS);
-					par_u(&r.par, "blocks", BLOCKS);
-					par_u(&r.par, "batch", BATCH);
-					par_s(&r.par, "writer", "kvidx_store/remove-paced");
-					par_u(&r.par, "rounds", o.rounds);
-					par_s(&r.par, "pinning", o.no_pin || cores < 2 ? "none" :
-					      (long)nr + 1 <= cores ? "writer-own-cpu" :
-					      "writer-last-cpu,readers-any");
-					if (d != D_KVIDX)
-						par_s(&r.par, "lock", d == D_NAIVE ? "prefer-writer" :
-						      "glibc-default(prefer-reader)");
-					if (kind == 0) {
-						r.unit = "Mkeys/s/rdr";
-						r.higher_better = true;
-						r.median = x->thr / 1e6;
-						r.p99 = NAN;
-						r.ratio = x->thr / k->thr;
-						double frac = x->thr / idle->thr;
-						double cfrac = x->cpu_thr / idle->cpu_thr;
-						row_extra(&r, "vs_idle", frac);
-						row_extra(&r, "keys_per_reader_cpu_s", x->cpu_thr);
-						row_extra(&r, "vs_idle_per_cpu_s", cfrac);
-						row_extra(&r, "reader_cpu_share", x->cpu_share);
-						row_extra(&r, "decisions_per_s_per_reader",
-							  x->thr / BLOCKS);
-						snprintf(r.note, sizeof(r.note), "%.0f%% of idle; per "
-							 "reader CPU-second %.1f M (%.0f%% of idle); "
-							 "%.3g decisions/s/reader; readers on CPU %.0f%%,"
-							 " %.0f preemptions/s%s%s", 100 * frac,
-							 x->cpu_thr / 1e6, 100 * cfrac,
-							 x->thr / BLOCKS, 100 * x->cpu_share,
-							 x->csw_per_s, x->wrate < 0.9 * (double)rates[qi] ?
-							 "; WRITER BELOW ITS RATE" : "",
-							 x->wrong ? "; WRONG ANSWERS" : "");
-						if (d == D_KVIDX && rates[qi] == 1000000) {
-							snprintf(r.target, sizeof(r.target),
-								 ">= 85%% of idle");
-							/* Met only if both the wall-clock and the
-							 * per-CPU-second throughput hold up. */
-							if ((long)nr + 1 > cores)
-								r.target_state = T_NA;
-							else
-								r.target_state = frac >= 0.85 &&
-									cfrac >= 0.85 ? T_MET : T_MISSED;
-							if (r.target_state == T_NA)
-								snprintf(r.target, sizeof(r.target),
-									 ">=85%% idle; R+1>%ld cores",
-									 cores);
-						}
-					} else {
-						r.unit = "us/prompt";
-						r.median = x->lat50;
-						r.p99 = x->lat99;
-						r.ratio = x->lat50 / k->lat50;
-						snprintf(r.note, sizeof(r.note), "p99.9 %.1f us", x->lat999);
-						row_extra(&r, "p999", x->lat999);
-					}
-					if (d == D_KVIDX)
-						r.ratio = 1.0;
-					row_emit(&r);
-				}
+				emit_rows(W, &res[ri][qi][d], &res[ri][qi][D_KVIDX],
+					  &res[ri][0][d == D_NAIVE_RP ? D_NAIVE : d], d, reader_counts[ri],
+					  rates[qi], cores);
 			}
 
 	struct ctl *C = W->ctl;

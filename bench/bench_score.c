@@ -241,7 +241,7 @@ static void fill_kvidx(struct tset *t, int idx)
 		bdie("kvidx_reader_open: %s", kvidx_strerror(-errno));
 	const struct kv_view *v = kv_reader_view(t->r);
 	touch_pages(v->base, v->size);
-	uint64_t nk = ld_relaxed(&v->st->keys), nr = ld_relaxed(&v->st->records);
+	uint64_t nk = kv_tm_view_stat(v, KV_ST_keys), nr = kv_tm_view_stat(v, KV_ST_records);
 	t->mem[M_SCORE] = t->mem[M_LOOKUP] = (double)v->size / (double)nk;
 	t->ws_bytes = (v->nslots + v->max_probe) * 8 + v->units * 16;
 	printf("%s table: kvidx filled in %.2f s (%.0f ns/key): %" PRIu64 " keys, %.3f records/key,"
@@ -249,7 +249,7 @@ static void fill_kvidx(struct tset *t, int idx)
 	       fill_s, fill_s * 1e9 / (double)t->nkeys, nk, (double)nr / (double)nk,
 	       (double)v->size / 1048576.0, t->mem[M_SCORE],
 	       (double)(v->nslots + v->max_probe) * 8 / (double)nk,
-	       (double)ld_relaxed(&v->st->arena_used) * 16 / (double)nk,
+	       (double)kv_tm_view_stat(v, KV_ST_arena_used) * 16 / (double)nk,
 	       failed ? " WARNING: some stores found the table full" : "");
 	if (nk != t->nkeys)
 		fprintf(stderr, PROG ": warning: index holds %" PRIu64 " of %" PRIu64 " keys\n", nk,

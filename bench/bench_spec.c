@@ -498,19 +498,17 @@ static void spec_cost_rows(struct kvidx *w)
 		samples_free(&c[j]);
 }
 
-int main(int argc, char **argv)
+/* Keys the index (and the naive table) holds beyond the prefill: the commits, the churn. */
+static uint64_t extra_keys(void)
 {
-	struct redis_srv srv = { 0 };
-	uint64_t t_start = now_ns();
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	return (uint64_t)o.samples * (MAXK + 1) * 2 + BG_FIFO * BG_BATCH;
+}
 
-	parse_opts(argc, argv);
-	bench_start(o.arg.json);
-	printf("%s: %" PRIu64 " prefilled keys, %u commits per configuration, %ld cores, load %.2f\n",
-	       PROG, o.keys, o.samples, ncpu, loadavg1());
+/* The index, prefilled with chains of 512 keys on random pods. */
+static struct wstate *prefill_index(void)
+{
+	uint64_t extra = extra_keys();
 
-	/* The index, prefilled with chains of 512 keys on random pods. */
-	uint64_t extra = (uint64_t)o.samples * (MAXK + 1) * 2 + BG_FIFO * BG_BATCH;
 	snprintf(g_name, sizeof(g_name), "bench-spec-%d", (int)getpid());
 	guard_name(0, g_name);
 	struct kvidx_writer_opts wo = {
@@ -531,19 +529,14 @@ int main(int argc, char **argv)
 		kvidx_writer_tick(ws->w, kvidx_now_ns());
 	}
 	free(chain);
-	spec_cost_rows(ws->w);
-	g_naive = naive_new(o.keys + extra, true);
+	return ws;
+}
 
-	C = shared_alloc(sizeof(*C));
-	t_commit = shared_alloc(o.samples * sizeof(uint64_t));
-	t_seen = shared_alloc(o.samples * sizeof(uint64_t));
-	bool have_redis = !o.no_redis && redis_available() && redis_start(&srv) == 0;
-	if (have_redis)
-		C->redis_port = (uint32_t)srv.port;
-	else if (!o.no_redis)
-		printf("redis-server not available: Redis rows skipped\n");
-
+/* Forks the two roles: A, the committer (role 0), and B, the watcher (role 1). */
+static void spawn_kids(long ncpu)
+{
 	pid_t *kids = g_kids;
+
 	fflush(stdout);
 	for (int role = 0; role < 2; role++) {
 		kids[role] = fork();
@@ -559,6 +552,119 @@ int main(int argc, char **argv)
 		}
 		guard_pid(kids[role]);
 	}
+}
+
+/* Runs configuration ci: its latency samples into lat, the commits never seen counted in
+ * *lost, the reference medians (kvidx, 1 and 512 keys, idle) into ref. */
+static void run_config(struct wstate *ws, uint32_t ci, struct samples *lat, uint64_t *lost,
+		       double ref[2])
+{
+	const struct cfg *cf = &cfgs[ci];
+
+	st64(&C->seq, 0);
+	st64(&C->armed, 0);
+	st64(&C->ack, 0);
+	memset(t_commit, 0, o.samples * sizeof(uint64_t));
+	memset(t_seen, 0, o.samples * sizeof(uint64_t));
+	st32(&C->cfg, ci);
+	uint32_t seq = ci + 1;
+	uint64_t t_cfg = now_ns();
+	st32(&C->cfg_seq, seq);
+	if (cf->design == D_KVIDX || cf->design == D_RELAY) {
+		writer_loop(ws, cf, seq);
+	} else {
+		/* No writer hop: keep the heartbeat going while the readers work. */
+		while (ld32(&C->done[0]) != seq || ld32(&C->done[1]) != seq) {
+			kvidx_writer_tick(ws->w, kvidx_now_ns());
+			check_kids();
+			sleep_ns(1000000);
+		}
+	}
+	for (uint32_t i = 0; i < o.samples; i++) {
+		if (!t_seen[i] || t_seen[i] < t_commit[i])
+			(*lost)++;
+		else
+			samples_add(lat, (double)(t_seen[i] - t_commit[i]) / 1e3);
+	}
+	printf("  %-32s keys=%-3u bg=%-6" PRIu64 " idle_us=%-4u %5.1f s: p50 %.1f us p99 %.1f "
+	       "us max %.1f us%s\n", d_names[cf->design], cf->nkeys, cf->bg_rate, cf->idle_us,
+	       (double)(now_ns() - t_cfg) / 1e9, samples_pct(lat, 50),
+	       samples_pct(lat, 99), samples_pct(lat, 100),
+	       *lost ? " (some lost)" : "");
+	if (cf->design == D_KVIDX && cf->bg_rate == 0 && cf->idle_us == 0)
+		ref[cf->nkeys == 1 ? 0 : 1] = samples_pct(lat, 50);
+}
+
+/* The report row of configuration ci. */
+static void emit_row(uint32_t ci, struct samples *lat, uint64_t lost, const double ref[2],
+		     long ncpu)
+{
+	const struct cfg *cf = &cfgs[ci];
+	struct row r = { .workload = "4 spec", .unit = "us", .target_state = T_NONE };
+	snprintf(r.name, sizeof(r.name), "%s", d_names[cf->design]);
+	par_u(&r.par, "keys_per_commit", cf->nkeys);
+	par_u(&r.par, "writer_bg_events", cf->bg_rate);
+	par_u(&r.par, "table_keys", o.keys);
+	par_u(&r.par, "samples", o.samples);
+	if (cf->design == D_KVIDX)
+		par_s(&r.par, "writer_loop", cf->idle_us == 1000 ?
+		      "drain+speculate, sleep 1ms if idle" : cf->idle_us ?
+		      "drain+speculate, sleep 50us if idle" : "spin: drain+speculate, tick 1ms");
+	par_s(&r.par, "pinned", !o.no_pin && ncpu >= 2 ? "writer+A:last-cpu,B:cpu0" :
+							"no");
+	r.median = samples_pct(lat, 50);
+	r.p99 = samples_pct(lat, 99);
+	row_extra(&r, "p999", samples_pct(lat, 99.9));
+	row_extra(&r, "max", samples_pct(lat, 100));
+	row_extra(&r, "lost", (double)lost);
+	r.ratio = cf->design == D_KVIDX && cf->bg_rate == 0 && cf->idle_us == 0 ? 1.0 :
+		  r.median / ref[cf->nkeys == 1 ? 0 : 1];
+	if (cf->design == D_FLOOR || cf->design == D_RELAY)
+		r.vs_text = "(floor)";
+	snprintf(r.note, sizeof(r.note), "%s; p99.9 %.1f us, max %.1f us%s%s",
+		 cf->design == D_FLOOR ? "one shared-memory store seen by the other process, "
+		 "same protocol and pinning: this machine's handoff and scheduling noise" :
+		 cf->design == D_RELAY ? "A's store relayed by the spinning writer loop on "
+		 "A's CPU: kvidx's path minus kvidx (one context switch, 2 CPUs for 3 "
+		 "processes)" :
+		 "commit -> seen by another process", samples_pct(lat, 99.9), samples_pct(lat, 100),
+		 lost ? "; LOST (not seen in 1 s): " : "", lost ? "yes" : "");
+	if (cf->design == D_KVIDX) {
+		snprintf(r.target, sizeof(r.target), "p99 <= 100 us");
+		if (cf->idle_us == 1000)
+			snprintf(r.note + strlen(r.note), sizeof(r.note) - strlen(r.note),
+				 "; ingestd's loop today: zmq_poll timeout 1 ms when idle");
+		r.target_state = lost ? T_MISSED : r.p99 <= 100 ? T_MET : T_MISSED;
+	}
+	row_emit(&r);
+}
+
+int main(int argc, char **argv)
+{
+	struct redis_srv srv = { 0 };
+	uint64_t t_start = now_ns();
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	parse_opts(argc, argv);
+	bench_start(o.arg.json);
+	printf("%s: %" PRIu64 " prefilled keys, %u commits per configuration, %ld cores, load %.2f\n",
+	       PROG, o.keys, o.samples, ncpu, loadavg1());
+
+	struct wstate *ws = prefill_index();
+	spec_cost_rows(ws->w);
+	g_naive = naive_new(o.keys + extra_keys(), true);
+
+	C = shared_alloc(sizeof(*C));
+	t_commit = shared_alloc(o.samples * sizeof(uint64_t));
+	t_seen = shared_alloc(o.samples * sizeof(uint64_t));
+	bool have_redis = !o.no_redis && redis_available() && redis_start(&srv) == 0;
+	if (have_redis)
+		C->redis_port = (uint32_t)srv.port;
+	else if (!o.no_redis)
+		printf("redis-server not available: Redis rows skipped\n");
+
+	pid_t *kids = g_kids;
+	spawn_kids(ncpu);
 	if (!o.no_pin && ncpu >= 2)
 		pin_cpu((int)ncpu - 1);
 	for (int role = 0; role < 2; role++)
@@ -573,86 +679,13 @@ int main(int argc, char **argv)
 	double ref[2] = { NAN, NAN };
 	memset(lat, 0, sizeof(lat));
 	memset(lost, 0, sizeof(lost));
-	for (uint32_t ci = 0; ci < NCFG; ci++) {
-		const struct cfg *cf = &cfgs[ci];
-		if (cf->design == D_REDIS && !have_redis)
-			continue;
-		st64(&C->seq, 0);
-		st64(&C->armed, 0);
-		st64(&C->ack, 0);
-		memset(t_commit, 0, o.samples * sizeof(uint64_t));
-		memset(t_seen, 0, o.samples * sizeof(uint64_t));
-		st32(&C->cfg, ci);
-		uint32_t seq = ci + 1;
-		uint64_t t_cfg = now_ns();
-		st32(&C->cfg_seq, seq);
-		if (cf->design == D_KVIDX || cf->design == D_RELAY) {
-			writer_loop(ws, cf, seq);
-		} else {
-			/* No writer hop: keep the heartbeat going while the readers work. */
-			while (ld32(&C->done[0]) != seq || ld32(&C->done[1]) != seq) {
-				kvidx_writer_tick(ws->w, kvidx_now_ns());
-				check_kids();
-				sleep_ns(1000000);
-			}
-		}
-		for (uint32_t i = 0; i < o.samples; i++) {
-			if (!t_seen[i] || t_seen[i] < t_commit[i])
-				lost[ci]++;
-			else
-				samples_add(&lat[ci], (double)(t_seen[i] - t_commit[i]) / 1e3);
-		}
-		printf("  %-32s keys=%-3u bg=%-6" PRIu64 " idle_us=%-4u %5.1f s: p50 %.1f us p99 %.1f "
-		       "us max %.1f us%s\n", d_names[cf->design], cf->nkeys, cf->bg_rate, cf->idle_us,
-		       (double)(now_ns() - t_cfg) / 1e9, samples_pct(&lat[ci], 50),
-		       samples_pct(&lat[ci], 99), samples_pct(&lat[ci], 100),
-		       lost[ci] ? " (some lost)" : "");
-		if (cf->design == D_KVIDX && cf->bg_rate == 0 && cf->idle_us == 0)
-			ref[cf->nkeys == 1 ? 0 : 1] = samples_pct(&lat[ci], 50);
-	}
+	for (uint32_t ci = 0; ci < NCFG; ci++)
+		if (cfgs[ci].design != D_REDIS || have_redis)
+			run_config(ws, ci, &lat[ci], &lost[ci], ref);
 
-	for (uint32_t ci = 0; ci < NCFG; ci++) {
-		const struct cfg *cf = &cfgs[ci];
-		if (cf->design == D_REDIS && !have_redis)
-			continue;
-		struct row r = { .workload = "4 spec", .unit = "us", .target_state = T_NONE };
-		snprintf(r.name, sizeof(r.name), "%s", d_names[cf->design]);
-		par_u(&r.par, "keys_per_commit", cf->nkeys);
-		par_u(&r.par, "writer_bg_events", cf->bg_rate);
-		par_u(&r.par, "table_keys", o.keys);
-		par_u(&r.par, "samples", o.samples);
-		if (cf->design == D_KVIDX)
-			par_s(&r.par, "writer_loop", cf->idle_us == 1000 ?
-			      "drain+speculate, sleep 1ms if idle" : cf->idle_us ?
-			      "drain+speculate, sleep 50us if idle" : "spin: drain+speculate, tick 1ms");
-		par_s(&r.par, "pinned", !o.no_pin && ncpu >= 2 ? "writer+A:last-cpu,B:cpu0" :
-								"no");
-		r.median = samples_pct(&lat[ci], 50);
-		r.p99 = samples_pct(&lat[ci], 99);
-		row_extra(&r, "p999", samples_pct(&lat[ci], 99.9));
-		row_extra(&r, "max", samples_pct(&lat[ci], 100));
-		row_extra(&r, "lost", (double)lost[ci]);
-		r.ratio = cf->design == D_KVIDX && cf->bg_rate == 0 && cf->idle_us == 0 ? 1.0 :
-			  r.median / ref[cf->nkeys == 1 ? 0 : 1];
-		if (cf->design == D_FLOOR || cf->design == D_RELAY)
-			r.vs_text = "(floor)";
-		snprintf(r.note, sizeof(r.note), "%s; p99.9 %.1f us, max %.1f us%s%s",
-			 cf->design == D_FLOOR ? "one shared-memory store seen by the other process, "
-			 "same protocol and pinning: this machine's handoff and scheduling noise" :
-			 cf->design == D_RELAY ? "A's store relayed by the spinning writer loop on "
-			 "A's CPU: kvidx's path minus kvidx (one context switch, 2 CPUs for 3 "
-			 "processes)" :
-			 "commit -> seen by another process", samples_pct(&lat[ci], 99.9), samples_pct(&lat[ci], 100),
-			 lost[ci] ? "; LOST (not seen in 1 s): " : "", lost[ci] ? "yes" : "");
-		if (cf->design == D_KVIDX) {
-			snprintf(r.target, sizeof(r.target), "p99 <= 100 us");
-			if (cf->idle_us == 1000)
-				snprintf(r.note + strlen(r.note), sizeof(r.note) - strlen(r.note),
-					 "; ingestd's loop today: zmq_poll timeout 1 ms when idle");
-			r.target_state = lost[ci] ? T_MISSED : r.p99 <= 100 ? T_MET : T_MISSED;
-		}
-		row_emit(&r);
-	}
+	for (uint32_t ci = 0; ci < NCFG; ci++)
+		if (cfgs[ci].design != D_REDIS || have_redis)
+			emit_row(ci, &lat[ci], lost[ci], ref, ncpu);
 	printf("%s keys=%" PRIu64 " samples=%u kvidx_1key_p50_us=%.1f kvidx_1key_p99_us=%.1f "
 	       "kvidx_512key_p50_us=%.1f kvidx_512key_p99_us=%.1f spec_calls=%" PRIu64
 	       " seconds=%.0f load=%.2f\n", PROG, o.keys, o.samples, samples_pct(&lat[0], 50),

@@ -302,12 +302,69 @@ struct raw_res {
 	bool ran;
 };
 
+/* Creates c->s's empty structure, sized for nbase keys and the churn FIFO. */
+static void raw_open(struct rawctx *c, uint64_t nbase)
+{
+	char name[KVIDX_NAME_MAX];
+
+	switch (c->s) {
+	case S_KVIDX:
+	case S_KVUPD: {
+		snprintf(name, sizeof(name), "bench-writer-%d-%d", (int)getpid(), c->s);
+		guard_name(0, name);
+		struct kvidx_writer_opts wo = {
+			.name = name,
+			.geo = { .capacity = nbase + FIFO_D * BATCH, .records = 2 * (nbase + FIFO_D * BATCH),
+				 .pods_per_key = 10, .max_pods = o.pods },
+			.group = (gid_t)-1,
+		};
+		c->w = writer_with_pods(&wo, o.pods, false);
+		break;
+	}
+	case S_LFHT:
+		c->lfht = lf_new(nbase + FIFO_D * BATCH, NULL);
+		break;
+	case S_CKHS:
+		ck_set_init(&c->hs, nbase + FIFO_D * BATCH, CK_HS_MODE_DELETE);
+		break;
+	case S_NAIVE:
+		c->naive = naive_new(nbase + FIFO_D * BATCH, true);
+		break;
+	case S_REDIS:
+		redis_call(c->rc, "FLUSHALL");
+		break;
+	}
+}
+
+/* Tears down what raw_open() made. */
+static void raw_close(struct rawctx *c)
+{
+	switch (c->s) {
+	case S_KVIDX:
+	case S_KVUPD:
+		kvidx_writer_close(c->w, true);
+		guard_name(0, NULL);
+		break;
+	case S_LFHT:
+		lf_destroy(c->lfht, true);
+		break;
+	case S_CKHS:
+		ck_set_destroy(&c->hs, true);
+		break;
+	case S_NAIVE:
+		naive_free(c->naive);
+		break;
+	case S_REDIS:
+		redis_call(c->rc, "FLUSHALL");
+		break;
+	}
+}
+
 static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 				    const uint16_t *bpod, redisContext *rc)
 {
 	struct raw_res res = { .ran = true };
 	struct rawctx c = { .s = s, .rc = rc };
-	char name[KVIDX_NAME_MAX];
 	uint64_t ops = s == S_REDIS ? o.redis_ops : o.ops, rng = 0x9e3779b97f4a7c15ull + (uint64_t)s;
 	uint64_t (*fresh)[BATCH] = xcalloc(FIFO_D, sizeof(*fresh));
 	uint16_t *fpod = xcalloc(FIFO_D, sizeof(uint16_t));
@@ -316,33 +373,7 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 	uint64_t t0 = now_ns();
 
 	/* Prefill with the base keys (one pod each, in batches). */
-	switch (s) {
-	case S_KVIDX:
-	case S_KVUPD: {
-		snprintf(name, sizeof(name), "bench-writer-%d-%d", (int)getpid(), s);
-		guard_name(0, name);
-		struct kvidx_writer_opts wo = {
-			.name = name,
-			.geo = { .capacity = nbase + FIFO_D * BATCH, .records = 2 * (nbase + FIFO_D * BATCH),
-				 .pods_per_key = 10, .max_pods = o.pods },
-			.group = (gid_t)-1,
-		};
-		c.w = writer_with_pods(&wo, o.pods, false);
-		break;
-	}
-	case S_LFHT:
-		c.lfht = lf_new(nbase + FIFO_D * BATCH, NULL);
-		break;
-	case S_CKHS:
-		ck_set_init(&c.hs, nbase + FIFO_D * BATCH, CK_HS_MODE_DELETE);
-		break;
-	case S_NAIVE:
-		c.naive = naive_new(nbase + FIFO_D * BATCH, true);
-		break;
-	case S_REDIS:
-		redis_call(rc, "FLUSHALL");
-		break;
-	}
+	raw_open(&c, nbase);
 	for (uint64_t i = 0; i + BATCH <= nbase; i += BATCH) {
 		raw_apply(&c, base + i, bpod[i / BATCH], true);
 		if (c.w && i % (64 * BATCH) == 0)
@@ -387,26 +418,7 @@ static struct raw_res bench_raw_one(int s, const uint64_t *base, uint64_t nbase,
 	res.p99 = samples_pct(&smp, 99);
 	samples_free(&smp);
 
-	/* Tear down. */
-	switch (s) {
-	case S_KVIDX:
-	case S_KVUPD:
-		kvidx_writer_close(c.w, true);
-		guard_name(0, NULL);
-		break;
-	case S_LFHT:
-		lf_destroy(c.lfht, true);
-		break;
-	case S_CKHS:
-		ck_set_destroy(&c.hs, true);
-		break;
-	case S_NAIVE:
-		naive_free(c.naive);
-		break;
-	case S_REDIS:
-		redis_call(rc, "FLUSHALL");
-		break;
-	}
+	raw_close(&c);
 	free(fresh);
 	free(fpod);
 	free(foff);

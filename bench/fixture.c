@@ -41,7 +41,7 @@ uint64_t fx_pods_sum(const struct kv_view *v, enum kv_pod_ctr c)
 
 	for (uint32_t i = 0; i < v->max_pods; i++)
 		if (KV_POD_STATE(ld_relaxed(&v->pods[i].pd_word)) == KV_POD_ACTIVE)
-			s += ld_relaxed(&v->pods[i].pd_ctr[c]);
+			s += kv_tm_view_pod(v, (int)i, c);
 	return s;
 }
 

@@ -66,7 +66,7 @@ uint64_t kv_tm_view_stat(const struct kv_view *v, enum kv_stat c)
 
 uint64_t kv_tm_view_pod(const struct kv_view *v, int pod, enum kv_pod_ctr c)
 {
-	if (!v->pods || pod < 0 || (uint32_t)pod >= v->max_pods || (unsigned)c >= KV_PC_COUNT)
+	if (!v->pods || pod < 0 || (uint32_t)pod >= v->max_pods || (unsigned)c >= KV_POD_NAMED)
 		return 0;
 	return ld_relaxed(&v->pods[pod].pd_ctr[c]);
 }

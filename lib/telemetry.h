@@ -293,7 +293,9 @@ int kv_tm_ro_quantile(struct kv_tm_hist_ro h, double q, uint64_t *us);
 /* Copies the KV_HIST_BUCKETS buckets (relaxed loads) into out; all 0 for a null h. */
 void kv_tm_ro_buckets(struct kv_tm_hist_ro h, uint64_t out[KV_HIST_BUCKETS]);
 
-/* A reader's view of the telemetry: values, 0 when out of range. */
+/* A reader's view of the telemetry: values, 0 when out of range. kv_tm_view_pod() reads any
+ * word of the named area (c < KV_POD_NAMED), so a counter a newer writer of the same layout
+ * adds shows as a number (kvidx-dump prints it as ctr[c]). */
 uint64_t kv_tm_view_stat(const struct kv_view *v, enum kv_stat c);
 uint64_t kv_tm_view_pod(const struct kv_view *v, int pod, enum kv_pod_ctr c);
 uint64_t kv_tm_view_rank(const struct kv_view *v, int pod, unsigned rank, enum kv_rank_ctr c);

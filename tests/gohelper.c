@@ -224,22 +224,11 @@ static void print_counters(struct kvidx_reader *r)
 	}
 }
 
-static int do_build(const char *name, uint64_t seed)
+/* The index's NPODS pods, their names and models; KV-cache groups on pods 6.. */
+static void build_pods(struct kvidx *w, int *pods)
 {
-	struct kvidx_geometry geo = { .capacity = 1500, .records = 3000, .pods_per_key = 5,
-				      .max_pods = 16, .max_readers = 8 };
-	struct kvidx *w = writer(name, &geo, 0);
-	int pods[NPODS];
 	char pn[64], model[64];
-	uint64_t now = kvidx_now_ns();
 
-	rng = seed;
-	grng = seed * 0x9e3779b97f4a7c15ull + 1;
-	for (int c = 0; c < NCHAINS; c++)
-		for (int i = 0; i < CHAIN; i++)
-			chains[c][i] = tc_rng_next(&rng);
-	for (int i = 0; i < 64; i++)
-		never[i] = tc_rng_next(&rng);
 	for (int p = 0; p < NPODS; p++) {
 		snprintf(pn, sizeof(pn), "10.0.0.%d:8000", p + 1);
 		snprintf(model, sizeof(model), "model-%d", p % 3);
@@ -262,6 +251,11 @@ static int do_build(const char *name, uint64_t seed)
 			if (rc < 0)
 				die("set_group", rc);
 		}
+}
+
+/* Stores, removals, predictions, a cleared pod, a reused one, paused ones. */
+static void build_records(struct kvidx *w, const int *pods, uint64_t now)
+{
 	/* Stores: prefixes of chains on random pods and tiers, some at an offset (holes); on the
 	 * pods with groups, in random groups. */
 	for (int c = 0; c < NCHAINS; c++) {
@@ -318,20 +312,12 @@ static int do_build(const char *name, uint64_t seed)
 	kvidx_pod_set_spec_paused(w, pods[3], false);
 	for (int i = 0; i < 3; i++)
 		kvidx_writer_tick(w, kvidx_now_ns());
-	set_counters(w);
-	/* Load rows: random on most pods, zeros on some, up to values past 32 bits. */
-	for (int p = 0; p < 16; p++) {
-		struct kvidx_load l = { .inflight = (uint32_t)(tc_rng_next(&rng) >> rnd(64)),
-					.prefill_tokens = tc_rng_next(&rng) >> rnd(64),
-					.updated_ns = now - rnd(1000) * MS,
-					.lost = tc_rng_next(&rng) >> rnd(64) };
-		if (rnd(4))
-			kvidx_pod_set_load(w, p, &l); /* -KVIDX_ENOPOD on pods not in use */
-	}
+}
 
-	struct kvidx_reader *r = kvidx_reader_open(name);
-	if (!r)
-		die("reader_open", -errno);
+/* What a reader sees of the index: info, pods, counters, load rows, lookups, scores. */
+static void print_index(struct kvidx_reader *r)
+{
+	char pn[64], model[64];
 	struct kvidx_info in;
 	int rc = kvidx_reader_info(r, &in);
 	if (rc < 0)
@@ -379,6 +365,40 @@ static int do_build(const char *name, uint64_t seed)
 		}
 		print_score(r, keys, (size_t)(n + extra), cand, ncand, (int)rnd(2));
 	}
+}
+
+static int do_build(const char *name, uint64_t seed)
+{
+	struct kvidx_geometry geo = { .capacity = 1500, .records = 3000, .pods_per_key = 5,
+				      .max_pods = 16, .max_readers = 8 };
+	struct kvidx *w = writer(name, &geo, 0);
+	int pods[NPODS];
+	uint64_t now = kvidx_now_ns();
+
+	rng = seed;
+	grng = seed * 0x9e3779b97f4a7c15ull + 1;
+	for (int c = 0; c < NCHAINS; c++)
+		for (int i = 0; i < CHAIN; i++)
+			chains[c][i] = tc_rng_next(&rng);
+	for (int i = 0; i < 64; i++)
+		never[i] = tc_rng_next(&rng);
+	build_pods(w, pods);
+	build_records(w, pods, now);
+	set_counters(w);
+	/* Load rows: random on most pods, zeros on some, up to values past 32 bits. */
+	for (int p = 0; p < 16; p++) {
+		struct kvidx_load l = { .inflight = (uint32_t)(tc_rng_next(&rng) >> rnd(64)),
+					.prefill_tokens = tc_rng_next(&rng) >> rnd(64),
+					.updated_ns = now - rnd(1000) * MS,
+					.lost = tc_rng_next(&rng) >> rnd(64) };
+		if (rnd(4))
+			kvidx_pod_set_load(w, p, &l); /* -KVIDX_ENOPOD on pods not in use */
+	}
+
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	if (!r)
+		die("reader_open", -errno);
+	print_index(r);
 	printf("END\n");
 	fflush(stdout);
 	kvidx_reader_close(r);

@@ -223,79 +223,80 @@ struct patch {
 	int want;
 };
 
+/* Header words attach_checks() changes one at a time, and what an open must then return. */
+static const struct patch patches[] = {
+	{ "data stamp: layout version", 1, offsetof(struct kvidx_data_hdr, dh_stamp),
+	  1ull << 48, 0, -KVIDX_EVERSION },
+	{ "data stamp: pointer size", 1, offsetof(struct kvidx_data_hdr, dh_stamp),
+	  1ull << 43, 0, -KVIDX_EVERSION },
+	{ "data stamp: pod struct size", 1, offsetof(struct kvidx_data_hdr, dh_stamp),
+	  1ull << 20, 0, -KVIDX_EVERSION },
+	{ "index stamp: layout version", 0, offsetof(struct kvidx_idx_hdr, ih_stamp),
+	  1ull << 49, 0, -KVIDX_EVERSION },
+	{ "index magic of layout 2 (a registry)", 0, offsetof(struct kvidx_idx_hdr, ih_magic),
+	  0, KV_CTL_MAGIC, -KVIDX_EVERSION },
+	{ "index magic", 0, offsetof(struct kvidx_idx_hdr, ih_magic), 1 << 9, 0,
+	  -KVIDX_ECORRUPT },
+	{ "index magic 0 (being created)", 0, offsetof(struct kvidx_idx_hdr, ih_magic),
+	  0, 0, -ENOENT },
+	{ "index max_readers 0", 0, offsetof(struct kvidx_idx_hdr, ih_max_readers), 0,
+	  0, -KVIDX_ECORRUPT },
+	{ "index registry size", 0, offsetof(struct kvidx_idx_hdr, ih_reg_size), 64, 0,
+	  -KVIDX_ECORRUPT },
+	{ "index epoch above the limit", 0, offsetof(struct kvidx_idx_hdr, ih_epoch), 0,
+	  UINT64_MAX, -KVIDX_ECORRUPT },
+	{ "index generation absent", 0, offsetof(struct kvidx_idx_hdr, ih_generation),
+	  0, 9, -ENOENT },
+	{ "index names a registry that does not exist", 0,
+	  offsetof(struct kvidx_idx_hdr, ih_reg_gen), 0, 7, -ENOENT },
+	{ "index ring entries not a power of two", 0,
+	  offsetof(struct kvidx_idx_hdr, ih_ring_entries) - 4, 1ull << 32, 0,
+	  -KVIDX_ECORRUPT },
+	{ "registry stamp: layout version", 2, offsetof(struct kvidx_ctl_hdr, ch_stamp),
+	  1ull << 49, 0, -KVIDX_ECORRUPT },
+	{ "registry magic", 2, offsetof(struct kvidx_ctl_hdr, ch_magic), 1 << 9, 0,
+	  -KVIDX_ECORRUPT },
+	{ "registry max_readers 0", 2, offsetof(struct kvidx_ctl_hdr, ch_max_readers), 0,
+	  0, -KVIDX_ECORRUPT },
+	{ "registry size", 2, offsetof(struct kvidx_ctl_hdr, ch_size), 64, 0,
+	  -KVIDX_ECORRUPT },
+	{ "registry generation", 2, offsetof(struct kvidx_ctl_hdr, ch_reg_gen), 1, 0,
+	  -KVIDX_ECORRUPT },
+	{ "registry ring entries not a power of two", 2,
+	  offsetof(struct kvidx_ctl_hdr, ch_ring_entries), 1, 0, -KVIDX_ECORRUPT },
+	{ "registry ring offset", 2, offsetof(struct kvidx_ctl_hdr, ch_ring_off), 64, 0,
+	  -KVIDX_ECORRUPT },
+	{ "data nslots", 1, offsetof(struct kvidx_data_hdr, dh_nslots), 1, 0,
+	  -KVIDX_ECORRUPT },
+	{ "data arena units", 1, offsetof(struct kvidx_data_hdr, dh_arena_units), 1 << 12,
+	  0, -KVIDX_ECORRUPT },
+	{ "data capacity", 1, offsetof(struct kvidx_data_hdr, dh_capacity), 1ull << 40, 0,
+	  -KVIDX_ECORRUPT },
+	{ "data pods_per_key 65", 1, offsetof(struct kvidx_data_hdr, dh_pods_per_key), 0,
+	  65 | ((uint64_t)NPODS << 32), -KVIDX_ECORRUPT },
+	{ "data max_probe", 1, offsetof(struct kvidx_data_hdr, dh_max_probe) - 4, 1ull << 40,
+	  0, -KVIDX_ECORRUPT },
+	{ "data slots offset", 1, offsetof(struct kvidx_data_hdr, dh_slots_off), 4096, 0,
+	  -KVIDX_ECORRUPT },
+	{ "data arena offset", 1, offsetof(struct kvidx_data_hdr, dh_arena_off), 1ull << 44,
+	  0, -KVIDX_ECORRUPT },
+	{ "data histogram offset", 1, offsetof(struct kvidx_data_hdr, dh_hist_off), 4096, 0,
+	  -KVIDX_ECORRUPT },
+	{ "data size beyond the file", 1, offsetof(struct kvidx_data_hdr, dh_size), 0,
+	  1ull << 34, -KVIDX_ECORRUPT },
+	{ "data generation", 1, offsetof(struct kvidx_data_hdr, dh_generation), 3, 0,
+	  -KVIDX_ECORRUPT },
+	{ "data state BUILDING", 1, offsetof(struct kvidx_data_hdr, dh_state), 0,
+	  KV_DATA_BUILDING, -KVIDX_ECORRUPT },
+	{ "data state RETIRED", 1, offsetof(struct kvidx_data_hdr, dh_state), 0,
+	  KV_DATA_RETIRED, -KVIDX_ECORRUPT },
+};
+
 static void attach_checks(uint64_t *rng)
 {
 	char vc[KV_SHM_PATH_MAX], vd[KV_SHM_PATH_MAX], cc[KV_SHM_PATH_MAX], cd[KV_SHM_PATH_MAX];
 	size_t csize, dsize;
 	struct kvidx *w = fill_index(v_name, 1024, 500, rng);
-	const struct patch patches[] = {
-		{ "data stamp: layout version", 1, offsetof(struct kvidx_data_hdr, dh_stamp),
-		  1ull << 48, 0, -KVIDX_EVERSION },
-		{ "data stamp: pointer size", 1, offsetof(struct kvidx_data_hdr, dh_stamp),
-		  1ull << 43, 0, -KVIDX_EVERSION },
-		{ "data stamp: pod struct size", 1, offsetof(struct kvidx_data_hdr, dh_stamp),
-		  1ull << 20, 0, -KVIDX_EVERSION },
-		{ "index stamp: layout version", 0, offsetof(struct kvidx_idx_hdr, ih_stamp),
-		  1ull << 49, 0, -KVIDX_EVERSION },
-		{ "index magic of layout 2 (a registry)", 0, offsetof(struct kvidx_idx_hdr, ih_magic),
-		  0, KV_CTL_MAGIC, -KVIDX_EVERSION },
-		{ "index magic", 0, offsetof(struct kvidx_idx_hdr, ih_magic), 1 << 9, 0,
-		  -KVIDX_ECORRUPT },
-		{ "index magic 0 (being created)", 0, offsetof(struct kvidx_idx_hdr, ih_magic),
-		  0, 0, -ENOENT },
-		{ "index max_readers 0", 0, offsetof(struct kvidx_idx_hdr, ih_max_readers), 0,
-		  0, -KVIDX_ECORRUPT },
-		{ "index registry size", 0, offsetof(struct kvidx_idx_hdr, ih_reg_size), 64, 0,
-		  -KVIDX_ECORRUPT },
-		{ "index epoch above the limit", 0, offsetof(struct kvidx_idx_hdr, ih_epoch), 0,
-		  UINT64_MAX, -KVIDX_ECORRUPT },
-		{ "index generation absent", 0, offsetof(struct kvidx_idx_hdr, ih_generation),
-		  0, 9, -ENOENT },
-		{ "index names a registry that does not exist", 0,
-		  offsetof(struct kvidx_idx_hdr, ih_reg_gen), 0, 7, -ENOENT },
-		{ "index ring entries not a power of two", 0,
-		  offsetof(struct kvidx_idx_hdr, ih_ring_entries) - 4, 1ull << 32, 0,
-		  -KVIDX_ECORRUPT },
-		{ "registry stamp: layout version", 2, offsetof(struct kvidx_ctl_hdr, ch_stamp),
-		  1ull << 49, 0, -KVIDX_ECORRUPT },
-		{ "registry magic", 2, offsetof(struct kvidx_ctl_hdr, ch_magic), 1 << 9, 0,
-		  -KVIDX_ECORRUPT },
-		{ "registry max_readers 0", 2, offsetof(struct kvidx_ctl_hdr, ch_max_readers), 0,
-		  0, -KVIDX_ECORRUPT },
-		{ "registry size", 2, offsetof(struct kvidx_ctl_hdr, ch_size), 64, 0,
-		  -KVIDX_ECORRUPT },
-		{ "registry generation", 2, offsetof(struct kvidx_ctl_hdr, ch_reg_gen), 1, 0,
-		  -KVIDX_ECORRUPT },
-		{ "registry ring entries not a power of two", 2,
-		  offsetof(struct kvidx_ctl_hdr, ch_ring_entries), 1, 0, -KVIDX_ECORRUPT },
-		{ "registry ring offset", 2, offsetof(struct kvidx_ctl_hdr, ch_ring_off), 64, 0,
-		  -KVIDX_ECORRUPT },
-		{ "data nslots", 1, offsetof(struct kvidx_data_hdr, dh_nslots), 1, 0,
-		  -KVIDX_ECORRUPT },
-		{ "data arena units", 1, offsetof(struct kvidx_data_hdr, dh_arena_units), 1 << 12,
-		  0, -KVIDX_ECORRUPT },
-		{ "data capacity", 1, offsetof(struct kvidx_data_hdr, dh_capacity), 1ull << 40, 0,
-		  -KVIDX_ECORRUPT },
-		{ "data pods_per_key 65", 1, offsetof(struct kvidx_data_hdr, dh_pods_per_key), 0,
-		  65 | ((uint64_t)NPODS << 32), -KVIDX_ECORRUPT },
-		{ "data max_probe", 1, offsetof(struct kvidx_data_hdr, dh_max_probe) - 4, 1ull << 40,
-		  0, -KVIDX_ECORRUPT },
-		{ "data slots offset", 1, offsetof(struct kvidx_data_hdr, dh_slots_off), 4096, 0,
-		  -KVIDX_ECORRUPT },
-		{ "data arena offset", 1, offsetof(struct kvidx_data_hdr, dh_arena_off), 1ull << 44,
-		  0, -KVIDX_ECORRUPT },
-		{ "data histogram offset", 1, offsetof(struct kvidx_data_hdr, dh_hist_off), 4096, 0,
-		  -KVIDX_ECORRUPT },
-		{ "data size beyond the file", 1, offsetof(struct kvidx_data_hdr, dh_size), 0,
-		  1ull << 34, -KVIDX_ECORRUPT },
-		{ "data generation", 1, offsetof(struct kvidx_data_hdr, dh_generation), 3, 0,
-		  -KVIDX_ECORRUPT },
-		{ "data state BUILDING", 1, offsetof(struct kvidx_data_hdr, dh_state), 0,
-		  KV_DATA_BUILDING, -KVIDX_ECORRUPT },
-		{ "data state RETIRED", 1, offsetof(struct kvidx_data_hdr, dh_state), 0,
-		  KV_DATA_RETIRED, -KVIDX_ECORRUPT },
-	};
-
 	char vr[KV_SHM_PATH_MAX], cr[KV_SHM_PATH_MAX];
 	kv_ctl_shm_name(vc, v_name);
 	kv_data_shm_name(vd, v_name, 1);
@@ -380,6 +381,26 @@ struct geom {
 	uint32_t max_pods;
 };
 
+/* For 20 ms, one geometry word of the data header (or the registry's reader count) flips
+ * between its value and a bad one, as fast as it can. */
+static void toggle_header(struct kvidx_data_hdr *h, struct kvidx_ctl_hdr *ch, uint64_t *rng)
+{
+	/* ch_max_readers and ch_slots_off share a word: both, or either. */
+	uint64_t *f[] = { &h->dh_nslots, &h->dh_slots_off, &h->dh_arena_off, &h->dh_arena_units,
+			  (uint64_t *)&ch->ch_max_readers };
+	uint64_t *fld = f[tt_rnd_below(rng, 5)], good = *fld;
+	uint64_t bad = good ^ (1ull << (fld == f[4] ? 44 + tt_rnd_below(rng, 20) :
+					   32 + tt_rnd_below(rng, 24)));
+	uint64_t end = kvidx_now_ns() + 20 * NS_MS;
+
+	while (kvidx_now_ns() < end)
+		for (int i = 0; i < 1000; i++)
+			__atomic_store_n(fld, i & 1 ? bad : good, __ATOMIC_RELAXED);
+	__atomic_store_n(fld, good, __ATOMIC_RELAXED);
+	sh->toggles++;
+	sh->ctl_toggles += fld == f[4];
+}
+
 static void __attribute__((noreturn)) corrupter_main(const struct geom *g)
 {
 	char path[KV_SHM_PATH_MAX];
@@ -410,19 +431,7 @@ static void __attribute__((noreturn)) corrupter_main(const struct geom *g)
 		}
 		/* Header geometry toggled between valid and not, while readers attach. */
 		if (round % 16 == 8) {
-			/* ch_max_readers and ch_slots_off share a word: both, or either. */
-			uint64_t *f[] = { &h->dh_nslots, &h->dh_slots_off, &h->dh_arena_off,
-					  &h->dh_arena_units, (uint64_t *)&ch->ch_max_readers };
-			uint64_t *fld = f[tt_rnd_below(&rng, 5)], good = *fld;
-			uint64_t bad = good ^ (1ull << (fld == f[4] ? 44 + tt_rnd_below(&rng, 20) :
-							   32 + tt_rnd_below(&rng, 24)));
-			uint64_t end = kvidx_now_ns() + 20 * NS_MS;
-			while (kvidx_now_ns() < end)
-				for (int i = 0; i < 1000; i++)
-					__atomic_store_n(fld, i & 1 ? bad : good, __ATOMIC_RELAXED);
-			__atomic_store_n(fld, good, __ATOMIC_RELAXED);
-			sh->toggles++;
-			sh->ctl_toggles += fld == f[4];
+			toggle_header(h, ch, &rng);
 			continue;
 		}
 		unsigned burst = 1u << tt_rnd_below(&rng, 10);
@@ -710,7 +719,8 @@ static void usage(FILE *f)
 		"may crash, hang or answer out of range. Exit 0 with a summary line, 1 on failure.\n");
 }
 
-int main(int argc, char **argv)
+/* Options into opt; -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "seconds", required_argument, 0, 's' }, { "readers", required_argument, 0, 'r' },
@@ -741,24 +751,14 @@ int main(int argc, char **argv)
 	}
 	if (!seeded)
 		opt.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	snprintf(idx_name, sizeof(idx_name), "corrupt-%d", (int)getpid());
-	snprintf(v_name, sizeof(v_name), "corruptv-%d", (int)getpid());
-	snprintf(c_name, sizeof(c_name), "corruptc-%d", (int)getpid());
-	uint64_t rng = opt.seed;
-	for (int i = 0; i < NKEYS; i++)
-		keys[i] = tt_splitmix64(opt.seed * 0x2545f4914f6cdd1dull + (uint64_t)i);
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED) {
-		sh = NULL;
-		fail("mmap: %s", strerror(errno));
-	}
-	tt_time_bound("stress_corrupt", opt.seconds + 120, children, &nchildren, indexes);
+	return -1;
+}
 
-	attach_checks(&rng);
-
-	/* Part 2. The writer stays idle (it trusts its own segment) but keeps the index. */
-	struct kvidx *w = fill_index(idx_name, 4096, NKEYS, &rng);
+/* Part 2, live corruption under readers: the writer stays idle (it trusts its own segment)
+ * but keeps the index. Returns the data segment's geometry. */
+static struct geom reader_side(uint64_t *rng)
+{
+	struct kvidx *w = fill_index(idx_name, 4096, NKEYS, rng);
 	struct kvidx_reader *probe = kvidx_reader_open(idx_name);
 	if (!probe)
 		fail("kvidx_reader_open: %s", kvidx_strerror(-errno));
@@ -794,10 +794,36 @@ int main(int argc, char **argv)
 	nchildren = 0;
 	kvidx_writer_close(w, true);
 	tt_unlink_index(idx_name);
+	return g;
+}
 
-	/* Part 3: the writer's side, then a takeover of the damaged index. */
+/* A writer takes over the scribbled index, stores and is read back. */
+static void takeover_check(void)
+{
+	struct kvidx_writer_opts o = { .name = idx_name };
+	struct kvidx *w3 = kvidx_writer_open(&o);
+	if (!w3)
+		fail("takeover of the scribbled index: %s", kvidx_strerror(-errno));
+	int pod = kvidx_pod_add(w3, "10.0.0.1:8000", NULL);
+	if (pod < 0 || kvidx_store(w3, pod, keys, 100, KVIDX_TIER_GPU, kvidx_now_ns()) != 100)
+		fail("the successor cannot store");
+	struct kvidx_reader *r3 = kvidx_reader_open(idx_name);
+	struct kvidx_rec rec[PPK];
+	int got = 0;
+	for (int i = 0; r3 && i < 100; i++)
+		got += kvidx_lookup(r3, keys[i], rec, PPK) == 1;
+	if (got != 100)
+		fail("after the takeover a reader finds %d of 100 keys", got);
+	kvidx_reader_close(r3);
+	kvidx_writer_close(w3, true);
+}
+
+/* Part 3: the writer's side under corruption (of g's layout), then a takeover of the damaged
+ * index. Returns the corruptions made meanwhile. */
+static uint64_t writer_side(const struct geom *g)
+{
 	__atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
-	pid_t wpid = fork();
+	pid_t wpid = fork(), cpid;
 	if (wpid < 0)
 		fail("fork: %s", strerror(errno));
 	if (wpid == 0)
@@ -813,10 +839,10 @@ int main(int argc, char **argv)
 	if (cpid < 0)
 		fail("fork: %s", strerror(errno));
 	if (cpid == 0)
-		corrupter_main(&g);
+		corrupter_main(g);
 	children[nchildren++] = cpid;
 	uint64_t c0 = sh->corruptions;
-	end = kvidx_now_ns() + (opt.seconds / 2 + 1) * NS_S;
+	uint64_t end = kvidx_now_ns() + (opt.seconds / 2 + 1) * NS_S;
 	while (kvidx_now_ns() < end) {
 		if (tt_fail_posted(&sh->fail))
 			fail("child reported a failure");
@@ -830,28 +856,16 @@ int main(int argc, char **argv)
 	reap(wpid, "writer", true);
 	reap(cpid, "corrupter", true);
 	nchildren = 0;
-	{
-		struct kvidx_writer_opts o = { .name = idx_name };
-		struct kvidx *w3 = kvidx_writer_open(&o);
-		if (!w3)
-			fail("takeover of the scribbled index: %s", kvidx_strerror(-errno));
-		int pod = kvidx_pod_add(w3, "10.0.0.1:8000", NULL);
-		if (pod < 0 || kvidx_store(w3, pod, keys, 100, KVIDX_TIER_GPU, kvidx_now_ns()) != 100)
-			fail("the successor cannot store");
-		struct kvidx_reader *r3 = kvidx_reader_open(idx_name);
-		struct kvidx_rec rec[PPK];
-		int got = 0;
-		for (int i = 0; r3 && i < 100; i++)
-			got += kvidx_lookup(r3, keys[i], rec, PPK) == 1;
-		if (got != 100)
-			fail("after the takeover a reader finds %d of 100 keys", got);
-		kvidx_reader_close(r3);
-		kvidx_writer_close(w3, true);
-	}
+	takeover_check();
 	tt_unlink_index(idx_name);
-	uint64_t wcorrupt = sh->corruptions - c0;
+	return sh->corruptions - c0;
+}
 
+/* The summary line; fails if nothing ran. */
+static void report(uint64_t wcorrupt)
+{
 	uint64_t ops = 0, opens = 0, refused = 0, retries = 0, found = 0;
+
 	for (unsigned i = 0; i < opt.readers; i++) {
 		ops += sh->roles[i].ops;
 		opens += sh->roles[i].opens;
@@ -872,5 +886,33 @@ int main(int argc, char **argv)
 	       (unsigned long long)sh->restores, (unsigned long long)sh->toggles,
 	       (unsigned long long)sh->ctl_toggles, (unsigned long long)sh->wops,
 	       (unsigned long long)sh->wticks, (unsigned long long)wcorrupt);
+}
+
+int main(int argc, char **argv)
+{
+	int rc = parse_args(argc, argv);
+
+	if (rc >= 0)
+		return rc;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	snprintf(idx_name, sizeof(idx_name), "corrupt-%d", (int)getpid());
+	snprintf(v_name, sizeof(v_name), "corruptv-%d", (int)getpid());
+	snprintf(c_name, sizeof(c_name), "corruptc-%d", (int)getpid());
+	uint64_t rng = opt.seed;
+	for (int i = 0; i < NKEYS; i++)
+		keys[i] = tt_splitmix64(opt.seed * 0x2545f4914f6cdd1dull + (uint64_t)i);
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		sh = NULL;
+		fail("mmap: %s", strerror(errno));
+	}
+	tt_time_bound("stress_corrupt", opt.seconds + 120, children, &nchildren, indexes);
+
+	attach_checks(&rng);
+
+	struct geom g = reader_side(&rng);
+	uint64_t wcorrupt = writer_side(&g);
+
+	report(wcorrupt);
 	return 0;
 }

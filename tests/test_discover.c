@@ -344,6 +344,9 @@ Test(discover, flags_are_checked)
 		{ "--discover-http 127.0.0.1", "HOST:PORT[,HOST:PORT...]" },
 		{ "--discover-http 127.0.0.1:0", "HOST:PORT[,HOST:PORT...]" },
 		{ "--discover-http a:1,", "HOST:PORT[,HOST:PORT...]" },
+		{ "--discover-http-port 8000 --pod tcp://127.0.0.1:1", "goes with --discover-dns" },
+		{ "--discover-dns x.test --discover-ports 1,0,3 --discover-http-port 8000",
+		  "instead of --discover-ports" },
 		{ "--discover-http 'a b:1'", "HOST:PORT[,HOST:PORT...]" },
 	};
 
@@ -443,6 +446,48 @@ Test(discover, http_sglang_server_info)
 	complete(1, "sg-model", 6000, BS);
 	TU_EVENTUALLY(holds(k[0], p), "the SGLang pod's block not indexed; log: %s", tu_ing.log);
 	cr_assert(log_has("HTTP discovery: subscribing tcp://127.0.0.1:"), "log: %s", tu_ing.log);
+	tu_child_kill(&fpod);
+}
+
+/* --discover-dns with --discover-http-port: each address in the answer is asked over HTTP
+ * (a pod with ports of its own); one that leaves the answer is dropped. */
+Test(discover, http_dns_addresses_asked_over_http)
+{
+	char server[64], pod[64], pub[64], hport[16];
+
+	hosts_set("127.0.0.2 " DNS_NAME "\n");
+	dnsmasq_start(tu_port(0));
+	snprintf(server, sizeof(server), "127.0.0.1:%d", tu_port(0));
+	snprintf(pod, sizeof(pod), "127.0.0.2:%d", tu_port(1));
+	snprintf(pub, sizeof(pub), "tcp://127.0.0.2:%d", tu_port(4));
+	snprintf(hport, sizeof(hport), "%d", tu_port(1));
+	tu_spawn(&fpod, "kvidx-fakepod", (const char *const[]){ "--http", pod, "--pub", pub,
+		 "--kv-sources", "vllm", "--prefill-ms", "1", "--event-delay-ms", "0",
+		 "--heartbeat", "50ms", NULL }, NULL, true);
+	START("--capacity", "16k", "--discover-dns", DNS_NAME, "--discover-dns-server", server,
+	      "--discover-http-port", hport, "--discover-interval", "100ms");
+	int p = wait_pod(pod);
+	streams_live(p, 1);
+	uint64_t k;
+	tu_keys_of("fake-model", 0, tu_toks(7000, BS), BS, &k);
+	char body[1024];
+	size_t n = (size_t)snprintf(body, sizeof(body), "{\"model\":\"fake-model\",\"max_tokens\":1,"
+				    "\"prompt\":[");
+	for (int i = 0; i < BS; i++)
+		n += (size_t)snprintf(body + n, sizeof(body) - n, "%s%d", i ? "," : "", 7000 + i);
+	snprintf(body + n, sizeof(body) - n, "]}");
+	struct tu_http r;
+	char url[128];
+	snprintf(url, sizeof(url), "http://%s/v1/completions", pod);
+	tu_http(url, body, NULL, 5000, &r);
+	cr_assert_eq(r.status, 200, "%ld", r.status);
+	tu_http_free(&r);
+	TU_EVENTUALLY(holds(k, p), "the pod's block not indexed; log: %s", tu_ing.log);
+	cr_assert(log_has("HTTP discovery: subscribing tcp://127.0.0.2:"), "log: %s", tu_ing.log);
+
+	hosts_set("");
+	TU_EVENTUALLY(pod_index(pod) < 0, "pod not dropped with its address; log: %s", tu_ing.log);
+	cr_assert(!holds(k, p));
 	tu_child_kill(&fpod);
 }
 

@@ -1358,7 +1358,7 @@ Test(fakepod, duration_ends_http_mode)
 static long model_complete(int port_n, uint32_t from, size_t n, unsigned mt,
 			   const char *const *hdrs, struct tu_http *r)
 {
-	static char body[1 << 16];
+	char body[1 << 16]; /* not static: bg_run() calls this from two threads at once */
 	size_t k = 0;
 
 	k += (size_t)snprintf(body + k, sizeof body - k, "{\"max_tokens\":%u,\"prompt\":[", mt);
@@ -1366,7 +1366,7 @@ static long model_complete(int port_n, uint32_t from, size_t n, unsigned mt,
 		k += (size_t)snprintf(body + k, sizeof body - k, "%s%u", i ? "," : "",
 				      from + (unsigned)i);
 	snprintf(body + k, sizeof body - k, "]}");
-	tu_http(tu_url(port_n, "/v1/completions"), body, hdrs, 20000, r);
+	tu_http(tu_url(port_n, "/v1/completions"), body, hdrs, 60000, r);
 	return r->status;
 }
 
@@ -1481,15 +1481,16 @@ Test(fakepod, model_max_num_seqs_holds_requests_back)
 	struct bg_req q[2];
 	long long t1, t2, w2;
 
-	/* One running request at most; the first request decodes 3000 steps of 10 ms (30 s of
-	 * model time, 3 s of wall time at --time-scale 10): long enough that the waits below see
-	 * it running on a loaded machine (at 300 steps, 0.3 s, a slow /metrics poll missed it). */
+	/* One running request at most; the first request decodes 8000 steps of 10 ms (80 s of
+	 * model time, 8 s of wall time at --time-scale 10): long enough that the waits below see
+	 * it running on a loaded machine (at 300 steps, 0.3 s, a slow /metrics poll missed it;
+	 * at 3000, 3 s, 2 runs of 4 missed it with five agents building on 2 cores). */
 	spawn("--http", haddr(1), "--pub", tu_endpoint(0), "--time-scale", "10",
 	      "--max-num-seqs", "1", "--step-overhead-ms", "10", "--decode-ms-per-seq", "0",
 	      "--prefill-tokens-per-s", "10000", "--linger-ms", "0", NULL);
 	cr_assert(TU_WAIT_FOR(get_metric(1, "vllm:num_requests_running") == 0, 3000),
 		  "no /metrics; stderr %s", child_stderr());
-	bg_start(&q[0], 100, 160, 3000);
+	bg_start(&q[0], 100, 160, 8000);
 	cr_assert(TU_WAIT_FOR(get_metric(1, "vllm:num_requests_running") == 1, 5000));
 	bg_start(&q[1], 9000, 160, 2);
 	cr_assert(TU_WAIT_FOR(get_metric(1, "vllm:num_requests_waiting") == 1, 5000),

@@ -942,6 +942,57 @@ Test(ingest, bind_mode_pods_by_topic)
 	TU_EVENTUALLY(holds(ku[0], pa) && !holds(k[0], pa), "bind-mode gap: pod not cleared");
 }
 
+/* Sends ev as batch seq of p's stream without keeping it for replay. */
+static void send_unkept(struct tu_pub *p, uint64_t seq, struct kvw_event ev)
+{
+	struct kvw_enc_opts o = { 0 };
+	const void *buf;
+	size_t len;
+	uint8_t s8[8];
+
+	kvw_enc_begin(&p->enc, &o, 1.0, 1, false, 0);
+	kvw_enc_event(&p->enc, &ev);
+	cr_assert_eq(kvw_enc_end(&p->enc, &buf, &len), 0);
+	kvw_seq_put(s8, seq);
+	tu_send_frames(p->xpub, p->topic, strlen(p->topic), s8, 8, buf, len);
+}
+
+/* Bind mode with --bind-replay: a gap is replayed from the bound pod's replay ROUTER, and the
+ * live messages that come on the shared socket meanwhile (here: ones the replay does not
+ * have) wait and are applied after it, in order. */
+Test(ingest, bind_replay_queues_live_messages)
+{
+	struct tu_pub *a = tu_pub_open(TOPIC);
+	const uint32_t *t = tu_toks(82000, 5 * BS);
+	uint64_t h[5] = { 301, 302, 303, 304, 305 }, k[5];
+	char ep[64], rep[200];
+
+	snprintf(ep, sizeof(ep), "%s", tu_endpoint(7));
+	snprintf(rep, sizeof(rep), POD "=%s", a->rep);
+	START("--capacity", "16k", "--bind", ep, "--bind-replay", rep);
+	cr_assert_eq(zmq_connect(a->xpub, ep), 0);
+	tu_pub_wait_subscribed(a);
+	tu_keys_of(MODEL, 0, t, 5 * BS, k);
+	for (int i = 0; i < 3; i++) { /* batch 1 lost on the way, kept for replay */
+		struct kvw_event ev = tu_stored(&h[i], 1, i > 0, h[i] - 1, t + i * BS, BS, BS);
+		tu_pub_events_ex(a, &ev, 1, i != 1, KVW_FORM_ARRAY);
+	}
+	/* Batch 2 started the replay, which waits for this test to serve it: 3 and 4 come live
+	 * now, and the replay will not have them. */
+	for (int i = 3; i < 5; i++)
+		send_unkept(a, (uint64_t)i, tu_stored(&h[i], 1, true, h[i] - 1, t + i * BS, BS, BS));
+	int pod = tu_wait_pod(POD);
+	TU_EVENTUALLY(holds(k[4], pod), "the queued live messages were not applied; log: %s",
+		      tu_ing.log);
+	for (int i = 0; i < 4; i++)
+		cr_assert(holds(k[i], pod), "block %d", i);
+	cr_assert_eq(a->replay_requests, 1);
+	cr_assert_eq(a->last_replay_from, 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_replays_ok), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_seq_gaps), 1);
+	cr_assert_eq(tu_ctr(pod, KV_PC_last_seq), 4);
+}
+
 Test(ingest, help_and_bad_usage)
 {
 	const char *bin = tu_tool_path("kvidx-ingestd");

@@ -96,6 +96,45 @@ static bool valid_utf8(const unsigned char *s)
 	return true;
 }
 
+/* The label list of sample line after its '{' at q: the character after its '}', or NULL
+ * with the violation in why. */
+static const char *check_labels(const char *q, const char *line, char *why, size_t wl)
+{
+	for (;;) {
+		size_t ln = strspn(q, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+				      "QRSTUVWXYZ0123456789_");
+		if (!ln || q[ln] != '=' || q[ln + 1] != '"') {
+			snprintf(why, wl, "bad label in: %.400s", line);
+			return NULL;
+		}
+		q += ln + 2;
+		while (*q != '"') {
+			if (!*q) {
+				snprintf(why, wl, "unterminated label value");
+				return NULL;
+			}
+			if (*q == '\\') {
+				if (q[1] != '\\' && q[1] != '"' && q[1] != 'n') {
+					snprintf(why, wl, "bad escape in a label value");
+					return NULL;
+				}
+				q++;
+			}
+			q++;
+		}
+		q++;
+		if (*q == ',') {
+			q++;
+			continue;
+		}
+		if (*q++ != '}') {
+			snprintf(why, wl, "bad label list in: %.400s", line);
+			return NULL;
+		}
+		return q;
+	}
+}
+
 /*
  * Checks the exposition's structure (text format 0.0.4) and returns a message for the first
  * violation, or NULL: lines are comments or samples; each family has # HELP then # TYPE
@@ -174,38 +213,8 @@ static const char *check_exposition(const char *text)
 			return why;
 		}
 		const char *q = line + nl;
-		if (*q == '{') {
-			q++;
-			for (;;) {
-				size_t ln = strspn(q, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
-						      "QRSTUVWXYZ0123456789_");
-				if (!ln || q[ln] != '=' || q[ln + 1] != '"') {
-					snprintf(why, sizeof(why), "bad label in: %.400s", line);
-					return why;
-				}
-				q += ln + 2;
-				while (*q != '"') {
-					if (!*q)
-						return "unterminated label value";
-					if (*q == '\\') {
-						if (q[1] != '\\' && q[1] != '"' && q[1] != 'n')
-							return "bad escape in a label value";
-						q++;
-					}
-					q++;
-				}
-				q++;
-				if (*q == ',') {
-					q++;
-					continue;
-				}
-				if (*q++ != '}') {
-					snprintf(why, sizeof(why), "bad label list in: %.400s", line);
-					return why;
-				}
-				break;
-			}
-		}
+		if (*q == '{' && (q = check_labels(q + 1, line, why, sizeof(why))) == NULL)
+			return why;
 		if (*q++ != ' ') {
 			snprintf(why, sizeof(why), "no space before the value: %.400s", line);
 			return why;

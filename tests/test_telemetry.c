@@ -142,7 +142,9 @@ Test(telemetry, out_of_range_is_null_and_harmless)
 	kv_tm_router_reset(kv_tm_router(w, -1));
 	cr_expect_eq(kv_tm_get(kv_tm_pod(w, far), KV_PC_events), 0);
 	cr_expect_eq(kv_tm_view_pod(v, far, KV_PC_events), 0);
-	cr_expect_eq(kv_tm_view_pod(v, pod, KV_PC_COUNT), 0, "not a named counter");
+	cr_expect_eq(kv_tm_view_pod(v, pod, (enum kv_pod_ctr)KV_POD_NAMED), 0, "the rank area");
+	kv_tm_add(kv_tm_pod(w, pod), KV_PC_COUNT, 1);
+	cr_expect_eq(kv_tm_view_pod(v, pod, KV_PC_COUNT), 0, "the writer names no such counter");
 	cr_expect_eq(kv_tm_view_rank(v, pod, KV_POD_RANKS, KV_RC_batches), 0);
 	cr_expect_eq(kv_tm_view_router(v, -1, KV_RT_routes), 0);
 	cr_expect_eq(kv_tm_ro_quantile(kv_tm_view_hist(v, far, KV_HIST_LAG), 0.5, &us), -ENODATA);

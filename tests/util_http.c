@@ -142,7 +142,9 @@ long long tu_json_int(const char *json, const char *path)
 
 const char *tu_url(int n, const char *path)
 {
-	static char bufs[10][128];
+	/* Per thread: a test's background request (test_fakepod.c bg_start) builds its URL
+	 * while the test thread polls /metrics of the same port. */
+	static __thread char bufs[10][128];
 
 	snprintf(bufs[n], sizeof(bufs[n]), "http://127.0.0.1:%d%s", tu_port(n), path);
 	return bufs[n];

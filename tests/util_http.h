@@ -34,7 +34,7 @@ void tu_http_free(struct tu_http *r);
 /* The integer at the JSON path "a.b.c" of r's body (jansson), or -1 if absent. */
 long long tu_json_int(const char *json, const char *path);
 
-/* "http://127.0.0.1:PORT" + path of tu_port(n), in a buffer of its own per n. */
+/* "http://127.0.0.1:PORT" + path of tu_port(n), in a buffer of its own per n and thread. */
 const char *tu_url(int n, const char *path);
 
 #endif /* KVIDX_TESTS_UTIL_HTTP_H */

@@ -33,7 +33,6 @@
 #include "attach.h"
 #include "cli.h"
 #include "escape.h"
-#include "hist.h"
 #include "inspect.h"
 #include "jsonw.h"
 #include "kvidx.h"
@@ -47,18 +46,15 @@
 #define WALK_CHUNK 1024u /* slots per kv_reader_walk() call: at most one read-side section */
 #define DEFAULT_ENTRIES 100
 
-/*
- * Names of the per-pod counters pd_ctr[] (layout.h), indexed like the array. The ingest and
- * speculation code assigns the indices; until an index has a name here it prints as ctr[i].
- */
-/* Names of the per-pod counters, from the layout's X-macro; unnamed slots print as ctr[i]. */
+/* Names of the per-pod counters, from telemetry.h's X-macro (KV_POD_CTRS); a word of the
+ * named area without a name here (a newer writer's) prints as ctr[i]. */
 static const char *pod_ctr_names[KV_POD_NAMED] = {
 #define POD_CTR_NAME(n) [KV_PC_##n] = #n,
 	KV_POD_CTRS(POD_CTR_NAME)
 #undef POD_CTR_NAME
 };
 
-/* Names of the per-rank words (layout.h KV_RANK_CTRS). */
+/* Names of the per-rank words (telemetry.h KV_RANK_CTRS). */
 static const char *const rank_ctr_names[KV_RANK_WORDS] = {
 #define RANK_CTR_NAME(n) [KV_RC_##n] = #n,
 	KV_RANK_CTRS(RANK_CTR_NAME)
@@ -342,7 +338,7 @@ static void dump_pods(struct dump *d)
 		}
 		unsigned shown = 0;
 		for (unsigned c = 0; c < KV_POD_NAMED; c++) {
-			uint64_t val = ld_relaxed(&v->pods[i].pd_ctr[c]);
+			uint64_t val = kv_tm_view_pod(v, (int)i, (enum kv_pod_ctr)c);
 			char label[32];
 			if (!val)
 				continue;
@@ -374,24 +370,23 @@ static void dump_pods(struct dump *d)
 }
 
 /*
- * Per-rank health of pod i (data-parallel pods, layout.h KV_RANK_CTRS): JSON always lists the
+ * Per-rank health of pod i (data-parallel pods, telemetry.h KV_RANK_CTRS): JSON always lists the
  * ranks in use; the text form only when there is more than one.
  */
 static void dump_ranks(struct dump *d, const struct kv_view *v, uint32_t i)
 {
-	const uint64_t *ctr = v->pods[i].pd_ctr;
 	uint64_t now = kvidx_now_ns();
 	unsigned inuse = 0;
 
 	for (unsigned r = 0; r < KV_POD_RANKS; r++)
-		inuse += (ld_relaxed(&ctr[KV_PC_RANK(r, KV_RC_flags)]) & KV_RANK_IN_USE) != 0;
+		inuse += (kv_tm_view_rank(v, (int)i, r, KV_RC_flags) & KV_RANK_IN_USE) != 0;
 	if (d->json)
 		tc_jw_open(&d->j, "ranks", '[');
 	else if (inuse < 2)
 		return;
 	for (unsigned r = 0; r < KV_POD_RANKS; r++) {
-		uint64_t fl = ld_relaxed(&ctr[KV_PC_RANK(r, KV_RC_flags)]);
-		uint64_t last = ld_relaxed(&ctr[KV_PC_RANK(r, KV_RC_last_event_ns)]);
+		uint64_t fl = kv_tm_view_rank(v, (int)i, r, KV_RC_flags);
+		uint64_t last = kv_tm_view_rank(v, (int)i, r, KV_RC_last_event_ns);
 
 		if (!(fl & KV_RANK_IN_USE))
 			continue;
@@ -405,7 +400,7 @@ static void dump_ranks(struct dump *d, const struct kv_view *v, uint32_t i)
 			       fl & KV_RANK_REPLAYING ? " replaying" : "");
 		}
 		for (unsigned w = KV_RC_flags + 1; w < KV_RC_COUNT; w++) {
-			uint64_t val = ld_relaxed(&ctr[KV_PC_RANK(r, w)]);
+			uint64_t val = kv_tm_view_rank(v, (int)i, r, (enum kv_rank_ctr)w);
 
 			if (d->json)
 				tc_jw_u64(&d->j, rank_ctr_names[w], val);
@@ -507,14 +502,14 @@ static void dump_routers(struct dump *d)
 	else
 		printf("router workers (per registry slot, writer-kept):\n");
 	for (uint32_t s = 0; s < v->max_readers; s++) {
-		const struct kvidx_router *rt = kv_view_router(v, (int)s);
+		struct kv_tm_hist_ro rt = kv_tm_view_router_hist(v, (int)s);
 		uint64_t c[KV_RT_COUNT], q[3] = { 0 };
 		bool lat;
 		if (!tc_router_snapshot(v, s, c))
 			continue;
-		lat = kv_hist_quantile(rt->rt_hist, 0.5, &q[0]) == 0 &&
-		      kv_hist_quantile(rt->rt_hist, 0.95, &q[1]) == 0 &&
-		      kv_hist_quantile(rt->rt_hist, 0.99, &q[2]) == 0;
+		lat = kv_tm_ro_quantile(rt, 0.5, &q[0]) == 0 &&
+		      kv_tm_ro_quantile(rt, 0.95, &q[1]) == 0 &&
+		      kv_tm_ro_quantile(rt, 0.99, &q[2]) == 0;
 		shown++;
 		if (d->json) {
 			tc_jw_open(&d->j, NULL, '{');
@@ -548,12 +543,12 @@ static void dump_routers(struct dump *d)
 
 static void dump_stats(struct dump *d)
 {
-	const struct kvidx_stats *st = kv_reader_view(d->r)->st;
+	const struct kv_view *v = kv_reader_view(d->r);
 	uint64_t epoch = ld_relaxed(&kv_reader_idx(d->r)->ih_epoch);
 
 	if (d->json) {
 		tc_jw_open(&d->j, "stats", '{');
-#define STAT_JSON(n) tc_jw_u64(&d->j, #n, ld_relaxed(&st->n));
+#define STAT_JSON(n) tc_jw_u64(&d->j, #n, kv_tm_view_stat(v, KV_ST_##n));
 		KV_STATS(STAT_JSON)
 #undef STAT_JSON
 		tc_jw_u64(&d->j, "registry_epoch", epoch);
@@ -561,7 +556,7 @@ static void dump_stats(struct dump *d)
 		return;
 	}
 	printf("stats:\n");
-#define STAT_TEXT(n) printf("  %-20s %" PRIu64 "\n", #n, ld_relaxed(&st->n));
+#define STAT_TEXT(n) printf("  %-20s %" PRIu64 "\n", #n, kv_tm_view_stat(v, KV_ST_##n));
 	KV_STATS(STAT_TEXT)
 #undef STAT_TEXT
 	printf("  %-20s %" PRIu64 "\n", "registry_epoch", epoch);
@@ -969,7 +964,16 @@ static void usage(FILE *f)
 	      f);
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for. */
+struct args {
+	uint64_t limit, key, *score_keys;
+	size_t nscore;
+	unsigned sections;
+	bool prometheus;
+};
+
+/* The options into *d (name, json) and *a; a usage error exits. */
+static void parse_args(int argc, char **argv, struct dump *d, struct args *a)
 {
 	enum { OPT_NAME = 256, OPT_JSON, OPT_HEADER, OPT_PODS, OPT_READERS, OPT_STATS,
 	       OPT_ENTRIES, OPT_KEY, OPT_PROMETHEUS, OPT_SCORE };
@@ -987,54 +991,48 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct dump d = { .name = KVIDX_DEFAULT_NAME, .lock_fd = -1, .wlock_fd = -1, .j = { .f = stdout } };
-	uint64_t limit = DEFAULT_ENTRIES, key = 0, *score_keys = NULL;
-	size_t nscore = 0;
-	unsigned sections = 0;
-	bool prometheus = false;
-	int c, status = 0;
+	int c;
 
-	tc_prog = PROG;
 	opterr = 0; /* This program prints its own messages, naming itself PROG. */
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_NAME:
-			d.name = tc_index_name_arg(optarg);
+			d->name = tc_index_name_arg(optarg);
 			break;
 		case OPT_JSON:
-			d.json = true;
+			d->json = true;
 			break;
 		case OPT_PROMETHEUS:
-			prometheus = true;
+			a->prometheus = true;
 			break;
 		case OPT_HEADER:
-			sections |= SEC_HEADER;
+			a->sections |= SEC_HEADER;
 			break;
 		case OPT_PODS:
-			sections |= SEC_PODS;
+			a->sections |= SEC_PODS;
 			break;
 		case OPT_READERS:
-			sections |= SEC_READERS;
+			a->sections |= SEC_READERS;
 			break;
 		case OPT_STATS:
-			sections |= SEC_STATS;
+			a->sections |= SEC_STATS;
 			break;
 		case OPT_ENTRIES:
-			if (optarg && !tc_parse_dec(optarg, UINT64_MAX, &limit))
+			if (optarg && !tc_parse_dec(optarg, UINT64_MAX, &a->limit))
 				tc_usage_error("bad --entries '%s': expected a decimal count "
 					       "(0: all)", optarg);
-			sections |= SEC_ENTRIES;
+			a->sections |= SEC_ENTRIES;
 			break;
 		case OPT_KEY:
-			if (!tc_parse_hex64(optarg, &key))
+			if (!tc_parse_hex64(optarg, &a->key))
 				tc_usage_error("bad --key '%s': expected 1 to 16 hex digits, "
 					       "optionally prefixed by 0x", optarg);
-			sections |= SEC_KEY;
+			a->sections |= SEC_KEY;
 			break;
 		case OPT_SCORE:
-			free(score_keys);
-			score_keys = parse_score_keys(optarg, &nscore);
-			sections |= SEC_SCORE;
+			free(a->score_keys);
+			a->score_keys = parse_score_keys(optarg, &a->nscore);
+			a->sections |= SEC_SCORE;
 			break;
 		default: /* 'h', ':' or '?' */
 			tc_getopt_default(c, argv, usage);
@@ -1044,59 +1042,77 @@ int main(int argc, char **argv)
 		tc_usage_error("unexpected argument '%s'%s", argv[optind],
 			       strcmp(argv[optind - 1], "--entries") == 0 ?
 				       " (a count goes with an equals sign: --entries=N)" : "");
-	if (prometheus && (d.json || sections))
+	if (a->prometheus && (d->json || a->sections))
 		tc_usage_error("--prometheus prints every metric on its own; it takes neither "
 			       "--json nor a section option");
-	if (!sections)
-		sections = SEC_DEFAULT;
+	if (!a->sections)
+		a->sections = SEC_DEFAULT;
+}
 
+/* The sections a asks for, in order; 1 if one of them failed, else 0. */
+static int dump_sections(struct dump *d, const struct args *a)
+{
+	int status = 0;
+
+	if (a->sections & SEC_HEADER)
+		dump_header(d);
+	if (a->sections & SEC_PODS)
+		dump_pods(d);
+	if (a->sections & SEC_READERS) {
+		dump_readers(d);
+		dump_routers(d);
+	}
+	if (a->sections & SEC_STATS)
+		dump_stats(d);
+	if ((a->sections & SEC_ENTRIES) && dump_entries(d, a->limit) < 0) {
+		status = 1;
+		if (d->json)
+			tc_jw_str(&d->j, "error", "walking the entries failed; see standard error");
+	}
+	if (a->sections & SEC_KEY) {
+		int rc = dump_key(d, a->key);
+		if (rc <= 0) {
+			status = 1;
+			if (rc < 0 && d->json)
+				tc_jw_str(&d->j, "error", "the lookup failed; see standard error");
+		}
+	}
+	if ((a->sections & SEC_SCORE) && dump_score(d, a->score_keys, a->nscore) < 0) {
+		status = 1;
+		if (d->json)
+			tc_jw_str(&d->j, "error", "scoring failed; see standard error");
+	}
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct dump d = { .name = KVIDX_DEFAULT_NAME, .lock_fd = -1, .wlock_fd = -1, .j = { .f = stdout } };
+	struct args a = { .limit = DEFAULT_ENTRIES };
+	int status = 0;
+
+	tc_prog = PROG;
+	parse_args(argc, argv, &d, &a);
 	if (attach(&d) != 0) {
 		kvidx_reader_close(d.r);
 		free(d.pods);
-		free(score_keys);
+		free(a.score_keys);
 		return 1;
 	}
-	if (prometheus) {
+	if (a.prometheus) {
 		int rc = prom_render(d.r, stdout);
 		if (rc < 0) {
 			err_msg(&d, "rendering the metrics: %s", kvidx_strerror(rc));
 			status = 1;
 		}
-		sections = 0;
+		a.sections = 0;
 	} else if (d.json) {
 		tc_jw_open(&d.j, NULL, '{');
 	} else {
 		printf("index %s\n", d.name);
 	}
-	if (sections & SEC_HEADER)
-		dump_header(&d);
-	if (sections & SEC_PODS)
-		dump_pods(&d);
-	if (sections & SEC_READERS) {
-		dump_readers(&d);
-		dump_routers(&d);
-	}
-	if (sections & SEC_STATS)
-		dump_stats(&d);
-	if ((sections & SEC_ENTRIES) && dump_entries(&d, limit) < 0) {
-		status = 1;
-		if (d.json)
-			tc_jw_str(&d.j, "error", "walking the entries failed; see standard error");
-	}
-	if (sections & SEC_KEY) {
-		int rc = dump_key(&d, key);
-		if (rc <= 0) {
-			status = 1;
-			if (rc < 0 && d.json)
-				tc_jw_str(&d.j, "error", "the lookup failed; see standard error");
-		}
-	}
-	if ((sections & SEC_SCORE) && dump_score(&d, score_keys, nscore) < 0) {
-		status = 1;
-		if (d.json)
-			tc_jw_str(&d.j, "error", "scoring failed; see standard error");
-	}
-	free(score_keys);
+	status |= dump_sections(&d, &a);
+	free(a.score_keys);
 	if (d.json)
 		tc_jw_close(&d.j, '}');
 

@@ -44,7 +44,7 @@
 struct prev {
 	bool seen;
 	char name[KVIDX_POD_NAME_MAX];
-	uint64_t ctr[KV_POD_COUNTERS];
+	uint64_t ctr[KV_PC_COUNT];
 };
 
 struct top {
@@ -145,9 +145,9 @@ static void eol(const struct top *t)
 struct podrow {
 	int idx;
 	char name[KVIDX_POD_NAME_MAX];
-	uint64_t ctr[KV_POD_COUNTERS];
+	uint64_t ctr[KV_PC_COUNT];
 	uint64_t word;
-	double rate[KV_POD_COUNTERS]; /* NAN without a previous frame */
+	double rate[KV_PC_COUNT]; /* NAN without a previous frame */
 	bool have_lat;
 	uint64_t p50, p95, p99, nlat;
 	char lag50[16], lag99[16];          /* recent event lag, "-" when none */
@@ -155,11 +155,11 @@ struct podrow {
 };
 
 /* The q-quantile of histogram h as a duration, "-" if empty. */
-static void fmt_q(char *buf, size_t n, const uint64_t *h, double q)
+static void fmt_q(char *buf, size_t n, struct kv_tm_hist_ro h, double q)
 {
 	uint64_t us;
 
-	if (!h || kv_hist_quantile(h, q, &us) < 0)
+	if (kv_tm_ro_quantile(h, q, &us) < 0)
 		snprintf(buf, n, "-");
 	else
 		fmt_us(buf, n, us);
@@ -189,27 +189,26 @@ static void snapshot_pod(struct top *t, const struct kv_view *v, uint32_t i, dou
 		snprintf(p->name, sizeof(p->name), "pod[%" PRIu32 "]", i);
 	clean_name(p->name);
 	p->idx = (int)i;
-	for (unsigned k = 0; k < KV_POD_COUNTERS; k++)
-		p->ctr[k] = ld_relaxed(&v->pods[i].pd_ctr[k]);
+	for (unsigned k = 0; k < KV_PC_COUNT; k++)
+		p->ctr[k] = kv_tm_view_pod(v, (int)i, (enum kv_pod_ctr)k);
 	struct prev *pv = &t->prev[i];
 	bool same = pv->seen && !strcmp(pv->name, p->name);
-	for (unsigned k = 0; k < KV_POD_COUNTERS; k++)
+	for (unsigned k = 0; k < KV_PC_COUNT; k++)
 		p->rate[k] = same && dt > 0 && p->ctr[k] >= pv->ctr[k] ?
 				     (double)(p->ctr[k] - pv->ctr[k]) / dt : NAN;
 	pv->seen = true;
 	memcpy(pv->name, p->name, sizeof(pv->name));
 	memcpy(pv->ctr, p->ctr, sizeof(pv->ctr));
-	const uint64_t *h = kv_view_pod_hist(v, (int)i, 1);
-	p->nlat = h ? kv_hist_count(h) : 0;
-	p->have_lat = h && kv_hist_quantile(h, 0.50, &p->p50) == 0 &&
-		      kv_hist_quantile(h, 0.95, &p->p95) == 0 &&
-		      kv_hist_quantile(h, 0.99, &p->p99) == 0;
-	fmt_q(p->lag50, sizeof(p->lag50), kv_view_pod_hist(v, (int)i, KV_HIST_LAG_RECENT), 0.5);
-	fmt_q(p->lag99, sizeof(p->lag99), kv_view_pod_hist(v, (int)i, KV_HIST_LAG_RECENT),
-	      0.99);
+	struct kv_tm_hist_ro h = kv_tm_view_hist(v, (int)i, KV_HIST_CONFIRM_RECENT);
+	p->nlat = kv_tm_ro_count(h);
+	p->have_lat = kv_tm_ro_quantile(h, 0.50, &p->p50) == 0 &&
+		      kv_tm_ro_quantile(h, 0.95, &p->p95) == 0 &&
+		      kv_tm_ro_quantile(h, 0.99, &p->p99) == 0;
+	fmt_q(p->lag50, sizeof(p->lag50), kv_tm_view_hist(v, (int)i, KV_HIST_LAG_RECENT), 0.5);
+	fmt_q(p->lag99, sizeof(p->lag99), kv_tm_view_hist(v, (int)i, KV_HIST_LAG_RECENT), 0.99);
 	for (unsigned pc = 0; pc < KV_PROMPT_CLASSES; pc++)
 		fmt_q(p->cls99[pc], sizeof(p->cls99[pc]),
-		      kv_view_pod_hist(v, (int)i, KV_HIST_CLASS(pc)), 0.99);
+		      kv_tm_view_hist(v, (int)i, KV_HIST_CLASS(pc)), 0.99);
 }
 
 /* Pods: a snapshot of each active one into rows; returns how many. */
@@ -257,8 +256,7 @@ static uint32_t count_readers(const struct kv_view *v, const struct kvidx_ctl_hd
 static void print_header(struct top *t, const struct kvidx_info *in, const struct kv_view *v,
 			 uint32_t readers, uint64_t now, double dt)
 {
-	const struct kvidx_stats *st = v->st;
-	uint64_t commits = ld_relaxed(&st->route_commits);
+	uint64_t commits = kv_tm_view_stat(v, KV_ST_route_commits);
 	char a[32], b[32], c[32], d[32], e[32];
 	time_t wall = time(NULL);
 	struct tm tm;
@@ -279,10 +277,10 @@ static void print_header(struct top *t, const struct kvidx_info *in, const struc
 	eol(t);
 	printf("keys %s of %s, records %s (speculative %s), readers %" PRIu32
 	       " (this view included), route commits %s",
-	       fmt_count(a, sizeof(a), ld_relaxed(&st->keys)),
+	       fmt_count(a, sizeof(a), kv_tm_view_stat(v, KV_ST_keys)),
 	       fmt_count(b, sizeof(b), in->geo.capacity),
-	       fmt_count(c, sizeof(c), ld_relaxed(&st->records)),
-	       fmt_count(d, sizeof(d), ld_relaxed(&st->spec_records)), readers,
+	       fmt_count(c, sizeof(c), kv_tm_view_stat(v, KV_ST_records)),
+	       fmt_count(d, sizeof(d), kv_tm_view_stat(v, KV_ST_spec_records)), readers,
 	       fmt_count(e, sizeof(e), commits));
 	if (dt > 0 && commits >= t->prev_commits)
 		printf(" (%.1f/s)", (double)(commits - t->prev_commits) / dt);
@@ -370,6 +368,12 @@ static void print_per_route(const struct top *t, const struct podrow *rows, uint
 	}
 }
 
+/* Counter c of router slot s. */
+static uint64_t rctr(const struct kv_view *v, uint32_t s, enum kv_router_ctr c)
+{
+	return kv_tm_view_router(v, (int)s, c);
+}
+
 /* Router workers (registry slots) that committed routes. */
 static void print_routers(const struct top *t, const struct kv_view *v)
 {
@@ -377,9 +381,8 @@ static void print_routers(const struct top *t, const struct kv_view *v)
 	bool rhead = false;
 
 	for (uint32_t s = 0; s < v->max_readers; s++) {
-		const struct kvidx_router *rt = kv_view_router(v, (int)s);
 		char p50[16], p99[16];
-		if (!rt || !ld_relaxed(&rt->rt_ctr[KV_RT_routes]))
+		if (!rctr(v, s, KV_RT_routes))
 			continue;
 		if (!rhead) {
 			eol(t);
@@ -389,16 +392,16 @@ static void print_routers(const struct top *t, const struct kv_view *v)
 			eol(t);
 			rhead = true;
 		}
-		fmt_q(p50, sizeof(p50), rt->rt_hist, 0.5);
-		fmt_q(p99, sizeof(p99), rt->rt_hist, 0.99);
+		fmt_q(p50, sizeof(p50), kv_tm_view_router_hist(v, (int)s), 0.5);
+		fmt_q(p99, sizeof(p99), kv_tm_view_router_hist(v, (int)s), 0.99);
 		printf("slot %-3u %8" PRIu64 " %10s %10s %10s %10s %6" PRIu64 " %6" PRIu64 " %8s %8s",
-		       s, ld_relaxed(&rt->rt_ctr[KV_RT_pid]),
-		       fmt_count(a, sizeof(a), ld_relaxed(&rt->rt_ctr[KV_RT_routes])),
-		       fmt_count(b, sizeof(b), ld_relaxed(&rt->rt_ctr[KV_RT_routes_predicted])),
-		       fmt_count(c, sizeof(c), ld_relaxed(&rt->rt_ctr[KV_RT_routes_confirmed])),
-		       fmt_count(d, sizeof(d), ld_relaxed(&rt->rt_ctr[KV_RT_routes_nomatch])),
-		       ld_relaxed(&rt->rt_ctr[KV_RT_routes_early_expiries]),
-		       ld_relaxed(&rt->rt_ctr[KV_RT_routes_stale_expiries]), p50, p99);
+		       s, rctr(v, s, KV_RT_pid),
+		       fmt_count(a, sizeof(a), rctr(v, s, KV_RT_routes)),
+		       fmt_count(b, sizeof(b), rctr(v, s, KV_RT_routes_predicted)),
+		       fmt_count(c, sizeof(c), rctr(v, s, KV_RT_routes_confirmed)),
+		       fmt_count(d, sizeof(d), rctr(v, s, KV_RT_routes_nomatch)),
+		       rctr(v, s, KV_RT_routes_early_expiries),
+		       rctr(v, s, KV_RT_routes_stale_expiries), p50, p99);
 		eol(t);
 	}
 }

@@ -41,7 +41,7 @@ int tc_pods_snapshot(struct kvidx_reader *r, struct tc_pod **out)
 		p->gen = KV_POD_GEN(pw);
 		p->flags = KV_POD_FLAGS(pw);
 		for (unsigned c = 0; c < KV_PC_COUNT; c++)
-			p->ctr[c] = ld_relaxed(&v->pods[i].pd_ctr[c]);
+			p->ctr[c] = kv_tm_view_pod(v, (int)i, (enum kv_pod_ctr)c);
 		n++;
 	}
 	*out = pods;
@@ -50,11 +50,9 @@ int tc_pods_snapshot(struct kvidx_reader *r, struct tc_pod **out)
 
 bool tc_router_snapshot(const struct kv_view *v, uint32_t s, uint64_t c[KV_RT_COUNT])
 {
-	const struct kvidx_router *rt = kv_view_router(v, (int)s);
-
-	if (!rt)
+	if (s >= v->max_readers)
 		return false;
 	for (unsigned k = 0; k < KV_RT_COUNT; k++)
-		c[k] = ld_relaxed(&rt->rt_ctr[k]);
+		c[k] = kv_tm_view_router(v, (int)s, (enum kv_router_ctr)k);
 	return c[KV_RT_routes] || c[KV_RT_outcomes];
 }

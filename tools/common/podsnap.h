@@ -31,8 +31,8 @@ int tc_pods_snapshot(struct kvidx_reader *r, struct tc_pod **out);
 struct kv_view;
 
 /*
- * Copies the counters of registry slot s's router statistics (struct kvidx_router, relaxed
- * loads) into c. Returns false, c then undefined, if the view has none for s or the slot
+ * Copies the counters of registry slot s's router statistics (telemetry.h KV_ROUTER_CTRS,
+ * relaxed loads) into c. Returns false, c then undefined, if the view has none for s or the slot
  * neither routed nor reported an outcome.
  */
 bool tc_router_snapshot(const struct kv_view *v, uint32_t s, uint64_t c[KV_RT_COUNT]);

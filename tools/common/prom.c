@@ -62,7 +62,7 @@ struct ctr_meta {
 	unsigned div;
 };
 
-/* Names of pd_ctr[] from the layout's X-macro. */
+/* Names of the per-pod counters from telemetry.h's X-macro. */
 static const char *const pod_ctr_names[KV_PC_COUNT] = {
 #define POD_CTR_NAME(n) [KV_PC_##n] = #n,
 	KV_POD_CTRS(POD_CTR_NAME)
@@ -243,7 +243,7 @@ static const char *stat_help(const char *n)
 	for (size_t i = 0; i < sizeof(h) / sizeof(h[0]); i++)
 		if (!strcmp(n, h[i].name))
 			return h[i].help;
-	return "Writer counter of the index (shm/layout.h KV_STATS).";
+	return "Writer counter of the index (lib/telemetry.h KV_STATS).";
 }
 
 /* ---- rendering ---- */
@@ -290,7 +290,7 @@ static void render_pod_ctrs(FILE *f, const struct tc_pod *pods, int n, uint64_t 
 		if (m->help)
 			snprintf(help, sizeof(help), "%s", m->help);
 		else
-			snprintf(help, sizeof(help), "Per-pod value %s (shm/layout.h KV_POD_CTRS).",
+			snprintf(help, sizeof(help), "Per-pod value %s (lib/telemetry.h KV_POD_CTRS).",
 				 cn);
 		family(f, name, m->kind == K_COUNTER || m->kind == K_TOTAL ? "counter" :
 				m->kind == K_UNTYPED ? "untyped" : "gauge", help);
@@ -334,19 +334,18 @@ static bool le_bucket(unsigned b)
 #define LAG_NAME "kvidx_pod_event_lag_seconds"
 
 static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *pods, int n,
-			const char *name, int which, const char *help)
+			const char *name, enum kv_hist_id which, const char *help)
 {
 	family(f, name, "histogram", help);
 	for (int i = 0; i < n; i++) {
-		const uint64_t *h = kv_view_pod_hist(v, pods[i].idx, which);
+		struct kv_tm_hist_ro h = kv_tm_view_hist(v, pods[i].idx, which);
 		uint64_t c[KV_HIST_BUCKETS], acc = 0;
 		double sum_us = 0;
 
-		if (!h)
+		if (!kv_tm_ro_ok(h))
 			continue;
 		/* One copy, so that the buckets, +Inf and _count agree. */
-		for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
-			c[b] = ld_relaxed(&h[b]);
+		kv_tm_ro_buckets(h, c);
 		for (unsigned b = 0; b < KV_HIST_BUCKETS; b++) {
 			acc += c[b];
 			if (b + 1 < KV_HIST_BUCKETS)
@@ -387,12 +386,11 @@ static void render_hist(FILE *f, const struct kv_view *v, const struct tc_pod *p
 static const double q_list[] = { 0.5, 0.95, 0.99 };
 static const char *const q_names[] = { "0.5", "0.95", "0.99" };
 
-static void quantiles(FILE *f, const char *name, const uint64_t *h, const char *labels)
+static void quantiles(FILE *f, const char *name, struct kv_tm_hist_ro h, const char *labels)
 {
 	uint64_t c[KV_HIST_BUCKETS], us;
 
-	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
-		c[b] = ld_relaxed(&h[b]);
+	kv_tm_ro_buckets(h, c);
 	for (unsigned q = 0; q < 3; q++) {
 		if (kv_hist_quantile(c, q_list[q], &us) < 0)
 			return;
@@ -436,7 +434,7 @@ static void render_recent(FILE *f, const struct kv_view *v, const struct tc_pod 
 	for (int i = 0; i < n; i++) {
 		pod_label_str(lab, sizeof(lab), &pods[i]);
 		quantiles(f, "kvidx_pod_confirmation_latency_recent_seconds",
-			  kv_view_pod_hist(v, pods[i].idx, KV_HIST_CONFIRM_RECENT), lab);
+			  kv_tm_view_hist(v, pods[i].idx, KV_HIST_CONFIRM_RECENT), lab);
 	}
 	family(f, "kvidx_pod_event_lag_recent_seconds", "summary",
 	       "Quantiles of the recent event path lag (batch ts to applied, wall clock): the "
@@ -444,7 +442,7 @@ static void render_recent(FILE *f, const struct kv_view *v, const struct tc_pod 
 	for (int i = 0; i < n; i++) {
 		pod_label_str(lab, sizeof(lab), &pods[i]);
 		quantiles(f, "kvidx_pod_event_lag_recent_seconds",
-			  kv_view_pod_hist(v, pods[i].idx, KV_HIST_LAG_RECENT), lab);
+			  kv_tm_view_hist(v, pods[i].idx, KV_HIST_LAG_RECENT), lab);
 	}
 	family(f, "kvidx_pod_class_confirmation_latency_seconds", "summary",
 	       "Quantiles of the recent route-to-confirmation latency by prompt-length class "
@@ -454,7 +452,7 @@ static void render_recent(FILE *f, const struct kv_view *v, const struct tc_pod 
 		for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++) {
 			snprintf(cl, sizeof(cl), "%s,prompt_class=\"%s\"", lab, class_names[c]);
 			quantiles(f, "kvidx_pod_class_confirmation_latency_seconds",
-				  kv_view_pod_hist(v, pods[i].idx, KV_HIST_CLASS(c)), cl);
+				  kv_tm_view_hist(v, pods[i].idx, KV_HIST_CLASS(c)), cl);
 		}
 	}
 	family(f, "kvidx_pod_class_confirmations_recent", "gauge",
@@ -464,11 +462,11 @@ static void render_recent(FILE *f, const struct kv_view *v, const struct tc_pod 
 		for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++)
 			fprintf(f, "kvidx_pod_class_confirmations_recent{%s,prompt_class=\"%s\"} "
 				   "%" PRIu64 "\n", lab, class_names[c],
-				kv_hist_count(kv_view_pod_hist(v, pods[i].idx, KV_HIST_CLASS(c))));
+				kv_tm_ro_count(kv_tm_view_hist(v, pods[i].idx, KV_HIST_CLASS(c))));
 	}
 }
 
-/* Names of rt_ctr[] from the layout's X-macro. */
+/* Names of the router counters from telemetry.h's X-macro. */
 static const char *const router_ctr_names[KV_RT_COUNT] = {
 #define RT_CTR_NAME(n) [KV_RT_##n] = #n,
 	KV_ROUTER_CTRS(RT_CTR_NAME)
@@ -485,7 +483,7 @@ static const char *const router_ctr_names[KV_RT_COUNT] = {
  * kvidx_router_info{router,slot,pid} 1 joins a series to its slot and pid.
  */
 static bool router_label(struct kvidx_reader *r, const struct kv_view *v, uint32_t s,
-			 const struct kvidx_router *rt, char *lab, size_t len)
+			 char *lab, size_t len)
 {
 	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(r);
 	const struct kvidx_reader_slot *slots = (const void *)((const char *)ctl + sizeof(*ctl));
@@ -493,10 +491,10 @@ static bool router_label(struct kvidx_reader *r, const struct kv_view *v, uint32
 
 	if (nslots > v->hdr->dh_max_readers)
 		nslots = v->hdr->dh_max_readers;
-	if (!rt || s >= nslots || !(ld_relaxed(&rt->rt_ctr[KV_RT_routes]) |
-				    ld_relaxed(&rt->rt_ctr[KV_RT_outcomes])))
+	if (s >= v->max_readers || s >= nslots || !(kv_tm_view_router(v, (int)s, KV_RT_routes) |
+						    kv_tm_view_router(v, (int)s, KV_RT_outcomes)))
 		return false;
-	uint64_t pid = ld_relaxed(&rt->rt_ctr[KV_RT_pid]);
+	uint64_t pid = kv_tm_view_router(v, (int)s, KV_RT_pid);
 	if (pid != (uint64_t)(uint32_t)ld_relaxed(&slots[s].rs_pid))
 		return false;
 	snprintf(lab, len, "router=\"%" PRIu64 "-%" PRIu64 "\"", pid,
@@ -513,10 +511,9 @@ static void render_routers(FILE *f, struct kvidx_reader *r, const struct kv_view
 	       "1 per router worker: its registry slot and process id (router=\"PID-CLAIM\", "
 	       "CLAIM the slot's claim time in ms of CLOCK_MONOTONIC).");
 	for (uint32_t s = 0; s < v->max_readers; s++) {
-		const struct kvidx_router *rt = kv_view_router(v, (int)s);
-		if (router_label(r, v, s, rt, lab, sizeof(lab)))
+		if (router_label(r, v, s, lab, sizeof(lab)))
 			fprintf(f, "kvidx_router_info{%s,slot=\"%u\",pid=\"%" PRIu64 "\"} 1\n", lab,
-				s, ld_relaxed(&rt->rt_ctr[KV_RT_pid]));
+				s, kv_tm_view_router(v, (int)s, KV_RT_pid));
 	}
 	for (unsigned c = 0; c < KV_RT_COUNT; c++) {
 		char name[96];
@@ -531,10 +528,9 @@ static void render_routers(FILE *f, struct kvidx_reader *r, const struct kv_view
 		       age ? "Seconds since the router worker's last route commit." :
 			     "Per router worker count; see the pod family of the same name.");
 		for (uint32_t s = 0; s < v->max_readers; s++) {
-			const struct kvidx_router *rt = kv_view_router(v, (int)s);
-			if (!router_label(r, v, s, rt, lab, sizeof(lab)))
+			if (!router_label(r, v, s, lab, sizeof(lab)))
 				continue;
-			uint64_t val = ld_relaxed(&rt->rt_ctr[c]);
+			uint64_t val = kv_tm_view_router(v, (int)s, (enum kv_router_ctr)c);
 			fprintf(f, "%s{%s} ", name, lab);
 			if (age)
 				age_value(f, now, val);
@@ -547,11 +543,11 @@ static void render_routers(FILE *f, struct kvidx_reader *r, const struct kv_view
 	       "Quantiles of the recent route-to-confirmation latency of the routes a router "
 	       "worker committed.");
 	for (uint32_t s = 0; s < v->max_readers; s++) {
-		const struct kvidx_router *rt = kv_view_router(v, (int)s);
-		if (!router_label(r, v, s, rt, lab, sizeof(lab)) ||
-		    !ld_relaxed(&rt->rt_ctr[KV_RT_routes]))
+		if (!router_label(r, v, s, lab, sizeof(lab)) ||
+		    !kv_tm_view_router(v, (int)s, KV_RT_routes))
 			continue;
-		quantiles(f, "kvidx_router_confirmation_latency_seconds", rt->rt_hist, lab);
+		quantiles(f, "kvidx_router_confirmation_latency_seconds",
+			  kv_tm_view_router_hist(v, (int)s), lab);
 	}
 }
 
@@ -591,7 +587,7 @@ static void render_index(FILE *f, struct kvidx_reader *r, const struct kv_view *
 		expelled += st == KV_RS_EXPELLED;
 	}
 
-#define STAT_OUT(n) stat_out(f, #n, ld_relaxed(&v->st->n));
+#define STAT_OUT(n) stat_out(f, #n, kv_tm_view_stat(v, KV_ST_##n));
 	KV_STATS(STAT_OUT)
 #undef STAT_OUT
 

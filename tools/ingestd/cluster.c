@@ -666,10 +666,9 @@ struct ing_cluster *cluster_open(const struct ing_cluster_config *cc, struct ing
 	if (set_options(c) < 0)
 		goto fail;
 	s = natsConnection_Connect(&c->nc, c->opts);
-	if (s == NATS_OK) {
-		atomic_store(&c->connected, 1);
+	bool up = s == NATS_OK;
+	if (up)
 		atomic_store(&c->warm_wanted, true);
-	}
 	else if (s == NATS_NOT_YET_CONNECTED)
 		ilog(ILOG_WARN, "cluster: no NATS server reachable at %s yet: local-only, retrying "
 		     "with backoff", cc->urls);
@@ -686,6 +685,14 @@ struct ing_cluster *cluster_open(const struct ing_cluster_config *cc, struct ing
 	if (s != NATS_OK) {
 		ilog(ILOG_ERROR, "cluster: subscribe %s: %s", c->wildcard, natsStatus_GetText(s));
 		goto fail;
+	}
+	/* Connected means subscribed: the gauge reads 1 once the server has our subscription
+	 * (a round trip), so a peer's commit after it reaches us. (A reconnection resubscribes
+	 * before libnats calls on_reconnected.) */
+	if (up) {
+		if (natsConnection_FlushTimeout(c->nc, 2000) != NATS_OK)
+			ilog(ILOG_WARN, "cluster: the server did not confirm the subscription in 2 s");
+		atomic_store(&c->connected, 1);
 	}
 	if (pthread_create(&c->sender, NULL, sender_main, c) != 0) {
 		ilog(ILOG_ERROR, "cluster: cannot start the sender thread");

@@ -881,6 +881,10 @@ static const struct opt opts[] = {
 		  "(its kv_events); a wildcard host there is the address's own. Each\n"
 		  "is a pod named HOST:PORT; one that reports no publisher is removed,\n"
 		  "one that does not answer 3 times in a row too. Default: off" },
+	{ "discover-http-port", OPT_U32, FIELD(disc.http_port), RANGE(1, 65535), .arg = "PORT",
+	  .help = "with --discover-dns: each address found is asked over HTTP at\n"
+		  "IP:PORT, as --discover-http asks its addresses, instead of taking\n"
+		  "--discover-ports (pods with ports of their own, ephemeral ones too)" },
 	{ "discover-ports", OPT_SPECIAL, .set = set_disc_ports, .arg = "EVENTS,REPLAY,HTTP",
 	  .help = "ports of every discovered pod: its event PUB, its replay ROUTER\n"
 		  "(0: none), its serving port (the name routers use); required\n"
@@ -1372,8 +1376,12 @@ int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 			return fail(err, errlen, "--bind %s --bind-ranks %u: needs a numeric port "
 				    "with room for %u more", c->bind, c->bind_ranks, c->bind_ranks - 1);
 	}
-	if (c->disc.dns[0] && !c->disc.port_events)
-		return fail(err, errlen, "--discover-dns needs --discover-ports EVENTS,REPLAY,HTTP");
+	if (c->disc.http_port && (!c->disc.dns[0] || c->disc.port_events || c->disc.http[0]))
+		return fail(err, errlen, "--discover-http-port goes with --discover-dns, instead of "
+			    "--discover-ports (and without a --discover-http list)");
+	if (c->disc.dns[0] && !c->disc.port_events && !c->disc.http_port)
+		return fail(err, errlen, "--discover-dns needs --discover-ports EVENTS,REPLAY,HTTP "
+			    "(or --discover-http-port PORT)");
 	unsigned dr = c->disc.dp_ranks ? c->disc.dp_ranks : 1;
 	if (c->disc.dns[0] && (c->disc.port_events + dr - 1 > 65535 ||
 			       (c->disc.port_replay && c->disc.port_replay + dr - 1 > 65535)))

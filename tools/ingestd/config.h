@@ -44,6 +44,7 @@ struct ing_pod_spec {
 struct ing_discover_config {
 	char dns[256];             /* name re-resolved for A records, "" = off */
 	char http[2048];           /* --discover-http HOST:PORT,...: serving addresses asked, "" = off */
+	uint32_t http_port;        /* --discover-http-port: DNS addresses asked over HTTP there */
 	char server[64];           /* "IPv4:PORT" asked instead of resolv.conf's, "" = those */
 	uint16_t port_events;      /* --discover-ports EVENTS,REPLAY,HTTP (REPLAY 0 = none) */
 	uint16_t port_replay;

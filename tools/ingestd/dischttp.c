@@ -16,8 +16,8 @@
 #include <time.h>
 
 #include "discover.h"
-#include "layout.h"
 #include "log.h"
+#include "telemetry.h"
 
 #define DH_TIMEOUT_MS 2000
 #define DH_MSG 200
@@ -26,7 +26,8 @@ enum dh_status { DH_UNKNOWN = 0, DH_POD, DH_NONE, DH_FAILED };
 
 /* One round's outcome: the pods wanted, and per target what its poll said. */
 struct dh_set {
-	size_t n;
+	size_t n, nt;
+	char who[DH_MAX_TARGETS][280]; /* the targets' HOST:PORT, in poll order */
 	struct ing_pod_spec spec[DH_MAX_TARGETS];
 	enum dh_status st[DH_MAX_TARGETS];
 	char msg[DH_MAX_TARGETS][DH_MSG];
@@ -51,7 +52,13 @@ struct disc_http {
 	pthread_cond_t cv;
 	bool stop, fresh;
 	struct dh_set *work, *slot, *mine;
+	/* Targets the loop posts (DNS answers with --discover-http-port), taken by the poller
+	 * at its next round under mu: the poller alone touches t[]. */
+	bool posted;
+	size_t npost;
+	char (*post)[DISC_ADDR_LEN];
 	enum dh_status logged[DH_MAX_TARGETS]; /* the loop's: last status logged per target */
+	char logged_who[DH_MAX_TARGETS][280];
 	struct ilog_limit lim;
 	_Atomic uint64_t polls, failures, added, removed, pods;
 };
@@ -362,13 +369,36 @@ static enum dh_status poll_one(struct disc_http *dh, CURL *c, struct dh_target *
 	return DH_FAILED;
 }
 
+/* The poller's side of dischttp_set_targets() (mu held): the posted addresses, each at the
+ * HTTP port, keeping what it knew of addresses it already had. */
+static void take_posted(struct disc_http *dh)
+{
+	static struct dh_target old[DH_MAX_TARGETS];
+	size_t nold = dh->nt;
+
+	memcpy(old, dh->t, nold * sizeof(*old));
+	dh->nt = 0;
+	for (size_t i = 0; i < dh->npost && dh->nt < DH_MAX_TARGETS; i++) {
+		struct dh_target *t = &dh->t[dh->nt++];
+		memset(t, 0, sizeof(*t));
+		snprintf(t->host, sizeof(t->host), "%s", dh->post[i]);
+		t->port = dh->cfg->disc.http_port;
+		for (size_t j = 0; j < nold; j++)
+			if (!strcmp(old[j].host, t->host) && old[j].port == t->port)
+				*t = old[j];
+	}
+	dh->posted = false;
+}
+
 static void poll_round(struct disc_http *dh, CURL *c, struct body *b, struct dh_set *out)
 {
 	out->n = 0;
+	out->nt = dh->nt;
 	for (size_t i = 0; i < dh->nt; i++) {
 		struct dh_target *t = &dh->t[i];
 		struct ing_pod_spec s;
 
+		snprintf(out->who[i], sizeof(out->who[i]), "%s:%u", t->host, t->port);
 		out->msg[i][0] = '\0';
 		out->st[i] = poll_one(dh, c, t, b, &s, out->msg[i]);
 		atomic_fetch_add(&dh->polls, 1);
@@ -400,6 +430,8 @@ static void *poller_main(void *arg)
 	}
 	pthread_mutex_lock(&dh->mu);
 	while (!dh->stop) {
+		if (dh->posted)
+			take_posted(dh);
 		pthread_mutex_unlock(&dh->mu);
 		if (c)
 			poll_round(dh, c, &b, dh->work);
@@ -472,8 +504,9 @@ struct disc_http *dischttp_open(const struct ing_config *cfg)
 		dischttp_close(dh);
 		return NULL;
 	}
-	ilog(ILOG_INFO, "HTTP discovery: %zu address(es) asked every %ums (GET /kv_event_sources, "
-	     "else GET /server_info)", dh->nt, cfg->disc.interval_ms);
+	ilog(ILOG_INFO, "HTTP discovery: %s asked every %ums (GET /kv_event_sources, else GET "
+	     "/server_info)", cfg->disc.http_port ? "the DNS answer's addresses" : "the addresses",
+	     cfg->disc.interval_ms);
 	return dh;
 }
 
@@ -493,7 +526,26 @@ void dischttp_close(struct disc_http *dh)
 	free(dh->work);
 	free(dh->slot);
 	free(dh->mine);
+	free(dh->post);
 	free(dh);
+}
+
+void dischttp_set_targets(struct disc_http *dh, const char (*addr)[DISC_ADDR_LEN], size_t n)
+{
+	if (!dh)
+		return;
+	if (n > DH_MAX_TARGETS)
+		n = DH_MAX_TARGETS;
+	pthread_mutex_lock(&dh->mu);
+	if (!dh->post)
+		dh->post = calloc(DH_MAX_TARGETS, sizeof(*dh->post));
+	if (dh->post) {
+		memcpy(dh->post, addr, n * sizeof(*addr));
+		dh->npost = n;
+		dh->posted = true;
+		pthread_cond_signal(&dh->cv); /* ask the new set now, not an interval later */
+	}
+	pthread_mutex_unlock(&dh->mu);
 }
 
 /* ---- loop side ------------------------------------------------------------------------------ */
@@ -511,20 +563,19 @@ static size_t count_http(const struct ing_shared *sh)
 /* Logs each target whose status changed (and a pod's note, once per change). */
 static void log_changes(struct disc_http *dh, const struct dh_set *set)
 {
-	for (size_t i = 0; i < dh->nt; i++) {
-		const struct dh_target *t = &dh->t[i];
-
-		if (set->st[i] == dh->logged[i])
+	for (size_t i = 0; i < set->nt; i++) {
+		if (set->st[i] == dh->logged[i] && !strcmp(set->who[i], dh->logged_who[i]))
 			continue;
 		dh->logged[i] = set->st[i];
+		snprintf(dh->logged_who[i], sizeof(dh->logged_who[i]), "%s", set->who[i]);
 		if (set->st[i] == DH_FAILED)
-			ilog(ILOG_WARN, "HTTP discovery %s:%u: %s (a pod is dropped after %d failures "
-			     "in a row)", t->host, t->port, set->msg[i], DH_FAIL_LIMIT);
+			ilog(ILOG_WARN, "HTTP discovery %s: %s (a pod is dropped after %d failures in "
+			     "a row)", set->who[i], set->msg[i], DH_FAIL_LIMIT);
 		else if (set->st[i] == DH_NONE)
-			ilog(ILOG_INFO, "HTTP discovery %s:%u: no KV-event publisher reported",
-			     t->host, t->port);
+			ilog(ILOG_INFO, "HTTP discovery %s: no KV-event publisher reported",
+			     set->who[i]);
 		else if (set->msg[i][0])
-			ilog(ILOG_WARN, "HTTP discovery %s:%u: %s", t->host, t->port, set->msg[i]);
+			ilog(ILOG_WARN, "HTTP discovery %s: %s", set->who[i], set->msg[i]);
 	}
 }
 

@@ -32,6 +32,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "discover.h"
 #include "pods.h"
 
 #define DH_MAX_TARGETS 256
@@ -46,6 +47,10 @@ struct disc_http *dischttp_open(const struct ing_config *cfg);
 
 /* Stops the thread (at most one request's timeout) and frees everything. NULL is fine. */
 void dischttp_close(struct disc_http *dh);
+
+/* --discover-http-port: the DNS answer's addresses become the targets (each at that port),
+ * asked at once; what the poller knew of an address it had stays. Loop side. */
+void dischttp_set_targets(struct disc_http *dh, const char (*addr)[DISC_ADDR_LEN], size_t n);
 
 /* Loop side: takes a new round of answers, if one is waiting, and reconciles the pods. */
 void dischttp_poll(struct disc_http *dh, struct ing_shared *sh, uint64_t now);

@@ -203,7 +203,7 @@ int discover_open(struct ing_discover *ds, const struct ing_config *cfg)
 		ds->st_ok = stat(cfg->config_path, &ds->st) == 0;
 		ilog(ILOG_INFO, "config watch: %s checked every %ums", cfg->config_path, dc->watch_ms);
 	}
-	if (dc->http[0] && !(ds->http = dischttp_open(cfg)))
+	if ((dc->http[0] || dc->http_port) && !(ds->http = dischttp_open(cfg)))
 		return -ENOMEM;
 	if (!dc->dns[0])
 		return 0;
@@ -369,6 +369,10 @@ static void dns_apply(struct ing_discover *ds, struct ing_shared *sh, uint64_t n
 	if (set->truncated)
 		ilog_limited(&ds->lim, ILOG_WARN, "%s: more than %d addresses, the first %d taken",
 			     why, DISC_MAX_ADDRS, DISC_MAX_ADDRS);
+	if (dc->http_port) { /* each address is asked over HTTP (dischttp.c) */
+		dischttp_set_targets(ds->http, (const char(*)[DISC_ADDR_LEN])set->addr, set->n);
+		return;
+	}
 	struct ing_pod_spec *want = set->n ? calloc(set->n, sizeof(*want)) : NULL;
 	if (set->n && !want) {
 		ilog(ILOG_ERROR, "%s: out of memory; pods unchanged", why);

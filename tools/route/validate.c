@@ -108,7 +108,7 @@ struct val {
 
 static uint64_t pod_ctr(struct val *V, int pod, enum kv_pod_ctr c)
 {
-	return ld_relaxed(&kv_reader_view(V->rt.r)->pods[pod].pd_ctr[c]);
+	return kv_tm_view_pod(kv_reader_view(V->rt.r), pod, c);
 }
 
 static void ctr_snapshot(struct val *V, int64_t *out)
@@ -143,7 +143,7 @@ static int key_state(struct val *V, uint64_t key, int pod)
 static void live_timing(struct val *V, double *p50, double *p95)
 {
 	const struct kv_view *v = kv_reader_view(V->rt.r);
-	uint64_t merged[KV_HIST_BUCKETS] = { 0 }, us;
+	uint64_t merged[KV_HIST_BUCKETS] = { 0 }, one[KV_HIST_BUCKETS], us;
 
 	V->ttl_ms = 0;
 	for (int i = 0; i < V->o->npods; i++) {
@@ -153,9 +153,9 @@ static void live_timing(struct val *V, double *p50, double *p95)
 		uint64_t t = pod_ctr(V, idx, KV_PC_ttl_ms);
 		if (t > V->ttl_ms)
 			V->ttl_ms = t;
-		const uint64_t *h = kv_view_pod_hist(v, idx, 1);
-		for (unsigned b = 0; h && b < KV_HIST_BUCKETS; b++)
-			merged[b] += ld_relaxed(&h[b]);
+		kv_tm_ro_buckets(kv_tm_view_hist(v, idx, KV_HIST_CONFIRM_RECENT), one);
+		for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
+			merged[b] += one[b];
 	}
 	if (!V->ttl_ms)
 		V->ttl_ms = 2000;

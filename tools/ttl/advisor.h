@@ -138,7 +138,7 @@ struct pod_eval {
 
 /* measure.c */
 uint64_t routes_of(const struct tc_pod *p);
-void lat_of(const uint64_t *h, double q, struct lat *out);
+void lat_of(struct kv_tm_hist_ro h, double q, struct lat *out);
 void measure_pod(const struct live *L, struct pod_eval *e);
 
 /* decide.c */
@@ -156,7 +156,7 @@ void router_json(struct tc_jw *j, uint32_t slot, const uint64_t *c, const struct
 
 /* files.c */
 int load_hist(const char *path, uint64_t *c);
-int save_hist(const char *path, const char *pod, const uint64_t *h);
+int save_hist(const char *path, const char *pod, const uint64_t h[KV_HIST_BUCKETS]);
 int write_svg(const char *path, const struct sweep *sw, int n);
 
 /* offline.c, live.c */

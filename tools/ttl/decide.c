@@ -112,11 +112,10 @@ static void decide_sweep(struct live *L, struct pod_eval *e)
 {
 	const struct opts *o = L->o;
 	const struct kv_view *v = kv_reader_view(L->r);
-	const uint64_t *h = kv_view_pod_hist(v, e->p->idx, !o->cumulative && e->rec.n ? 1 : 0);
+	enum kv_hist_id id = !o->cumulative && e->rec.n ? KV_HIST_CONFIRM_RECENT : KV_HIST_CONFIRM;
 	struct sweep *sw = &L->sw[L->nsw];
 
-	for (unsigned bk = 0; bk < KV_HIST_BUCKETS; bk++)
-		L->sw_hist[L->nsw][bk] = ld_relaxed(&h[bk]);
+	kv_tm_ro_buckets(kv_tm_view_hist(v, e->p->idx, id), L->sw_hist[L->nsw]);
 	*sw = (struct sweep){ .in = { .label = e->p->name, .rec = e->have_lq ? e->pl.rec : 0,
 				      .in_force = e->ttl_in_force, .have_expo = e->expo,
 				      .lambda = e->lambda, .p = e->pf, .tokens = e->tokens,

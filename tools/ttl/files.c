@@ -47,8 +47,8 @@ int load_hist(const char *path, uint64_t *c)
 	return 0;
 }
 
-/* Writes the histogram h in load_hist()'s format. */
-int save_hist(const char *path, const char *pod, const uint64_t *h)
+/* Writes the histogram h (a snapshot) in load_hist()'s format. */
+int save_hist(const char *path, const char *pod, const uint64_t h[KV_HIST_BUCKETS])
 {
 	FILE *f = fopen(path, "w");
 
@@ -60,7 +60,7 @@ int save_hist(const char *path, const char *pod, const uint64_t *h)
 	tc_text_str(f, pod);
 	fprintf(f, "\n# LOWER_US COUNT (bucket lower bound in microseconds; kvidx-ttl --histogram)\n");
 	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++) {
-		uint64_t n = ld_relaxed(&h[b]);
+		uint64_t n = h[b];
 		if (n)
 			fprintf(f, "%" PRIu64 " %" PRIu64 "\n", kv_hist_lower(b), n);
 	}

@@ -153,7 +153,7 @@ static void json_routes(struct tc_jw *j, const struct live *L, const struct pod_
 	tc_jw_open(j, "latency_by_prompt_class_s", '{');
 	for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++) {
 		struct lat cl;
-		lat_of(kv_view_pod_hist(v, p->idx, KV_HIST_CLASS(c)), L->o->q, &cl);
+		lat_of(kv_tm_view_hist(v, p->idx, KV_HIST_CLASS(c)), L->o->q, &cl);
 		tc_jw_open(j, class_name[c], '{');
 		tc_jw_u64(j, "n", cl.n);
 		for (int i = 0; i < NPCT; i++)

@@ -35,8 +35,12 @@ static void live_pod(struct live *L, const struct tc_pod *p, const struct tc_pod
 
 	measure_pod(L, &e);
 	decide_pod(L, &e);
-	if (o->hist_out)
-		save_hist(o->hist_out, p->name, kv_view_pod_hist(kv_reader_view(L->r), p->idx, 1));
+	if (o->hist_out) {
+		const struct kv_view *v = kv_reader_view(L->r);
+		uint64_t h[KV_HIST_BUCKETS];
+		kv_tm_ro_buckets(kv_tm_view_hist(v, p->idx, KV_HIST_CONFIRM_RECENT), h);
+		save_hist(o->hist_out, p->name, h);
+	}
 	if (o->json)
 		pod_json(L, &e);
 	else
@@ -54,12 +58,11 @@ static void live_routers(struct live *L)
 	if (o->json)
 		tc_jw_open(&L->j, "routers", '{');
 	for (uint32_t s = 0; s < v->max_readers; s++) {
-		const struct kvidx_router *rt = kv_view_router(v, (int)s);
 		uint64_t c[KV_RT_COUNT];
 		struct lat l;
 		if (!tc_router_snapshot(v, s, c))
 			continue;
-		lat_of(rt->rt_hist, o->q, &l);
+		lat_of(kv_tm_view_router_hist(v, (int)s), o->q, &l);
 		double age = c[KV_RT_last_route_ns] && now > c[KV_RT_last_route_ns] ?
 				     (double)(now - c[KV_RT_last_route_ns]) / 1e9 : 0;
 		if (o->json)

@@ -20,12 +20,11 @@ uint64_t routes_of(const struct tc_pod *p)
 	       p->ctr[KV_PC_routes_nomatch];
 }
 
-void lat_of(const uint64_t *h, double q, struct lat *out)
+void lat_of(struct kv_tm_hist_ro h, double q, struct lat *out)
 {
 	uint64_t c[KV_HIST_BUCKETS], us;
 
-	for (unsigned b = 0; b < KV_HIST_BUCKETS; b++)
-		c[b] = ld_relaxed(&h[b]);
+	kv_tm_ro_buckets(h, c);
 	out->n = kv_hist_count(c);
 	for (int i = 0; i < NPCT; i++)
 		out->p[i] = kv_hist_quantile(c, pct_q[i], &us) == 0 ? (double)us / 1e6 : 0;
@@ -39,8 +38,8 @@ static void measure_latency(const struct live *L, struct pod_eval *e)
 	const struct kv_view *v = kv_reader_view(L->r);
 	const struct tc_pod *p = e->p;
 
-	lat_of(kv_view_pod_hist(v, p->idx, 1), o->q, &e->rec);
-	lat_of(kv_view_pod_hist(v, p->idx, 0), o->q, &e->cum);
+	lat_of(kv_tm_view_hist(v, p->idx, KV_HIST_CONFIRM_RECENT), o->q, &e->rec);
+	lat_of(kv_tm_view_hist(v, p->idx, KV_HIST_CONFIRM), o->q, &e->cum);
 	if (!o->cumulative && e->rec.n) {
 		e->pl.lq = e->rec.q;
 		e->src = "recent";
@@ -50,8 +49,8 @@ static void measure_latency(const struct live *L, struct pod_eval *e)
 	}
 	e->have_lq = e->src != NULL;
 	e->nq = !o->cumulative && e->rec.n ? e->rec.n : e->cum.n;
-	lat_of(kv_view_pod_hist(v, p->idx, KV_HIST_LAG_RECENT), 0.99, &e->lag_rec);
-	lat_of(kv_view_pod_hist(v, p->idx, KV_HIST_LAG), 0.99, &e->lag_cum);
+	lat_of(kv_tm_view_hist(v, p->idx, KV_HIST_LAG_RECENT), 0.99, &e->lag_rec);
+	lat_of(kv_tm_view_hist(v, p->idx, KV_HIST_LAG), 0.99, &e->lag_cum);
 	e->lag = e->lag_rec.n ? &e->lag_rec : e->lag_cum.n ? &e->lag_cum : NULL;
 }
 

@@ -48,7 +48,7 @@ static void text_latency(const struct live *L, const struct pod_eval *e)
 	printf("  latency by prompt length (recent):");
 	for (unsigned c = 0; c < KV_PROMPT_CLASSES; c++) {
 		struct lat cl;
-		lat_of(kv_view_pod_hist(v, p->idx, KV_HIST_CLASS(c)), L->o->q, &cl);
+		lat_of(kv_tm_view_hist(v, p->idx, KV_HIST_CLASS(c)), L->o->q, &cl);
 		printf("%s %s", c ? ";" : "", class_name[c]);
 		if (!cl.n) {
 			printf(" -");
