@@ -119,8 +119,8 @@ Test(cli, hash_seed_fits_an_index)
 }
 
 /*
- * Issue 24, item 9: combinations --help rules out are refused, each with a message naming
- * both flags; the edge of each is accepted. Before, all three were accepted.
+ * Issue 24, item 9: combinations --help rules out are refused, each with a
+ * message naming both flags; the edge of each is accepted. Before, all three were accepted.
  */
 Test(cli, contradictory_combinations_refused)
 {
