@@ -13,6 +13,7 @@
 # workload, a follow-up on its prefix pod) and whether host 0's link was up:
 #   cluster_fault: t=S followups=N warm=M share=X connected=0|1
 #   cluster_fault: summary down_share=... up_share=... back_within_s=... unanswered=...
+#   ROUTE_ARGS: more flags for every front (e.g. --policy prefix);
 #   HOSTS (default "1 2 4 8"; empty: none); CONVS (default 300), GAP_MS (30), EVENT_MS (80), PODS (4) as
 #   in gateway.sh; FAULT_HOSTS (default 4; 0: no fault run); FAULT_SECS (default 30: the
 #   outage is its middle third); LATENCY_COUNT (default 2000; 0: none); QUICK=1: CONVS 100,
@@ -33,6 +34,7 @@ FAULT_HOSTS=${FAULT_HOSTS:-4}
 FAULT_SECS=${FAULT_SECS:-30}
 LATENCY_COUNT=${LATENCY_COUNT:-2000}
 PORT=${PORT:-27400}
+ROUTE_ARGS=${ROUTE_ARGS:-}
 NATS_PORT=$((PORT + 190))
 NATS_URL=nats://127.0.0.1:$NATS_PORT
 . "$(dirname "$0")/http_common.sh"
@@ -84,7 +86,7 @@ hosts_up() {
 		fp=$((PORT + 200 + k))
 		# shellcheck disable=SC2086
 		start "front$k" "$BIN/kvidx-route" --name "kvidx-bcl-$k" $pods \
-			--listen "127.0.0.1:$fp" --quiet
+			--listen "127.0.0.1:$fp" --quiet $ROUTE_ARGS
 		FRONTS="$FRONTS --front http://127.0.0.1:$fp"
 		k=$((k + 1))
 	done
