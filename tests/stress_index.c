@@ -1904,50 +1904,55 @@ static void parse_args(int argc, char **argv)
 		opt.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 }
 
-int main(int argc, char **argv)
-{
-	struct stopper so = { .state = ST_IDLE };
-	uint64_t kills = 0, early_kills = 0, max_limbo = 0, max_hb_age = 0, arena_max = 0;
+/* What main's run keeps between its steps (the fault schedule, the restarts, the counts). */
+static struct run {
+	struct stopper so;
+	uint64_t kills, early_kills, max_limbo, max_hb_age, arena_max;
 	uint64_t rng;
-	uint64_t *ops_seen;
-	uint64_t *ops_at;
+	uint64_t *ops_seen, *ops_at;
+	pid_t wpid;
+	struct kvidx_writer_opts o2;
+	uint64_t arena_units;
+	uint64_t start, end, next_kill, next_stop, next_progress;
+	/* Writer restarts: 0 writer alive (next kill at restart_at), 1 dead, 2 successor
+	 * replaying, 3 readers switching, 4 no more restarts. */
+	unsigned restarts, gen;
+	int phase;
+	uint64_t slice, restart_at, phase_t;
+	uint64_t stale_seen_ms, dead_ms, replay_ms, switch_ms;
+	struct kvidx_stats g1; /* the dead writers' counters, summed */
+	uint64_t g1_route_bad, stale_route_bad, deferred_restarts;
+} R;
 
-	parse_args(argc, argv);
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	snprintf(idx_name, sizeof(idx_name), "stress-%d", (int)getpid());
-	rng = opt.seed ^ 0x5eed;
-	keys_build();
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED) {
-		sh = NULL;
-		fail("mmap: %s", strerror(errno));
-	}
-	h_alloc();
-	seqs = mmap(NULL, SEQ_MAP * sizeof(*seqs), PROT_READ | PROT_WRITE,
-		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (seqs == MAP_FAILED)
-		fail("mmap: %s", strerror(errno));
-	ops_seen = calloc(MAX_ROLES, sizeof(uint64_t));
-	ops_at = calloc(MAX_ROLES, sizeof(uint64_t));
-	tt_time_bound("stress_index", opt.seconds + 120, children, &nchildren, indexes);
+/* The run's totals over the writers' generations and the readers, for the checks and the
+ * summary. */
+struct totals {
+	struct kvidx_stats tot;
+	const struct kvidx_stats *fs;
+	uint64_t route_stale, lookups, scores, retries, pods, torn, maxrun, spec;
+	uint64_t msgs_ok, msgs_dropped, misses, h_calls, h_checked, h_unknown, r_ops;
+};
 
+/* The writer, the checks that need it alive, the readers; the fault and restart schedule. */
+static void run_start(void)
+{
 	/* The writer, then the checks that need it alive. */
-	pid_t wpid = spawn(writer_entry, 1);
-	set_child(0, wpid);
+	R.wpid = spawn(writer_entry, 1);
+	set_child(0, R.wpid);
 	for (uint64_t dl = now_ns() + 20 * NS_S; !__atomic_load_n(&sh->writer_ready, __ATOMIC_ACQUIRE);) {
-		reap(wpid, "writer", false);
+		reap(R.wpid, "writer", false);
 		if (now_ns() > dl)
 			fail("writer not ready after 20 s");
 		tt_sleep_us(500);
 	}
-	struct kvidx_writer_opts o2 = { .name = idx_name };
+	R.o2 = (struct kvidx_writer_opts){ .name = idx_name };
 	errno = 0;
-	struct kvidx *w2 = kvidx_writer_open(&o2);
+	struct kvidx *w2 = kvidx_writer_open(&R.o2);
 	if (w2 || errno != KVIDX_EWRITER)
 		fail("a second writer was not refused: got %p, errno %d (%s)", (void *)w2, errno,
 		     kvidx_strerror(-errno));
 	monitor_open(1);
-	uint64_t arena_units = mon_hdr->dh_arena_units;
+	R.arena_units = mon_hdr->dh_arena_units;
 
 	for (unsigned i = 0; i < opt.readers; i++)
 		reader_spawn((int)i);
@@ -1955,282 +1960,296 @@ int main(int argc, char **argv)
 		if (!wait_ready((int)i, now_ns() + 20 * NS_S))
 			fail("reader %u not attached after 20 s", i);
 
-	uint64_t start = now_ns(), end = start + opt.seconds * NS_S, now;
-	uint64_t next_kill = start + (end - start) / 10, next_stop = start + (end - start) / 8;
-	uint64_t next_progress = start + NS_S;
+	R.start = now_ns();
+	R.end = R.start + opt.seconds * NS_S;
+	R.next_kill = R.start + (R.end - R.start) / 10;
+	R.next_stop = R.start + (R.end - R.start) / 8;
+	R.next_progress = R.start + NS_S;
 	for (unsigned i = 0; i < opt.readers; i++)
-		ops_at[i] = start;
-	/* Writer restarts: 0 writer alive (next kill at restart_at), 1 dead, 2 successor
-	 * replaying, 3 readers switching, 4 no more restarts. Restart k of n falls at
-	 * (k + 1) / (n + 1) of the run, +-10%; successors alternate defer_publish (even
-	 * generations) and publishing first (odd), or all publish first with --lax-restart. */
-	unsigned restarts = 0, gen = 1;
-	int phase = opt.no_restart ? 4 : 0;
-	uint64_t slice = (end - start) / (opt.restarts + 1);
-	uint64_t restart_at = start + slice - slice / 10 + tt_rnd_below(&rng, 1000) * (slice / 5000), phase_t = 0;
-	uint64_t stale_seen_ms = UINT64_MAX, dead_ms = 0, replay_ms = 0, switch_ms = 0;
-	struct kvidx_stats g1; /* the dead writers' counters, summed */
-	uint64_t g1_route_bad = 0, stale_route_bad = 0, deferred_restarts = 0;
-	memset(&g1, 0, sizeof(g1));
+		R.ops_at[i] = R.start;
+	/* Restart k of n falls at (k + 1) / (n + 1) of the run, +-10%; successors alternate
+	 * defer_publish (even generations) and publishing first (odd), or all publish first with
+	 * --lax-restart. */
+	R.restarts = 0;
+	R.gen = 1;
+	R.phase = opt.no_restart ? 4 : 0;
+	R.slice = (R.end - R.start) / (opt.restarts + 1);
+	R.restart_at = R.start + R.slice - R.slice / 10 +
+		       tt_rnd_below(&R.rng, 1000) * (R.slice / 5000);
+	R.phase_t = 0;
+	R.stale_seen_ms = UINT64_MAX;
+}
 
-	while ((now = now_ns()) < end || so.state != ST_IDLE || (phase > 0 && phase < 4)) {
-		/* Faults stop well before the restart (a stop takes up to 3 stall limits). */
-		bool faults = now < end && (phase == 4 || now + 3 * opt.stall_ms * NS_MS + 2 * NS_S <
-							  restart_at);
-		if (tt_fail_posted(&sh->fail))
-			fail("child reported a failure");
-		if (wpid && reap(wpid, "writer", false))
-			fail("writer exited early");
-
-		/* Contract 6: the writer dies; readers serve on; a successor takes over. */
-		if (phase == 0 && now >= restart_at && so.state == ST_IDLE) {
-			int st;
-			kill(wpid, SIGKILL);
-			if (waitpid(wpid, &st, 0) != wpid || !WIFSIGNALED(st) ||
-			    WTERMSIG(st) != SIGKILL)
-				fail("writer did not die of our SIGKILL");
-			set_child(wpid, 0);
-			wpid = 0;
-			/* Its last change, whatever of it readers may see, into the history. */
-			h_reconcile(gen);
-			/* its stats, frozen now */
-			struct kvidx_stats dead;
-			memcpy(&dead, mon_st, sizeof(dead));
-#define KV_STAT_ACC(n) g1.n += dead.n;
-			KV_STATS(KV_STAT_ACC)
+/* Contract 6, one step: the writer dies; readers serve on; a successor takes over. */
+static void restart_step(uint64_t now)
+{
+	if (R.phase == 0 && now >= R.restart_at && R.so.state == ST_IDLE) {
+		int st;
+		kill(R.wpid, SIGKILL);
+		if (waitpid(R.wpid, &st, 0) != R.wpid || !WIFSIGNALED(st) ||
+		    WTERMSIG(st) != SIGKILL)
+			fail("writer did not die of our SIGKILL");
+		set_child(R.wpid, 0);
+		R.wpid = 0;
+		/* Its last change, whatever of it readers may see, into the history. */
+		h_reconcile(R.gen);
+		/* its stats, frozen now */
+		struct kvidx_stats dead;
+		memcpy(&dead, mon_st, sizeof(dead));
+#define KV_STAT_ACC(n) R.g1.n += dead.n;
+		KV_STATS(KV_STAT_ACC)
 #undef KV_STAT_ACC
-			if (gen == 1)
-				g1_route_bad += dead.route_bad;
-			else
-				stale_route_bad += dead.route_bad;
-			for (unsigned i = 0; i < opt.readers; i++)
-				st_relaxed(&sh->roles[i].max_hb_age_ms, 0);
-			phase = 1;
-			phase_t = now_ns();
-		} else if (phase == 1 && now_ns() - phase_t >= NS_S) {
-			uint64_t seen = 0;
-			for (unsigned i = 0; i < opt.readers; i++)
-				if (ld_relaxed(&sh->roles[i].max_hb_age_ms) > seen)
-					seen = ld_relaxed(&sh->roles[i].max_hb_age_ms);
-			if (seen < 500)
-				fail("the writer is dead for 1 s, but no reader saw its heartbeat older "
-				     "than %llu ms", (unsigned long long)seen);
-			if (seen < stale_seen_ms)
-				stale_seen_ms = seen;
-			dead_ms = (now_ns() - phase_t) / NS_MS;
-			__atomic_store_n(&sh->writer_ready, 0, __ATOMIC_RELEASE);
-			sh->deferred[gen + 1] = opt.strict_restart && (gen + 1) % 2 == 0;
-			deferred_restarts += sh->deferred[gen + 1];
-			wpid = spawn(writer_entry, (int)gen + 1);
-			set_child(0, wpid);
-			phase = 2;
-			phase_t = now_ns();
-		} else if (phase == 2 && __atomic_load_n(&sh->writer_ready, __ATOMIC_ACQUIRE)) {
-			replay_ms = (now_ns() - phase_t) / NS_MS;
-			errno = 0;
-			struct kvidx *w3 = kvidx_writer_open(&o2);
-			if (w3 || errno != KVIDX_EWRITER)
-				fail("a second writer beside the successor was not refused (errno %d)",
-				     errno);
-			gen++;
-			restarts++;
-			monitor_open(gen);
-			phase = 3;
-			phase_t = now_ns();
-		} else if (phase == 2 && now_ns() - phase_t > 20 * NS_S) {
-			fail("the successor writer was not ready after 20 s");
-		} else if (phase == 3) {
-			unsigned behind = opt.readers;
-			for (unsigned i = 0; i < opt.readers; i++)
-				if (ld_relaxed(&sh->roles[i].gen) != gen)
-					behind = i;
-			if (behind == opt.readers) {
-				switch_ms = (now_ns() - phase_t) / NS_MS;
-				phase = restarts < opt.restarts ? 0 : 4;
-				restart_at = start + (restarts + 1) * slice - slice / 10 +
-					     tt_rnd_below(&rng, 1000) * (slice / 5000);
-				if (restart_at < now_ns() + 4 * NS_S)
-					restart_at = now_ns() + 4 * NS_S;
-				if (restart_at + 2 * NS_S > end)
-					phase = 4;
-			} else if (now_ns() - phase_t > 5 * NS_S) {
-				fail("reader %u still on generation %llu 5 s after generation %u was "
-				     "published", behind, (unsigned long long)sh->roles[behind].gen, gen);
-			}
-		}
+		if (R.gen == 1)
+			R.g1_route_bad += dead.route_bad;
+		else
+			R.stale_route_bad += dead.route_bad;
 		for (unsigned i = 0; i < opt.readers; i++)
-			if (reap(sh->roles[i].pid, "reader", false))
-				fail("reader %u exited early", i);
-
-		/* The writer's segment, from outside: limbo, arena, heartbeat. */
-		uint64_t limbo = STAT(limbo), hb = ld_relaxed(&mon_hdr->dh_heartbeat_ns);
-		uint64_t t = now_ns();
-		if (limbo > max_limbo)
-			max_limbo = limbo;
-		if (STAT(arena_used) > arena_max)
-			arena_max = STAT(arena_used);
-		if (t > hb && t - hb > max_hb_age && (phase == 0 || phase >= 3))
-			max_hb_age = t - hb;
-		if (max_hb_age > 5 * NS_S)
-			fail("writer heartbeat %llu ms old: the writer is blocked",
-			     (unsigned long long)(max_hb_age / NS_MS));
-
-		/* Progress: a reader that is neither stopped nor new must move within 5 s. */
-		if (now >= next_progress) {
-			for (unsigned i = 0; i < opt.readers; i++) {
-				uint64_t ops = ld_relaxed(&sh->roles[i].ops);
-				bool held = so.state != ST_IDLE && so.id == (int)i;
-				if (ops != ops_seen[i] || held || !ld_relaxed(&sh->roles[i].ready)) {
-					ops_seen[i] = ops;
-					ops_at[i] = now;
-				} else if (now - ops_at[i] > 5 * NS_S) {
-					fail("reader %u (pid %d) made no progress for %llu ms", i,
-					     (int)sh->roles[i].pid,
-					     (unsigned long long)((now - ops_at[i]) / NS_MS));
-				}
-			}
-			next_progress = now + 100 * NS_MS;
+			st_relaxed(&sh->roles[i].max_hb_age_ms, 0);
+		R.phase = 1;
+		R.phase_t = now_ns();
+	} else if (R.phase == 1 && now_ns() - R.phase_t >= NS_S) {
+		uint64_t seen = 0;
+		for (unsigned i = 0; i < opt.readers; i++)
+			if (ld_relaxed(&sh->roles[i].max_hb_age_ms) > seen)
+				seen = ld_relaxed(&sh->roles[i].max_hb_age_ms);
+		if (seen < 500)
+			fail("the writer is dead for 1 s, but no reader saw its heartbeat older "
+			     "than %llu ms", (unsigned long long)seen);
+		if (seen < R.stale_seen_ms)
+			R.stale_seen_ms = seen;
+		R.dead_ms = (now_ns() - R.phase_t) / NS_MS;
+		__atomic_store_n(&sh->writer_ready, 0, __ATOMIC_RELEASE);
+		sh->deferred[R.gen + 1] = opt.strict_restart && (R.gen + 1) % 2 == 0;
+		R.deferred_restarts += sh->deferred[R.gen + 1];
+		R.wpid = spawn(writer_entry, (int)R.gen + 1);
+		set_child(0, R.wpid);
+		R.phase = 2;
+		R.phase_t = now_ns();
+	} else if (R.phase == 2 && __atomic_load_n(&sh->writer_ready, __ATOMIC_ACQUIRE)) {
+		R.replay_ms = (now_ns() - R.phase_t) / NS_MS;
+		errno = 0;
+		struct kvidx *w3 = kvidx_writer_open(&R.o2);
+		if (w3 || errno != KVIDX_EWRITER)
+			fail("a second writer beside the successor was not refused (errno %d)",
+			     errno);
+		R.gen++;
+		R.restarts++;
+		monitor_open(R.gen);
+		R.phase = 3;
+		R.phase_t = now_ns();
+	} else if (R.phase == 2 && now_ns() - R.phase_t > 20 * NS_S) {
+		fail("the successor writer was not ready after 20 s");
+	} else if (R.phase == 3) {
+		unsigned behind = opt.readers;
+		for (unsigned i = 0; i < opt.readers; i++)
+			if (ld_relaxed(&sh->roles[i].gen) != R.gen)
+				behind = i;
+		if (behind == opt.readers) {
+			R.switch_ms = (now_ns() - R.phase_t) / NS_MS;
+			R.phase = R.restarts < opt.restarts ? 0 : 4;
+			R.restart_at = R.start + (R.restarts + 1) * R.slice - R.slice / 10 +
+				       tt_rnd_below(&R.rng, 1000) * (R.slice / 5000);
+			if (R.restart_at < now_ns() + 4 * NS_S)
+				R.restart_at = now_ns() + 4 * NS_S;
+			if (R.restart_at + 2 * NS_S > R.end)
+				R.phase = 4;
+		} else if (now_ns() - R.phase_t > 5 * NS_S) {
+			fail("reader %u still on generation %llu 5 s after generation %u was "
+			     "published", behind, (unsigned long long)sh->roles[behind].gen, R.gen);
 		}
+	}
+}
 
-		/* Kill a reader; a third of the time, also its replacement while it registers. Also
-		 * while the writer is dead: slots and full rings of the dead are then taken over. */
-		if (now >= next_kill && (faults || phase == 1)) {
-			int id;
-			do
-				id = (int)tt_rnd_below(&rng, opt.readers);
-			while (so.state != ST_IDLE && id == so.id && opt.readers > 1);
-			if (!(so.state != ST_IDLE && id == so.id)) {
+/* The writer's segment, from outside: limbo, arena, heartbeat. Returns the limbo. */
+static uint64_t watch_writer(void)
+{
+	uint64_t limbo = STAT(limbo), hb = ld_relaxed(&mon_hdr->dh_heartbeat_ns);
+	uint64_t t = now_ns();
+	if (limbo > R.max_limbo)
+		R.max_limbo = limbo;
+	if (STAT(arena_used) > R.arena_max)
+		R.arena_max = STAT(arena_used);
+	if (t > hb && t - hb > R.max_hb_age && (R.phase == 0 || R.phase >= 3))
+		R.max_hb_age = t - hb;
+	if (R.max_hb_age > 5 * NS_S)
+		fail("writer heartbeat %llu ms old: the writer is blocked",
+		     (unsigned long long)(R.max_hb_age / NS_MS));
+	return limbo;
+}
+
+/* Progress: a reader that is neither stopped nor new must move within 5 s. */
+static void check_progress(uint64_t now)
+{
+	if (now >= R.next_progress) {
+		for (unsigned i = 0; i < opt.readers; i++) {
+			uint64_t ops = ld_relaxed(&sh->roles[i].ops);
+			bool held = R.so.state != ST_IDLE && R.so.id == (int)i;
+			if (ops != R.ops_seen[i] || held || !ld_relaxed(&sh->roles[i].ready)) {
+				R.ops_seen[i] = ops;
+				R.ops_at[i] = now;
+			} else if (now - R.ops_at[i] > 5 * NS_S) {
+				fail("reader %u (pid %d) made no progress for %llu ms", i,
+				     (int)sh->roles[i].pid,
+				     (unsigned long long)((now - R.ops_at[i]) / NS_MS));
+			}
+		}
+		R.next_progress = now + 100 * NS_MS;
+	}
+}
+
+/* Kill a reader; a third of the time, also its replacement while it registers. Also while
+ * the writer is dead: slots and full rings of the dead are then taken over. */
+static void kill_step(uint64_t now, bool faults)
+{
+	if (now >= R.next_kill && (faults || R.phase == 1)) {
+		int id;
+		do
+			id = (int)tt_rnd_below(&R.rng, opt.readers);
+		while (R.so.state != ST_IDLE && id == R.so.id && opt.readers > 1);
+		if (!(R.so.state != ST_IDLE && id == R.so.id)) {
+			reader_kill(id);
+			reader_spawn(id);
+			R.kills++;
+			if (tt_rnd_below(&R.rng, 3) == 0) {
+				tt_sleep_us(tt_rnd_below(&R.rng, 3000));
 				reader_kill(id);
 				reader_spawn(id);
-				kills++;
-				if (tt_rnd_below(&rng, 3) == 0) {
-					tt_sleep_us(tt_rnd_below(&rng, 3000));
-					reader_kill(id);
-					reader_spawn(id);
-					kills++;
-					early_kills++;
-				}
-				if (!wait_ready(id, now_ns() + 20 * NS_S))
-					fail("replacement reader %d not attached after 20 s", id);
-				ops_at[id] = now_ns();
+				R.kills++;
+				R.early_kills++;
 			}
-			next_kill = now_ns() + (phase == 1 ? 50 : 100) * NS_MS +
-				    tt_rnd_below(&rng, phase == 1 ? 100 : 500) * NS_MS;
+			if (!wait_ready(id, now_ns() + 20 * NS_S))
+				fail("replacement reader %d not attached after 20 s", id);
+			R.ops_at[id] = now_ns();
 		}
-
-		/* Stop a reader. Retry until it is caught inside a read-side section. */
-		if (so.state == ST_IDLE && now >= next_stop && faults) {
-			int st;
-			so.id = (int)tt_rnd_below(&rng, opt.readers);
-			so.pid = sh->roles[so.id].pid;
-			kill(so.pid, SIGSTOP);
-			if (waitpid(so.pid, &st, WUNTRACED) != so.pid || !WIFSTOPPED(st))
-				fail("reader %d did not stop (status %#x)", so.id, st);
-			const struct kvidx_reader_slot *s = &mon_slots[sh->roles[so.id].slot];
-			so.slot_state = ld_seqcst(&s->rs_state);
-			so.in_section = KV_RS_STATE(so.slot_state) == KV_RS_ACTIVE &&
-					ld_seqcst(&s->rs_ctr) != 0;
-			if (!so.in_section && so.attempts++ < 50 && tt_rnd_below(&rng, 16)) {
-				kill(so.pid, SIGCONT);
-				next_stop = now_ns() + 5 * NS_MS;
-			} else {
-				so.attempts = 0;
-				so.state = ST_STOPPED;
-				so.expelled = false;
-				so.since = now_ns();
-				so.release_at = so.since + 3 * opt.stall_ms * NS_MS;
-				so.stops++;
-				so.in_section_stops += so.in_section;
-			}
-		}
-		if (so.state == ST_STOPPED) {
-			const struct kvidx_reader_slot *s = &mon_slots[sh->roles[so.id].slot];
-			uint64_t st = ld_seqcst(&s->rs_state);
-			t = now_ns();
-			if (so.in_section && !so.expelled) {
-				if (st == ((KV_RS_GEN(so.slot_state) << 8) | KV_RS_EXPELLED)) {
-					so.expelled = true;
-					so.expel_at = t;
-					so.reclaimed_at_expel = STAT(reclaimed);
-					so.expels_seen++;
-					if ((t - so.since) / NS_MS > so.max_expel_ms)
-						so.max_expel_ms = (t - so.since) / NS_MS;
-					so.release_at = t + 2 * opt.stall_ms * NS_MS;
-				} else if (st != so.slot_state) {
-					fail("stopped reader %d: slot state went %#llx -> %#llx, not "
-					     "to EXPELLED", so.id, (unsigned long long)so.slot_state,
-					     (unsigned long long)st);
-				} else if (t - so.since > opt.stall_ms * NS_MS + 3 * NS_S) {
-					fail("reader %d stopped inside a read-side section for %llu ms "
-					     "(stall limit %u ms) and still not expelled", so.id,
-					     (unsigned long long)((t - so.since) / NS_MS), opt.stall_ms);
-				}
-			}
-			if (so.expelled && limbo > so.max_limbo_stopped)
-				so.max_limbo_stopped = limbo;
-			if (t >= so.release_at) {
-				/* Expelled: the writer must have reclaimed while it stayed stopped. */
-				if (so.expelled && STAT(reclaimed) == so.reclaimed_at_expel &&
-				    STAT(limbo) != 0)
-					fail("reader %d expelled %llu ms ago but the writer reclaimed "
-					     "nothing since (limbo %llu)", so.id,
-					     (unsigned long long)((t - so.expel_at) / NS_MS),
-					     (unsigned long long)STAT(limbo));
-				if (tt_rnd_below(&rng, 4) == 0) {
-					/* Dies while stopped (maybe expelled): its slot must be freed. */
-					reader_kill(so.id);
-					reader_spawn(so.id);
-					kills++;
-					so.killed_stopped++;
-					if (!wait_ready(so.id, now_ns() + 20 * NS_S))
-						fail("replacement reader %d not attached", so.id);
-					ops_at[so.id] = now_ns();
-					so.state = ST_IDLE;
-				} else {
-					so.ops0 = ld_relaxed(&sh->roles[so.id].ops);
-					so.retries0 = ld_relaxed(&sh->roles[so.id].retries);
-					so.late0 = ld_relaxed(&sh->roles[so.id].late_expels);
-					kill(so.pid, SIGCONT);
-					so.since = now_ns();
-					so.state = ST_RECOVERING;
-				}
-				next_stop = now_ns() + 200 * NS_MS + tt_rnd_below(&rng, 600) * NS_MS;
-			}
-		} else if (so.state == ST_RECOVERING) {
-			struct role *ro = &sh->roles[so.id];
-			uint64_t ops = ld_relaxed(&ro->ops), retries = ld_relaxed(&ro->retries);
-			const struct kvidx_reader_slot *s = &mon_slots[ro->slot];
-			uint64_t st = ld_seqcst(&s->rs_state);
-			bool rereg = KV_RS_STATE(st) == KV_RS_ACTIVE &&
-				     KV_RS_GEN(st) > KV_RS_GEN(so.slot_state);
-			if (ops >= so.ops0 + 100 && (!so.expelled || rereg)) {
-				/*
-				 * Contract 5: the call the reader was stopped in reports -KVIDX_ERETRY
-				 * on resuming, unless the stop fell after that call's final state
-				 * check (it then succeeds, correctly; the reader counts that case).
-				 */
-				bool late = ld_relaxed(&ro->late_expels) > so.late0;
-				if (so.expelled && retries == so.retries0 && !late)
-					fail("reader %d was expelled while stopped inside a read-side "
-					     "section, and resumed without any call returning "
-					     "-KVIDX_ERETRY", so.id);
-				so.resumed_expelled += so.expelled;
-				so.retried_after += so.expelled && retries > so.retries0;
-				so.late_after += so.expelled && retries == so.retries0;
-				so.state = ST_IDLE;
-				ops_at[so.id] = now_ns();
-			} else if (now_ns() - so.since > 5 * NS_S) {
-				fail("reader %d resumed after %s but did not recover in 5 s: %llu ops, "
-				     "slot state %#llx (was %#llx)", so.id,
-				     so.expelled ? "expulsion" : "a stop",
-				     (unsigned long long)(ops - so.ops0), (unsigned long long)st,
-				     (unsigned long long)so.slot_state);
-			}
-		}
-		tt_sleep_us(2000);
+		R.next_kill = now_ns() + (R.phase == 1 ? 50 : 100) * NS_MS +
+			      tt_rnd_below(&R.rng, R.phase == 1 ? 100 : 500) * NS_MS;
 	}
+}
 
-	/* Wind down: readers close their handles, then the writer runs its final checks. */
+/* Stop a reader. Retry until it is caught inside a read-side section. */
+static void stop_step(uint64_t now, bool faults)
+{
+	if (R.so.state == ST_IDLE && now >= R.next_stop && faults) {
+		int st;
+		R.so.id = (int)tt_rnd_below(&R.rng, opt.readers);
+		R.so.pid = sh->roles[R.so.id].pid;
+		kill(R.so.pid, SIGSTOP);
+		if (waitpid(R.so.pid, &st, WUNTRACED) != R.so.pid || !WIFSTOPPED(st))
+			fail("reader %d did not stop (status %#x)", R.so.id, st);
+		const struct kvidx_reader_slot *s = &mon_slots[sh->roles[R.so.id].slot];
+		R.so.slot_state = ld_seqcst(&s->rs_state);
+		R.so.in_section = KV_RS_STATE(R.so.slot_state) == KV_RS_ACTIVE &&
+				  ld_seqcst(&s->rs_ctr) != 0;
+		if (!R.so.in_section && R.so.attempts++ < 50 && tt_rnd_below(&R.rng, 16)) {
+			kill(R.so.pid, SIGCONT);
+			R.next_stop = now_ns() + 5 * NS_MS;
+		} else {
+			R.so.attempts = 0;
+			R.so.state = ST_STOPPED;
+			R.so.expelled = false;
+			R.so.since = now_ns();
+			R.so.release_at = R.so.since + 3 * opt.stall_ms * NS_MS;
+			R.so.stops++;
+			R.so.in_section_stops += R.so.in_section;
+		}
+	}
+}
+
+/* A stopped reader: expelled in time if it stopped inside a section, then released (or
+ * killed). limbo: the writer's, now. */
+static void stopped_step(uint64_t limbo)
+{
+	const struct kvidx_reader_slot *s = &mon_slots[sh->roles[R.so.id].slot];
+	uint64_t st = ld_seqcst(&s->rs_state);
+	uint64_t t = now_ns();
+	if (R.so.in_section && !R.so.expelled) {
+		if (st == ((KV_RS_GEN(R.so.slot_state) << 8) | KV_RS_EXPELLED)) {
+			R.so.expelled = true;
+			R.so.expel_at = t;
+			R.so.reclaimed_at_expel = STAT(reclaimed);
+			R.so.expels_seen++;
+			if ((t - R.so.since) / NS_MS > R.so.max_expel_ms)
+				R.so.max_expel_ms = (t - R.so.since) / NS_MS;
+			R.so.release_at = t + 2 * opt.stall_ms * NS_MS;
+		} else if (st != R.so.slot_state) {
+			fail("stopped reader %d: slot state went %#llx -> %#llx, not "
+			     "to EXPELLED", R.so.id, (unsigned long long)R.so.slot_state,
+			     (unsigned long long)st);
+		} else if (t - R.so.since > opt.stall_ms * NS_MS + 3 * NS_S) {
+			fail("reader %d stopped inside a read-side section for %llu ms "
+			     "(stall limit %u ms) and still not expelled", R.so.id,
+			     (unsigned long long)((t - R.so.since) / NS_MS), opt.stall_ms);
+		}
+	}
+	if (R.so.expelled && limbo > R.so.max_limbo_stopped)
+		R.so.max_limbo_stopped = limbo;
+	if (t >= R.so.release_at) {
+		/* Expelled: the writer must have reclaimed while it stayed stopped. */
+		if (R.so.expelled && STAT(reclaimed) == R.so.reclaimed_at_expel &&
+		    STAT(limbo) != 0)
+			fail("reader %d expelled %llu ms ago but the writer reclaimed "
+			     "nothing since (limbo %llu)", R.so.id,
+			     (unsigned long long)((t - R.so.expel_at) / NS_MS),
+			     (unsigned long long)STAT(limbo));
+		if (tt_rnd_below(&R.rng, 4) == 0) {
+			/* Dies while stopped (maybe expelled): its slot must be freed. */
+			reader_kill(R.so.id);
+			reader_spawn(R.so.id);
+			R.kills++;
+			R.so.killed_stopped++;
+			if (!wait_ready(R.so.id, now_ns() + 20 * NS_S))
+				fail("replacement reader %d not attached", R.so.id);
+			R.ops_at[R.so.id] = now_ns();
+			R.so.state = ST_IDLE;
+		} else {
+			R.so.ops0 = ld_relaxed(&sh->roles[R.so.id].ops);
+			R.so.retries0 = ld_relaxed(&sh->roles[R.so.id].retries);
+			R.so.late0 = ld_relaxed(&sh->roles[R.so.id].late_expels);
+			kill(R.so.pid, SIGCONT);
+			R.so.since = now_ns();
+			R.so.state = ST_RECOVERING;
+		}
+		R.next_stop = now_ns() + 200 * NS_MS + tt_rnd_below(&R.rng, 600) * NS_MS;
+	}
+}
+
+/* A resumed reader must recover, and (contract 5) report -KVIDX_ERETRY if expelled. */
+static void recovering_step(void)
+{
+	struct role *ro = &sh->roles[R.so.id];
+	uint64_t ops = ld_relaxed(&ro->ops), retries = ld_relaxed(&ro->retries);
+	const struct kvidx_reader_slot *s = &mon_slots[ro->slot];
+	uint64_t st = ld_seqcst(&s->rs_state);
+	bool rereg = KV_RS_STATE(st) == KV_RS_ACTIVE &&
+		     KV_RS_GEN(st) > KV_RS_GEN(R.so.slot_state);
+	if (ops >= R.so.ops0 + 100 && (!R.so.expelled || rereg)) {
+		/*
+		 * Contract 5: the call the reader was stopped in reports -KVIDX_ERETRY
+		 * on resuming, unless the stop fell after that call's final state
+		 * check (it then succeeds, correctly; the reader counts that case).
+		 */
+		bool late = ld_relaxed(&ro->late_expels) > R.so.late0;
+		if (R.so.expelled && retries == R.so.retries0 && !late)
+			fail("reader %d was expelled while stopped inside a read-side "
+			     "section, and resumed without any call returning "
+			     "-KVIDX_ERETRY", R.so.id);
+		R.so.resumed_expelled += R.so.expelled;
+		R.so.retried_after += R.so.expelled && retries > R.so.retries0;
+		R.so.late_after += R.so.expelled && retries == R.so.retries0;
+		R.so.state = ST_IDLE;
+		R.ops_at[R.so.id] = now_ns();
+	} else if (now_ns() - R.so.since > 5 * NS_S) {
+		fail("reader %d resumed after %s but did not recover in 5 s: %llu ops, "
+		     "slot state %#llx (was %#llx)", R.so.id,
+		     R.so.expelled ? "expulsion" : "a stop",
+		     (unsigned long long)(ops - R.so.ops0), (unsigned long long)st,
+		     (unsigned long long)R.so.slot_state);
+	}
+}
+
+/* Wind down: readers close their handles, then the writer runs its final checks. */
+static void wind_down(void)
+{
 	st_release(&sh->stop_readers, 1);
 	for (unsigned i = 0; i < opt.readers; i++) {
 		uint64_t dl = now_ns() + 20 * NS_S;
@@ -2242,111 +2261,124 @@ int main(int argc, char **argv)
 		sh->roles[i].pid = 0;
 	}
 	__atomic_store_n(&sh->stop_writer, 1, __ATOMIC_RELEASE);
-	for (uint64_t dl = now_ns() + 60 * NS_S; !reap(wpid, "writer", false);) {
+	for (uint64_t dl = now_ns() + 60 * NS_S; !reap(R.wpid, "writer", false);) {
 		if (now_ns() > dl)
 			fail("writer did not finish within 60 s of the stop");
 		tt_sleep_us(1000);
 	}
 	nchildren = 0;
+}
 
-	/* Counters of both generations, summed; route_bad apart (stale messages are expected after
-	 * a takeover). */
-	struct kvidx_stats tot = sh->final_st;
-	const struct kvidx_stats *fs = &tot;
-#define KV_STAT_SUM(n) tot.n += g1.n;
+/* Sums the writers' counters (route_bad apart: stale messages are expected after a takeover)
+ * and the readers' into *T (zeroed by the caller). */
+static void sum_totals(struct totals *T)
+{
+	T->tot = sh->final_st;
+	T->fs = &T->tot;
+#define KV_STAT_SUM(n) T->tot.n += R.g1.n;
 	KV_STATS(KV_STAT_SUM)
 #undef KV_STAT_SUM
-	uint64_t route_stale = stale_route_bad + (gen > 1 ? sh->final_st.route_bad : 0);
-	tot.route_bad = g1_route_bad + (gen == 1 ? sh->final_st.route_bad : 0);
-	uint64_t lookups = 0, scores = 0, retries = 0, pods = 0, torn = 0, maxrun = 0, spec = 0;
+	T->route_stale = R.stale_route_bad + (R.gen > 1 ? sh->final_st.route_bad : 0);
+	T->tot.route_bad = R.g1_route_bad + (R.gen == 1 ? sh->final_st.route_bad : 0);
 	for (unsigned i = 0; i < opt.readers; i++) {
 		const struct role *ro = &sh->roles[i];
-		lookups += ro->lookups;
-		scores += ro->scores;
-		retries += ro->retries;
-		pods += ro->pod_reads;
-		torn += ro->torn_names;
-		spec += ro->spec_seen;
-		if (ro->max_retry_run > maxrun)
-			maxrun = ro->max_retry_run;
+		T->lookups += ro->lookups;
+		T->scores += ro->scores;
+		T->retries += ro->retries;
+		T->pods += ro->pod_reads;
+		T->torn += ro->torn_names;
+		T->spec += ro->spec_seen;
+		if (ro->max_retry_run > T->maxrun)
+			T->maxrun = ro->max_retry_run;
 	}
+	for (unsigned i = 0; i < opt.readers; i++) {
+		T->msgs_ok += sh->roles[i].msgs_ok;
+		T->msgs_dropped += sh->roles[i].msgs_dropped;
+	}
+	for (unsigned i = 0; i < opt.readers; i++) {
+		T->misses += sh->roles[i].restart_misses;
+		T->h_calls += sh->roles[i].h_calls;
+		T->h_checked += sh->roles[i].h_checked;
+		T->h_unknown += sh->roles[i].h_unknown;
+		T->r_ops += sh->roles[i].ops;
+	}
+}
+
+/* The run's end checks: what must have happened, and what must not. */
+static void final_checks(const struct totals *T)
+{
 	if (!sh->writer_final)
 		fail("writer did not complete its final checks");
-	if (kills && fs->readers_dead == 0)
+	if (R.kills && T->fs->readers_dead == 0)
 		fail("%llu readers killed, but the writer freed no dead reader's slot",
-		     (unsigned long long)kills);
-	if (so.in_section_stops && fs->readers_expelled == 0)
+		     (unsigned long long)R.kills);
+	if (R.so.in_section_stops && T->fs->readers_expelled == 0)
 		fail("%llu stops inside a section, but no reader was expelled",
-		     (unsigned long long)so.in_section_stops);
-	if (so.in_section_stops == 0)
+		     (unsigned long long)R.so.in_section_stops);
+	if (R.so.in_section_stops == 0)
 		fail("no stop landed inside a read-side section in %llu stops: nothing tested",
-		     (unsigned long long)so.stops);
+		     (unsigned long long)R.so.stops);
 	/*
 	 * A late expulsion (the stop fell after the call's final state check) needs the stop to
 	 * land in a window of a few instructions: rare. From outside it looks exactly like an
 	 * expelled call that wrongly succeeded, so only its frequency tells them apart.
 	 */
-	if (so.late_after > 1 + so.resumed_expelled / 4)
+	if (R.so.late_after > 1 + R.so.resumed_expelled / 4)
 		fail("%llu of %llu readers resumed after an expulsion without -KVIDX_ERETRY: "
-		     "expelled calls succeed", (unsigned long long)so.late_after,
-		     (unsigned long long)so.resumed_expelled);
+		     "expelled calls succeed", (unsigned long long)R.so.late_after,
+		     (unsigned long long)R.so.resumed_expelled);
 	/* Entries with nothing confirmed may be evicted when the record budget runs short (the
 	 * oracle allows predictions to vanish); a confirmed one means the capacity is too small
 	 * for the oracle's always-present keys. */
-	if (fs->evict_confirmed)
+	if (T->fs->evict_confirmed)
 		fail("confirmed keys were evicted (%llu; %llu speculative): capacity too small "
-		     "for the oracle", (unsigned long long)fs->evict_confirmed,
-		     (unsigned long long)fs->evict_spec);
-	if (max_limbo >= 100000)
-		fail("limbo reached %llu entries", (unsigned long long)max_limbo);
-	if (lookups == 0 || scores == 0)
+		     "for the oracle", (unsigned long long)T->fs->evict_confirmed,
+		     (unsigned long long)T->fs->evict_spec);
+	if (R.max_limbo >= 100000)
+		fail("limbo reached %llu entries", (unsigned long long)R.max_limbo);
+	if (T->lookups == 0 || T->scores == 0)
 		fail("readers did no work");
-	if (fs->route_bad)
+	if (T->fs->route_bad)
 		fail("the writer found %llu malformed route-ring messages (torn or half-published)",
-		     (unsigned long long)fs->route_bad);
+		     (unsigned long long)T->fs->route_bad);
 	/* A writer killed between counting a commit and handing it over: one more counted. */
-	if (fs->route_commits < sh->w_routes || fs->route_commits > sh->w_routes + restarts)
+	if (T->fs->route_commits < sh->w_routes || T->fs->route_commits > sh->w_routes + R.restarts)
 		fail("stat route_commits %llu, but %llu routes were handed to the writer",
-		     (unsigned long long)fs->route_commits, (unsigned long long)sh->w_routes);
-	uint64_t msgs_ok = 0, msgs_dropped = 0;
-	for (unsigned i = 0; i < opt.readers; i++) {
-		msgs_ok += sh->roles[i].msgs_ok;
-		msgs_dropped += sh->roles[i].msgs_dropped;
-	}
+		     (unsigned long long)T->fs->route_commits, (unsigned long long)sh->w_routes);
 	/*
 	 * Every accepted message is delivered, or after a takeover dropped as stale (counted in the
 	 * successor's route_bad). A producer killed after publishing but before counting: kills.
 	 */
-	if (sh->w_routes + sh->w_outcomes + route_stale < msgs_ok ||
-	    sh->w_routes + sh->w_outcomes > msgs_ok + kills)
+	if (sh->w_routes + sh->w_outcomes + T->route_stale < T->msgs_ok ||
+	    sh->w_routes + sh->w_outcomes > T->msgs_ok + R.kills)
 		fail("route ring: producers sent %llu messages, the writer received %llu and dropped "
-		     "%llu as stale (%llu kills)", (unsigned long long)msgs_ok,
+		     "%llu as stale (%llu kills)", (unsigned long long)T->msgs_ok,
 		     (unsigned long long)(sh->w_routes + sh->w_outcomes),
-		     (unsigned long long)route_stale, (unsigned long long)kills);
+		     (unsigned long long)T->route_stale, (unsigned long long)R.kills);
 
-	uint64_t misses = 0, h_calls = 0, h_checked = 0, h_unknown = 0, r_ops = 0;
-	for (unsigned i = 0; i < opt.readers; i++) {
-		misses += sh->roles[i].restart_misses;
-		h_calls += sh->roles[i].h_calls;
-		h_checked += sh->roles[i].h_checked;
-		h_unknown += sh->roles[i].h_unknown;
-		r_ops += sh->roles[i].ops;
-	}
-	if (h_calls == 0 || h_checked == 0)
+	if (T->h_calls == 0 || T->h_checked == 0)
 		fail("the exact oracle checked nothing");
 	/* Unknown answers (a ring overwritten during a long call) must stay rare. */
-	if (h_unknown > h_checked / 100 + 100)
+	if (T->h_unknown > T->h_checked / 100 + 100)
 		fail("the exact oracle could not decide %llu of %llu answers: deepen the history",
-		     (unsigned long long)h_unknown, (unsigned long long)(h_checked + h_unknown));
+		     (unsigned long long)T->h_unknown,
+		     (unsigned long long)(T->h_checked + T->h_unknown));
+}
+
+/* The summary line. */
+static void report(const struct totals *T)
+{
 	char restart[256] = "off";
+
 	if (!opt.no_restart)
 		snprintf(restart, sizeof(restart),
 			 "%u (%llu deferred), last: dead %llu ms (stale heartbeat seen >= %llu ms), "
 			 "replay %llu ms, readers switched in %llu ms, ALWAYS misses before replay "
-			 "%llu, stale messages %llu", restarts, (unsigned long long)deferred_restarts,
-			 (unsigned long long)dead_ms, (unsigned long long)stale_seen_ms,
-			 (unsigned long long)replay_ms, (unsigned long long)switch_ms,
-			 (unsigned long long)misses, (unsigned long long)route_stale);
+			 "%llu, stale messages %llu", R.restarts,
+			 (unsigned long long)R.deferred_restarts,
+			 (unsigned long long)R.dead_ms, (unsigned long long)R.stale_seen_ms,
+			 (unsigned long long)R.replay_ms, (unsigned long long)R.switch_ms,
+			 (unsigned long long)T->misses, (unsigned long long)T->route_stale);
 #define U(x) ((unsigned long long)(x))
 	printf("stress_index: OK secs=%u readers=%u capacity=%llu records=%llu ppk=%d pods=%d "
 	       "stall_ms=%u seed=%llu | ops=%llu answers_checked=%llu (lookups %llu, unknown "
@@ -2360,21 +2392,78 @@ int main(int argc, char **argv)
 	       "epochs=%llu reclaimed=%llu max_limbo=%llu max_limbo_stopped=%llu arena=%llu/%llu "
 	       "max_tick_gap_ms=%llu max_heartbeat_age_ms=%llu final_keys=%llu | rings: "
 	       "routes=%llu outcomes=%llu dropped=%llu bad=%llu | restart: %s\n",
-	       opt.seconds, opt.readers, U(opt.capacity), U(opt.records), PPK, NPODS,
-	       opt.stall_ms, U(opt.seed), U(sh->w_ops + r_ops), U(h_checked), U(h_calls),
-	       U(h_unknown), U(kills + restarts), U(kills), restarts, U(sh->h_logged),
-	       U(sh->h_reconciled), U(lookups), U(scores), U(pods), U(spec), U(retries),
-	       U(maxrun), U(torn), U(kills), U(early_kills), U(so.killed_stopped),
-	       U(fs->readers_dead), U(so.stops), U(so.in_section_stops), U(fs->readers_expelled),
-	       U(so.expels_seen), U(so.max_expel_ms), U(so.resumed_expelled), U(so.retried_after),
-	       U(so.late_after),
-	       U(sh->w_ops), U(fs->store_failed), U(fs->rec_evictions), U(sh->w_clears),
-	       U(sh->w_readds), U(fs->epochs), U(fs->reclaimed), U(max_limbo),
-	       U(so.max_limbo_stopped), U(arena_max), U(arena_units), U(sh->w_max_gap_ns / NS_MS),
-	       U(max_hb_age / NS_MS), U(sh->final_walked), U(sh->w_routes), U(sh->w_outcomes),
-	       U(msgs_dropped), U(fs->route_bad), restart);
+	       opt.seconds, opt.readers, U(opt.capacity), U(opt.records), PPK, NPODS, opt.stall_ms,
+	       U(opt.seed), U(sh->w_ops + T->r_ops), U(T->h_checked), U(T->h_calls),
+	       U(T->h_unknown), U(R.kills + R.restarts), U(R.kills), R.restarts, U(sh->h_logged),
+	       U(sh->h_reconciled), U(T->lookups), U(T->scores), U(T->pods), U(T->spec),
+	       U(T->retries), U(T->maxrun), U(T->torn), U(R.kills), U(R.early_kills),
+	       U(R.so.killed_stopped), U(T->fs->readers_dead), U(R.so.stops),
+	       U(R.so.in_section_stops), U(T->fs->readers_expelled), U(R.so.expels_seen),
+	       U(R.so.max_expel_ms), U(R.so.resumed_expelled), U(R.so.retried_after),
+	       U(R.so.late_after), U(sh->w_ops), U(T->fs->store_failed), U(T->fs->rec_evictions),
+	       U(sh->w_clears), U(sh->w_readds), U(T->fs->epochs), U(T->fs->reclaimed),
+	       U(R.max_limbo), U(R.so.max_limbo_stopped), U(R.arena_max), U(R.arena_units),
+	       U(sh->w_max_gap_ns / NS_MS), U(R.max_hb_age / NS_MS), U(sh->final_walked),
+	       U(sh->w_routes), U(sh->w_outcomes), U(T->msgs_dropped), U(T->fs->route_bad),
+	       restart);
 #undef U
-	free(ops_seen);
-	free(ops_at);
+}
+
+int main(int argc, char **argv)
+{
+	struct totals T;
+	uint64_t now;
+
+	parse_args(argc, argv);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	snprintf(idx_name, sizeof(idx_name), "stress-%d", (int)getpid());
+	R.rng = opt.seed ^ 0x5eed;
+	keys_build();
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		sh = NULL;
+		fail("mmap: %s", strerror(errno));
+	}
+	h_alloc();
+	seqs = mmap(NULL, SEQ_MAP * sizeof(*seqs), PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (seqs == MAP_FAILED)
+		fail("mmap: %s", strerror(errno));
+	R.ops_seen = calloc(MAX_ROLES, sizeof(uint64_t));
+	R.ops_at = calloc(MAX_ROLES, sizeof(uint64_t));
+	tt_time_bound("stress_index", opt.seconds + 120, children, &nchildren, indexes);
+
+	run_start();
+	while ((now = now_ns()) < R.end || R.so.state != ST_IDLE || (R.phase > 0 && R.phase < 4)) {
+		/* Faults stop well before the restart (a stop takes up to 3 stall limits). */
+		bool faults = now < R.end && (R.phase == 4 || now + 3 * opt.stall_ms * NS_MS +
+								2 * NS_S < R.restart_at);
+		if (tt_fail_posted(&sh->fail))
+			fail("child reported a failure");
+		if (R.wpid && reap(R.wpid, "writer", false))
+			fail("writer exited early");
+
+		restart_step(now);
+		for (unsigned i = 0; i < opt.readers; i++)
+			if (reap(sh->roles[i].pid, "reader", false))
+				fail("reader %u exited early", i);
+
+		uint64_t limbo = watch_writer();
+		check_progress(now);
+		kill_step(now, faults);
+		stop_step(now, faults);
+		if (R.so.state == ST_STOPPED)
+			stopped_step(limbo);
+		else if (R.so.state == ST_RECOVERING)
+			recovering_step();
+		tt_sleep_us(2000);
+	}
+	wind_down();
+	memset(&T, 0, sizeof(T));
+	sum_totals(&T);
+	final_checks(&T);
+	report(&T);
+	free(R.ops_seen);
+	free(R.ops_at);
 	return 0;
 }

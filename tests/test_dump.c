@@ -401,6 +401,27 @@ Test(dump, key_present_and_absent)
 	free(r.out);
 }
 
+/* The text form of header_pods_readers_stats' index shows what its JSON form does. */
+static void assert_text_form(void)
+{
+	struct tu_run r = dump("2>/dev/null");
+	cr_assert_eq(r.status, 0);
+	tu_assert_has(r.out, "header:\n");
+	tu_assert_has(r.out, "  key algorithm        xxh64\n");
+	tu_assert_has(r.out, "  capacity             1000 keys\n");
+	tu_assert_has(r.out, "(alive, holds the writer lock)");
+	tu_assert_has(r.out, "  [0] 10.0.0.1:8000  model \"llama-3-8b\"  generation 1  flags -\n"
+			     "      events 7  remote_speculations 123456789012\n");
+	tu_assert_has(r.out, "  [1] 10.0.0.2:8000  model \"\"  generation 1  flags spec-paused\n");
+	tu_assert_has(r.out, "  2 active of 16\n");
+	tu_assert_has(r.out, "  <- this dump\n");
+	tu_assert_has(r.out, "  2 of 8 slots in use\n");
+	tu_assert_has(r.out, "  keys                 4\n");
+	tu_assert_has(r.out, "  registry_epoch       1\n");
+	tu_assert_lacks(r.out, "entries:");
+	free(r.out);
+}
+
 Test(dump, header_pods_readers_stats)
 {
 	struct kvidx_writer_opts o = { .geo = { .capacity = 1000, .pods_per_key = 4,
@@ -489,23 +510,7 @@ Test(dump, header_pods_readers_stats)
 	tu_assert_has(r.out, "\"registry_epoch\": 1\n");
 	free(r.out);
 
-	/* The text form shows the same. */
-	r = dump("2>/dev/null");
-	cr_assert_eq(r.status, 0);
-	tu_assert_has(r.out, "header:\n");
-	tu_assert_has(r.out, "  key algorithm        xxh64\n");
-	tu_assert_has(r.out, "  capacity             1000 keys\n");
-	tu_assert_has(r.out, "(alive, holds the writer lock)");
-	tu_assert_has(r.out, "  [0] 10.0.0.1:8000  model \"llama-3-8b\"  generation 1  flags -\n"
-			     "      events 7  remote_speculations 123456789012\n");
-	tu_assert_has(r.out, "  [1] 10.0.0.2:8000  model \"\"  generation 1  flags spec-paused\n");
-	tu_assert_has(r.out, "  2 active of 16\n");
-	tu_assert_has(r.out, "  <- this dump\n");
-	tu_assert_has(r.out, "  2 of 8 slots in use\n");
-	tu_assert_has(r.out, "  keys                 4\n");
-	tu_assert_has(r.out, "  registry_epoch       1\n");
-	tu_assert_lacks(r.out, "entries:");
-	free(r.out);
+	assert_text_form();
 	kvidx_reader_close(rd);
 
 	/* Writer restart: a new generation, which the dump attaches to. */

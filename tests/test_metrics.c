@@ -260,29 +260,12 @@ static const char *const pod_ctr_names[] = {
 #undef NAME
 };
 
-Test(metrics, help_type_and_values)
+/* Every per-pod counter of the layout is exported in t: a counter as <name>_total, a level
+ * under its name, an age in seconds, a value with a unit in base units (renamed). */
+static void assert_pod_families(const char *t)
 {
 	char want[256];
 
-	w = open_index();
-	int a = kvidx_pod_add(w, "10.0.0.1:8000", "llama-3");
-	int b = kvidx_pod_add(w, "10.0.0.2:8000", NULL);
-	cr_assert_geq(a, 0);
-	cr_assert_geq(b, 0);
-	tu_set_pod_ctr(w, a, KV_PC_speculations, 1000);
-	tu_set_pod_ctr(w, a, KV_PC_stale_expiries, 4);
-	tu_set_pod_ctr(w, a, KV_PC_ttl_ms, 2000);
-	tu_set_pod_ctr(w, a, KV_PC_spec_paused, 2);
-	tu_set_pod_ctr(w, a, KV_PC_routed_silent, 1);
-	tu_set_pod_ctr(w, a, KV_PC_restarts, 3);
-	tu_set_pod_ctr(w, a, KV_PC_events_per_s, 350);
-	tu_set_pod_ctr(w, a, KV_PC_last_event_ns, kvidx_now_ns() - 3000000000ull); /* 3 s ago */
-	kvidx_writer_tick(w, kvidx_now_ns());
-
-	char *t = render();
-	assert_exposition(t);
-	/* Every per-pod counter of the layout is exported: a counter as <name>_total, a level
-	 * under its name, an age in seconds, a value with a unit in base units (renamed). */
 	static const char *const renamed[][2] = { { "ttl_ms", "ttl_seconds" },
 						  { "lag_last_us", "event_lag_last_seconds" },
 						  { "events_per_s", "events_last_second" } };
@@ -304,6 +287,30 @@ Test(metrics, help_type_and_values)
 		/* A unit in a name ends in seconds, never ms, us or per_s. */
 		cr_assert(!strstr(t, "_ms{") && !strstr(t, "_us{") && !strstr(t, "_per_s{"));
 	}
+}
+
+Test(metrics, help_type_and_values)
+{
+	char want[256];
+
+	w = open_index();
+	int a = kvidx_pod_add(w, "10.0.0.1:8000", "llama-3");
+	int b = kvidx_pod_add(w, "10.0.0.2:8000", NULL);
+	cr_assert_geq(a, 0);
+	cr_assert_geq(b, 0);
+	tu_set_pod_ctr(w, a, KV_PC_speculations, 1000);
+	tu_set_pod_ctr(w, a, KV_PC_stale_expiries, 4);
+	tu_set_pod_ctr(w, a, KV_PC_ttl_ms, 2000);
+	tu_set_pod_ctr(w, a, KV_PC_spec_paused, 2);
+	tu_set_pod_ctr(w, a, KV_PC_routed_silent, 1);
+	tu_set_pod_ctr(w, a, KV_PC_restarts, 3);
+	tu_set_pod_ctr(w, a, KV_PC_events_per_s, 350);
+	tu_set_pod_ctr(w, a, KV_PC_last_event_ns, kvidx_now_ns() - 3000000000ull); /* 3 s ago */
+	kvidx_writer_tick(w, kvidx_now_ns());
+
+	char *t = render();
+	assert_exposition(t);
+	assert_pod_families(t);
 	static const char *gauges[] = { "ttl_seconds", "spec_paused", "events_last_second",
 					"queue_depth",
 					"connected", "last_seq", "routed_silent" };

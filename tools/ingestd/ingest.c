@@ -90,6 +90,29 @@ static void prev_pods(struct ingestd *d)
 	kvidx_reader_close(r);
 }
 
+/* What opening the index w (of name, asked for geometry geo) found and changed: another
+ * geometry, a recreated registry, a rebuilt header. */
+static void log_open_info(struct kvidx *w, const char *name, const struct kvidx_geometry *geo)
+{
+	struct kvidx_open_info oi;
+
+	kvidx_writer_open_info(w, &oi);
+	if (oi.flags & KVIDX_OPEN_GEOMETRY)
+		ilog(ILOG_WARN, "index '%s' had capacity %llu, records %llu, pods-per-key %u, "
+		     "max-pods %u, max-readers %u; generation %llu has capacity %llu, records %llu, "
+		     "pods-per-key %u, max-pods %u, max-readers %u (readers switch to it)",
+		     name, (unsigned long long)oi.prev.capacity,
+		     (unsigned long long)oi.prev.records, oi.prev.pods_per_key, oi.prev.max_pods,
+		     oi.prev.max_readers, (unsigned long long)oi.generation,
+		     (unsigned long long)geo->capacity, (unsigned long long)geo->records,
+		     geo->pods_per_key, geo->max_pods, geo->max_readers);
+	if (oi.flags & KVIDX_OPEN_REGISTRY)
+		ilog(ILOG_WARN, "index '%s': reader registry recreated (%s); readers re-register",
+		     name, oi.flags & KVIDX_OPEN_GEOMETRY ? "new reader geometry" : "damaged");
+	if (oi.flags & KVIDX_OPEN_REBUILT)
+		ilog(ILOG_WARN, "index '%s': its header was damaged and has been rebuilt", name);
+}
+
 int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 {
 	struct kvidx_writer_opts o;
@@ -120,22 +143,7 @@ int ingestd_open(struct ingestd *d, struct ing_config *cfg)
 		ilog(ILOG_ERROR, "cannot open index '%s': %s", cfg->name, kvidx_strerror(rc));
 		return rc;
 	}
-	struct kvidx_open_info oi;
-	kvidx_writer_open_info(d->sh.w, &oi);
-	if (oi.flags & KVIDX_OPEN_GEOMETRY)
-		ilog(ILOG_WARN, "index '%s' had capacity %llu, records %llu, pods-per-key %u, "
-		     "max-pods %u, max-readers %u; generation %llu has capacity %llu, records %llu, "
-		     "pods-per-key %u, max-pods %u, max-readers %u (readers switch to it)",
-		     cfg->name, (unsigned long long)oi.prev.capacity,
-		     (unsigned long long)oi.prev.records, oi.prev.pods_per_key, oi.prev.max_pods,
-		     oi.prev.max_readers, (unsigned long long)oi.generation,
-		     (unsigned long long)o.geo.capacity, (unsigned long long)o.geo.records,
-		     o.geo.pods_per_key, o.geo.max_pods, o.geo.max_readers);
-	if (oi.flags & KVIDX_OPEN_REGISTRY)
-		ilog(ILOG_WARN, "index '%s': reader registry recreated (%s); readers re-register",
-		     cfg->name, oi.flags & KVIDX_OPEN_GEOMETRY ? "new reader geometry" : "damaged");
-	if (oi.flags & KVIDX_OPEN_REBUILT)
-		ilog(ILOG_WARN, "index '%s': its header was damaged and has been rebuilt", cfg->name);
+	log_open_info(d->sh.w, cfg->name, &o.geo);
 	d->bell_fd = kvidx_writer_doorbell(d->sh.w);
 	if (d->bell_fd < 0)
 		ilog(ILOG_WARN, "no commit doorbell (%s): route commits wait up to 1 ms",
