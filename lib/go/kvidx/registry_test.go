@@ -1,7 +1,7 @@
 // registry_test.go — the layout-5 registry against the C writer: the futex doorbell wakes a
 // writer sleeping on kvidx_writer_doorbell(), a Reader follows the index header to registry
-// K+1 when the writer replaces a truncated K, and Open refuses objects others may write
-// (FORMAT.md 2, 6.4, 8.4). The index-header validation rules are checked on copies.
+// K+1 when the writer replaces a truncated K (its commits too, without a lookup first), and
+// Open refuses objects others may write (FORMAT.md 2, 6.4, 8.4). The index-header validation rules are checked on copies.
 
 package kvidx
 
@@ -89,6 +89,24 @@ func TestDoorbellAndRegistryReplacement(t *testing.T) {
 	}
 	// Commits go to the new registry's ring and reach the writer.
 	commitAndSee(t, r, c, 200)
+
+	// Issue 24, fault 2: a commit made after a replacement without a lookup first follows the
+	// index header too (it used to go to the truncated ring: lost, or SIGBUS).
+	k2 := r.c.regGen
+	if err := os.Truncate(fmt.Sprintf("%s%s.reg.%d", shmDir, name, k2), 0); err != nil {
+		t.Fatal(err)
+	}
+	for r.ih.m.ld64(ihRegGen) == k2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not replace the truncated registry again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.waitFor("REBUILT 2", 10*time.Second)
+	commitAndSee(t, r, c, 300)
+	if r.c.regGen == k2 {
+		t.Fatalf("the commit did not move the Reader off registry %d", k2)
+	}
 
 	// Open refuses an index header or a data generation that others may write.
 	hdr := shmDir + name
