@@ -13,9 +13,15 @@
 # workload, a follow-up on its prefix pod) and whether host 0's link was up:
 #   cluster_fault: t=S followups=N warm=M share=X connected=0|1
 #   cluster_fault: summary down_share=... up_share=... back_within_s=... unanswered=...
+# and a join run: JOIN_HOSTS hosts linked under the workload, one more joins after 5 s; once
+# it is ready, the share of host 0's predictions from before the join that it holds (the
+# pods' events 1 s late in this run, so that they are still predictions), and of its
+# confirmed records (those come from the pods' replay only, which these pods do not offer):
+#   cluster_join: peers_predictions_from_before=N joined_host_has=M share=S ...
 #   ROUTE_ARGS: more flags for every front (e.g. --policy prefix);
 #   HOSTS (default "1 2 4 8"; empty: none); CONVS (default 300), GAP_MS (30), EVENT_MS (80), PODS (4) as
-#   in gateway.sh; FAULT_HOSTS (default 4; 0: no fault run); FAULT_SECS (default 30: the
+#   in gateway.sh; JOIN_HOSTS (default 3; 0: no join run); FAULT_HOSTS (default 4; 0: no
+#   fault run); FAULT_SECS (default 30: the
 #   outage is its middle third); LATENCY_COUNT (default 2000; 0: none); QUICK=1: CONVS 100,
 #   HOSTS "1 2 4 8", FAULT_SECS 15, LATENCY_COUNT 500; PORT (default 27400).
 set -u
@@ -31,6 +37,7 @@ GAP_MS=${GAP_MS:-30}
 EVENT_MS=${EVENT_MS:-80}
 PODS=${PODS:-4}
 FAULT_HOSTS=${FAULT_HOSTS:-4}
+JOIN_HOSTS=${JOIN_HOSTS:-3}
 FAULT_SECS=${FAULT_SECS:-30}
 LATENCY_COUNT=${LATENCY_COUNT:-2000}
 PORT=${PORT:-27400}
@@ -135,6 +142,62 @@ done
 if [ "$LATENCY_COUNT" -gt 0 ]; then
 	COUNT=$LATENCY_COUNT PORT=$((PORT + 400)) "$(dirname "$0")/cluster_latency.sh" "$BIN"
 fi
+
+# The join run: JOIN_HOSTS hosts linked under the workload; after 5 s one more host joins
+# (a fresh ingestd --cluster: its index starts empty). Once it is ready (/readyz: the warm
+# start applied), which of the predictions host 0 held from before the join does it hold?
+join_run() {
+	nats_up
+	# The pods' events 1-1.04 s late, so that predictions made before the join are still
+	# predictions (not yet confirmed) when the new host is ready: what the warm start is for.
+	ev=$EVENT_MS
+	EVENT_MS=1000
+	hosts_up "$JOIN_HOSTS" nats
+	EVENT_MS=$ev
+	# shellcheck disable=SC2086
+	"$BIN/kvidx-route" $FRONTS --synthetic --prefixes 100000 --prefix-blocks 8 \
+		--suffix-blocks 2 --rate 40 --poisson --followups 1 --followup-ms "$GAP_MS" \
+		--duration 10s --json --quiet >"$LOGS/client.join" &
+	client=$!
+	sleep 5
+	j=$JOIN_HOSTS
+	t0=$(date +%s%N)
+	# shellcheck disable=SC2086
+	start "ingestd$j" "$BIN/kvidx-ingestd" --name "kvidx-bcl-$j" --capacity 256k $ing \
+		--cluster "$NATS_URL" --metrics "127.0.0.1:$((PORT + 300 + j))"
+	i=0
+	while ! curl -sf "http://127.0.0.1:$((PORT + 300 + j))/readyz" >/dev/null 2>&1 &&
+		[ $i -lt 300 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	ready_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	"$BIN/kvidx-dump" --name "kvidx-bcl-$j" --entries=0 --json >"$LOGS/join.new.json"
+	"$BIN/kvidx-dump" --name kvidx-bcl-0 --entries=0 --json >"$LOGS/join.peer.json"
+	since_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	wait "$client"
+	/usr/bin/python3 - "$LOGS/join.peer.json" "$LOGS/join.new.json" "$since_ms" "$ready_ms" \
+		"$(metric "$j" kvidx_cluster_warm_messages_total)" <<'EOF'
+import json, sys
+peer, new, since, ready, warm = sys.argv[1:6]
+def recs(path):
+    d = json.load(open(path))
+    return {(e["key"], r["pod"]): r for e in d["entries"] for r in e["pods"]}
+p, n = recs(peer), recs(new)
+def share(state):
+    old = [k for k, r in p.items() if r["state"] == state and r["age_ms"] >= float(since)]
+    has = sum(1 for k in old if k in n)
+    return len(old), has, has / len(old) if old else 0.0
+sn, sh, ss = share("speculative")
+cn, ch, cs = share("confirmed")
+print(f"cluster_join: peers_predictions_from_before={sn} joined_host_has={sh} share={ss:.3f} "
+      f"peers_confirmed_from_before={cn} joined_host_has={ch} share={cs:.3f} "
+      f"ready_ms={ready} warm_messages={warm}")
+EOF
+	hosts_down
+	nats_down
+}
+[ "$JOIN_HOSTS" -gt 0 ] && join_run
 
 [ "$FAULT_HOSTS" -gt 0 ] || exit 0
 # The fault run: per-outcome lines (turn, cached tokens, time) give the share per second.
