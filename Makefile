@@ -266,7 +266,7 @@ timing: setup
 	$(KVIDX_TEST_ENV) $(BUILD)/bin/test_kvidx --jobs 1 --filter '$(TIMING_FILTER)' $(TEST_ARGS)
 
 # The RCU protocol's Promela model (tests/model/rcu.pml), checked exhaustively by spin: about
-# a minute of CPU. Part of `make stress`.
+# 3 minutes of CPU. Part of `make stress`.
 model: setup
 	$(Q)command -v spin >/dev/null || { echo "model: spin is missing: sudo apt-get install spin" >&2; exit 1; }
 	$(Q)tests/model/run.sh $(BUILD)

@@ -117,11 +117,14 @@ static inline bool kv_rec_counts(uint64_t w0, unsigned fa)
 void kv_score_hybrid(const struct kv_view *v, const uint64_t *keys, size_t n,
 		     struct kv_row *rows, uint32_t nrows, uint64_t now);
 
-/* reader.c, for hybrid.c: key's entry (NULL: absent) and a record's visibility. */
 /* Moves r to the registry the index header names if the writer replaced it (reader.c, rule
- * 9): 0, -KVIDX_ERETRY (replaced again meanwhile), -KVIDX_ENOSLOT, -KVIDX_ECORRUPT, -errno.
- * kvidx_commit() and kvidx_report_outcome() call it before they touch the ring. */
+ * 9): 0, -KVIDX_ERETRY (replaced again meanwhile), -KVIDX_ENOSLOT, -KVIDX_ECORRUPT, -errno;
+ * after a failure the next attempt waits KV_RD_ATTACH_BACKOFF_NS (calls in between return the
+ * same error at once). kvidx_commit() and kvidx_report_outcome() call it before they touch
+ * the ring. */
+#define KV_RD_ATTACH_BACKOFF_NS 10000000ull /* 10 ms */
 int kv_rd_follow(struct kvidx_reader *r);
+/* reader.c, for hybrid.c: key's entry (NULL: absent) and a record's visibility. */
 const uint64_t *kv_rd_find(const struct kv_view *v, uint64_t key, unsigned *np);
 bool kv_rd_visible(const struct kv_view *v, uint64_t w0, uint64_t w1, uint64_t now);
 
@@ -131,6 +134,8 @@ struct kvidx_reader {
 	const struct kvidx_idx_hdr *ih; /* the index header, mapped PROT_READ */
 	uid_t owner;                    /* its owner: every other object must be theirs */
 	uint64_t reg_gen;               /* the registry this handle is registered in */
+	uint64_t attach_after_ns;       /* kv_rd_follow(): no attempt before (after a failure) */
+	int attach_rc;                  /* and what that failure returned */
 	int ctl_fd;
 	struct kvidx_ctl_hdr *ctl;
 	size_t ctl_size;

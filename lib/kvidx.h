@@ -40,7 +40,7 @@ enum kvidx_error {
 	KVIDX_EWRITER,         /* another writer holds the index */
 	KVIDX_ERETRY,          /* lookup raced a reader expulsion or generation switch: retry */
 	KVIDX_EFULL,           /* table full and nothing could be evicted */
-	KVIDX_ENOSLOT,         /* reader registry full */
+	KVIDX_ENOSLOT,         /* reader registry full (also from calls that follow a new one) */
 	KVIDX_ENOPOD,          /* pod index unknown or pod table full */
 };
 
@@ -219,7 +219,13 @@ void kvidx_reader_close(struct kvidx_reader *r);
  * Looks key up: writes up to max live records into out (expired speculative records and
  * records of cleared or removed pods are left out). Wait-free: a bounded number of steps
  * whatever the writer does. Returns the number of records (0: key absent), or -KVIDX_ERETRY if
- * this reader was expelled while stalled (the handle has re-registered itself; call again).
+ * this reader was expelled while stalled or the writer replaced the registry during the call
+ * (the handle has re-registered itself or moved; call again). When the writer replaced the
+ * registry (a restart with another reader geometry, or a truncation), the first call after
+ * moves the handle to the new one (a few system calls); -KVIDX_ENOSLOT if it has no free slot
+ * (more readers than max_readers, or a group member holding them): nothing was read, and the
+ * handle tries again on a later call, at most once every 10 ms (calls in between return
+ * -KVIDX_ENOSLOT at once, without a system call). -KVIDX_ECORRUPT or -errno likewise.
  */
 int kvidx_lookup(struct kvidx_reader *r, uint64_t key, struct kvidx_rec *out, size_t max);
 
@@ -289,7 +295,7 @@ struct kvidx_score {
  * weights NULL: defaults. Rows are written to out at a stride of row_size bytes (at least
  * KVIDX_SCORE_SIZE_1_0); see struct kvidx_score for what a size other than this library's
  * sizeof gets. Returns the number of rows written (at most max, sorted by pod index), or
- * -KVIDX_ERETRY (as kvidx_lookup), -EINVAL. Wait-free.
+ * -KVIDX_ERETRY, -KVIDX_ENOSLOT (as kvidx_lookup), -EINVAL. Wait-free.
  */
 int kvidx_score_sized(struct kvidx_reader *r, const uint64_t *keys, size_t n, const int *cand,
 		      size_t ncand, const struct kvidx_weights *weights, void *out, size_t max,

@@ -396,9 +396,19 @@ int kv_rd_follow(struct kvidx_reader *r)
 {
 	/* Rule 9: a replaced registry is left before anything in it is touched. */
 	if (kvidx_unlikely(ld_relaxed(&r->ih->ih_reg_gen) != r->reg_gen)) {
+		/* A failed attach (no free slot, a damaged registry) is retried every
+		 * KV_RD_ATTACH_BACKOFF_NS, not at every call (each costs open, fstat, read, map
+		 * and a lock try per slot). */
+		uint64_t now = kvidx_now_ns();
+		if (r->attach_after_ns && now < r->attach_after_ns)
+			return r->attach_rc;
 		int rc = rd_reg_attach(r);
+		if (rc == -ENOENT)
+			return -KVIDX_ERETRY; /* replaced again meanwhile: try at once */
+		r->attach_after_ns = rc < 0 ? now + KV_RD_ATTACH_BACKOFF_NS : 0;
+		r->attach_rc = rc;
 		if (rc < 0)
-			return rc == -ENOENT ? -KVIDX_ERETRY : rc;
+			return rc;
 	}
 	return 0;
 }

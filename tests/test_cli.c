@@ -117,3 +117,24 @@ Test(cli, hash_seed_fits_an_index)
 	cr_assert_eq(r.status, 0, "63 bytes must be accepted: %s", r.out);
 	free(r.out);
 }
+
+/*
+ * Issue 24, item 9: combinations --help rules out are refused, each with a
+ * message naming both flags; the edge of each is accepted. Before, all three were accepted.
+ */
+Test(cli, contradictory_combinations_refused)
+{
+	expect_usage("kvidx-hash", "--block-size 65537 1 2",
+		     "bad --block-size '65537': expected a decimal integer 1..65536");
+	struct tu_run r = tu_run_tool("kvidx-hash", "--block-size 65536 1 2");
+	cr_assert_eq(r.status, 0, "--block-size 65536 must be accepted: %s", r.out);
+	free(r.out);
+	expect_usage("kvidx-ttl", "--p99 1s --p95 2s", "--p95 (2s) is above --p99 (1s)");
+	expect_usage("kvidx-ttl", "--p95 1s --p50 2s", "--p50 (2s) is above --p95 (1s)");
+	r = tu_run_tool("kvidx-ttl", "--p99 1s --p95 1s --p50 500ms");
+	cr_assert_eq(r.status, 0, "equal percentiles must be accepted: %s", r.out);
+	free(r.out);
+	free(tu_expect_usage("kvidx-ingestd",
+			     "--pod tcp://127.0.0.1:1 --reap-interval 2s --reap-pass 1s",
+			     "reap-interval (2000ms) is longer than reap-pass (1000ms)"));
+}

@@ -305,7 +305,7 @@ Test(spec, expired_but_not_reaped_confirmation_is_late)
 	uint64_t k[1];
 
 	/* The reaper wakes at start and then not for a minute: the record stays, expired. */
-	START("--ttl", "3s", "--reap-interval", "60s"); /* 3 s: seen before it ends */
+	START("--ttl", "3s", "--reap-interval", "60s", "--reap-pass", "60s"); /* 3 s: seen before it ends */
 	int a = predict_block(t, k);
 	uint64_t t_after = kvidx_now_ns();
 	TU_EVENTUALLY(seen(k[0], a) == TU_SPEC, "prediction not visible; log: %s", tu_ing.log);

@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "kvidx.h"
+#include "kvidx_writer.h" /* KVIDX_MAX_BLOCK_SIZE: what an index can be built with */
 #include "parse.h"
 
 #define PROG "kvidx-hash"
@@ -47,7 +48,7 @@ static void usage(FILE *f)
 	      "                     0..4294967295. Repeatable, up to "
 	      KVIDX_STR(KVIDX_KEY_MAX_MM) " items, in any order; a\n"
 	      "                     block keys the ID of every item overlapping it, in START order\n"
-	      "  --block-size N     tokens per block, 1..4294967295 (default 16)\n"
+	      "  --block-size N     tokens per block, 1..65536 (default 16)\n"
 	      "  --parent HEX       chain from this key (e.g. 0x8464eee8f2cf3412) instead of the\n"
 	      "                     model's root key; --seed, --model and --lora are then unused,\n"
 	      "                     and the first block given counts as block 0 for --salt and\n"
@@ -237,9 +238,10 @@ static int parse_args(int argc, char **argv, struct hash_opts *o)
 			parse_mm(optarg, &o->mm[o->ex.nmm++]);
 			break;
 		case OPT_BLOCK_SIZE:
-			if (!tc_parse_dec(optarg, UINT32_MAX, &v) || v == 0)
+			if (!tc_parse_dec(optarg, KVIDX_MAX_BLOCK_SIZE, &v) || v == 0)
 				tc_usage_error("bad --block-size '%s': expected a decimal integer "
-					       "1..%" PRIu32, optarg, UINT32_MAX);
+					       "1..%u (what an index can be built with)", optarg,
+					       (unsigned)KVIDX_MAX_BLOCK_SIZE);
 			o->block_size = (uint32_t)v;
 			break;
 		case OPT_PARENT:

@@ -1,9 +1,10 @@
 /*
  * rcu.pml — a Promela model of kvidx's cross-process RCU: the readers' announce / check /
  * re-register steps (lib/reader.c: rd_enter(), rd_exit(), rd_reregister()) and the writer's
- * retire / grace period / expel / reuse steps (lib/writer.c kv_rcu_reclaim(); lib/rcu.c on
- * the split branch), with a writer takeover into a new data generation. `make model` runs it
- * (tests/model/run.sh); spin 6.5, seconds.
+ * retire / grace period / expel / reuse steps (lib/rcu.c kv_rcu_reclaim()), with a writer
+ * takeover into a new data generation, and the replacement of a damaged registry (lib/writer.c
+ * reg_check(), reg_expel_all(); kv_rcu_hold()) with commits that follow it (lib/route.c).
+ * `make model` runs it (tests/model/run.sh); spin 6.5, a few minutes of CPU.
  *
  * WHAT IS MODELLED
  *   Memory. One key whose entry is rewritten copy-on-write: the writer fills a free block of
@@ -52,6 +53,19 @@
  *   Then the blocks retired at an epoch below min go back to the free list (FIFO). A dead
  *   reader's slot being freed is the same CAS on rs_state as an expulsion, and a new owner
  *   claiming it the same steps as a re-registration; both are covered by those.
+ *   Registry replacement (REPLACE). At any step the writer may find the registry truncated
+ *   and replace it: it CASes every ACTIVE slot of registry 1 to EXPELLED (through a shared
+ *   view; MUT_PRIVATE_EXPEL: into the guard's private zero pages, so no reader sees it), then
+ *   stores ih_reg_gen = 2 and from then on scans registry 2's slots only (a reader of
+ *   registry 1 is invisible), and starts the hold: nothing is reused until it ends. When the
+ *   hold ends is the model checker's choice (any time after it started), or, with
+ *   HOLD_BOUNDED, only once no reader is in a section it entered in registry 1 and the new name
+ *   is visible to all (what one stall limit buys when sections are shorter than it). A
+ *   reader follows ih_reg_gen at every enter (claims a slot in registry 2, never writes
+ *   registry 1 again), and at exit also checks that ih_reg_gen is still its registry
+ *   (MUT_NO_REGCHECK: not). After each call it may send one commit (kvidx_commit()): it
+ *   follows ih_reg_gen first (MUT_STALE_RING: not: the ring of the registry last entered),
+ *   then bumps its ring's head.
  *   Takeover (GEN2). The writer may die between any two of its calls (a death inside one
  *   leaves visible a prefix of that call's stores, which is the same as a death before the
  *   rest of them; its buffer drains, and the kernel drops its OFD lock only after the
@@ -63,8 +77,14 @@
  * MUTANTS (each must make spin find a violation, so the model can fail): MUT_NOFENCE drops
  * the reader's full fence after the announcement; MUT_LE reuses a block retired at the
  * oldest announced epoch itself; MUT_EPOCH1 lets the successor restart the epoch at 1.
+ * Issue 24, fault 1: MUT_HOLD_EPOCH is the hold lib/ had (only what was retired at or after
+ * the hold epoch was kept), with the expulsion into private pages and no exit check (the code
+ * before the fix); MUT_HOLD_BEFORE keeps only what was retired before the replacement (an old
+ * registry's reader can hold what is retired after it too). Fault 2: MUT_STALE_RING.
  *
  * PROPERTIES
+ *   Commits (REPLACE, assertion in Checker): every commit begun after the replacement was
+ *   visible to all is in registry 2's ring, the one the writer drains.
  *   Safety (assertion in the reader): an answer that passes rd_exit's state check is the
  *   entry the slot named when the reader loaded it, read whole: it was live at that moment,
  *   during the call, and its block was not reused while the reader's section could still
@@ -73,10 +93,10 @@
  *   Bounded liveness (LIVENESS, hostile reader alone): every block retired is back on the
  *   free list within K grace periods, whatever the hostile reader writes. Time is counted in
  *   grace periods (one per writer tick in the C code); the stall limit is STALL of them.
- *     RULE_VALUE (the C code today, kv_rcu_reclaim()): the stall timer restarts whenever the
+ *     RULE_VALUE (the C code before issue 10's fix): the stall timer restarts whenever the
  *       announced value changes. The hostile reader announces 1, 2, 1, 2, ...: never
  *       expelled, nothing is ever reclaimed (issue 10 item 1). Spin finds it.
- *     RULE_EPOCH (the fix): when a reader is first seen holding back, remember the epoch the
+ *     RULE_EPOCH (the C code, kv_rcu_reclaim(): blocked_target, blocked_since): when a reader is first seen holding back, remember the epoch the
  *       writer had just published, not the value announced; the timer restarts only when the
  *       reader announces 0 or an epoch at least that one (it went through a quiescent state
  *       since). Stall detection is about not reaching the current epoch, not about a value
@@ -127,7 +147,23 @@
 #define A_STATE(i) (4 + (i))                  /* i = 0 .. NR (NR = the hostile slot) */
 #define A_CTR(i) (4 + NR + 1 + (i))
 #define A_W(g, b, w) (4 + 2 * (NR + 1) + ((g) - 1) * 2 * NB + 2 * (b) + (w))
-#define NADDR (4 + 2 * (NR + 1) + 4 * NB)
+#define NADDR0 (4 + 2 * (NR + 1) + 4 * NB)
+#ifdef REPLACE
+/* Registry replacement: ih_reg_gen (the index header), registry 2's slots, and one route ring
+ * per registry for honest reader 0 (its message count: the ring's head). */
+#define A_REG NADDR0
+#define A_STATE2(i) (NADDR0 + 1 + (i))
+#define A_CTR2(i) (NADDR0 + 1 + NR + 1 + (i))
+#define A_RING(k) (NADDR0 + 1 + 2 * (NR + 1) + (k) - 1)
+#define D2 (NADDR0 + 1 - 4)                  /* registry 2's words: registry 1's + D2 */
+#define A_ST(k, i) (A_STATE(i) + ((k) - 1) * D2)
+#define A_CT(k, i) (A_CTR(i) + ((k) - 1) * D2)
+#define NADDR (NADDR0 + 1 + 2 * (NR + 1) + 2)
+#else
+#define A_ST(k, i) A_STATE(i)
+#define A_CT(k, i) A_CTR(i)
+#define NADDR NADDR0
+#endif
 byte mem[NADDR];
 
 /* Store buffers: process p's pending stores, oldest first. p = 0 .. NR-1 readers, NR writer. */
@@ -142,6 +178,11 @@ byte blk_of[16];        /* entry id -> its block */
 byte gen_of[16];        /* entry id -> its generation */
 bool writer_done;
 bool w1_dead;
+#ifdef REPLACE
+bool in_old[NR];        /* reader i is in a section it entered in registry 1 */
+byte n_after;           /* commits begun after ih_reg_gen = 2 was visible */
+byte readers_done;
+#endif
 
 inline store(p, a, v)
 {
@@ -223,15 +264,42 @@ end:
 
 #ifndef LIVENESS
 
+#ifdef REPLACE
+/* kv_rd_follow() (lib/reader.c): rg is a load of ih_reg_gen; if it names another registry,
+ * claim a free slot there (CAS), then the old registry is never written again. */
+inline follow(me, kr, rg, mine, ok, j)
+{
+	if
+	:: rg != kr ->
+		cas(me, A_ST(rg, me), MK(0, FREE), MK(1, ACTIVE), ok, j);
+		if
+		:: ok -> kr = rg; mine = MK(1, ACTIVE)
+		:: else
+		fi
+	:: else
+	fi
+}
+#endif
+
 /* ---- honest reader: kvidx_lookup() ---- */
 proctype Reader(byte me)
 {
 	byte mine = MK(1, ACTIVE), st, c, id, k, w0, w1, g = 1, ng, calls = 0, j;
-	bool ok;
+	byte kr = 1, rg;        /* the registry this reader is in; an ih_reg_gen load */
+	bool ok, after;
 
 	do
 	:: calls < NCALLS ->
 		calls++;
+#ifdef REPLACE
+		/* rd_enter: follow a replaced registry (kv_rd_follow(): claim a slot in the new
+		 * one, leave the old one untouched). */
+		atomic {
+			load(me, A_REG, rg, j);
+			in_old[me] = (rg == 1 && kr == 1)
+		}
+		follow(me, kr, rg, mine, ok, j);
+#endif
 		/* rd_enter: follow a new generation (rd_switch) */
 		load(me, A_GEN, ng, j);
 		if
@@ -239,15 +307,15 @@ proctype Reader(byte me)
 		:: else
 		fi;
 		/* re-register if the slot is no longer this claim (rd_reregister) */
-		load(me, A_STATE(me), st, j);
+		load(me, A_ST(kr, me), st, j);
 		if
 		:: st != mine ->
-			load(me, A_STATE(me), st, j);   /* rd_reregister(): seq_cst reload */
+			load(me, A_ST(kr, me), st, j);   /* rd_reregister(): seq_cst reload */
 			if
 			:: st == mine -> skip
 			:: else ->
-				store(me, A_CTR(me), 0);
-				cas(me, A_STATE(me), st, MK(GN(st) + 1, ACTIVE), ok, j);
+				store(me, A_CT(kr, me), 0);
+				cas(me, A_ST(kr, me), st, MK(GN(st) + 1, ACTIVE), ok, j);
 				if
 				:: ok -> mine = MK(GN(st) + 1, ACTIVE)
 				:: else -> goto next  /* -KVIDX_ERETRY, nothing read */
@@ -257,7 +325,7 @@ proctype Reader(byte me)
 		fi;
 		/* announce, full fence */
 		load(me, A_EPOCH, c, j);
-		store(me, A_CTR(me), c);
+		store(me, A_CT(kr, me), c);
 #ifndef MUT_NOFENCE
 		fence(me, j);
 #endif
@@ -271,18 +339,55 @@ proctype Reader(byte me)
 		:: else
 		fi;
 		/* rd_exit: acquire fence (no-op under TSO), state check, clear the announcement */
-		load(me, A_STATE(me), st, j);
-		store(me, A_CTR(me), 0);
+		load(me, A_ST(kr, me), st, j);
+#if defined(REPLACE) && !defined(MUT_NO_REGCHECK)
+		/* ... and the registry check: replaced during the section, the answer is discarded */
+		load(me, A_REG, rg, j);
+		if
+		:: rg != kr -> st = 255
+		:: else
+		fi;
+#endif
+		store(me, A_CT(kr, me), 0);
+#ifdef REPLACE
+		in_old[me] = false;
+#endif
 		if
 		:: st == mine && id != 0 ->
 			/* Trusted answer: the entry the slot named, whole, of this generation. */
 			assert(gen_of[id] == g && w0 == id && w1 == id)
 		:: else
 		fi;
-next:		/* dead locals reset: fewer distinct states */
+next:
+#ifdef REPLACE
+		in_old[me] = false;
+		/* kvidx_commit(): follow the registry (not with MUT_STALE_RING: the ring of the
+		 * registry last entered), then one message, published by the ring head. */
+		if
+		:: true ->
+			after = (mem[A_REG] == 2);   /* ghost: the replacement is visible to all */
+#ifndef MUT_STALE_RING
+			load(me, A_REG, rg, j);
+			follow(me, kr, rg, mine, ok, j);
+#endif
+			load(me, A_RING(kr), c, j);
+			store(me, A_RING(kr), c + 1);
+			if
+			:: after -> n_after++
+			:: else
+			fi
+		:: true
+		fi;
+		rg = 0; after = false;
+#endif
+		/* dead locals reset: fewer distinct states */
 		st = 0; c = 0; id = 0; k = 0; w0 = 0; w1 = 0; ng = 0; ok = false
 	:: else -> break
-	od
+	od;
+#ifdef REPLACE
+	fence(me, j);
+	readers_done++
+#endif
 }
 
 /*
@@ -328,6 +433,12 @@ bool w_free[NB];
 byte lb_blk[LIMBO];
 byte lb_ep[LIMBO];
 byte lb_n;
+#ifdef REPLACE
+byte w_reg = 1;             /* the registry the writer scans */
+bool w_hold;                /* the replacement hold is on */
+byte w_hold_ep;             /* the epoch at the replacement (MUT_HOLD_EPOCH) */
+bool replaced;
+#endif
 
 /* kvidx_store(): new entry in a free block, publish, retire the old one. */
 inline update(j)
@@ -371,7 +482,7 @@ inline reclaim(j)
 	do
 	:: i <= NR ->
 		if
-		:: i < NR -> load(WP, A_STATE(i), st, j)
+		:: i < NR -> load(WP, A_ST(w_reg, i), st, j)
 #ifdef HOSTILE
 		:: i == NR -> hostile_state(st)
 #endif
@@ -381,7 +492,7 @@ inline reclaim(j)
 		:: ST(st) != ACTIVE -> skip
 		:: else ->
 			if
-			:: i < NR -> load(WP, A_CTR(i), c, j)
+			:: i < NR -> load(WP, A_CT(w_reg, i), c, j)
 #ifdef HOSTILE_OTHERS
 			:: i < NR -> c = 0     /* cleared by the hostile reader */
 #endif
@@ -393,7 +504,7 @@ inline reclaim(j)
 				if
 				:: true ->   /* stalled: expel (kept or not, it no longer counts) */
 					if
-					:: i < NR -> cas(WP, A_STATE(i), st, MK(GN(st), EXPELLED), ok, j)
+					:: i < NR -> cas(WP, A_ST(w_reg, i), st, MK(GN(st), EXPELLED), ok, j)
 					:: else        /* the hostile slot: what it holds is irrelevant */
 					fi
 				:: true ->   /* not (yet) stalled: it holds back reclamation */
@@ -408,6 +519,20 @@ inline reclaim(j)
 	:: else -> break
 	od;
 	/* fence_release: under TSO stores stay in order; the CAS drained the buffer anyway. */
+#ifdef REPLACE
+	/* The replacement hold: nothing is reused while it lasts (MUT_HOLD_EPOCH: the rule
+	 * before issue 24, which kept only what was retired at or after the hold epoch). */
+	if
+#if defined(MUT_HOLD_EPOCH)
+	:: w_hold && min > w_hold_ep -> min = w_hold_ep
+#elif defined(MUT_HOLD_BEFORE)
+	:: w_hold && lb_n > 0 && lb_ep[0] <= w_hold_ep -> min = 0
+#else
+	:: w_hold -> min = 0
+#endif
+	:: else
+	fi;
+#endif
 	do
 #ifdef MUT_LE
 	:: lb_n > 0 && lb_ep[0] <= min ->
@@ -426,12 +551,53 @@ inline reclaim(j)
 	i = 0; st = 0; c = 0; min = 0; ok = false
 }
 
+#ifdef REPLACE
+/* reg_check() after a truncation (lib/writer.c): expel every ACTIVE reader of registry 1
+ * through a shared view (MUT_PRIVATE_EXPEL: into the guard's private zero pages, which no
+ * reader sees), create and name registry 2 (release store of ih_reg_gen), start the hold. */
+inline replace(j)
+{
+#ifndef MUT_PRIVATE_EXPEL
+	i = 0;
+	do
+	:: i < NR ->
+		load(WP, A_STATE(i), st, j);
+		if
+		:: ST(st) == ACTIVE -> cas(WP, A_STATE(i), st, MK(GN(st), EXPELLED), ok, j)
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	i = 0; st = 0; ok = false;
+#endif
+	store(WP, A_REG, 2);
+	w_reg = 2;
+	w_hold = true;
+	w_hold_ep = w_epoch;
+	replaced = true
+}
+
+/* When the hold may end: any time (the stall limit is the model checker's choice, as for
+ * expulsions), or with HOLD_BOUNDED only once no reader is in a section entered in registry
+ * 1 and the new name is visible to all (sections shorter than the stall limit). */
+#ifdef HOLD_BOUNDED
+#define HOLD_MAY_END (!in_old[0] && mem[A_REG] == 2)
+#else
+#define HOLD_MAY_END true
+#endif
+#endif
+
 /* u and r count for both writers together: a takeover spends the same budget. */
 inline writer_body(j)
 {
 	do
 	:: u < NUPD -> update(j); u++
 	:: r < NREC -> reclaim(j); r++
+#ifdef REPLACE
+	:: !replaced -> replace(j)
+	:: w_hold && HOLD_MAY_END -> w_hold = false
+#endif
 #ifdef GEN2
 	:: w_gen == 1 -> break     /* killed (SIGKILL), at any step */
 #endif
@@ -484,6 +650,15 @@ proctype Writer()
 	writer_done = true
 }
 
+#ifdef REPLACE
+/* Every commit begun after the replacement was visible is in registry 2's ring, the one the
+ * writer drains (kvidx_drain() reads only the current registry). */
+proctype Checker()
+{
+	atomic { readers_done == NR -> assert(mem[A_RING(2)] >= n_after) }
+}
+#endif
+
 init
 {
 	byte i;
@@ -503,12 +678,18 @@ init
 		:: else -> break
 		od;
 		mem[A_STATE(NR)] = MK(1, ACTIVE);
+#ifdef REPLACE
+		mem[A_REG] = 1;
+#endif
 		i = 0;
 		do
 		:: i < NP -> run Flusher(i); i++
 		:: else -> break
 		od;
 		run Writer();
+#ifdef REPLACE
+		run Checker();
+#endif
 		i = 0;
 		do
 		:: i < NR -> run Reader(i); i++

@@ -1359,6 +1359,10 @@ int ing_config_check(const struct ing_config *c, char *err, size_t errlen)
 	if (c->spec.floor_ms > c->spec.cap_ms)
 		return fail(err, errlen, "ttl-floor (%ums) is above ttl-cap (%ums)",
 			    c->spec.floor_ms, c->spec.cap_ms);
+	if (c->spec.reap_interval_ms > c->spec.reap_pass_ms)
+		return fail(err, errlen, "reap-interval (%ums) is longer than reap-pass (%ums): a "
+			    "pass over the table takes at least one wake-up",
+			    c->spec.reap_interval_ms, c->spec.reap_pass_ms);
 	if (!c->npods && !c->bind[0] && !c->disc.dns[0] && !c->disc.http[0] && !c->disc.watch_ms)
 		return fail(err, errlen, "no pods: give --pod (connect mode), --bind (bind mode), "
 			    "--discover-dns, --discover-http or --config-watch");

@@ -318,6 +318,13 @@ static void check_offline(const struct opts *o, const char *live_opt, const char
 	if (o->have_lq && any_pv)
 		tc_usage_error("--lq gives Lq directly; it does not go with --p50, --p95 or "
 			       "--p99 (give one or the other)");
+	/* Percentiles of one distribution cannot decrease: p50 <= p95 <= p99. */
+	for (int i = 0; i + 1 < NPCT; i++)
+		for (int j = i + 1; j < NPCT; j++)
+			if (o->have_pv[i] && o->have_pv[j] && o->pv[i] > o->pv[j])
+				tc_usage_error("--%s (%gs) is above --%s (%gs): percentiles of "
+					       "one latency distribution cannot decrease",
+					       pct_label[i], o->pv[i], pct_label[j], o->pv[j]);
 	if (o->have_rate != o->have_fail)
 		tc_usage_error("--rate and --fail go together (stale exposure is lambda x "
 			       "p x T); --%s is missing", o->have_rate ? "fail" : "rate");
