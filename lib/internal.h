@@ -49,6 +49,11 @@ struct kvidx {
 	struct kvidx_ctl_hdr *ctl;
 	size_t ctl_size; /* what the writer mapped, and unmaps */
 	struct kvidx_ctl_hdr ctl_copy; /* the header line it wrote (reg_check() restores it) */
+	/* What it wrote, once open, of the index header's line 0 and the data header's identity
+	 * and geometry (hdr_check() restores them; only the owner can change them). */
+	uint8_t ih_line0[KVIDX_CACHELINE];
+	uint8_t dh_fixed[offsetof(struct kvidx_data_hdr, dh_state)];
+	bool hdr_copied;
 	uint64_t reg_gen;     /* K */
 	uint64_t old_reg_gen; /* the predecessor's K, when replaced at open */
 	uint32_t reg_hit;     /* set by the SIGBUS guard on a fault in the registry (guard.h) */

@@ -734,6 +734,9 @@ struct kvidx *kvidx_writer_open(const struct kvidx_writer_opts *opts)
 		errno = -rc;
 		return NULL;
 	}
+	memcpy(w->ih_line0, w->ih, sizeof(w->ih_line0)); /* hdr_check() */
+	memcpy(w->dh_fixed, w->hdr, sizeof(w->dh_fixed));
+	w->hdr_copied = true;
 	return w;
 }
 
@@ -980,6 +983,32 @@ int kvidx_pod_set_spec_paused(struct kvidx *w, int pod, bool paused)
 
 /* ---- tick ---- */
 
+/*
+ * The index header's line 0 and the data header's fixed part are written once; a copy that
+ * differs was scribbled (by the owner or root: no one else may write them), and keeps every
+ * new reader out (KVIDX_ECORRUPT) until rewritten: it is, from the writer's copy, every 100 ms
+ * (stat registry_repairs, which counts every header line rewritten). A data generation not
+ * LIVE any more is marked LIVE again (release, as in data_create()).
+ */
+static void hdr_check(struct kvidx *w)
+{
+	if (!w->hdr_copied)
+		return;
+	if (memcmp(w->ih, w->ih_line0, sizeof(w->ih_line0)) != 0) {
+		memcpy(w->ih, w->ih_line0, sizeof(w->ih_line0));
+		stat_add(&w->st->registry_repairs, 1);
+	}
+	if (memcmp(w->hdr, w->dh_fixed, sizeof(w->dh_fixed)) != 0) {
+		memcpy(w->hdr, w->dh_fixed, sizeof(w->dh_fixed));
+		stat_add(&w->st->registry_repairs, 1);
+	}
+	if (ld_relaxed(&w->hdr->dh_state) != KV_DATA_LIVE) {
+		/* Pairs with the acquire load of dh_state in rd_map_gen() (reader.c). */
+		st_release(&w->hdr->dh_state, (uint64_t)KV_DATA_LIVE);
+		stat_add(&w->st->registry_repairs, 1);
+	}
+}
+
 void kvidx_writer_tick(struct kvidx *w, uint64_t now)
 {
 	st_relaxed(&w->hdr->dh_heartbeat_ns, now);
@@ -987,6 +1016,7 @@ void kvidx_writer_tick(struct kvidx *w, uint64_t now)
 	 * size and header every 100 ms (reg_check()). */
 	if (ld_relaxed(&w->reg_hit) || now - w->last_reap_ns >= 100000000ull) {
 		reg_check(w, now);
+		hdr_check(w);
 		kv_rcu_reap_dead(&w->rcu);
 		w->last_reap_ns = now;
 	}

@@ -571,3 +571,37 @@ Test(attack, no_slot_after_restart_is_cheap_and_recovers)
 	cr_assert_eq(rc, 1, "the reader did not get the freed slot: %d", rc);
 	kvidx_reader_close(r2);
 }
+
+/*
+ * Issue 24, item 7 (the header half): the owner (or root) scribbles the index header's first
+ * line and the data header's identity while the writer runs. New readers are refused
+ * (KVIDX_ECORRUPT) until the writer rewrites both from its own copy, within its next 100 ms
+ * check; before, for as long as that writer lived.
+ */
+Test(attack, scribbled_headers_repaired_by_the_running_writer)
+{
+	uint8_t junk[200];
+	char path[128];
+	struct kvidx_open_info info;
+
+	w = open_writer(1000);
+	cr_assert_eq(kvidx_writer_open_info(w, &info), 0);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 29 + 3);
+	snprintf(path, sizeof(path), "/%s", name);
+	int fd = shm_open(path, O_RDWR, 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, junk, 64, 0), 64);
+	close(fd);
+	snprintf(path, sizeof(path), "/%s.data.%llu", name, (unsigned long long)info.generation);
+	fd = shm_open(path, O_RDWR, 0);
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(pwrite(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	close(fd);
+	struct kvidx_reader *r = kvidx_reader_open(name);
+	cr_assert_null(r, "a reader attached to a scribbled index");
+	uint64_t rep0 = kv_writer_stats(w)->registry_repairs;
+	kvidx_writer_tick(w, kvidx_now_ns() + 200 * NS_MS);
+	cr_assert_geq(kv_writer_stats(w)->registry_repairs, rep0 + 2);
+	assert_serves("after the writer rewrote both headers");
+}
