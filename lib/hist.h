@@ -1,7 +1,8 @@
 /*
  * hist.h — internal, never installed: the log-linear latency histograms kept per pod in the
  * data segment (route-to-confirmation latency, microseconds). Geometry in shm/layout.h
- * (KV_HIST_*). Used by kvidx-ingestd (writer), kvidx-ttl and kvidx-dump (readers).
+ * (KV_HIST_BUCKETS, KV_HIST_PER_POD), which histogram is which in telemetry.h (enum
+ * kv_hist_id), whose handles the tools use instead of these bare arrays.
  */
 #ifndef KVIDX_HIST_H
 #define KVIDX_HIST_H

@@ -407,12 +407,12 @@ Test(metrics, histogram_buckets)
 	int a = kvidx_pod_add(w, "p", "m");
 	cr_assert_geq(kvidx_pod_add(w, "empty", "m"), 0);
 	for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
-		tu_add_latency(w, a, 0, samples[i].us, samples[i].n);
+		tu_add_latency(w, a, KV_HIST_CONFIRM, samples[i].us, samples[i].n);
 		total += (uint64_t)samples[i].n;
 		true_sum += (double)samples[i].n * (double)samples[i].us / 1e6;
 	}
 	/* The recent histogram is not exported. */
-	kv_hist_add(kv_writer_pod_hist(w, a, 1), 5);
+	kv_tm_hist_add(kv_tm_hist(w, a, KV_HIST_CONFIRM_RECENT), 5);
 
 	char *t = render();
 	assert_exposition(t);
@@ -813,7 +813,7 @@ Test(metrics, dump_prometheus)
 	w = open_index();
 	int a = kvidx_pod_add(w, "10.0.0.1:8000", "llama-3");
 	tu_set_pod_ctr(w, a, KV_PC_stale_expiries, 4);
-	tu_add_latency(w, a, 0, 180000, 10);
+	tu_add_latency(w, a, KV_HIST_CONFIRM, 180000, 10);
 
 	struct tu_run r = run_dump("--name %s --prometheus", name);
 	cr_assert_eq(r.status, 0, "%s", r.out);

@@ -431,12 +431,12 @@ static void seed_pods(int *pa, int *pb)
 
 	cr_assert_geq(a, 0);
 	cr_assert_geq(b, 0);
-	tu_add_latency(w, a, 1, 180000, 500);
-	tu_add_latency(w, a, 1, 620000, 450);
-	tu_add_latency(w, a, 1, 1150000, 50);
-	tu_add_latency(w, a, 0, 180000, 500);
-	tu_add_latency(w, a, 0, 620000, 450);
-	tu_add_latency(w, a, 0, 3000000, 50);
+	tu_add_latency(w, a, KV_HIST_CONFIRM_RECENT, 180000, 500);
+	tu_add_latency(w, a, KV_HIST_CONFIRM_RECENT, 620000, 450);
+	tu_add_latency(w, a, KV_HIST_CONFIRM_RECENT, 1150000, 50);
+	tu_add_latency(w, a, KV_HIST_CONFIRM, 180000, 500);
+	tu_add_latency(w, a, KV_HIST_CONFIRM, 620000, 450);
+	tu_add_latency(w, a, KV_HIST_CONFIRM, 3000000, 50);
 	tu_set_pod_ctr(w, a, KV_PC_ttl_ms, 2000);
 	tu_set_pod_ctr(w, a, KV_PC_speculations, 1000);
 	tu_set_pod_ctr(w, a, KV_PC_confirmed_in_time, 994);
@@ -626,13 +626,13 @@ Test(ttl, tool_live_guidance)
 	cr_assert_geq(c, 0);
 	/* a: fresh and healthy: no guidance line. */
 	/* b: the event path is longer than the TTL: 5% of confirmations arrive after expiry. */
-	tu_add_latency(w, b, 1, 400000, 200);
+	tu_add_latency(w, b, KV_HIST_CONFIRM_RECENT, 400000, 200);
 	tu_set_pod_ctr(w, b, KV_PC_ttl_ms, 300);
 	tu_set_pod_ctr(w, b, KV_PC_speculations, 1000);
 	tu_set_pod_ctr(w, b, KV_PC_confirmed_in_time, 950);
 	tu_set_pod_ctr(w, b, KV_PC_early_expiries, 50);
 	/* c: predictions that never confirm, and a broken pipeline. */
-	tu_add_latency(w, c, 1, 400000, 200);
+	tu_add_latency(w, c, KV_HIST_CONFIRM_RECENT, 400000, 200);
 	tu_set_pod_ctr(w, c, KV_PC_speculations, 1000);
 	tu_set_pod_ctr(w, c, KV_PC_confirmed_in_time, 900);
 	tu_set_pod_ctr(w, c, KV_PC_stale_expiries, 100);

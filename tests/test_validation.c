@@ -506,11 +506,12 @@ static void success_pairs(const struct times *tm, const unsigned *gaps, unsigned
 	 * (a bucket's midpoint is within 12.5% of its values); about it, when timed. */
 	uint64_t samples = 0;
 	for (int i = 0; i < npods; i++) {
-		const uint64_t *h = kv_view_pod_hist(kv_reader_view(rd), pod_idx[i], 1);
+		struct kv_tm_hist_ro h =
+			kv_tm_view_hist(kv_reader_view(rd), pod_idx[i], KV_HIST_CONFIRM_RECENT);
 		uint64_t p50;
-		samples += kv_hist_count(h);
-		if (kv_hist_count(h)) {
-			cr_assert_eq(kv_hist_quantile(h, 0.5, &p50), 0);
+		samples += kv_tm_ro_count(h);
+		if (kv_tm_ro_count(h)) {
+			cr_assert_eq(kv_tm_ro_quantile(h, 0.5, &p50), 0);
 			cr_assert_geq(p50, delay * 1000ull * 3 / 4, "p50 %" PRIu64 " us", p50);
 			if (tm->windows)
 				cr_assert(p50 >= 150000 && p50 <= 450000, "p50 %" PRIu64 " us", p50);

@@ -68,13 +68,13 @@ void tu_set_pod_ctr(struct kvidx *w, int pod, unsigned c, uint64_t v)
 	st_relaxed(&ctr[c], v);
 }
 
-void tu_add_latency(struct kvidx *w, int pod, int which, uint64_t us, int n)
+void tu_add_latency(struct kvidx *w, int pod, enum kv_hist_id which, uint64_t us, int n)
 {
-	uint64_t *h = kv_writer_pod_hist(w, pod, which);
+	struct kv_tm_hist h = kv_tm_hist(w, pod, which);
 
-	cr_assert_not_null(h);
+	cr_assert(kv_tm_hist_ok(h));
 	for (int i = 0; i < n; i++)
-		kv_hist_add(h, us);
+		kv_tm_hist_add(h, us);
 }
 
 bool tu_pod_paused(struct kvidx_reader *r, int pod)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "kvidx_writer.h"
+#include "telemetry.h"
 
 struct kvidx_reader_slot;
 
@@ -34,8 +35,9 @@ struct kvidx *tu_writer_open(const char *name, const struct kvidx_writer_opts *o
 /* Sets per-pod counter c (an index into pd_ctr, enum kv_pod_ctr) of pod, as ingestd does. */
 void tu_set_pod_ctr(struct kvidx *w, int pod, unsigned c, uint64_t v);
 
-/* Adds n latency samples of us microseconds to pod's histogram (0 cumulative, 1 recent). */
-void tu_add_latency(struct kvidx *w, int pod, int which, uint64_t us, int n);
+/* Adds n latency samples of us microseconds to pod's histogram which (telemetry.h), as
+ * kvidx-ingestd does. */
+void tu_add_latency(struct kvidx *w, int pod, enum kv_hist_id which, uint64_t us, int n);
 
 /* Whether pod's speculation is paused (the flag in its pod word, which readers honour). */
 bool tu_pod_paused(struct kvidx_reader *r, int pod);
