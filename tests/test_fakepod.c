@@ -959,7 +959,8 @@ Test(timing_fakepod, http_cached_tokens_and_delayed_event)
 	cached_tokens_and_delayed_event(true);
 }
 
-/* Every endpoint, streaming and not, the stand-in tokenizer, the errors. */
+/* Every endpoint, streaming and not, the stand-in tokenizer, the errors.
+ * stays whole: one scenario against one pod, from start to end. */
 Test(fakepod, http_endpoints_and_errors)
 {
 	const char *id[] = { "X-Request-Id: test-42", NULL };

@@ -189,6 +189,32 @@ static bool all_done(const struct fp *fp)
 	       (!fp->script_on || fp->script_done);
 }
 
+/* When the loop must wake next (UINT64_MAX: no deadline); sends the heartbeats that are due. */
+static uint64_t next_wake(struct fp *fp, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	if (fp->nheap)
+		next = fp->heap[0].due;
+	if (!fp->stopping && !fp->lingering) {
+		uint64_t hb = pub_heartbeats(fp, now);
+		if (hb < next)
+			next = hb;
+	}
+	if (fp->lingering && fp->linger_until < next)
+		next = fp->linger_until;
+	if (!fp->stopping) {
+		if (fp->end_ns && fp->end_ns < next)
+			next = fp->end_ns;
+		if (fp->script_on && !fp->script_done && fp->sleep_until > now &&
+		    fp->sleep_until < next)
+			next = fp->sleep_until;
+		if (fp->wl_on && !fp->wl_done && fp->wl_next < next)
+			next = fp->wl_next;
+	}
+	return next;
+}
+
 static void run(struct fp *fp)
 {
 	for (;;) {
@@ -225,24 +251,7 @@ static void run(struct fp *fp)
 			}
 			if (fp->lingering && now >= fp->linger_until)
 				return;
-			if (fp->nheap)
-				next = fp->heap[0].due;
-			if (!fp->stopping && !fp->lingering) {
-				uint64_t hb = pub_heartbeats(fp, now);
-				if (hb < next)
-					next = hb;
-			}
-			if (fp->lingering && fp->linger_until < next)
-				next = fp->linger_until;
-			if (!fp->stopping) {
-				if (fp->end_ns && fp->end_ns < next)
-					next = fp->end_ns;
-				if (fp->script_on && !fp->script_done && fp->sleep_until > now &&
-				    fp->sleep_until < next)
-					next = fp->sleep_until;
-				if (fp->wl_on && !fp->wl_done && fp->wl_next < next)
-					next = fp->wl_next;
-			}
+			next = next_wake(fp, now);
 		}
 		timeout = next == UINT64_MAX ? -1
 			  : next <= now ? 0 : (long)((next - now + NS_PER_MS - 1) / NS_PER_MS);

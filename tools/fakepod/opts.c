@@ -16,6 +16,7 @@
 #include "listen.h"
 #include "parse.h"
 
+/* stays whole: one help text, a flat list of the flags and what each does (docs/STYLE.md). */
 static void usage(FILE *f)
 {
 	fputs(
@@ -302,6 +303,7 @@ static void model_defaults(struct opts *o)
 		tc_usage_error("--jitter-ms varies --prefill-ms: it needs --prefill-ms");
 }
 
+/* stays whole: a flat table of options, one case per flag (docs/STYLE.md). */
 void opts_parse(int argc, char **argv, struct opts *o)
 {
 	enum {

@@ -251,6 +251,33 @@ static void print_outcome(struct load *L, const struct lreq *q, enum status st, 
 	}
 }
 
+/* The summary's JSON maps by pod and by front worker, from ,"pods":{ to the last map's }. */
+static void print_json_pods(struct load *L, int npods)
+{
+	const struct opts *o = L->o;
+
+	printf(",\"pods\":{");
+	for (int i = 0; i < npods; i++) {
+		if (i)
+			putchar(',');
+		tc_json_str(stdout, L->direct ? o->pods[i].name : L->seen[i]);
+		printf(":%" PRIu64, L->direct ? o->pods[i].routed : L->seen_routed[i]);
+	}
+	printf("},\"pod_prefill_tokens\":{");
+	for (int i = 0; i < npods; i++) {
+		if (i)
+			putchar(',');
+		tc_json_str(stdout, L->direct ? o->pods[i].name : L->seen[i]);
+		printf(":%" PRIu64, L->pod_prefill[i]);
+	}
+	printf("},\"workers\":{");
+	for (int i = 0; i < L->nworkers; i++) {
+		printf("%s", i ? "," : "");
+		tc_json_str(stdout, L->workers[i]);
+		printf(":%" PRIu64, L->worker_n[i]);
+	}
+}
+
 static void print_summary(struct load *L)
 {
 	const struct opts *o = L->o;
@@ -296,26 +323,7 @@ static void print_summary(struct load *L)
 		tally_print(t, stdout, true);
 		printf("},\"policy\":");
 		tc_json_str(stdout, L->direct ? policy_name[o->policy] : "front");
-		printf(",\"pods\":{");
-		for (int i = 0; i < npods; i++) {
-			if (i)
-				putchar(',');
-			tc_json_str(stdout, L->direct ? o->pods[i].name : L->seen[i]);
-			printf(":%" PRIu64, L->direct ? o->pods[i].routed : L->seen_routed[i]);
-		}
-		printf("},\"pod_prefill_tokens\":{");
-		for (int i = 0; i < npods; i++) {
-			if (i)
-				putchar(',');
-			tc_json_str(stdout, L->direct ? o->pods[i].name : L->seen[i]);
-			printf(":%" PRIu64, L->pod_prefill[i]);
-		}
-		printf("},\"workers\":{");
-		for (int i = 0; i < L->nworkers; i++) {
-			printf("%s", i ? "," : "");
-			tc_json_str(stdout, L->workers[i]);
-			printf(":%" PRIu64, L->worker_n[i]);
-		}
+		print_json_pods(L, npods);
 		printf("}}\n");
 	} else {
 		printf("summary: %" PRIu64 " decisions (predicted %" PRIu64 ", confirmed %" PRIu64

@@ -27,6 +27,7 @@
 #include "listen.h"
 #include "parse.h"
 
+/* stays whole: one help text, a flat list of the flags and what each does (docs/STYLE.md). */
 static void usage(FILE *f)
 {
 	fputs(
@@ -237,6 +238,7 @@ enum {
 	O_KV_BLOCKS, O_TIME_SCALE, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP, O_MAX_BODY, O_KEEPALIVE, O_BALANCE, O_HALF_LIFE, O_MARGIN,
 };
 
+/* stays whole: a flat table of options, one case per flag (docs/STYLE.md). */
 static void parse_args(struct opts *o, int argc, char **argv)
 {
 	static const struct option lo[] = {

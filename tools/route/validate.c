@@ -278,6 +278,51 @@ static void free_req(struct vreq *q)
 	free(q->raw.s);
 }
 
+/* One finished pair into its cell's figures, then freed. */
+static void tally_pair(struct val *V, struct cell *c, struct pair *p)
+{
+	struct vreq *a = &p->a, *b = &p->b;
+
+	if (b->sent) {
+		c->kinds[b->d.kind]++;
+		c->same += a->d.cand == b->d.cand;
+	}
+	if (!(a->rc == CURLE_OK && a->status == 200))
+		c->first_failed++;
+	else if (a->call.t_first)
+		samples_add(&c->ttft_a, (double)(a->call.t_first - a->t_sent) / 1e6);
+	if (b->rc == CURLE_OK && b->status == 200) {
+		c->answered++;
+		c->cached += b->u.cached_tokens;
+		if (b->call.t_first)
+			samples_add(&c->ttft_b, (double)(b->call.t_first - b->t_sent) / 1e6);
+	} else {
+		c->errors++;
+	}
+	/* No prediction to watch: not committed, or never visible (speculation paused
+	 * for the pod, or the commit dropped). */
+	if (p->probe_pod < 0 || !p->seen_spec)
+		c->pred_none++;
+	else if (p->t_conf && (!p->t_lost || p->t_conf < p->t_lost))
+		c->pred_conf++;
+	else if (p->t_lost) {
+		c->pred_lost++;
+		samples_add(&c->lost_ms, (double)p->t_lost / 1e6);
+		if (p->t_conf)
+			c->pred_late++;
+	} else {
+		c->pred_none++;
+	}
+	if (a->call.active)
+		call_cancel(&V->cl, &a->call);
+	if (b->call.active)
+		call_cancel(&V->cl, &b->call);
+	free_req(a);
+	free_req(b);
+	free(p->ta);
+	free(p->tb);
+}
+
 /* Runs one cell; false if stopped by a signal. */
 static bool run_cell(struct val *V, struct cell *c)
 {
@@ -350,49 +395,8 @@ static bool run_cell(struct val *V, struct cell *c)
 	ctr_snapshot(V, after);
 	for (size_t k = 0; k < NWATCH; k++)
 		c->ctr[k] = after[k] - before[k];
-	for (unsigned i = 0; i < n; i++) {
-		struct pair *p = &pairs[i];
-		struct vreq *a = &p->a, *b = &p->b;
-
-		if (b->sent) {
-			c->kinds[b->d.kind]++;
-			c->same += a->d.cand == b->d.cand;
-		}
-		if (!(a->rc == CURLE_OK && a->status == 200))
-			c->first_failed++;
-		else if (a->call.t_first)
-			samples_add(&c->ttft_a, (double)(a->call.t_first - a->t_sent) / 1e6);
-		if (b->rc == CURLE_OK && b->status == 200) {
-			c->answered++;
-			c->cached += b->u.cached_tokens;
-			if (b->call.t_first)
-				samples_add(&c->ttft_b, (double)(b->call.t_first - b->t_sent) / 1e6);
-		} else {
-			c->errors++;
-		}
-		/* No prediction to watch: not committed, or never visible (speculation paused
-		 * for the pod, or the commit dropped). */
-		if (p->probe_pod < 0 || !p->seen_spec)
-			c->pred_none++;
-		else if (p->t_conf && (!p->t_lost || p->t_conf < p->t_lost))
-			c->pred_conf++;
-		else if (p->t_lost) {
-			c->pred_lost++;
-			samples_add(&c->lost_ms, (double)p->t_lost / 1e6);
-			if (p->t_conf)
-				c->pred_late++;
-		} else {
-			c->pred_none++;
-		}
-		if (a->call.active)
-			call_cancel(&V->cl, &a->call);
-		if (b->call.active)
-			call_cancel(&V->cl, &b->call);
-		free_req(a);
-		free_req(b);
-		free(p->ta);
-		free(p->tb);
-	}
+	for (unsigned i = 0; i < n; i++)
+		tally_pair(V, c, &pairs[i]);
 	free(pairs);
 	return !V->stop;
 }
