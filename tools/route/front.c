@@ -47,12 +47,16 @@
 #include "httpd.h"
 #include "listen.h"
 
-#define MAX_BODY (64u << 20)     /* a pod's /tokenize answer bytes */
+/* A /tokenize answer of MAX_PROMPT_TOKENS ids fits in this ({"count":N,...,"tokens":[...]},
+ * at most 11 bytes an id): a longer one is a longer prompt, refused without parsing it. */
+#define TOK_ANSWER_MAX (11ull * MAX_PROMPT_TOKENS + 4096)
+#define OFFLOAD_MIN (1u << 20)   /* bodies from this size are parsed on the helper thread */
 #define OUT_HIGH (1u << 20)      /* answer bytes waiting for the client before the pod pauses */
 #define CONN_LIMIT 8192
 #define CONN_TIMEOUT_S 600       /* idle client connections are closed after this */
 
-enum fstate { F_READ, F_TOKENIZE, F_FORWARD, F_REPLY, F_ERROR };
+enum fstate { F_READ, F_PARSE, F_TOKENIZE, F_FORWARD, F_REPLY, F_ERROR };
+enum tokres { TOK_OK, TOK_EMPTY, TOK_BAD };
 enum fep { EP_COMPLETIONS, EP_CHAT, EP_MODELS };
 
 struct front;
@@ -62,8 +66,14 @@ struct freq {
 	struct MHD_Connection *conn;
 	struct freq *sprev, *snext; /* while suspended: F->suspended */
 	struct tc_buf body;
-	bool too_big, suspended, queued;
+	bool too_big, suspended, queued, tok_too_long;
 	enum fstate state;
+	struct job job;          /* a parse on the helper thread (offload.c) */
+	json_error_t je;         /* the body's parse error */
+	char *tok_body;          /* its /tokenize body, when built off the loop */
+	char *fwd_body;          /* the body forwarded, when not the client's */
+	size_t fwd_len;
+	enum tokres tokres;      /* what the /tokenize answer held */
 	enum fep ep;
 	json_t *req;
 	const char *auth;        /* the client's Authorization header (MHD's storage) */
@@ -91,6 +101,7 @@ struct front {
 	struct router rt;
 	struct client cl;
 	struct MHD_Daemon *d;
+	struct offload ol;
 	int port;
 	bool kick;
 	char pid[16];             /* X-Kvidx-Worker: which front answered */
@@ -416,20 +427,20 @@ static int start_call(struct freq *q, struct pod *p, const char *path, char *bod
 }
 
 /* The body sent on: the client's bytes, or with include_usage added to a stream. */
-static char *forward_body(struct freq *q, size_t *len)
+static bool wants_usage(const struct freq *q)
 {
 	json_t *so = json_object_get(q->req, "stream_options");
+
+	return json_is_true(json_object_get(q->req, "stream")) &&
+	       !json_is_true(json_object_get(so, "include_usage"));
+}
+
+/* The request with stream_options.include_usage added, malloc'd, of *len bytes. */
+static char *usage_body(const struct freq *q, size_t *len)
+{
+	json_t *copy = json_deep_copy(q->req);
 	char *s;
 
-	q->stream = json_is_true(json_object_get(q->req, "stream"));
-	q->inject_usage = q->stream && !json_is_true(json_object_get(so, "include_usage"));
-	if (!q->inject_usage) {
-		s = tc_xrealloc(NULL, q->body.len + 1);
-		memcpy(s, q->body.s, q->body.len);
-		*len = q->body.len;
-		return s;
-	}
-	json_t *copy = json_deep_copy(q->req);
 	if (!json_is_object(json_object_get(copy, "stream_options")))
 		json_object_set_new(copy, "stream_options", json_object());
 	json_object_set_new(json_object_get(copy, "stream_options"), "include_usage",
@@ -439,6 +450,25 @@ static char *forward_body(struct freq *q, size_t *len)
 	if (!s)
 		tc_die_nomem();
 	*len = strlen(s);
+	return s;
+}
+
+static char *forward_body(struct freq *q, size_t *len)
+{
+	const char *from = q->body.s;
+	char *s;
+
+	q->stream = json_is_true(json_object_get(q->req, "stream"));
+	q->inject_usage = wants_usage(q);
+	*len = q->body.len;
+	if (q->inject_usage) { /* built once (off the loop for a large body), sent per try */
+		if (!q->fwd_body)
+			q->fwd_body = usage_body(q, &q->fwd_len);
+		from = q->fwd_body;
+		*len = q->fwd_len;
+	}
+	s = tc_xrealloc(NULL, *len + 1);
+	memcpy(s, from, *len);
 	return s;
 }
 
@@ -514,21 +544,74 @@ static size_t tok_data(struct call *c, const char *p, size_t n)
 {
 	struct freq *q = c->arg;
 
-	if (q->out.len + n > MAX_BODY)
+	if (q->out.len + n > TOK_ANSWER_MAX) {
+		q->tok_too_long = true;
 		return 0; /* aborts the transfer */
+	}
 	tc_buf_add(&q->out, p, n);
 	return n;
 }
 
 static int start_tokenize(struct freq *q);
 
+static struct freq *job_req(struct job *j)
+{
+	return (struct freq *)(void *)((char *)j - offsetof(struct freq, job));
+}
+
+/* The /tokenize answer's token ids into q->toks (on the helper thread for a large one). */
+static void tok_parse(struct job *jb)
+{
+	struct freq *q = job_req(jb);
+	json_t *j = json_loadb(q->out.s ? q->out.s : "", q->out.len, 0, NULL);
+	json_t *toks = json_object_get(j, "tokens");
+
+	if (json_is_array(toks) && !json_array_size(toks))
+		q->tokres = TOK_EMPTY;
+	else
+		q->tokres = json_is_array(toks) && token_prompt(toks, q) ? TOK_OK : TOK_BAD;
+	json_decref(j);
+}
+
+/* The prompt's tokens are known: route it, or say why not. */
+static void tok_parsed(struct job *jb)
+{
+	struct freq *q = job_req(jb);
+	struct front *F = q->F;
+	struct pod *p = &F->o->pods[q->d.cand];
+
+	q->out.len = 0;
+	if (q->tokres == TOK_EMPTY)
+		/* The pod read the request and found no tokens in it: the client's error. */
+		set_error(q, 400, "the prompt is empty (pod %s tokenized it to no tokens)", p->name);
+	else if (q->tokres == TOK_BAD)
+		set_error(q, 502, "pod %s: /tokenize gave no token ids", p->name);
+	else if (q->ntok > MAX_PROMPT_TOKENS)
+		set_error(q, 400, "the prompt has %zu tokens, at most %u", q->ntok,
+			  MAX_PROMPT_TOKENS);
+	if (q->state == F_ERROR) {
+		wake(q);
+		return;
+	}
+	F->tokenized++;
+	q->tries = 0;
+	memset(q->tried, 0, sizeof(q->tried));
+	route_and_forward(q);
+	wake(q); /* an error, or nothing: the call's head resumes it again */
+}
+
 static void tok_done(struct call *c, CURLcode rc)
 {
 	struct freq *q = c->arg;
 	struct front *F = q->F;
 	struct pod *p = &F->o->pods[q->d.cand];
-	json_t *j = NULL, *toks;
 
+	if (q->tok_too_long) {
+		set_error(q, 400, "the prompt has more than %u tokens (its /tokenize answer is "
+			  "over %llu bytes)", MAX_PROMPT_TOKENS, (unsigned long long)TOK_ANSWER_MAX);
+		wake(q);
+		return;
+	}
 	if (rc != CURLE_OK) {
 		if (call_unreachable(c, rc))
 			pod_down(&F->rt, p, kvidx_now_ns());
@@ -550,57 +633,27 @@ static void tok_done(struct call *c, CURLcode rc)
 		wake(q);
 		return;
 	}
-	j = json_loadb(q->out.s ? q->out.s : "", q->out.len, 0, NULL);
-	toks = json_object_get(j, "tokens");
-	q->out.len = 0;
-	if (json_is_array(toks) && !json_array_size(toks)) {
-		/* The pod read the request and found no tokens in it: the client's error. */
-		json_decref(j);
-		set_error(q, 400, "the prompt is empty (pod %s tokenized it to no tokens)", p->name);
-		wake(q);
+	q->job.work = tok_parse;
+	q->job.done = tok_parsed;
+	if (q->out.len >= OFFLOAD_MIN) { /* millions of ids: seconds of jansson */
+		offload_submit(&F->ol, &q->job);
 		return;
 	}
-	if (!json_is_array(toks) || !token_prompt(toks, q)) {
-		json_decref(j);
-		set_error(q, 502, "pod %s: /tokenize gave no token ids", p->name);
-		wake(q);
-		return;
-	}
-	json_decref(j);
-	F->tokenized++;
-	q->tries = 0;
-	memset(q->tried, 0, sizeof(q->tried));
-	route_and_forward(q);
-	wake(q); /* an error, or nothing: the call's head resumes it again */
+	tok_parse(&q->job);
+	tok_parsed(&q->job);
 }
 
 /* Asks an up pod (round robin) for the request's tokens. 0, or -1 with the error set. */
-static int start_tokenize(struct freq *q)
+/* The body of q's /tokenize request (the request's fields that tokenizing reads). */
+static char *tok_body_of(const struct freq *q)
 {
-	struct front *F = q->F;
-	struct opts *o = F->o;
-	uint64_t now = kvidx_now_ns();
 	static const char *const chat_keys[] = { "messages", "add_generation_prompt",
 						 "continue_final_message", "chat_template",
 						 "chat_template_kwargs", "tools",
 						 "add_special_tokens", "model" };
 	static const char *const comp_keys[] = { "prompt", "add_special_tokens", "model" };
 	json_t *t = json_object();
-	int pick = -1;
 
-	for (int k = 0; k < o->npods && pick < 0; k++) {
-		int i = (int)((F->tok_rr + (uint64_t)k) % (uint64_t)o->npods);
-		if (pod_is_up(&o->pods[i], now) && !(q->tried[i / 64] >> (i % 64) & 1))
-			pick = i;
-	}
-	if (pick < 0) {
-		json_decref(t);
-		set_error(q, 503, "no pod could be reached to tokenize the request");
-		return -1;
-	}
-	F->tok_rr = (uint64_t)pick + 1;
-	q->tried[pick / 64] |= 1ull << (pick % 64);
-	q->d.cand = pick;
 	if (q->ep == EP_CHAT) {
 		for (size_t i = 0; i < sizeof(chat_keys) / sizeof(chat_keys[0]); i++)
 			if (json_object_get(q->req, chat_keys[i]))
@@ -618,6 +671,31 @@ static int start_tokenize(struct freq *q)
 	json_decref(t);
 	if (!body)
 		tc_die_nomem();
+	return body;
+}
+
+static int start_tokenize(struct freq *q)
+{
+	struct front *F = q->F;
+	struct opts *o = F->o;
+	uint64_t now = kvidx_now_ns();
+	int pick = -1;
+
+	for (int k = 0; k < o->npods && pick < 0; k++) {
+		int i = (int)((F->tok_rr + (uint64_t)k) % (uint64_t)o->npods);
+		if (pod_is_up(&o->pods[i], now) && !(q->tried[i / 64] >> (i % 64) & 1))
+			pick = i;
+	}
+	if (pick < 0) {
+		set_error(q, 503, "no pod could be reached to tokenize the request");
+		return -1;
+	}
+	F->tok_rr = (uint64_t)pick + 1;
+	q->tried[pick / 64] |= 1ull << (pick % 64);
+	q->d.cand = pick;
+	/* A large request's body was built with its parse, off the loop (first try only). */
+	char *body = q->tok_body ? q->tok_body : tok_body_of(q);
+	q->tok_body = NULL;
 	q->out.len = 0;
 	q->call.on_head = NULL;
 	q->call.on_data = tok_data;
@@ -633,15 +711,13 @@ static int start_tokenize(struct freq *q)
 /* ---- requests ------------------------------------------------------------------------------ */
 
 /* A parsed completions or chat request: tokens, then route; 400 for what is malformed. */
-static void begin(struct freq *q)
+static void begin_parsed(struct freq *q)
 {
-	json_error_t je;
 	json_t *p, *v;
 
-	q->req = json_loadb(q->body.s ? q->body.s : "", q->body.len, JSON_DECODE_ANY, &je);
 	if (!q->req) {
-		set_error(q, 400, "the body is not JSON: %s (line %d, column %d)", je.text,
-			  je.line, je.column);
+		set_error(q, 400, "the body is not JSON: %s (line %d, column %d)", q->je.text,
+			  q->je.line, q->je.column);
 		return;
 	}
 	if (!json_is_object(q->req)) {
@@ -700,6 +776,47 @@ static void begin(struct freq *q)
 		return;
 	}
 	start_tokenize(q);
+}
+
+/* The request's JSON (on the helper thread for a large body). */
+static void parse_body(struct job *jb)
+{
+	struct freq *q = job_req(jb);
+
+	json_t *p;
+
+	q->req = json_loadb(q->body.s ? q->body.s : "", q->body.len, JSON_DECODE_ANY, &q->je);
+	p = json_object_get(q->req, "prompt");
+	if (json_is_array(p) && json_array_size(p) == 1)
+		p = json_array_get(p, 0);
+	/* What begin_parsed() would tokenize: build its /tokenize body here too. */
+	if (json_is_object(q->req) && (q->ep == EP_CHAT || json_is_string(p)))
+		q->tok_body = tok_body_of(q);
+	if (json_is_object(q->req) && wants_usage(q))
+		q->fwd_body = usage_body(q, &q->fwd_len);
+}
+
+static void body_parsed(struct job *jb)
+{
+	struct freq *q = job_req(jb);
+
+	begin_parsed(q);
+	wake(q); /* an error is queued by the handler; a call resumes it again */
+}
+
+/* A completions or chat request's body is in: parse it, here or (a large one, so that the
+ * loop goes on serving the others) on the helper thread. */
+static void begin(struct freq *q)
+{
+	q->job.work = parse_body;
+	q->job.done = body_parsed;
+	if (q->body.len >= OFFLOAD_MIN) {
+		q->state = F_PARSE;
+		offload_submit(&q->F->ol, &q->job);
+		return;
+	}
+	parse_body(&q->job);
+	begin_parsed(q);
 }
 
 static enum MHD_Result dispatch(struct freq *q, const char *url, const char *method)
@@ -833,6 +950,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	free(q->body.s);
 	free(q->out.s);
 	free(q->toks);
+	free(q->tok_body);
+	free(q->fwd_body);
 	free(q->err_body);
 	sse_free(&q->sse);
 	free(q);
@@ -886,6 +1005,10 @@ int front_main(struct opts *o, int sigfd)
 		fprintf(stderr, PROG ": cannot set up libcurl\n");
 		return 1;
 	}
+	if (offload_start(&F.ol, F.cl.multi)) {
+		fprintf(stderr, PROG ": cannot start the parsing thread\n");
+		return 1;
+	}
 	fd = tc_listen_tcp(o->listen, true, 4096, &F.port, err, sizeof(err));
 	if (fd < 0) {
 		fprintf(stderr, PROG ": --listen %s\n", err);
@@ -907,6 +1030,7 @@ int front_main(struct opts *o, int sigfd)
 		MHD_UNSIGNED_LONG_LONG mt;
 		int timeout = 1000;
 
+		offload_collect(&F.ol); /* large bodies parsed: their requests go on */
 		client_pump(&F.cl);
 		MHD_run(F.d);
 		if (F.kick) {
@@ -928,6 +1052,7 @@ int front_main(struct opts *o, int sigfd)
 			break;
 	}
 	print_summary(&F);
+	offload_stop(&F.ol); /* nothing runs on a request after this */
 	/* libmicrohttpd cannot stop with suspended connections: end their requests. */
 	while (F.suspended) {
 		struct freq *q = F.suspended;

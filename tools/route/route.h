@@ -1,8 +1,10 @@
 /*
  * route.h — internal to kvidx-route: the state its parts share, and what each offers the
  * others. Everything runs on one thread around one curl_multi_poll() loop (main.c); nothing
- * here is thread-safe, and nothing blocks but that poll. Several processes scale it: each
- * is one thread with one reader handle on the index (the mission's "router workers").
+ * here is thread-safe, and nothing blocks but that poll. The one exception is offload.c's
+ * helper thread, which parses the front's large JSON bodies and touches nothing else.
+ * Several processes scale it: each is one loop with one reader handle on the index (the
+ * mission's "router workers").
  *
  * The parts, one job a file:
  *   main.c      the command line, the poll loop, signals, the mode chosen
@@ -12,6 +14,7 @@
  *   client.c    HTTP/1.1 requests to pods with keep-alive (libcurl's multi interface)
  *   answer.c    reading answers: server-sent events, usage, OpenAI-style errors (jansson)
  *   front.c     --listen: the OpenAI-compatible front (libmicrohttpd)
+ *   offload.c   the front's helper thread: large bodies parsed off the loop
  *   load.c      the load generator: lines, files, the synthetic workload, a trace; to pods
  *               or fronts
  *   trace.c     a Mooncake-format request trace (--trace), its hash ids made tokens
@@ -27,6 +30,7 @@
 #include <stdio.h>
 
 #include <curl/curl.h>
+#include <pthread.h>
 
 #include "kvidx.h"
 #include "policy.h"
@@ -251,6 +255,35 @@ int client_wait(struct client *cl, struct curl_waitfd *extra, unsigned nextra, i
  */
 int client_wait_sig(struct client *cl, struct curl_waitfd *extra, unsigned nextra,
 		    int timeout_ms);
+
+/* ---- work off the loop (offload.c) -------------------------------------------------------- */
+
+/* A job: work() on the helper thread, then done() on the loop's. */
+struct job {
+	void (*work)(struct job *j);
+	void (*done)(struct job *j);
+	struct job *next;
+};
+
+struct offload {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct job *todo, *done;
+	bool stop, started;
+	CURLM *wake;   /* curl_multi_wakeup() on it when a job is done */
+	uint64_t jobs; /* submitted */
+};
+
+/* Starts the helper thread. 0, or -1. */
+int offload_start(struct offload *ol, CURLM *wake);
+/* Queues j; its work() runs on the helper thread. */
+void offload_submit(struct offload *ol, struct job *j);
+/* Runs done() of every job finished since the last call (on the caller's thread). */
+void offload_collect(struct offload *ol);
+/* Stops the thread after the work it runs; queued jobs never run, finished ones are not
+ * collected. */
+void offload_stop(struct offload *ol);
 
 /*
  * The body of a completion request for a token-id prompt, in a malloc'd buffer of *len bytes:
