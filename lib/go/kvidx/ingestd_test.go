@@ -2,7 +2,8 @@
 // slow synthetic workload (so that its pod is connected and fresh, its speculation not
 // paused), ingestd indexes it, the Go reader commits a route for fresh keys on that pod and
 // must then see them as speculative records expiring one TTL after the commit; an outcome
-// report is counted in the pod's counters; the pod's one event stream shows as rank 0.
+// report is counted in the pod's counters; the pod's one event stream shows as rank 0; a
+// prompt longer than MaxCommitKeys blocks commits its prefix and counts whole in the load.
 
 package kvidx
 
@@ -108,4 +109,30 @@ func TestCommitThroughIngestd(t *testing.T) {
 	if n, _ := r.Stat("route_bad"); n != 0 {
 		t.Errorf("route_bad %d", n)
 	}
+	commitLongPrompt(t, r, p)
+}
+
+// A prompt of more blocks than MaxCommitKeys (issue 22, item 6) is not refused: its first
+// MaxCommitKeys keys are committed and predicted, the rest not, and the pod's load counts the
+// whole prompt (3000 blocks of 16 tokens, PromptTokens left 0). Commit returned ErrTooBig.
+func commitLongPrompt(t *testing.T, r *Reader, p int) {
+	keys := make([]uint64, 3000)
+	for i := range keys {
+		keys[i] = 0x10ad0000 + uint64(i)
+	}
+	if err := r.Commit(&Route{CorrID: 4343, Pod: p, Keys: keys}); err != nil {
+		t.Fatalf("a commit of %d keys: %v", len(keys), err)
+	}
+	eventually(t, "the long prompt's prefix predicted", func() bool {
+		rows, err := r.Score(keys[:MaxCommitKeys], []int{p}, nil, nil)
+		return err == nil && len(rows) == 1 && rows[0].SpecBlocks == MaxCommitKeys
+	})
+	if recs, err := r.Lookup(keys[MaxCommitKeys], nil); err != nil || len(recs) != 0 {
+		t.Errorf("key %d of the long prompt: %v %+v (only the first %d are sent)",
+			MaxCommitKeys, err, recs, MaxCommitKeys)
+	}
+	eventually(t, "the long prompt in the pod's load", func() bool {
+		l, err := r.PodLoad(p)
+		return err == nil && l.Inflight == 1 && l.PrefillTokens == 3000*16
+	})
 }
