@@ -2,7 +2,8 @@
  * test_spec.c — Criterion suite "spec": the writer half of speculative entries in
  * kvidx-ingestd (tools/ingestd/spec.c): route commits -> predictions, confirmations and their
  * latency, expiry by readers and by the reaper, the late window (early vs stale expiry), the
- * adaptive TTL, pipeline-broken gating, outcomes, and the --metrics endpoint hook.
+ * adaptive TTL, pipeline-broken gating, outcomes, and the --metrics endpoint hook (its
+ * probes, its router series labelled by process).
  *
  * End-to-end tests run the real daemon ($KVIDX_BIN/kvidx-ingestd) as a child with an index
  * name unique to the test, a publisher in the test (an XPUB bound on 127.0.0.1, events built
@@ -25,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -945,6 +948,98 @@ Test(spec, metrics_endpoint_serves_speculation_counters)
 	cr_assert_eq(r.status, 0, "promtool check metrics:\n%s", r.out);
 	cr_assert_eq(r.out[0], '\0', "promtool check metrics:\n%s", r.out);
 	free(r.out);
+}
+
+/* A router process (forked) that opens a reader, commits n routes on pod a, says so on
+ * done, and leaves (closing its reader: its registry slot is free again) when go is
+ * written to. */
+static pid_t router_process(int a, int n, int done, int go)
+{
+	pid_t pid = fork();
+	char c;
+
+	cr_assert_geq(pid, 0);
+	if (pid)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no router behind */
+	struct kvidx_reader *r = kvidx_reader_open(tu_ing.name);
+	uint64_t k = 0x5107000u + (uint64_t)n;
+	for (int i = 0; r && i < n; i++) {
+		struct kvidx_route rt = { .corr_id = (uint64_t)(100 * n + i), .pod = a,
+					  .prefill_pod = -1, .keys = &k, .nkeys = 1 };
+		if (kvidx_commit(r, &rt))
+			_exit(1);
+	}
+	if (!r || write(done, "c", 1) != 1 || read(go, &c, 1) != 1)
+		_exit(1);
+	kvidx_reader_close(r);
+	_exit(0);
+}
+
+/* The router label and slot of process pid in the exposition buf (kvidx_router_info);
+ * false if it has none. */
+static bool router_of(const char *buf, pid_t pid, char *lab, size_t len, unsigned *slot)
+{
+	char want[48];
+	const char *l;
+
+	if (len < 48)
+		return false;
+	snprintf(want, sizeof(want), "\",pid=\"%d\"} 1", (int)pid);
+	for (l = strstr(buf, "\nkvidx_router_info{router=\""); l;
+	     l = strstr(l + 1, "\nkvidx_router_info{router=\"")) {
+		const char *eol = strchr(l + 1, '\n'), *w = strstr(l, want);
+		if (w && (!eol || w < eol) && sscanf(l, "\nkvidx_router_info{router=\"%47[^\"]\","
+						       "slot=\"%u\"", lab, slot) == 2)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Issue 22, item 3: the router label is a process, never a registry slot. Router 1 commits
+ * 3 routes and leaves; router 2 takes its slot and commits 1: the exposition has router 2's
+ * series (another label, routes_total 1, kvidx_router_info naming the same slot and the new
+ * pid) and none of router 1's. The label was the slot (router="1"), whose counts went on
+ * from 3 to 4 under the new process.
+ */
+Test(spec, reused_router_slot_is_another_series)
+{
+	static char buf[1 << 20];
+	char addr[64], lab[2][48], series[96];
+	unsigned slot[2];
+	int port = tu_free_port(), done[2], go[2][2];
+	pid_t pid[2];
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	pub_open(POD_A);
+	START("--ttl", "20s", "--metrics-listen", addr);
+	int a = ready_pod(POD_A);
+	cr_assert_eq(pipe(done), 0);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(pipe(go[i]), 0);
+		pid[i] = router_process(a, i ? 1 : 3, done[1], go[i][0]);
+		char c;
+		cr_assert_eq(read(done[0], &c, 1), 1, "router %d did not commit", i + 1);
+		TU_EVENTUALLY(http_get(port, buf, sizeof(buf)) > 0 &&
+				      router_of(buf, pid[i], lab[i], sizeof(lab[i]), &slot[i]) &&
+				      snprintf(series, sizeof(series),
+					       "\nkvidx_router_routes_total{router=\"%s\"} %d\n",
+					       lab[i], i ? 1 : 3) > 0 && strstr(buf, series),
+			      "router %d's series (%d routes) not in:\n%.6000s", i + 1, i ? 1 : 3, buf);
+		if (i == 0) { /* router 1 leaves: its slot is free for router 2 */
+			int st;
+			cr_assert_eq(write(go[0][1], "g", 1), 1);
+			cr_assert_eq(waitpid(pid[0], &st, 0), pid[0]);
+			cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		}
+	}
+	cr_assert_eq(slot[1], slot[0], "router 2 took slot %u, not router 1's %u", slot[1], slot[0]);
+	cr_assert_str_neq(lab[1], lab[0]);
+	snprintf(series, sizeof(series), "router=\"%s\"", lab[0]);
+	cr_assert_null(strstr(buf, series), "router 1's series stayed:\n%.6000s", buf);
+	cr_assert_eq(write(go[1][1], "g", 1), 1);
+	cr_assert_eq(waitpid(pid[1], NULL, 0), pid[1]);
 }
 
 /* Issue 22, item 10: with --ttl-backlog measured the start-up line says J's backlog is the
