@@ -4,13 +4,19 @@
  * bench/cluster_latency.sh sets the hosts up (a nats-server, a fake pod, two ingestds with
  * their own indexes on loopback) and runs this.
  *
- *   bench_cluster --a NAME_A --b NAME_B --pod POD [--count N] [--keys K]
+ *   bench_cluster --a NAME_A --b NAME_B --pod POD [--count N] [--keys K] [--spin]
  *
  * One process, two reader handles: each round commits K fresh keys on A's reader (t0 =
- * CLOCK_MONOTONIC, system-wide), then spins on kvidx_lookup() of the last key, first on A
+ * CLOCK_MONOTONIC, system-wide), then polls kvidx_lookup() of the last key, first on A
  * (t1: the local path, ring -> writer -> table) and then on B (t2: A's writer -> NATS -> B's
  * writer -> B's table). Rounds are spaced by 1-3 ms so that each commit is its own batch.
  * Prints p50/p99/max of both, in microseconds, and the rounds that timed out (1 s).
+ *
+ * Between two lookups the poller calls sched_yield(): on a small machine (2 cores) a busy
+ * poller would hold a core that the path it measures needs; a thread it wakes that lands on
+ * its core waits for the poller's time slice (up to a 4 ms tick on a kernel without
+ * preemption), which the measurement would charge to the path. --spin polls without
+ * yielding (the measurement before issue 20's second pass), for comparison.
  *
  *   bench_cluster --fanout --nats URL --subs H [--msgs M] [--size S] [--js] [--server-pid P]
  *
@@ -28,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,8 +60,10 @@ static uint64_t pct(uint64_t *v, size_t n, double p)
 	return n ? v[i] : 0;
 }
 
-/* Spins until key shows a record on pod in r, or deadline; the time it did, or 0. */
-static uint64_t wait_visible(struct kvidx_reader *r, uint64_t key, int pod, uint64_t deadline)
+/* Polls until key shows a record on pod in r, or deadline; the time it did, or 0. Yields the
+ * core between lookups unless spin. */
+static uint64_t wait_visible(struct kvidx_reader *r, uint64_t key, int pod, uint64_t deadline,
+			     bool spin)
 {
 	struct kvidx_rec rec[16];
 
@@ -66,14 +75,17 @@ static uint64_t wait_visible(struct kvidx_reader *r, uint64_t key, int pod, uint
 				return now;
 		if (now > deadline)
 			return 0;
+		if (!spin)
+			sched_yield();
 	}
 }
 
-static void report(const char *what, uint64_t *v, size_t n, size_t lost)
+static void report(const char *what, uint64_t *v, size_t n, size_t lost, bool spin)
 {
 	qsort(v, n, sizeof(*v), cmp_u64);
-	printf("cluster_latency: path=%s n=%zu p50_us=%.1f p99_us=%.1f max_us=%.1f timeouts=%zu\n",
-	       what, n, pct(v, n, 0.5) / 1e3, pct(v, n, 0.99) / 1e3, n ? v[n - 1] / 1e3 : 0.0, lost);
+	printf("cluster_latency: path=%s n=%zu p50_us=%.1f p99_us=%.1f max_us=%.1f timeouts=%zu "
+	       "poll=%s\n", what, n, pct(v, n, 0.5) / 1e3, pct(v, n, 0.99) / 1e3,
+	       n ? v[n - 1] / 1e3 : 0.0, lost, spin ? "spin" : "yield");
 }
 
 /* ---- --fanout ------------------------------------------------------------------------- */
@@ -275,11 +287,18 @@ int main(int argc, char **argv)
 {
 	const char *an = NULL, *bn = NULL, *pod = NULL;
 	size_t count = 2000, nk = 8;
+	bool spin = false;
 
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--fanout"))
 			return fanout_main(argc, argv);
-	for (int i = 1; i + 1 < argc; i += 2) {
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--spin")) {
+			spin = true;
+			continue;
+		}
+		if (i + 1 == argc)
+			break;
 		if (!strcmp(argv[i], "--a"))
 			an = argv[i + 1];
 		else if (!strcmp(argv[i], "--b"))
@@ -290,10 +309,11 @@ int main(int argc, char **argv)
 			count = strtoul(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--keys"))
 			nk = strtoul(argv[i + 1], NULL, 10);
+		i++;
 	}
 	if (!an || !bn || !pod || !count || !nk || nk > 256) {
-		fprintf(stderr, "usage: %s --a NAME --b NAME --pod POD [--count N] [--keys 1..256]\n",
-			PROG);
+		fprintf(stderr, "usage: %s --a NAME --b NAME --pod POD [--count N] [--keys 1..256] "
+			"[--spin]\n", PROG);
 		return 2;
 	}
 	struct kvidx_reader *a = kvidx_reader_open(an), *b = kvidx_reader_open(bn);
@@ -320,8 +340,8 @@ int main(int argc, char **argv)
 			lost_l++;
 			continue;
 		}
-		uint64_t t1 = wait_visible(a, keys[nk - 1], pa, t0 + 1000000000ull);
-		uint64_t t2 = wait_visible(b, keys[nk - 1], pb, t0 + 1000000000ull);
+		uint64_t t1 = wait_visible(a, keys[nk - 1], pa, t0 + 1000000000ull, spin);
+		uint64_t t2 = wait_visible(b, keys[nk - 1], pb, t0 + 1000000000ull, spin);
 		if (t1)
 			loc[nl++] = t1 - t0;
 		else
@@ -333,8 +353,8 @@ int main(int argc, char **argv)
 		struct timespec ts = { 0, (1 + random() % 3) * 1000000L };
 		nanosleep(&ts, NULL);
 	}
-	report("local", loc, nl, lost_l);
-	report("remote", rem, nr, lost_r);
+	report("local", loc, nl, lost_l, spin);
+	report("remote", rem, nr, lost_r, spin);
 	kvidx_reader_close(a);
 	kvidx_reader_close(b);
 	return 0;

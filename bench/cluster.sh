@@ -38,6 +38,8 @@ EVENT_MS=${EVENT_MS:-80}
 PODS=${PODS:-4}
 FAULT_HOSTS=${FAULT_HOSTS:-4}
 JOIN_HOSTS=${JOIN_HOSTS:-3}
+JOIN_AT=${JOIN_AT:-5}
+JOIN_SECS=${JOIN_SECS:-25}
 FAULT_SECS=${FAULT_SECS:-30}
 LATENCY_COUNT=${LATENCY_COUNT:-2000}
 PORT=${PORT:-27400}
@@ -154,13 +156,17 @@ join_run() {
 	EVENT_MS=1000
 	hosts_up "$JOIN_HOSTS" nats
 	EVENT_MS=$ev
-	# shellcheck disable=SC2086
-	"$BIN/kvidx-route" $FRONTS --synthetic --prefixes 100000 --prefix-blocks 8 \
-		--suffix-blocks 2 --rate 40 --poisson --followups 1 --followup-ms "$GAP_MS" \
-		--duration 10s --json --quiet >"$LOGS/client.join" &
-	client=$!
-	sleep 5
+	# The client sends to the new host's front too from JOIN_AT + 2 s on (--join-front): by
+	# then it is up (front_up_ms is printed; the front starts once its index is ready).
 	j=$JOIN_HOSTS
+	tc=$(date +%s%N)
+	# shellcheck disable=SC2086
+	"$BIN/kvidx-route" $FRONTS --join-front "http://127.0.0.1:$((PORT + 200 + j))" \
+		--join-after "$((JOIN_AT + 2))s" --synthetic --prefixes 100000 --prefix-blocks 8 \
+		--suffix-blocks 2 --rate 40 --poisson --followups 1 --followup-ms "$GAP_MS" \
+		--duration "${JOIN_SECS}s" --json >"$LOGS/client.join" &
+	client=$!
+	sleep "$JOIN_AT"
 	t0=$(date +%s%N)
 	# shellcheck disable=SC2086
 	start "ingestd$j" "$BIN/kvidx-ingestd" --name "kvidx-bcl-$j" --capacity 256k $ing \
@@ -175,6 +181,11 @@ join_run() {
 	"$BIN/kvidx-dump" --name "kvidx-bcl-$j" --entries=0 --json >"$LOGS/join.new.json"
 	"$BIN/kvidx-dump" --name kvidx-bcl-0 --entries=0 --json >"$LOGS/join.peer.json"
 	since_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	# shellcheck disable=SC2086
+	start "front$j" "$BIN/kvidx-route" --name "kvidx-bcl-$j" $pods \
+		--listen "127.0.0.1:$((PORT + 200 + j))" --quiet $ROUTE_ARGS
+	wait_http "http://127.0.0.1:$((PORT + 200 + j))/health"
+	front_ms=$(( ($(date +%s%N) - tc) / 1000000 ))
 	wait "$client"
 	/usr/bin/python3 - "$LOGS/join.peer.json" "$LOGS/join.new.json" "$since_ms" "$ready_ms" \
 		"$(metric "$j" kvidx_cluster_warm_messages_total)" <<'EOF'
@@ -193,6 +204,29 @@ cn, ch, cs = share("confirmed")
 print(f"cluster_join: peers_predictions_from_before={sn} joined_host_has={sh} share={ss:.3f} "
       f"peers_confirmed_from_before={cn} joined_host_has={ch} share={cs:.3f} "
       f"ready_ms={ready} warm_messages={warm}")
+EOF
+	# The joined host's first 100 follow-ups (answered next turns through its front), and
+	# the other hosts' follow-ups answered in the same window: the share of each on the pod
+	# of their previous turn (the prefix pod).
+	/usr/bin/python3 - "$LOGS/client.join" "$j" "$front_ms" "$((JOIN_AT * 1000 + 2000))" <<'EOF'
+import json, sys
+out, j, front_ms, join_ms = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+lines = [json.loads(l) for l in open(out) if l.startswith("{")]
+fu = sorted((l for l in lines if l.get("event") == "outcome" and l.get("status") == "ok"
+             and l.get("turn", 1) > 1), key=lambda l: l["t_ms"])
+mine = [l for l in fu if l["front"] == j][:100]
+lo, hi = (mine[0]["t_ms"], mine[-1]["t_ms"]) if mine else (0, -1)
+others = [l for l in fu if l["front"] != j and lo <= l["t_ms"] <= hi]
+bad = sum(1 for l in lines if l.get("event") == "outcome" and l.get("front") == j
+          and l.get("status") != "ok")
+def share(v):
+    return sum(1 for l in v if l["same_pod"]) / len(v) if v else 0.0
+print(f"cluster_join: joined_host_followups={len(mine)} on_prefix_pod="
+      f"{sum(1 for l in mine if l['same_pod'])} share={share(mine):.3f} "
+      f"others_followups={len(others)} on_prefix_pod={sum(1 for l in others if l['same_pod'])} "
+      f"share={share(others):.3f} diff={share(mine) - share(others):+.3f} "
+      f"window_s={(hi - lo) / 1000:.1f} front_up_ms={front_ms} joins_at_ms={join_ms} "
+      f"joined_front_not_ok={bad}")
 EOF
 	hosts_down
 	nats_down
