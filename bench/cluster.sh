@@ -13,14 +13,19 @@
 # workload, a follow-up on its prefix pod) and whether host 0's link was up:
 #   cluster_fault: t=S followups=N warm=M share=X connected=0|1
 #   cluster_fault: summary down_share=... up_share=... back_within_s=... unanswered=...
-# and a join run: JOIN_HOSTS hosts linked under the workload, one more joins after 5 s; once
-# it is ready, the share of host 0's predictions from before the join that it holds (the
-# pods' events 1 s late in this run, so that they are still predictions), and of its
-# confirmed records (those come from the pods' replay only, which these pods do not offer):
+# and a join run: JOIN_HOSTS hosts linked under the workload, one more (ingestd and front)
+# joins after JOIN_AT s; once it is ready, the share of host 0's predictions from before the
+# join that it holds (the pods' events 1 s late in this run, so that they are still
+# predictions), and of its confirmed records (those come from the pods' replay only, which
+# these pods do not offer); then, the client sending to its front too from JOIN_AT + 2 s on
+# (kvidx-route --join-front), its first 100 follow-ups' share on their prefix pod beside the
+# other hosts' follow-ups answered in the same window:
 #   cluster_join: peers_predictions_from_before=N joined_host_has=M share=S ...
+#   cluster_join: joined_host_followups=100 on_prefix_pod=M share=S others_followups=N ...
 #   ROUTE_ARGS: more flags for every front (e.g. --policy prefix);
 #   HOSTS (default "1 2 4 8"; empty: none); CONVS (default 300), GAP_MS (30), EVENT_MS (80), PODS (4) as
-#   in gateway.sh; JOIN_HOSTS (default 3; 0: no join run); FAULT_HOSTS (default 4; 0: no
+#   in gateway.sh; JOIN_HOSTS (default 3; 0: no join run), JOIN_AT (5), JOIN_SECS (the join
+#   run's client, default 25); FAULT_HOSTS (default 4; 0: no
 #   fault run); FAULT_SECS (default 30: the
 #   outage is its middle third); LATENCY_COUNT (default 2000; 0: none); QUICK=1: CONVS 100,
 #   HOSTS "1 2 4 8", FAULT_SECS 15, LATENCY_COUNT 500; PORT (default 27400).
@@ -120,7 +125,7 @@ run() { # run H MODE
 	# shellcheck disable=SC2086
 	"$BIN/kvidx-route" $FRONTS --synthetic --prefixes 100000 --prefix-blocks 8 \
 		--suffix-blocks 2 --rate 40 --poisson --followups 1 --followup-ms "$GAP_MS" \
-		--count $((CONVS * 4)) --json --quiet >"$out"
+		--count $((CONVS * 4)) --json >"$out" # outcome lines kept: the misses
 	n=$(json_field "$out" followups)
 	same=$(json_field "$out" followups_same_pod)
 	cached=$(json_field "$out" followup_cached_tokens)

@@ -4,7 +4,8 @@
 # fake pod and two ingestds (indexes of their own, both subscribed to the pod, linked by
 # --cluster). Prints one "cluster_latency:" line per path (p50/p99/max in microseconds).
 #   COUNT (default 2000) commits; KEYS (default 8) keys per commit; PORT (default 27300);
-#   SPIN=1: bench_cluster --spin (polls without yielding the core: docs/cluster.md).
+#   POLL (default yield): how bench_cluster waits between lookups, yield|spin|sleep
+#   (bench_cluster.c, docs/cluster.md "Measuring").
 set -u
 BIN=${1:?usage: cluster_latency.sh BUILD_BIN_DIR}
 COUNT=${COUNT:-2000}
@@ -33,4 +34,4 @@ for n in $A $B; do
 done
 sleep 1
 "$BIN/bench_cluster" --a $A --b $B --pod "$POD" --count "$COUNT" --keys "$KEYS" \
-	${SPIN:+--spin}
+	--poll "${POLL:-yield}"
