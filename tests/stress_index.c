@@ -2922,7 +2922,9 @@ static void kill_step(uint64_t now, bool faults)
 	}
 }
 
-/* Stop a reader. Retry until it is caught inside a read-side section. */
+/* Stop a reader. Retry until it is caught inside a read-side section (a reader spends a few
+ * per cent of its time in one: up to 200 tries, giving up at random one time in 64, so that a
+ * few stops land outside one too). */
 static void stop_step(uint64_t now, bool faults)
 {
 	if (R.so.state == ST_IDLE && now >= R.next_stop && faults) {
@@ -2952,7 +2954,7 @@ static void stop_step(uint64_t now, bool faults)
 				  KV_RS_STATE(R.so.slot_state) == KV_RS_ACTIVE && ctr != 0;
 		if (R.so.in_section)
 			R.so.claim0 = KV_RS_GEN(R.so.slot_state);
-		if (!R.so.in_section && R.so.attempts++ < 50 && tt_rnd_below(&R.rng, 16)) {
+		if (!R.so.in_section && R.so.attempts++ < 200 && tt_rnd_below(&R.rng, 64)) {
 			if (R.so.fd >= 0)
 				close(R.so.fd);
 			R.so.fd = -1;
