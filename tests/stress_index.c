@@ -3279,11 +3279,13 @@ static void report(const struct totals *T)
 		snprintf(restart, sizeof(restart),
 			 "%u (%llu deferred), last: dead %llu ms (stale heartbeat seen >= %llu ms), "
 			 "replay %llu ms, readers switched in %llu ms, ALWAYS misses before replay "
-			 "%llu, stale messages %llu", R.restarts,
+			 "%llu, %s %llu", R.restarts,
 			 (unsigned long long)R.deferred_restarts,
 			 (unsigned long long)R.dead_ms, (unsigned long long)R.stale_seen_ms,
 			 (unsigned long long)R.replay_ms, (unsigned long long)R.switch_ms,
-			 (unsigned long long)T->misses, (unsigned long long)T->route_stale);
+			 (unsigned long long)T->misses,
+			 opt.chaos ? "successors' route_bad (stale or forged)" : "stale messages",
+			 (unsigned long long)T->route_stale);
 	x_report(chaos, sizeof(chaos), T);
 #define U(x) ((unsigned long long)(x))
 	printf("stress_index: OK secs=%u readers=%u capacity=%llu records=%llu ppk=%d pods=%d "
