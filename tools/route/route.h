@@ -80,8 +80,9 @@ struct opts {
 	bool synthetic, poisson, quiet, json, fakepods;
 	struct pod pods[MAX_PODS];
 	int npods, nprefill;
-	const char *fronts[MAX_FRONTS];
-	int nfronts;
+	const char *fronts[MAX_FRONTS]; /* --front URLs, then the --join-front ones */
+	int nfronts, njoin;            /* njoin: the last njoin of them join at join_after */
+	double join_after;             /* --join-after, seconds from the start */
 	uint64_t prefixes, prefix_blocks, suffix_blocks, count, seed, max_tokens, concurrency;
 	double rate, duration, spec_weight, followups, followup_ms;
 	const char *trace;             /* --trace FILE */
