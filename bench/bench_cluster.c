@@ -5,12 +5,21 @@
  * their own indexes on loopback) and runs this.
  *
  *   bench_cluster --a NAME_A --b NAME_B --pod POD [--count N] [--keys K]
+ *                 [--poll yield|spin|sleep]
  *
  * One process, two reader handles: each round commits K fresh keys on A's reader (t0 =
- * CLOCK_MONOTONIC, system-wide), then spins on kvidx_lookup() of the last key, first on A
+ * CLOCK_MONOTONIC, system-wide), then polls kvidx_lookup() of the last key, first on A
  * (t1: the local path, ring -> writer -> table) and then on B (t2: A's writer -> NATS -> B's
  * writer -> B's table). Rounds are spaced by 1-3 ms so that each commit is its own batch.
  * Prints p50/p99/max of both, in microseconds, and the rounds that timed out (1 s).
+ *
+ * How the poller waits between two lookups (--poll): on a small machine (2 cores) a busy
+ * poller ("spin", the measurement before issue 20's second pass) holds a core that the path
+ * it measures needs, and a thread woken onto its core waits for its time slice (up to a 4 ms
+ * tick on a kernel without preemption): the measurement charges that to the path. "yield"
+ * (the default: sched_yield() between lookups) lets such a thread run at once; under load it
+ * also hands the core to other processes, which may make it see the entry late. "sleep"
+ * sleeps 20 us between lookups (1 us timer slack). docs/cluster.md "Measuring" compares them.
  *
  *   bench_cluster --fanout --nats URL --subs H [--msgs M] [--size S] [--js] [--server-pid P]
  *
@@ -28,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,9 +64,15 @@ static uint64_t pct(uint64_t *v, size_t n, double p)
 	return n ? v[i] : 0;
 }
 
-/* Spins until key shows a record on pod in r, or deadline; the time it did, or 0. */
-static uint64_t wait_visible(struct kvidx_reader *r, uint64_t key, int pod, uint64_t deadline)
+enum poll_mode { POLL_SLEEP, POLL_YIELD, POLL_SPIN };
+static const char *const poll_name[] = { "sleep", "yield", "spin" };
+
+/* Polls until key shows a record on pod in r, or deadline; the time it did, or 0. */
+static uint64_t wait_visible(struct kvidx_reader *r, uint64_t key, int pod, uint64_t deadline,
+			     enum poll_mode mode)
 {
+	const struct timespec nap = { 0, 20000 };
+
 	struct kvidx_rec rec[16];
 
 	for (;;) {
@@ -66,14 +83,19 @@ static uint64_t wait_visible(struct kvidx_reader *r, uint64_t key, int pod, uint
 				return now;
 		if (now > deadline)
 			return 0;
+		if (mode == POLL_YIELD)
+			sched_yield();
+		else if (mode == POLL_SLEEP)
+			nanosleep(&nap, NULL);
 	}
 }
 
-static void report(const char *what, uint64_t *v, size_t n, size_t lost)
+static void report(const char *what, uint64_t *v, size_t n, size_t lost, enum poll_mode mode)
 {
 	qsort(v, n, sizeof(*v), cmp_u64);
-	printf("cluster_latency: path=%s n=%zu p50_us=%.1f p99_us=%.1f max_us=%.1f timeouts=%zu\n",
-	       what, n, pct(v, n, 0.5) / 1e3, pct(v, n, 0.99) / 1e3, n ? v[n - 1] / 1e3 : 0.0, lost);
+	printf("cluster_latency: path=%s n=%zu p50_us=%.1f p99_us=%.1f max_us=%.1f timeouts=%zu "
+	       "poll=%s\n", what, n, pct(v, n, 0.5) / 1e3, pct(v, n, 0.99) / 1e3,
+	       n ? v[n - 1] / 1e3 : 0.0, lost, poll_name[mode]);
 }
 
 /* ---- --fanout ------------------------------------------------------------------------- */
@@ -275,6 +297,7 @@ int main(int argc, char **argv)
 {
 	const char *an = NULL, *bn = NULL, *pod = NULL;
 	size_t count = 2000, nk = 8;
+	enum poll_mode mode = POLL_YIELD;
 
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--fanout"))
@@ -290,10 +313,14 @@ int main(int argc, char **argv)
 			count = strtoul(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--keys"))
 			nk = strtoul(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--poll"))
+			mode = !strcmp(argv[i + 1], "spin")    ? POLL_SPIN
+			       : !strcmp(argv[i + 1], "sleep") ? POLL_SLEEP
+			                                       : POLL_YIELD;
 	}
 	if (!an || !bn || !pod || !count || !nk || nk > 256) {
-		fprintf(stderr, "usage: %s --a NAME --b NAME --pod POD [--count N] [--keys 1..256]\n",
-			PROG);
+		fprintf(stderr, "usage: %s --a NAME --b NAME --pod POD [--count N] [--keys 1..256] "
+			"[--poll yield|spin|sleep]\n", PROG);
 		return 2;
 	}
 	struct kvidx_reader *a = kvidx_reader_open(an), *b = kvidx_reader_open(bn);
@@ -306,6 +333,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: pod %s is not in both indexes\n", PROG, pod);
 		return 1;
 	}
+	prctl(PR_SET_TIMERSLACK, 1000UL); /* 1 us: the 20 us naps stay 20 us */
 	uint64_t *loc = calloc(count, sizeof(uint64_t)), *rem = calloc(count, sizeof(uint64_t));
 	uint64_t keys[256];
 	size_t nl = 0, nr = 0, lost_l = 0, lost_r = 0;
@@ -320,8 +348,8 @@ int main(int argc, char **argv)
 			lost_l++;
 			continue;
 		}
-		uint64_t t1 = wait_visible(a, keys[nk - 1], pa, t0 + 1000000000ull);
-		uint64_t t2 = wait_visible(b, keys[nk - 1], pb, t0 + 1000000000ull);
+		uint64_t t1 = wait_visible(a, keys[nk - 1], pa, t0 + 1000000000ull, mode);
+		uint64_t t2 = wait_visible(b, keys[nk - 1], pb, t0 + 1000000000ull, mode);
 		if (t1)
 			loc[nl++] = t1 - t0;
 		else
@@ -333,8 +361,8 @@ int main(int argc, char **argv)
 		struct timespec ts = { 0, (1 + random() % 3) * 1000000L };
 		nanosleep(&ts, NULL);
 	}
-	report("local", loc, nl, lost_l);
-	report("remote", rem, nr, lost_r);
+	report("local", loc, nl, lost_l, mode);
+	report("remote", rem, nr, lost_r, mode);
 	kvidx_reader_close(a);
 	kvidx_reader_close(b);
 	return 0;

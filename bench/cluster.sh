@@ -13,14 +13,20 @@
 # workload, a follow-up on its prefix pod) and whether host 0's link was up:
 #   cluster_fault: t=S followups=N warm=M share=X connected=0|1
 #   cluster_fault: summary down_share=... up_share=... back_within_s=... unanswered=...
-# and a join run: JOIN_HOSTS hosts linked under the workload, one more joins after 5 s; once
-# it is ready, the share of host 0's predictions from before the join that it holds (the
-# pods' events 1 s late in this run, so that they are still predictions), and of its
-# confirmed records (those come from the pods' replay only, which these pods do not offer):
+# and a join run: JOIN_HOSTS hosts linked under the workload, one more (ingestd and front)
+# joins after JOIN_AT s; once it is ready, the share of host 0's predictions from before the
+# join that it holds (the pods' events 1 s late in this run, so that they are still
+# predictions), and of its confirmed records (those come from the pods' replay only, which
+# these pods do not offer); then, the client sending to its front too from JOIN_AT + 1 s on
+# (kvidx-route --join-front), its first 100 follow-ups' share on their prefix pod beside the
+# other hosts' follow-ups answered in the same window:
 #   cluster_join: peers_predictions_from_before=N joined_host_has=M share=S ...
+#   cluster_join: joined_host_followups=100 on_prefix_pod=M share=S others_followups=N ...
 #   ROUTE_ARGS: more flags for every front (e.g. --policy prefix);
 #   HOSTS (default "1 2 4 8"; empty: none); CONVS (default 300), GAP_MS (30), EVENT_MS (80), PODS (4) as
-#   in gateway.sh; JOIN_HOSTS (default 3; 0: no join run); FAULT_HOSTS (default 4; 0: no
+#   in gateway.sh; JOIN_HOSTS (default 3; 0: no join run), JOIN_AT (5), JOIN_SECS (the join
+#   run's client, default 25), JOIN_LINK=0 (the joining host without --cluster, a contrast);
+#   FAULT_HOSTS (default 4; 0: no
 #   fault run); FAULT_SECS (default 30: the
 #   outage is its middle third); LATENCY_COUNT (default 2000; 0: none); QUICK=1: CONVS 100,
 #   HOSTS "1 2 4 8", FAULT_SECS 15, LATENCY_COUNT 500; PORT (default 27400).
@@ -38,6 +44,9 @@ EVENT_MS=${EVENT_MS:-80}
 PODS=${PODS:-4}
 FAULT_HOSTS=${FAULT_HOSTS:-4}
 JOIN_HOSTS=${JOIN_HOSTS:-3}
+JOIN_AT=${JOIN_AT:-5}
+JOIN_LINK=${JOIN_LINK:-1}
+JOIN_SECS=${JOIN_SECS:-25}
 FAULT_SECS=${FAULT_SECS:-30}
 LATENCY_COUNT=${LATENCY_COUNT:-2000}
 PORT=${PORT:-27400}
@@ -118,7 +127,7 @@ run() { # run H MODE
 	# shellcheck disable=SC2086
 	"$BIN/kvidx-route" $FRONTS --synthetic --prefixes 100000 --prefix-blocks 8 \
 		--suffix-blocks 2 --rate 40 --poisson --followups 1 --followup-ms "$GAP_MS" \
-		--count $((CONVS * 4)) --json --quiet >"$out"
+		--count $((CONVS * 4)) --json >"$out" # outcome lines kept: the misses
 	n=$(json_field "$out" followups)
 	same=$(json_field "$out" followups_same_pod)
 	cached=$(json_field "$out" followup_cached_tokens)
@@ -154,17 +163,23 @@ join_run() {
 	EVENT_MS=1000
 	hosts_up "$JOIN_HOSTS" nats
 	EVENT_MS=$ev
-	# shellcheck disable=SC2086
-	"$BIN/kvidx-route" $FRONTS --synthetic --prefixes 100000 --prefix-blocks 8 \
-		--suffix-blocks 2 --rate 40 --poisson --followups 1 --followup-ms "$GAP_MS" \
-		--duration 10s --json --quiet >"$LOGS/client.join" &
-	client=$!
-	sleep 5
+	# The client sends to the new host's front too from JOIN_AT + 1 s on (--join-front): by
+	# then it is up (front_up_ms is printed; the front starts once its index is ready).
 	j=$JOIN_HOSTS
+	join_link="--cluster $NATS_URL"
+	[ "$JOIN_LINK" = 0 ] && join_link="" # the contrast: a newcomer without the link
+	tc=$(date +%s%N)
+	# shellcheck disable=SC2086
+	"$BIN/kvidx-route" $FRONTS --join-front "http://127.0.0.1:$((PORT + 200 + j))" \
+		--join-after "$((JOIN_AT + 1))s" --synthetic --prefixes 100000 --prefix-blocks 8 \
+		--suffix-blocks 2 --rate 40 --poisson --followups 1 --followup-ms "$GAP_MS" \
+		--duration "${JOIN_SECS}s" --json >"$LOGS/client.join" &
+	client=$!
+	sleep "$JOIN_AT"
 	t0=$(date +%s%N)
 	# shellcheck disable=SC2086
 	start "ingestd$j" "$BIN/kvidx-ingestd" --name "kvidx-bcl-$j" --capacity 256k $ing \
-		--cluster "$NATS_URL" --metrics "127.0.0.1:$((PORT + 300 + j))"
+		$join_link --metrics "127.0.0.1:$((PORT + 300 + j))"
 	i=0
 	while ! curl -sf "http://127.0.0.1:$((PORT + 300 + j))/readyz" >/dev/null 2>&1 &&
 		[ $i -lt 300 ]; do
@@ -175,6 +190,11 @@ join_run() {
 	"$BIN/kvidx-dump" --name "kvidx-bcl-$j" --entries=0 --json >"$LOGS/join.new.json"
 	"$BIN/kvidx-dump" --name kvidx-bcl-0 --entries=0 --json >"$LOGS/join.peer.json"
 	since_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	# shellcheck disable=SC2086
+	start "front$j" "$BIN/kvidx-route" --name "kvidx-bcl-$j" $pods \
+		--listen "127.0.0.1:$((PORT + 200 + j))" --quiet $ROUTE_ARGS
+	wait_http "http://127.0.0.1:$((PORT + 200 + j))/health"
+	front_ms=$(( ($(date +%s%N) - tc) / 1000000 ))
 	wait "$client"
 	/usr/bin/python3 - "$LOGS/join.peer.json" "$LOGS/join.new.json" "$since_ms" "$ready_ms" \
 		"$(metric "$j" kvidx_cluster_warm_messages_total)" <<'EOF'
@@ -193,6 +213,29 @@ cn, ch, cs = share("confirmed")
 print(f"cluster_join: peers_predictions_from_before={sn} joined_host_has={sh} share={ss:.3f} "
       f"peers_confirmed_from_before={cn} joined_host_has={ch} share={cs:.3f} "
       f"ready_ms={ready} warm_messages={warm}")
+EOF
+	# The joined host's first 100 follow-ups (answered next turns through its front), and
+	# the other hosts' follow-ups answered in the same window: the share of each on the pod
+	# of their previous turn (the prefix pod).
+	/usr/bin/python3 - "$LOGS/client.join" "$j" "$front_ms" "$((JOIN_AT * 1000 + 1000))" <<'EOF'
+import json, sys
+out, j, front_ms, join_ms = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+lines = [json.loads(l) for l in open(out) if l.startswith("{")]
+fu = sorted((l for l in lines if l.get("event") == "outcome" and l.get("status") == "ok"
+             and l.get("turn", 1) > 1), key=lambda l: l["t_ms"])
+mine = [l for l in fu if l["front"] == j][:100]
+lo, hi = (mine[0]["t_ms"], mine[-1]["t_ms"]) if mine else (0, -1)
+others = [l for l in fu if l["front"] != j and lo <= l["t_ms"] <= hi]
+bad = sum(1 for l in lines if l.get("event") == "outcome" and l.get("front") == j
+          and l.get("status") != "ok")
+def share(v):
+    return sum(1 for l in v if l["same_pod"]) / len(v) if v else 0.0
+print(f"cluster_join: joined_host_followups={len(mine)} on_prefix_pod="
+      f"{sum(1 for l in mine if l['same_pod'])} share={share(mine):.3f} "
+      f"others_followups={len(others)} on_prefix_pod={sum(1 for l in others if l['same_pod'])} "
+      f"share={share(others):.3f} diff={share(mine) - share(others):+.3f} "
+      f"window_s={(hi - lo) / 1000:.1f} front_up_ms={front_ms} joins_at_ms={join_ms} "
+      f"joined_front_not_ok={bad}")
 EOF
 	hosts_down
 	nats_down

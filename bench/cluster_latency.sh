@@ -3,7 +3,9 @@
 # loopback, beside the local commit path in the same run (bench_cluster): a nats-server, one
 # fake pod and two ingestds (indexes of their own, both subscribed to the pod, linked by
 # --cluster). Prints one "cluster_latency:" line per path (p50/p99/max in microseconds).
-#   COUNT (default 2000) commits; KEYS (default 8) keys per commit; PORT (default 27300).
+#   COUNT (default 2000) commits; KEYS (default 8) keys per commit; PORT (default 27300);
+#   POLL (default yield): how bench_cluster waits between lookups, yield|spin|sleep
+#   (bench_cluster.c, docs/cluster.md "Measuring").
 set -u
 BIN=${1:?usage: cluster_latency.sh BUILD_BIN_DIR}
 COUNT=${COUNT:-2000}
@@ -31,4 +33,5 @@ for n in $A $B; do
 	wait_index "$n"
 done
 sleep 1
-"$BIN/bench_cluster" --a $A --b $B --pod "$POD" --count "$COUNT" --keys "$KEYS"
+"$BIN/bench_cluster" --a $A --b $B --pod "$POD" --count "$COUNT" --keys "$KEYS" \
+	--poll "${POLL:-yield}"

@@ -34,11 +34,35 @@
  * replay (a reader missing an ALWAYS key then fails the run: no downtime); odd ones publish
  * first and only count the misses (--lax-restart: all of them).
  *
+ * Hostile chaos (issue 24; on unless --no-chaos). A hostile member of the index's group (a
+ * forked process holding a reader handle of its own, x_main()) does what the README's
+ * contract rule 7 lets a group member do, at random intervals of tens of ms: it truncates the
+ * current registry to a random shorter length (0, into the header or the slots, or cutting
+ * rings only), and forges route-ring words: heads ahead of, behind or just past the tail,
+ * wild heads and tails, garbage messages, and in its own ring well-formed commits and
+ * outcomes of its own. It never writes another reader's slot (the contract says that can
+ * give wrong answers: out of scope). The exact oracle stays on for every answer; readers
+ * follow the registry generations, and -KVIDX_ERETRY is accepted only when an expulsion of
+ * its slot, a replacement of its registry or a truncation since its last successful call
+ * explains it (counted per cause), -KVIDX_ENOSLOT / -KVIDX_ECORRUPT only while its handle is
+ * behind the registry the index header names (an attach to the replacement failed; bounded
+ * at 10 s). A reader may die of SIGBUS only while a truncation is not yet repaired (its
+ * handler records when; the member logs each truncation's window, from just before the
+ * ftruncate until it sees the size restored); any other death fails the run. The route-ring
+ * oracle is relaxed only for rings the member touched in that registry (forged, or cut by a
+ * truncation): duplicates and stale messages there are skipped, messages that do not match
+ * their correlation id counted; a missing message must have been sent into such a ring, or
+ * be among the last a producer sent into a registry that was then replaced (queued when the
+ * writer replaced it), as each producer's log of (registry, ring) segments says. Messages of
+ * the member's own id are accepted only from rings it touched. The member pauses around
+ * writer restarts and stops a second before the end.
+ *
  * At the end the writer walks the table (no duplicate, foreign or missing key), checks that
  * limbo drains to 0 and that every dead reader's slot was freed.
  *
  * Usage: stress_index --seconds N [--readers R] [--capacity C] [--records N] [--seed S]
  *                     [--stall-ms M] [--no-restart] [--lax-restart] [--restarts K]
+ *                     [--no-chaos]
  * Exit 0 with one summary line, or 1 with the first violation.
  */
 #include <errno.h>
@@ -75,6 +99,11 @@
 #define NS_MS 1000000ull
 #define NS_S 1000000000ull
 #define MAX_GEN 64         /* data generations of one run: the first writer and successors */
+#define HOSTILE_ROLE 63    /* the correlation-id role of the hostile member's own messages */
+#define MAX_CHAOS_READERS 61 /* registry slots (readers + 3) fit a 64-bit ring mask */
+#define TAINT_MAP 16384    /* registries whose touched rings are remembered, at K % TAINT_MAP */
+#define TWIN 4096          /* truncation windows kept */
+#define SEGS 2048          /* (registry, ring) segments kept per reader role */
 
 static const uint32_t ttls[] = { 5, 10, 20, 50 };
 #define TTL_MIN 5u
@@ -88,8 +117,8 @@ static const char *cls_name[3] = { "ALWAYS", "CHURN", "NEVER" };
 static struct {
 	unsigned seconds, readers, stall_ms, restarts;
 	uint64_t capacity, records, seed;
-	bool no_restart, strict_restart;
-} opt = { 10, 4, 200, 0, 4096, 0, 0, false, true };
+	bool no_restart, strict_restart, chaos;
+} opt = { 10, 4, 200, 0, 4096, 0, 0, false, true, true };
 
 static char idx_name[KVIDX_NAME_MAX];
 static const char *const indexes[] = { idx_name, NULL }; /* for tt_time_bound */
@@ -119,7 +148,40 @@ struct role {
 	uint64_t max_hb_age_ms;          /* stalest writer heartbeat seen (kvidx_reader_info) */
 	uint64_t late_expels;            /* re-registered though no call returned -KVIDX_ERETRY */
 	uint64_t h_calls, h_checked, h_unknown; /* exact oracle: lookups, (lookup, pod) answers */
+	/* Chaos: the registry the handle is in after its last call, its slot's claim generation. */
+	uint64_t reg_gen, slot_claim;
+	uint64_t retry_expel, retry_replace, retry_trunc; /* -KVIDX_ERETRY by cause */
+	uint64_t attach_fails;           /* -KVIDX_ENOSLOT / -KVIDX_ECORRUPT behind a replacement */
+	uint64_t follows;                /* registries followed */
+	uint64_t msgs_refused;           /* messages refused while following a replaced registry */
+	uint64_t bus_ns, bus_addr;       /* its SIGBUS, written by the handler */
+	uint64_t seg_n;                  /* entries in its segment log */
 } __attribute__((aligned(128)));
+
+/* A truncation's window: from just before the ftruncate until the size was seen restored. */
+struct twin {
+	uint64_t t0, t1, reg; /* t1 == 0: still open */
+};
+
+/* What the hostile member did, and what it may explain (shared with the writer and readers). */
+struct chaos {
+	uint32_t stop, pause, paused; /* supervisor -> member, member -> supervisor */
+	uint64_t rounds, reopens, truncations, cut_all, cut_slots, cut_rings, self_restores;
+	uint64_t max_open_ns;
+	uint64_t forged, f_ahead, f_behind, f_near, f_wild, f_tail, f_garbage, f_crafted;
+	uint64_t ntw;
+	struct twin tw[TWIN];
+	/* Rings the member touched, per registry: bit s of mask for ring s of registry reg. */
+	uint64_t taint_reg[TAINT_MAP], taint_mask[TAINT_MAP];
+	/* The writers' side. */
+	uint64_t w_hostile, w_hostile_keys, w_dups, w_lost, w_tail_lost, w_mismatch;
+};
+
+/* One run of a producer's messages into one ring: from message number first on. */
+struct seg {
+	uint64_t inc, first, reg, gen;
+	int64_t slot;
+};
 
 struct shared {
 	uint64_t t0;             /* run start: no record is older */
@@ -133,8 +195,10 @@ struct shared {
 	uint64_t seq_n;          /* route producers in seqs[] */
 	struct tt_failbox fail;
 	/* Writer's counters. */
-	uint64_t w_ops, w_efull, w_clears, w_readds, w_pauses, w_ticks, w_max_gap_ns;
-	uint64_t final_walked, final_limbo, w_routes, w_outcomes;
+	uint64_t w_ops, w_efull, w_clears, w_readds, w_pauses, w_ticks, w_max_gap_ns, w_max_tick_ns;
+	uint64_t w_max_replace_ns; /* the longest tick that replaced the registry */
+	uint64_t final_walked, final_limbo, w_routes, w_outcomes, w_handed;
+	struct chaos ch;
 	struct kvidx_stats final_st;
 	struct role roles[MAX_ROLES];
 };
@@ -712,6 +776,93 @@ static void route_of(uint64_t corr, struct route_spec *rs)
 	rs->prompt = rs->cached + ((uint32_t)(h >> 40) & 0xffff);
 }
 
+/*
+ * ---- chaos bookkeeping: rings the hostile member touched, truncation windows, segments ----
+ *
+ * The member marks a ring (seq_cst) before it writes a word of it or truncates it away, so a
+ * drain that read a forged word finds the mark (x86-TSO: its stores are seen in order).
+ */
+static struct seg *segs; /* [MAX_ROLES][SEGS], MAP_SHARED */
+
+static void taint_mark(uint64_t reg, unsigned slot)
+{
+	size_t i = reg % TAINT_MAP;
+
+	if (ld_acquire(&sh->ch.taint_reg[i]) != reg) {
+		__atomic_store_n(&sh->ch.taint_mask[i], 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&sh->ch.taint_reg[i], reg, __ATOMIC_SEQ_CST);
+	}
+	__atomic_fetch_or(&sh->ch.taint_mask[i], 1ull << slot, __ATOMIC_SEQ_CST);
+}
+
+static bool taint_has(uint64_t reg, int64_t slot)
+{
+	size_t i = reg % TAINT_MAP;
+
+	return slot >= 0 && slot < 64 && ld_acquire(&sh->ch.taint_reg[i]) == reg &&
+	       (ld_acquire(&sh->ch.taint_mask[i]) >> slot & 1);
+}
+
+static uint64_t taint_rings(void)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < TAINT_MAP; i++)
+		n += sh->ch.taint_reg[i] ? (uint64_t)__builtin_popcountll(sh->ch.taint_mask[i]) : 0;
+	return n;
+}
+
+static struct seg *seg_at(unsigned role, uint64_t i)
+{
+	return &segs[(size_t)role * SEGS + i % SEGS];
+}
+
+/* The segment of role's incarnation inc (masked as in correlation ids) that holds message m;
+ * *end: the first message of its next segment (UINT64_MAX if none). NULL if not logged. */
+static const struct seg *seg_find(unsigned role, uint64_t inc, uint64_t m, uint64_t *end)
+{
+	uint64_t n = ld_acquire(&sh->roles[role].seg_n), lo = n > SEGS ? n - SEGS : 0;
+
+	*end = UINT64_MAX;
+	for (uint64_t i = n; i-- > lo;) {
+		const struct seg *e = seg_at(role, i);
+		if ((e->inc & CORR_INC_MASK) != inc)
+			continue;
+		if (e->first <= m)
+			return e;
+		*end = e->first;
+	}
+	return NULL;
+}
+
+/* The first message number role's incarnation inc sent under data generation gen, or 0. */
+static uint64_t seg_gen_first(unsigned role, uint64_t inc, uint64_t gen)
+{
+	uint64_t n = ld_acquire(&sh->roles[role].seg_n), lo = n > SEGS ? n - SEGS : 0, f = 0;
+
+	for (uint64_t i = n; i-- > lo;) {
+		const struct seg *e = seg_at(role, i);
+		if ((e->inc & CORR_INC_MASK) == inc && e->gen == gen)
+			f = e->first;
+	}
+	return f;
+}
+
+/* Whether time t (a SIGBUS) falls inside a truncation's window (50 ms of slack at its end: the
+ * handler reads the clock after the fault). */
+static bool bus_explained(uint64_t t)
+{
+	uint64_t n = ld_acquire(&sh->ch.ntw), lo = n > TWIN ? n - TWIN : 0;
+
+	for (uint64_t i = lo; i < n; i++) {
+		const struct twin *w = &sh->ch.tw[i % TWIN];
+		uint64_t t1 = ld_acquire(&w->t1);
+		if (t >= w->t0 && (t1 == 0 || t <= t1 + 50 * NS_MS))
+			return true;
+	}
+	return false;
+}
+
 /* ==== writer ================================================================================ */
 
 struct wctx {
@@ -724,6 +875,15 @@ struct wctx {
 	unsigned gen; /* the data generation this writer publishes: 1, 2, ... after takeovers */
 	struct rawview v; /* its own segment, read-only, for the history */
 	uint64_t ev0;
+	const struct kvidx_idx_hdr *ih; /* the index header, read-only: the registry it drains */
+};
+
+/* Where the message being drained comes from: registry, ring, and whether the member touched
+ * that ring in that registry. */
+struct origin {
+	uint64_t reg;
+	int slot;
+	bool tainted;
 };
 
 /* Whole-entry evictions so far: they change keys the call did not name. */
@@ -771,25 +931,85 @@ static struct seq_ent *w_seq_of(uint64_t producer)
 	}
 }
 
+static struct origin w_origin(struct wctx *c)
+{
+	struct origin o = { ld_acquire(&c->ih->ih_reg_gen), kv_writer_drain_slot(c->w, NULL), false };
+
+	o.tainted = opt.chaos && taint_has(o.reg, o.slot);
+	return o;
+}
+
+/*
+ * Chaos: messages lo..hi of the producer of corr never arrived. Each must have been sent into
+ * a ring the member touched, or be among the last its producer sent into a registry that was
+ * replaced since (queued there when the writer replaced it; the message after them arrives
+ * from og, a later registry).
+ */
+static void w_explain_gap(uint64_t corr, uint64_t lo, uint64_t hi, const struct origin *og)
+{
+	unsigned role = (unsigned)(corr >> 58);
+	uint64_t inc = (corr >> CORR_SEQ_BITS) & CORR_INC_MASK;
+
+	for (uint64_t m = lo, end; m <= hi; m = end) {
+		const struct seg *e = seg_find(role, inc, m, &end);
+		if (!e)
+			fail("route ring: reader role %u incarnation %llu: messages %llu..%llu lost, and "
+			     "its segment log does not say where it sent them", role,
+			     (unsigned long long)inc, (unsigned long long)m, (unsigned long long)hi);
+		uint64_t last = end - 1 < hi ? end - 1 : hi;
+		bool taint = taint_has(e->reg, e->slot);
+		bool tail = e->reg < og->reg;
+		if (!taint && !tail)
+			fail("route ring: reader role %u incarnation %llu: messages %llu..%llu, sent into "
+			     "ring %lld of registry %llu, which the hostile member never touched, were "
+			     "lost (the next one arrived from ring %d of registry %llu)", role,
+			     (unsigned long long)inc, (unsigned long long)m, (unsigned long long)last,
+			     (long long)e->slot, (unsigned long long)e->reg, og->slot,
+			     (unsigned long long)og->reg);
+		if (!taint)
+			sh->ch.w_tail_lost += last - m + 1;
+		sh->ch.w_lost += last - m + 1;
+		if (end > hi)
+			break;
+	}
+}
+
 /*
  * Each producer's messages arrive exactly once and in order: within a generation, its first
- * message carries CORR_FIRST and every next one follows the last.
+ * message carries CORR_FIRST and every next one follows the last. Chaos relaxes it as far as
+ * the member explains: a duplicate (a stale message) only from a ring it touched (returns
+ * false: skip it), a gap only as w_explain_gap() says.
  */
-static void w_check_seq(struct wctx *c, uint64_t corr, const char *what)
+static bool w_check_seq(struct wctx *c, uint64_t corr, const char *what, const struct origin *og)
 {
 	struct seq_ent *e = w_seq_of(CORR_PRODUCER(corr));
-	uint64_t n = corr & ((1ull << CORR_SEQ_BITS) - 1);
+	uint64_t n = corr & ((1ull << CORR_SEQ_BITS) - 1), lo = 0;
 	bool first = corr & CORR_FIRST;
 	bool ok = e->gen == c->gen ? !first && n == e->last + 1 : first && (c->gen > 1 || n == 1);
 
+	if (!ok && opt.chaos && e->gen == c->gen && n <= e->last && og->tainted) {
+		sh->ch.w_dups++;
+		return false;
+	}
+	if (!ok && opt.chaos && !first && (e->gen == c->gen ? n > e->last + 1 : true)) {
+		lo = e->gen == c->gen ? e->last + 1 :
+			seg_gen_first((unsigned)(corr >> 58), (corr >> CORR_SEQ_BITS) & CORR_INC_MASK,
+				      c->gen);
+		ok = lo && lo < n;
+	}
 	if (!ok)
 		fail("route ring: %s number %llu%s from reader role %u incarnation %llu follows "
-		     "%llu (generation %llu): a message was lost, duplicated or reordered", what,
-		     (unsigned long long)n, first ? " (first)" : "", (unsigned)(corr >> 58),
+		     "%llu (generation %llu; ring %d of registry %llu%s): a message was lost, "
+		     "duplicated or reordered", what, (unsigned long long)n, first ? " (first)" : "",
+		     (unsigned)(corr >> 58),
 		     (unsigned long long)((corr >> CORR_SEQ_BITS) & CORR_INC_MASK),
-		     (unsigned long long)e->last, (unsigned long long)e->gen);
+		     (unsigned long long)e->last, (unsigned long long)e->gen, og->slot,
+		     (unsigned long long)og->reg, og->tainted ? ", touched by the member" : "");
+	if (lo)
+		w_explain_gap(corr, lo, n - 1, og);
 	e->gen = c->gen;
 	e->last = n;
+	return true;
 }
 
 static unsigned w_pick_pod(struct wctx *c, unsigned lo, unsigned hi)
@@ -867,28 +1087,68 @@ static void w_add_pod(struct wctx *c, unsigned p)
 	c->paused[p] = false;
 }
 
+/* A commit of the member's own correlation id: only from a ring it touched; applied as any,
+ * on the keys that are CHURN keys (others counted: the oracle knows no other key). */
+static void w_hostile_route(struct wctx *c, const struct kvidx_route *rt, const struct origin *og)
+{
+	if (!og->tainted)
+		fail("route commit %016llx of the hostile member's id arrived from ring %d of "
+		     "registry %llu, which it never touched", (unsigned long long)rt->corr_id,
+		     og->slot, (unsigned long long)og->reg);
+	sh->ch.w_hostile++;
+	for (size_t i = 0; i < rt->nkeys; i++) {
+		const struct key_ent *ke = key_find(rt->keys[i]);
+		if (!ke || ke->cls != CLS_CHURN) {
+			sh->ch.w_hostile_keys++;
+			continue;
+		}
+		if (c->active[rt->pod])
+			w_spec(c, rt->keys[i], (unsigned)rt->pod);
+		if (rt->prefill_pod >= 0 && c->active[rt->prefill_pod])
+			w_spec(c, rt->keys[i], (unsigned)rt->prefill_pod);
+	}
+}
+
+/* Whether a commit is exactly what its correlation id says was sent. */
+static bool w_route_matches(const struct kvidx_route *rt, uint64_t commit_ns,
+			    const struct route_spec *rs)
+{
+	if (rt->pod != rs->pod || rt->prefill_pod != rs->prefill || rt->nkeys != rs->len ||
+	    rt->matched_blocks != rs->matched || rt->matched_spec != rs->matched_spec ||
+	    commit_ns < sh->t0 || commit_ns > now_ns())
+		return false;
+	for (uint32_t i = 0; i < rs->len; i++)
+		if (rt->keys[i] != keys_of[CLS_CHURN][rs->first + i])
+			return false;
+	return true;
+}
+
 static void w_route_fn(void *arg, const struct kvidx_route *rt, uint64_t commit_ns)
 {
 	struct wctx *c = arg;
 	struct route_spec rs;
-	uint64_t now = now_ns();
+	struct origin og = w_origin(c);
 
-	w_check_seq(c, rt->corr_id, "route commit");
+	sh->w_handed++;
+	if (opt.chaos && (rt->corr_id >> 58) == HOSTILE_ROLE) {
+		w_hostile_route(c, rt, &og);
+		return;
+	}
 	route_of(rt->corr_id, &rs);
-	if (rt->pod != rs.pod || rt->prefill_pod != rs.prefill || rt->nkeys != rs.len ||
-	    rt->matched_blocks != rs.matched || rt->matched_spec != rs.matched_spec ||
-	    commit_ns < sh->t0 || commit_ns > now)
+	if (!w_route_matches(rt, commit_ns, &rs)) {
+		if (og.tainted) {
+			sh->ch.w_mismatch++; /* torn or forged where the member wrote */
+			return;
+		}
 		fail("route commit %016llx arrived as pod %d prefill %d nkeys %zu matched %u/%u "
-		     "at %llu; sent as pod %d prefill %d nkeys %u matched %u/%u",
-		     (unsigned long long)rt->corr_id, rt->pod, rt->prefill_pod, rt->nkeys,
-		     rt->matched_blocks, rt->matched_spec, (unsigned long long)commit_ns, rs.pod,
-		     rs.prefill, rs.len, rs.matched, rs.matched_spec);
-	for (uint32_t i = 0; i < rs.len; i++)
-		if (rt->keys[i] != keys_of[CLS_CHURN][rs.first + i])
-			fail("route commit %016llx: key %u of %u is %016llx, sent %016llx",
-			     (unsigned long long)rt->corr_id, i, rs.len,
-			     (unsigned long long)rt->keys[i],
-			     (unsigned long long)keys_of[CLS_CHURN][rs.first + i]);
+		     "at %llu; sent as pod %d prefill %d nkeys %u matched %u/%u (ring %d of "
+		     "registry %llu)", (unsigned long long)rt->corr_id, rt->pod, rt->prefill_pod,
+		     rt->nkeys, rt->matched_blocks, rt->matched_spec, (unsigned long long)commit_ns,
+		     rs.pod, rs.prefill, rs.len, rs.matched, rs.matched_spec, og.slot,
+		     (unsigned long long)og.reg);
+	}
+	if (!w_check_seq(c, rt->corr_id, "route commit", &og))
+		return;
 	/* Applied as ingestd would: speculation on the chosen pods. */
 	for (uint32_t i = 0; i < rs.len; i++) {
 		if (c->active[rs.pod])
@@ -903,14 +1163,30 @@ static void w_outcome_fn(void *arg, const struct kvidx_outcome *o)
 {
 	struct wctx *c = arg;
 	struct route_spec rs;
+	struct origin og = w_origin(c);
 
-	w_check_seq(c, o->corr_id, "outcome");
+	if (opt.chaos && (o->corr_id >> 58) == HOSTILE_ROLE) {
+		if (!og.tainted)
+			fail("outcome %016llx of the hostile member's id arrived from ring %d of "
+			     "registry %llu, which it never touched", (unsigned long long)o->corr_id,
+			     og.slot, (unsigned long long)og.reg);
+		sh->ch.w_hostile++;
+		return;
+	}
 	route_of(o->corr_id, &rs);
 	if (o->pod != rs.pod || o->cached_tokens != rs.cached || o->prompt_tokens != rs.prompt ||
-	    o->t_ns < sh->t0 || o->t_ns > now_ns())
-		fail("outcome %016llx arrived as pod %d cached %u of %u; sent pod %d cached %u of %u",
-		     (unsigned long long)o->corr_id, o->pod, o->cached_tokens, o->prompt_tokens,
-		     rs.pod, rs.cached, rs.prompt);
+	    o->t_ns < sh->t0 || o->t_ns > now_ns()) {
+		if (og.tainted) {
+			sh->ch.w_mismatch++;
+			return;
+		}
+		fail("outcome %016llx arrived as pod %d cached %u of %u; sent pod %d cached %u of %u "
+		     "(ring %d of registry %llu)", (unsigned long long)o->corr_id, o->pod,
+		     o->cached_tokens, o->prompt_tokens, rs.pod, rs.cached, rs.prompt, og.slot,
+		     (unsigned long long)og.reg);
+	}
+	if (!w_check_seq(c, o->corr_id, "outcome", &og))
+		return;
 	sh->w_outcomes++;
 }
 
@@ -1130,7 +1406,7 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 	struct kvidx_writer_opts o = {
 		.name = idx_name,
 		.geo = { .capacity = opt.capacity, .records = opt.records, .pods_per_key = PPK,
-			 .max_pods = NPODS, .max_readers = opt.readers + 2 },
+			 .max_pods = NPODS, .max_readers = opt.readers + (opt.chaos ? 3 : 2) },
 		.stall_ms = opt.stall_ms,
 		.defer_publish = gen > 1 && sh->deferred[gen],
 	};
@@ -1145,6 +1421,9 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 	if (!c.w)
 		fail("kvidx_writer_open(%s): %s", idx_name, kvidx_strerror(-errno));
 	h_view(&c.v, gen);
+	char ipath[KV_SHM_PATH_MAX];
+	snprintf(ipath, sizeof(ipath), "/%s", idx_name);
+	c.ih = map_ro(ipath);
 	if (c.v.hdr->dh_generation != gen || c.v.hdr->dh_writer_pid != getpid())
 		fail("writer %u: the data generation it built is not %u", gen, gen);
 	/* Contract 1, inside one process: a second open file description is refused too. */
@@ -1184,7 +1463,13 @@ static void __attribute__((noreturn)) writer_main(unsigned gen)
 		if (now - last_tick >= NS_MS) {
 			if (now - last_tick > sh->w_max_gap_ns)
 				sh->w_max_gap_ns = now - last_tick;
+			uint64_t rb = ld_relaxed(&c.v.st->registry_rebuilds);
 			kvidx_writer_tick(c.w, now);
+			uint64_t d = now_ns() - now;
+			uint64_t *worst = ld_relaxed(&c.v.st->registry_rebuilds) != rb ?
+						  &sh->w_max_replace_ns : &sh->w_max_tick_ns;
+			if (d > *worst)
+				*worst = d;
 			kvidx_expire(c.w, now, 256);
 			w_events(&c, now, &next_clear, &next_readd, &next_pause);
 			last_tick = now;
@@ -1234,7 +1519,48 @@ struct rctx {
 	uint64_t gen;          /* data generation of the last call */
 	uint64_t replayed;     /* newest generation whose replay was done before this call */
 	const struct kvidx_reader_slot *slot;
+	/* Chaos: the registry the handle is in, the truncation count when its last successful
+	 * call began, -KVIDX_ERETRY charged to expulsions in this slot, since when attaching to
+	 * a replacement fails, and the current segment (registry, ring, generation). */
+	uint64_t reg_gen, trunc_ok, exp_retries, fail_since;
+	uint64_t seg_reg, seg_gen;
+	int seg_slot;
 };
+
+/* After each call: the handle may have followed the registry (the old mapping is gone), so
+ * the slot is looked up again. Reading it may fault if the registry is truncated and not
+ * yet repaired (allowed by the contract: counted as a bus death). */
+static void r_sync(struct rctx *c, bool first)
+{
+	uint64_t k = kv_reader_reg_gen(c->r);
+
+	if (!first && k == c->reg_gen)
+		return;
+	int i = kv_reader_slot_index(c->r);
+	/* ch_slots_off is 128 (FORMAT.md 6.3): not read from the live header. */
+	c->slot = (const struct kvidx_reader_slot *)((const char *)kv_reader_ctl(c->r) +
+						      sizeof(struct kvidx_ctl_hdr)) + i;
+	c->expelled_base = ld_relaxed(&c->slot->rs_expelled);
+	c->exp_retries = 0;
+	c->slot_gen = KV_RS_GEN(ld_relaxed(&c->slot->rs_state));
+	c->reg_gen = k;
+	c->me->follows += !first;
+	st_relaxed(&c->me->slot, i);
+	st_relaxed(&c->me->slot_claim, c->slot_gen);
+	st_relaxed(&c->me->reg_gen, k);
+}
+
+/* A truncation since the last successful call began. */
+static bool r_truncated(struct rctx *c)
+{
+	return opt.chaos && ld_acquire(&sh->ch.truncations) != c->trunc_ok;
+}
+
+/* The handle is in a registry the index header no longer names. */
+static bool r_behind(struct rctx *c)
+{
+	return ld_relaxed(&kv_reader_idx(c->r)->ih_reg_gen) != kv_reader_reg_gen(c->r);
+}
 
 /*
  * After each call that enters a read-side section: a changed claim generation means the call
@@ -1247,27 +1573,76 @@ static void r_note_slot(struct rctx *c, bool retry)
 	uint64_t g = KV_RS_GEN(ld_relaxed(&c->slot->rs_state));
 
 	if (g != c->slot_gen) {
-		if (!c->prev_retry)
+		/* Chaos: a truncation zeroes slots; the re-registration that follows is no
+		 * expulsion. */
+		if (!c->prev_retry && !r_truncated(c))
 			st_relaxed(&c->me->late_expels, c->me->late_expels + 1);
 		c->slot_gen = g;
+		st_relaxed(&c->me->slot_claim, g);
 	}
 	c->prev_retry = retry;
 }
 
-/* -KVIDX_ERETRY is allowed only after an expulsion of this reader's slot. */
-static void r_count_retry(struct rctx *c, unsigned run)
+/* -KVIDX_ERETRY is allowed only after an expulsion of this reader's slot, or (chaos) when the
+ * registry was replaced during the call (the handle moved, or the header names another) or
+ * truncated since the last successful call. k0: the handle's registry before the call. */
+static void r_count_retry(struct rctx *c, unsigned run, uint64_t k0)
 {
 	c->retries++;
 	c->me->retries++;
 	if (run + 1 > c->me->max_retry_run)
 		c->me->max_retry_run = run + 1;
-	/* The writer bumps rs_expelled just after its CAS to EXPELLED: allow that one. */
-	uint64_t exp = ld_relaxed(&c->slot->rs_expelled) - c->expelled_base;
-	if (c->retries > exp + 1)
-		fail("-KVIDX_ERETRY number %llu but the slot was expelled only %llu times",
-		     (unsigned long long)c->retries, (unsigned long long)exp);
 	if (run >= 1000)
 		fail("1000 -KVIDX_ERETRY in a row");
+	if (opt.chaos && (c->reg_gen != k0 || r_behind(c))) {
+		c->me->retry_replace++;
+		return;
+	}
+	if (r_truncated(c)) {
+		c->me->retry_trunc++;
+		return;
+	}
+	c->me->retry_expel++;
+	c->exp_retries++;
+	/* The writer bumps rs_expelled just after its CAS to EXPELLED: allow that one. */
+	uint64_t exp = ld_relaxed(&c->slot->rs_expelled) - c->expelled_base;
+	if (c->exp_retries > exp + 1)
+		fail("-KVIDX_ERETRY number %llu in this slot but it was expelled only %llu times "
+		     "(no replacement or truncation explains it)",
+		     (unsigned long long)c->exp_retries, (unsigned long long)exp);
+}
+
+/*
+ * After a call that enters a read-side section (rc its result; tr0 the truncation count when
+ * it began): whether to call again. -KVIDX_ERETRY always (counted); with chaos also
+ * -KVIDX_ENOSLOT and -KVIDX_ECORRUPT while the handle is behind a replacement (its attach to
+ * the new registry failed: the member filled or truncated it), for at most 10 s.
+ */
+static bool r_again(struct rctx *c, int rc, unsigned *run, uint64_t tr0)
+{
+	uint64_t k0 = c->reg_gen;
+
+	r_sync(c, false);
+	r_note_slot(c, rc == -KVIDX_ERETRY);
+	if (rc == -KVIDX_ERETRY) {
+		r_count_retry(c, (*run)++, k0);
+		return true;
+	}
+	if (opt.chaos && (rc == -KVIDX_ENOSLOT || rc == -KVIDX_ECORRUPT) && r_behind(c)) {
+		uint64_t t = now_ns();
+		c->me->attach_fails++;
+		if (!c->fail_since)
+			c->fail_since = t;
+		else if (t - c->fail_since > 10 * NS_S)
+			fail("could not attach to the replacement registry for 10 s: %s",
+			     kvidx_strerror(rc));
+		tt_sleep_us(1000);
+		return true;
+	}
+	c->fail_since = 0;
+	if (rc >= 0)
+		c->trunc_ok = tr0;
+	return false;
 }
 
 /* *hs: the history's change number before the attempt that answered. Acquire pairs with the
@@ -1275,25 +1650,23 @@ static void r_count_retry(struct rctx *c, unsigned run)
 static int r_lookup(struct rctx *c, uint64_t key, struct kvidx_rec *out, size_t max,
 		    uint64_t *hs)
 {
-	for (unsigned run = 0;; run++) {
+	for (unsigned run = 0;;) {
+		uint64_t tr0 = ld_acquire(&sh->ch.truncations);
 		*hs = __atomic_load_n(&sh->hseq, __ATOMIC_ACQUIRE);
 		int n = kvidx_lookup(c->r, key, out, max);
-		r_note_slot(c, n == -KVIDX_ERETRY);
-		if (n != -KVIDX_ERETRY)
+		if (!r_again(c, n, &run, tr0))
 			return n;
-		r_count_retry(c, run);
 	}
 }
 
 static int r_score(struct rctx *c, const uint64_t *keys, size_t n, const int *cand, size_t ncand,
 		   struct kvidx_score *out, size_t max)
 {
-	for (unsigned run = 0;; run++) {
+	for (unsigned run = 0;;) {
+		uint64_t tr0 = ld_acquire(&sh->ch.truncations);
 		int nr = kvidx_score(c->r, keys, n, cand, ncand, NULL, out, max);
-		r_note_slot(c, nr == -KVIDX_ERETRY);
-		if (nr != -KVIDX_ERETRY)
+		if (!r_again(c, nr, &run, tr0))
 			return nr;
-		r_count_retry(c, run);
 	}
 }
 
@@ -1593,12 +1966,11 @@ static void r_info_one(struct rctx *c)
 	struct kvidx_info in;
 	int rc;
 
-	for (unsigned run = 0;; run++) {
+	for (unsigned run = 0;;) {
+		uint64_t tr0 = ld_acquire(&sh->ch.truncations);
 		rc = kvidx_reader_info(c->r, &in);
-		r_note_slot(c, rc == -KVIDX_ERETRY);
-		if (rc != -KVIDX_ERETRY)
+		if (!r_again(c, rc, &run, tr0))
 			break;
-		r_count_retry(c, run);
 	}
 	if (rc != 0)
 		fail("kvidx_reader_info = %d", rc);
@@ -1614,10 +1986,30 @@ static void r_info_one(struct rctx *c)
 		     in.geo.pods_per_key, (unsigned long long)in.geo.capacity);
 }
 
+/* After message msg_seq was accepted under generation g: a new segment of the log if it went
+ * into another ring or generation than the last (written before the next message is sent, so
+ * the writer finds it whenever it looks for a message it did not get). */
+static void r_seg_note(struct rctx *c, uint64_t g)
+{
+	uint64_t k = kv_reader_reg_gen(c->r);
+	int slot = kv_reader_slot_index(c->r);
+
+	if (c->seg_reg == k && c->seg_slot == slot && c->seg_gen == g)
+		return;
+	uint64_t i = c->me->seg_n;
+	*seg_at((unsigned)c->id, i) = (struct seg){ c->inc, c->msg_seq, k, g, slot };
+	st_release(&c->me->seg_n, i + 1);
+	c->seg_reg = k;
+	c->seg_slot = slot;
+	c->seg_gen = g;
+}
+
 /* A route commit or an outcome report; -EAGAIN (ring full) is allowed and counted. */
 static void r_message_one(struct rctx *c, bool outcome)
 {
 	uint64_t g = kv_reader_view(c->r)->gen; /* what kvidx_commit() stamps */
+	/* Acquire: the library's own (relaxed) load of the name comes after this one. */
+	uint64_t named = ld_acquire(&kv_reader_idx(c->r)->ih_reg_gen);
 	uint64_t corr = ((uint64_t)c->id << 58) | (g != c->msg_gen ? CORR_FIRST : 0) |
 			((c->inc & CORR_INC_MASK) << CORR_SEQ_BITS) | (c->msg_seq + 1);
 	struct route_spec rs;
@@ -1634,16 +2026,64 @@ static void r_message_one(struct rctx *c, bool outcome)
 		rc = kvidx_commit(c->r, &rt);
 	}
 	c->me->ops++;
+	r_sync(c, false);
 	if (rc == -EAGAIN) {
 		c->me->msgs_dropped++;
+		return;
+	}
+	/* Chaos: following the registry failed (replaced again meanwhile, or the attach to the
+	 * replacement failed while the handle is behind it): nothing was sent. */
+	if (opt.chaos && (rc == -KVIDX_ERETRY ||
+			  ((rc == -KVIDX_ENOSLOT || rc == -KVIDX_ECORRUPT) && r_behind(c)))) {
+		c->me->msgs_refused++;
 		return;
 	}
 	if (rc != 0)
 		fail("%s = %d (%s)", outcome ? "kvidx_report_outcome" : "kvidx_commit", rc,
 		     kvidx_strerror(rc));
+	/* Issue 24 fault 2: a message begun once registry `named` was named goes into it (or a
+	 * later one), never into the registry the handle last entered. */
+	if (kv_reader_reg_gen(c->r) < named)
+		fail("%s begun when the index header named registry %llu went into registry %llu",
+		     outcome ? "kvidx_report_outcome" : "kvidx_commit", (unsigned long long)named,
+		     (unsigned long long)kv_reader_reg_gen(c->r));
 	c->msg_seq++;
 	c->msg_gen = g;
 	c->me->msgs_ok++;
+	r_seg_note(c, g);
+}
+
+/* Chaos: a reader's SIGBUS (it touched a truncated registry) records when and where, then
+ * kills the reader as it would have died: the supervisor checks the time against the
+ * truncation windows. */
+static struct role *bus_role;
+
+static void r_on_bus(int sig, siginfo_t *si, void *uc)
+{
+	struct timespec ts;
+
+	(void)uc;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (bus_role) {
+		bus_role->bus_addr = (uint64_t)(uintptr_t)si->si_addr;
+		__atomic_store_n(&bus_role->bus_ns,
+				 (uint64_t)ts.tv_sec * NS_S + (uint64_t)ts.tv_nsec, __ATOMIC_RELEASE);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig); /* delivered when the handler returns: the default action, death */
+}
+
+static void r_bus_arm(struct role *me)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = r_on_bus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	bus_role = me;
+	if (sigaction(SIGBUS, &sa, NULL) < 0)
+		fail("sigaction(SIGBUS): %s", strerror(errno));
 }
 
 static void __attribute__((noreturn)) reader_main(int id)
@@ -1656,25 +2096,30 @@ static void __attribute__((noreturn)) reader_main(int id)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	c.rng = opt.seed ^ tt_splitmix64((uint64_t)getpid() << 8 | (uint64_t)id);
 	c.inc = ld_acquire(&c.me->incarnations);
-	c.r = kvidx_reader_open(idx_name);
-	if (!c.r)
-		fail("kvidx_reader_open(%s): %s", idx_name, kvidx_strerror(-errno));
+	if (opt.chaos)
+		r_bus_arm(c.me);
+	c.trunc_ok = ld_acquire(&sh->ch.truncations);
+	/* Chaos: the registry may be truncated or full right now; the writer replaces it. */
+	for (uint64_t t0 = now_ns(); !(c.r = kvidx_reader_open(idx_name));) {
+		if (!opt.chaos || now_ns() - t0 > 20 * NS_S)
+			fail("kvidx_reader_open(%s): %s", idx_name, kvidx_strerror(-errno));
+		tt_sleep_us(2000);
+	}
 	c.gen = kv_reader_view(c.r)->gen;
 	st_relaxed(&c.me->gen, c.gen);
-	const struct kvidx_ctl_hdr *ctl = kv_reader_ctl(c.r);
-	c.slot = (const struct kvidx_reader_slot *)((const char *)ctl + ctl->ch_slots_off) +
-		 kv_reader_slot_index(c.r);
-	c.expelled_base = ld_relaxed(&c.slot->rs_expelled);
-	c.slot_gen = KV_RS_GEN(ld_relaxed(&c.slot->rs_state));
+	r_sync(&c, true);
 	c.last_t = calloc((size_t)(nkeys[0] + nkeys[1]) * NPODS, sizeof(uint64_t));
 	c.last_tiers = calloc(nkeys[0], 1);
 	if (!c.last_t || !c.last_tiers)
 		fail("out of memory");
-	st_relaxed(&c.me->slot, kv_reader_slot_index(c.r));
 	st_release(&c.me->ready, 1);
 
 	while (!ld_acquire(&sh->stop_readers)) {
 		uint32_t sel = tt_rnd_below(&c.rng, 1000);
+		/* Chaos: half the time a replacement is seen, a message goes first, before any
+		 * lookup moves the handle (issue 24 fault 2: it must follow by itself). */
+		if (opt.chaos && r_behind(&c) && (sel & 1))
+			sel = 999;
 		if (sel < 400)
 			r_lookup_one(&c, CLS_ALWAYS);
 		else if (sel < 700)
@@ -1699,10 +2144,246 @@ static void __attribute__((noreturn)) reader_main(int id)
 	_exit(0);
 }
 
+/* ==== the hostile member of the index's group ============================================== */
+
+struct xctx {
+	uint64_t rng;
+	struct kvidx_reader *own; /* a reader handle: its slot's ring is the member's own */
+	uint64_t own_reg;
+	int own_slot;
+	uint32_t own_seq;
+	int ifd;                  /* the index header, for pread */
+	struct kvidx_idx_hdr ih;  /* a copy, this round's */
+};
+
+#define XADD(f) __atomic_add_fetch(&sh->ch.f, 1, __ATOMIC_RELAXED)
+
+/* A handle in the registry the header names: the old one is left once the header names
+ * another (kvidx_reader_close() then only unmaps it). */
+static void x_own(struct xctx *x, uint64_t k)
+{
+	if (x->own && x->own_reg == k)
+		return;
+	if (x->own)
+		kvidx_reader_close(x->own);
+	x->own = kvidx_reader_open(idx_name); /* may fail (full, truncated): tried next round */
+	if (x->own) {
+		x->own_reg = kv_reader_reg_gen(x->own);
+		x->own_slot = kv_reader_slot_index(x->own);
+		XADD(reopens);
+	}
+}
+
+/* n messages of garbage at ring positions from pos: random bytes, half of them with a valid
+ * type and plausible fields (the current generation, pods near the range, a few keys). */
+static void x_garbage(struct xctx *x, struct kv_msg *msgs, uint32_t ne, uint64_t pos, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct kv_msg m;
+		uint64_t *w = (uint64_t *)&m;
+		for (size_t j = 0; j < sizeof(m) / 8; j++)
+			w[j] = tt_rnd(&x->rng);
+		if (tt_rnd(&x->rng) & 1) {
+			m.m_type = (uint8_t)(1 + tt_rnd_below(&x->rng, 3));
+			m.m_n = (uint8_t)tt_rnd_below(&x->rng, KV_MSG_KEYS_PER + 2);
+			if (m.m_type == KV_MSG_COMMIT) {
+				m.u.commit.gen = x->ih.ih_generation;
+				m.u.commit.pod = (uint16_t)tt_rnd_below(&x->rng, 2 * NPODS);
+				m.u.commit.nkeys = tt_rnd_below(&x->rng, 20);
+			} else if (m.m_type == KV_MSG_OUTCOME) {
+				m.u.outcome.gen = x->ih.ih_generation;
+				m.u.outcome.pod = (uint16_t)tt_rnd_below(&x->rng, 2 * NPODS);
+			}
+		}
+		memcpy(&msgs[(pos + i) & (ne - 1)], &m, sizeof(m));
+	}
+}
+
+/* A well-formed commit (or outcome) of the member's own correlation id at pos: CHURN keys,
+ * now and then a NEVER key; returns the messages written. */
+static unsigned x_crafted(struct xctx *x, struct kv_msg *msgs, uint32_t ne, uint64_t pos)
+{
+	uint64_t corr = ((uint64_t)HOSTILE_ROLE << 58) | (tt_rnd(&x->rng) >> 6);
+	struct kv_msg m = { .m_corr = corr };
+
+	if (tt_rnd_below(&x->rng, 4) == 0) {
+		m.m_type = KV_MSG_OUTCOME;
+		m.u.outcome.t_ns = now_ns();
+		m.u.outcome.gen = x->ih.ih_generation;
+		m.u.outcome.pod = (uint16_t)tt_rnd_below(&x->rng, NPODS);
+		memcpy(&msgs[pos & (ne - 1)], &m, sizeof(m));
+		return 1;
+	}
+	uint32_t nk = tt_rnd_below(&x->rng, 13), j = tt_rnd_below(&x->rng, nkeys[CLS_CHURN] - 12);
+	unsigned n = 1;
+	m.m_type = KV_MSG_COMMIT;
+	m.m_seq = ++x->own_seq;
+	m.u.commit.t_ns = now_ns();
+	m.u.commit.gen = x->ih.ih_generation;
+	m.u.commit.pod = (uint16_t)tt_rnd_below(&x->rng, NPODS);
+	m.u.commit.prefill_pod = tt_rnd(&x->rng) & 1 ? UINT16_MAX :
+			       (uint16_t)tt_rnd_below(&x->rng, NPODS);
+	m.u.commit.nkeys = nk;
+	memcpy(&msgs[pos & (ne - 1)], &m, sizeof(m));
+	for (uint32_t k = 0; k < nk; n++) {
+		struct kv_msg km = { .m_type = KV_MSG_KEYS, .m_seq = m.m_seq, .m_corr = corr };
+		km.m_n = (uint8_t)(nk - k < KV_MSG_KEYS_PER ? nk - k : KV_MSG_KEYS_PER);
+		for (unsigned i = 0; i < km.m_n; i++, k++)
+			km.u.keys[i] = tt_rnd_below(&x->rng, 8) ? keys_of[CLS_CHURN][j + k] :
+				       keys_of[CLS_NEVER][tt_rnd_below(&x->rng, nkeys[CLS_NEVER])];
+		memcpy(&msgs[(pos + n) & (ne - 1)], &km, sizeof(km));
+	}
+	return n;
+}
+
+/* One forgery in ring s of registry k (base: the member's shared mapping of it). */
+static void x_forge(struct xctx *x, void *base, uint64_t k)
+{
+	uint32_t nr = x->ih.ih_max_readers, ne = x->ih.ih_ring_entries;
+	bool own = x->own && x->own_reg == k && tt_rnd_below(&x->rng, 3) == 0;
+	unsigned s = own ? (unsigned)x->own_slot : tt_rnd_below(&x->rng, nr);
+	struct kv_ring_hdr *rh = kv_ring_at(base, nr, ne, s);
+	struct kv_msg *msgs = (struct kv_msg *)(rh + 1);
+
+	taint_mark(k, s); /* before any word changes (see taint_mark()) */
+	uint64_t h = ld_relaxed(&rh->rh_head), t = ld_relaxed(&rh->rh_tail);
+	switch (tt_rnd_below(&x->rng, own ? 9 : 7)) {
+	case 0: st_release(&rh->rh_head, t + ne + 1 + tt_rnd_below(&x->rng, 1u << 20));
+		XADD(f_ahead); break;
+	case 1: st_release(&rh->rh_head, t - 1 - tt_rnd_below(&x->rng, ne)); XADD(f_behind); break;
+	case 2: st_release(&rh->rh_head, t + 1 + tt_rnd_below(&x->rng, ne)); XADD(f_near); break;
+	case 3: st_release(tt_rnd(&x->rng) & 1 ? &rh->rh_head : &rh->rh_tail, tt_rnd(&x->rng));
+		XADD(f_wild); break;
+	case 4: st_release(&rh->rh_tail, tt_rnd(&x->rng) & 1 ? h : h - tt_rnd_below(&x->rng, 2 * ne));
+		XADD(f_tail); break;
+	case 5: case 6: {
+		/* Garbage at random places, or published after the head. */
+		unsigned n = 1 + tt_rnd_below(&x->rng, 8);
+		bool publish = tt_rnd(&x->rng) & 1;
+		x_garbage(x, msgs, ne, publish ? h : tt_rnd(&x->rng), n);
+		if (publish)
+			st_release(&rh->rh_head, h + n);
+		XADD(f_garbage);
+		break;
+	}
+	default: /* own ring: a commit or outcome of its own, published */
+		st_release(&rh->rh_head, h + x_crafted(x, msgs, ne, h));
+		XADD(f_crafted);
+		break;
+	}
+	XADD(forged);
+}
+
+/*
+ * Truncates registry k (fd, size bytes) to a random shorter length: 0, into the header or the
+ * slots, or into the rings only. Every ring cut is marked; the window stays open until the
+ * writer has given the file its size back (after 2 s the member restores it itself:
+ * counted, the writer should have been faster).
+ */
+static void x_truncate(struct xctx *x, int fd, uint64_t k, uint64_t size)
+{
+	uint32_t nr = x->ih.ih_max_readers, ne = x->ih.ih_ring_entries;
+	uint64_t r0 = kv_ctl_ring_off(nr), rb = kv_ctl_ring_bytes(ne), len;
+	unsigned kind = tt_rnd_below(&x->rng, 4);
+
+	len = kind == 0 ? 0 : kind == 1 ? tt_rnd(&x->rng) % r0 : r0 + tt_rnd(&x->rng) % (size - r0);
+	for (unsigned i = 0; i < nr; i++)
+		if (r0 + (uint64_t)(i + 1) * rb > len)
+			taint_mark(k, i);
+	uint64_t n = sh->ch.ntw;
+	struct twin *w = &sh->ch.tw[n % TWIN];
+	st_relaxed(&w->t1, 0);
+	st_relaxed(&w->reg, k);
+	st_relaxed(&w->t0, now_ns());
+	__atomic_store_n(&sh->ch.ntw, n + 1, __ATOMIC_SEQ_CST);
+	if (ftruncate(fd, (off_t)len) < 0) {
+		st_release(&w->t1, now_ns());
+		return;
+	}
+	XADD(truncations);
+	kind == 0 ? XADD(cut_all) : kind == 1 ? XADD(cut_slots) : XADD(cut_rings);
+	for (;;) {
+		struct stat sb;
+		tt_sleep_us(500);
+		if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= size)
+			break;
+		if (now_ns() - w->t0 > 2 * NS_S) {
+			if (ftruncate(fd, (off_t)size) == 0)
+				XADD(self_restores);
+			break;
+		}
+	}
+	uint64_t t1 = now_ns();
+	if (t1 - w->t0 > sh->ch.max_open_ns)
+		sh->ch.max_open_ns = t1 - w->t0;
+	st_release(&w->t1, t1);
+}
+
+/* One round: the registry the header names now; a truncation a third of the time, else a few
+ * forgeries. */
+static void x_round(struct xctx *x)
+{
+	char path[KV_SHM_PATH_MAX];
+	struct stat sb;
+
+	if (pread(x->ifd, &x->ih, sizeof(x->ih), 0) != (ssize_t)sizeof(x->ih) ||
+	    x->ih.ih_magic != KV_IDX_MAGIC)
+		return;
+	uint64_t k = x->ih.ih_reg_gen, size = x->ih.ih_reg_size;
+	x_own(x, k);
+	kv_reg_shm_name(path, idx_name, k);
+	int fd = shm_open(path, O_RDWR, 0);
+	if (fd < 0)
+		return;
+	/* Only the member truncates, and the writer only grows the file back: a size checked
+	 * here stays, and its own stores below cannot fault. */
+	if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size >= size) {
+		XADD(rounds);
+		if (tt_rnd_below(&x->rng, 3) == 0) {
+			x_truncate(x, fd, k, size);
+		} else {
+			void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			if (p != MAP_FAILED) {
+				for (unsigned i = 1 + tt_rnd_below(&x->rng, 3); i; i--)
+					x_forge(x, p, k);
+				munmap(p, size);
+			}
+		}
+	}
+	close(fd);
+}
+
+static void __attribute__((noreturn)) x_main(int unused)
+{
+	char path[KV_SHM_PATH_MAX];
+	struct xctx x = { .rng = opt.seed ^ 0x4057113ull };
+
+	(void)unused;
+	who = "hostile member";
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	snprintf(path, sizeof(path), "/%s", idx_name);
+	x.ifd = shm_open(path, O_RDONLY, 0);
+	if (x.ifd < 0)
+		fail("shm_open(%s): %s", path, strerror(errno));
+	while (!ld_acquire(&sh->ch.stop)) {
+		if (__atomic_load_n(&sh->ch.pause, __ATOMIC_SEQ_CST)) {
+			__atomic_store_n(&sh->ch.paused, 1, __ATOMIC_SEQ_CST);
+			tt_sleep_us(1000);
+			continue;
+		}
+		tt_sleep_us(10000 + tt_rnd_below(&x.rng, 70000)); /* 10..80 ms */
+		if (!__atomic_load_n(&sh->ch.pause, __ATOMIC_SEQ_CST))
+			x_round(&x);
+	}
+	kvidx_reader_close(x.own);
+	close(x.ifd);
+	_exit(0);
+}
+
 /* ==== supervisor ============================================================================ */
 
 /* Read-only maps of the registry and data segment, to watch stats and slots from outside. */
-static const struct kvidx_reader_slot *mon_slots;
+static const struct kvidx_idx_hdr *mon_ih;
 static const struct kvidx_stats *mon_st;
 static const struct kvidx_data_hdr *mon_hdr;
 
@@ -1720,25 +2401,39 @@ static void *map_ro(const char *path)
  * dead writer's stats are still read after its successor unlinked them). */
 static void monitor_open(unsigned gen)
 {
-	static const struct kvidx_idx_hdr *ih;
 	char path[KV_SHM_PATH_MAX];
 
-	if (!ih) {
+	if (!mon_ih) {
 		snprintf(path, sizeof(path), "/%s", idx_name);
-		ih = map_ro(path);
-		kv_reg_shm_name(path, idx_name, ld_acquire(&ih->ih_reg_gen));
-		const struct kvidx_ctl_hdr *ctl = map_ro(path);
-		mon_slots = (const void *)((const char *)ctl + ctl->ch_slots_off);
+		mon_ih = map_ro(path);
 	}
-	if (ld_acquire(&ih->ih_generation) != gen)
+	if (ld_acquire(&mon_ih->ih_generation) != gen)
 		fail("index names generation %llu, expected %u",
-		     (unsigned long long)ih->ih_generation, gen);
+		     (unsigned long long)mon_ih->ih_generation, gen);
 	snprintf(path, sizeof(path), "/%s.data.%u", idx_name, gen);
 	mon_hdr = map_ro(path);
 	mon_st = (const void *)((const char *)mon_hdr + mon_hdr->dh_stats_off);
 }
 
 #define STAT(f) ld_relaxed(&mon_st->f)
+
+/* The registry slots are watched with pread, never mapped: the member truncates registries,
+ * and the supervisor must not fault. -1 if registry k is gone. */
+static int reg_fd(uint64_t k)
+{
+	char path[KV_SHM_PATH_MAX];
+
+	kv_reg_shm_name(path, idx_name, k);
+	return shm_open(path, O_RDONLY, 0);
+}
+
+/* Word off (offsetof in struct kvidx_reader_slot) of slot i; false if not there (truncated). */
+static bool slot_word(int fd, int i, size_t off, uint64_t *v)
+{
+	off_t at = (off_t)(sizeof(struct kvidx_ctl_hdr) + (size_t)i * sizeof(struct kvidx_reader_slot) +
+			   off);
+	return fd >= 0 && i >= 0 && pread(fd, v, sizeof(*v), at) == (ssize_t)sizeof(*v);
+}
 
 static pid_t spawn(void (*fn)(int), int arg)
 {
@@ -1788,12 +2483,15 @@ static pid_t reader_spawn(int id)
 	pid_t old = ro->pid;
 
 	st_relaxed(&ro->ready, 0);
+	st_relaxed(&ro->bus_ns, 0);
 	st_release(&ro->incarnations, ro->incarnations + 1); /* before fork: the child reads it */
 	pid_t pid = spawn(reader_entry, id);
 	st_relaxed(&ro->pid, pid);
 	set_child(old, pid);
 	return pid;
 }
+
+static void reader_died(int id, pid_t pid, int st);
 
 static void reader_kill(int id)
 {
@@ -1806,8 +2504,23 @@ static void reader_kill(int id)
 	if (tt_fail_posted(&sh->fail))
 		fail("reader failed");
 	if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL))
-		fail("reader %d (pid %d) ended by itself (status %#x) before our SIGKILL", id,
-		     (int)pid, st);
+		reader_died(id, pid, st); /* before our SIGKILL: only SIGBUS, explained, passes */
+}
+
+/* Reaps reader id if it died: true if it did (a SIGBUS explained by a truncation; anything
+ * else fails the run); the caller respawns it. */
+static bool reader_reap(int id)
+{
+	pid_t pid = sh->roles[id].pid;
+	int st;
+	pid_t r = waitpid(pid, &st, WNOHANG);
+
+	if (r == 0)
+		return false;
+	if (r != pid)
+		fail("waitpid(reader %d): %s", id, strerror(errno));
+	reader_died(id, pid, st);
+	return true;
 }
 
 static bool wait_ready(int id, uint64_t deadline)
@@ -1815,7 +2528,8 @@ static bool wait_ready(int id, uint64_t deadline)
 	while (!ld_acquire(&sh->roles[id].ready)) {
 		if (now_ns() > deadline)
 			return false;
-		reap(sh->roles[id].pid, "reader", false);
+		if (reader_reap(id))
+			reader_spawn(id); /* died of SIGBUS while attaching */
 		tt_sleep_us(200);
 	}
 	return true;
@@ -1829,9 +2543,12 @@ struct stopper {
 	bool in_section, expelled;
 	uint64_t since, expel_at, reclaimed_at_expel, slot_state, release_at;
 	uint64_t ops0, retries0, late0;
+	/* The registry the reader was stopped in (read with pread through fd), its claim. */
+	int fd;
+	uint64_t reg, claim0, trunc0;
 	/* Results. */
 	uint64_t stops, in_section_stops, expels_seen, resumed_expelled, retried_after;
-	uint64_t late_after, killed_stopped;
+	uint64_t late_after, killed_stopped, replaced, bus_aborts;
 	uint64_t max_expel_ms, max_limbo_stopped;
 };
 
@@ -1840,7 +2557,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: stress_index --seconds N [--readers R] [--capacity C] [--records N]\n"
 		"                    [--seed S] [--stall-ms M]\n"
-		"                    [--no-restart] [--lax-restart] [--restarts K]\n"
+		"                    [--no-restart] [--lax-restart] [--restarts K] [--no-chaos]\n"
 		"Torture test of kvidx's concurrency contract: one writer churns a small index while\n"
 		"R reader processes (default 4) verify every answer; readers are SIGKILLed and\n"
 		"SIGSTOPped past the stall limit (default 200 ms); K times (default seconds / 10,\n"
@@ -1848,6 +2565,8 @@ static void usage(FILE *f)
 		"(unless --no-restart): successors alternate publishing after their replay (a reader\n"
 		"missing a key then fails the run) and before it (--lax-restart: always before).\n"
 		"Every lookup answer is checked against the logged history of its (key, pod).\n"
+		"Unless --no-chaos, a hostile member of the index's group truncates the registry\n"
+		"and forges route-ring words every few tens of ms (R at most 61 then).\n"
 		"Capacity defaults to 4096 keys, records to 4 x capacity. Exit 0 with a summary line,\n"
 		"1 on the first violation.\n");
 }
@@ -1859,7 +2578,7 @@ static void parse_args(int argc, char **argv)
 		{ "capacity", required_argument, 0, 'c' }, { "records", required_argument, 0, 'R' },
 		{ "seed", required_argument, 0, 'S' },    { "stall-ms", required_argument, 0, 'm' },
 		{ "no-restart", no_argument, 0, 'n' },    { "lax-restart", no_argument, 0, 'x' },
-		{ "restarts", required_argument, 0, 'k' },
+		{ "restarts", required_argument, 0, 'k' }, { "no-chaos", no_argument, 0, 'C' },
 		{ "help", no_argument, 0, 'h' },          { 0, 0, 0, 0 },
 	};
 	int ch;
@@ -1882,12 +2601,14 @@ static void parse_args(int argc, char **argv)
 		case 'n': opt.no_restart = true; break;
 		case 'k': opt.restarts = (unsigned)v; break;
 		case 'x': opt.strict_restart = false; break;
+		case 'C': opt.chaos = false; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);
 		}
 	}
 	if (optind != argc || opt.seconds < 1 || opt.readers < 1 ||
-	    opt.readers > MAX_ROLES - 1 || opt.capacity < 64 || opt.capacity > (1u << 24) ||
+	    opt.readers > MAX_ROLES - 1 || (opt.chaos && opt.readers > MAX_CHAOS_READERS) ||
+	    opt.capacity < 64 || opt.capacity > (1u << 24) ||
 	    opt.stall_ms < 10 || opt.stall_ms > 10000) {
 		usage(stderr);
 		exit(2);
@@ -1922,7 +2643,36 @@ static struct run {
 	uint64_t stale_seen_ms, dead_ms, replay_ms, switch_ms;
 	struct kvidx_stats g1; /* the dead writers' counters, summed */
 	uint64_t g1_route_bad, stale_route_bad, deferred_restarts;
+	/* Chaos: the hostile member, and the readers it killed through SIGBUS. */
+	pid_t xpid;
+	uint64_t bus_deaths;
 } R;
+
+/* A reader died (wait status st) without our SIGKILL: allowed only with chaos, of SIGBUS,
+ * at a time inside a truncation's window (r_on_bus() records it). A stop experiment on it
+ * ends. The caller respawns it. */
+static void reader_died(int id, pid_t pid, int st)
+{
+	uint64_t t = ld_acquire(&sh->roles[id].bus_ns);
+
+	if (tt_fail_posted(&sh->fail))
+		fail("reader %d failed", id);
+	if (!opt.chaos || !WIFSIGNALED(st) || WTERMSIG(st) != SIGBUS)
+		fail("reader %d (pid %d) died by itself: status %#x (%s)", id, (int)pid, st,
+		     WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exit");
+	if (!t || !bus_explained(t))
+		fail("reader %d (pid %d) died of SIGBUS at %llu (address %#llx), outside every "
+		     "truncation window", id, (int)pid, (unsigned long long)t,
+		     (unsigned long long)sh->roles[id].bus_addr);
+	R.bus_deaths++;
+	if (R.so.state != ST_IDLE && R.so.id == id) {
+		if (R.so.fd >= 0)
+			close(R.so.fd);
+		R.so.fd = -1;
+		R.so.state = ST_IDLE;
+		R.so.bus_aborts++;
+	}
+}
 
 /* The run's totals over the writers' generations and the readers, for the checks and the
  * summary. */
@@ -1931,7 +2681,51 @@ struct totals {
 	const struct kvidx_stats *fs;
 	uint64_t route_stale, lookups, scores, retries, pods, torn, maxrun, spec;
 	uint64_t msgs_ok, msgs_dropped, misses, h_calls, h_checked, h_unknown, r_ops;
+	/* Chaos. */
+	uint64_t route_bad_all, retry_expel, retry_replace, retry_trunc, attach_fails, follows;
+	uint64_t msgs_refused;
 };
+
+static void x_entry(int arg)
+{
+	x_main(arg);
+}
+
+/* The hostile member: started with the readers, stopped a second before the end (its last
+ * truncation repaired by then), paused around writer restarts. */
+static void x_step(uint64_t now)
+{
+	if (!R.xpid)
+		return;
+	if (reap(R.xpid, "hostile member", false))
+		fail("the hostile member exited early");
+	if (now + NS_S < R.end)
+		return;
+	st_release(&sh->ch.stop, 1);
+	for (uint64_t dl = now_ns() + 10 * NS_S; !reap(R.xpid, "hostile member", false);) {
+		if (now_ns() > dl)
+			fail("the hostile member did not stop within 10 s");
+		tt_sleep_us(1000);
+	}
+	set_child(R.xpid, 0);
+	R.xpid = 0;
+}
+
+/* Whether the member is idle (asking it to pause first): no truncation outstanding when a
+ * writer is killed, none while its successor replays. */
+static bool x_paused(void)
+{
+	if (!R.xpid)
+		return true;
+	__atomic_store_n(&sh->ch.pause, 1, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&sh->ch.paused, __ATOMIC_SEQ_CST);
+}
+
+static void x_resume(void)
+{
+	__atomic_store_n(&sh->ch.paused, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&sh->ch.pause, 0, __ATOMIC_SEQ_CST);
+}
 
 /* The writer, the checks that need it alive, the readers; the fault and restart schedule. */
 static void run_start(void)
@@ -1959,6 +2753,11 @@ static void run_start(void)
 	for (unsigned i = 0; i < opt.readers; i++)
 		if (!wait_ready((int)i, now_ns() + 20 * NS_S))
 			fail("reader %u not attached after 20 s", i);
+	R.so.fd = -1;
+	if (opt.chaos) {
+		R.xpid = spawn(x_entry, 0);
+		set_child(0, R.xpid);
+	}
 
 	R.start = now_ns();
 	R.end = R.start + opt.seconds * NS_S;
@@ -1983,7 +2782,7 @@ static void run_start(void)
 /* Contract 6, one step: the writer dies; readers serve on; a successor takes over. */
 static void restart_step(uint64_t now)
 {
-	if (R.phase == 0 && now >= R.restart_at && R.so.state == ST_IDLE) {
+	if (R.phase == 0 && now >= R.restart_at && R.so.state == ST_IDLE && x_paused()) {
 		int st;
 		kill(R.wpid, SIGKILL);
 		if (waitpid(R.wpid, &st, 0) != R.wpid || !WIFSIGNALED(st) ||
@@ -2045,6 +2844,7 @@ static void restart_step(uint64_t now)
 			if (ld_relaxed(&sh->roles[i].gen) != R.gen)
 				behind = i;
 		if (behind == opt.readers) {
+			x_resume();
 			R.switch_ms = (now_ns() - R.phase_t) / NS_MS;
 			R.phase = R.restarts < opt.restarts ? 0 : 4;
 			R.restart_at = R.start + (R.restarts + 1) * R.slice - R.slice / 10 +
@@ -2126,7 +2926,9 @@ static void kill_step(uint64_t now, bool faults)
 	}
 }
 
-/* Stop a reader. Retry until it is caught inside a read-side section. */
+/* Stop a reader. Retry until it is caught inside a read-side section (a reader spends a few
+ * per cent of its time in one: up to 200 tries, giving up at random one time in 64, so that a
+ * few stops land outside one too). */
 static void stop_step(uint64_t now, bool faults)
 {
 	if (R.so.state == ST_IDLE && now >= R.next_stop && faults) {
@@ -2134,13 +2936,32 @@ static void stop_step(uint64_t now, bool faults)
 		R.so.id = (int)tt_rnd_below(&R.rng, opt.readers);
 		R.so.pid = sh->roles[R.so.id].pid;
 		kill(R.so.pid, SIGSTOP);
-		if (waitpid(R.so.pid, &st, WUNTRACED) != R.so.pid || !WIFSTOPPED(st))
-			fail("reader %d did not stop (status %#x)", R.so.id, st);
-		const struct kvidx_reader_slot *s = &mon_slots[sh->roles[R.so.id].slot];
-		R.so.slot_state = ld_seqcst(&s->rs_state);
-		R.so.in_section = KV_RS_STATE(R.so.slot_state) == KV_RS_ACTIVE &&
-				  ld_seqcst(&s->rs_ctr) != 0;
-		if (!R.so.in_section && R.so.attempts++ < 50 && tt_rnd_below(&R.rng, 16)) {
+		if (waitpid(R.so.pid, &st, WUNTRACED) != R.so.pid)
+			fail("waitpid(reader %d): %s", R.so.id, strerror(errno));
+		if (!WIFSTOPPED(st)) {
+			reader_died(R.so.id, R.so.pid, st); /* a SIGBUS just before the stop */
+			reader_spawn(R.so.id);
+			R.next_stop = now_ns() + 5 * NS_MS;
+			return;
+		}
+		const struct role *ro = &sh->roles[R.so.id];
+		uint64_t ctr = 0;
+		R.so.reg = ro->reg_gen;
+		R.so.claim0 = ro->slot_claim;
+		R.so.trunc0 = ld_acquire(&sh->ch.truncations);
+		R.so.fd = reg_fd(R.so.reg);
+		R.so.slot_state = 0;
+		R.so.in_section = slot_word(R.so.fd, ro->slot, offsetof(struct kvidx_reader_slot, rs_state),
+					    &R.so.slot_state) &&
+				  slot_word(R.so.fd, ro->slot, offsetof(struct kvidx_reader_slot, rs_ctr),
+					    &ctr) &&
+				  KV_RS_STATE(R.so.slot_state) == KV_RS_ACTIVE && ctr != 0;
+		if (R.so.in_section)
+			R.so.claim0 = KV_RS_GEN(R.so.slot_state);
+		if (!R.so.in_section && R.so.attempts++ < 200 && tt_rnd_below(&R.rng, 64)) {
+			if (R.so.fd >= 0)
+				close(R.so.fd);
+			R.so.fd = -1;
 			kill(R.so.pid, SIGCONT);
 			R.next_stop = now_ns() + 5 * NS_MS;
 		} else {
@@ -2159,9 +2980,22 @@ static void stop_step(uint64_t now, bool faults)
  * killed). limbo: the writer's, now. */
 static void stopped_step(uint64_t limbo)
 {
-	const struct kvidx_reader_slot *s = &mon_slots[sh->roles[R.so.id].slot];
-	uint64_t st = ld_seqcst(&s->rs_state);
+	uint64_t st = 0;
+	bool have = slot_word(R.so.fd, sh->roles[R.so.id].slot,
+			      offsetof(struct kvidx_reader_slot, rs_state), &st);
 	uint64_t t = now_ns();
+	/* Chaos: its registry replaced or truncated meanwhile (the slot expelled through the
+	 * writer's fresh view, or zeroed, or cut): the reader must discard its section. */
+	bool replaced = opt.chaos && (ld_acquire(&mon_ih->ih_reg_gen) != R.so.reg || !have ||
+				      ld_acquire(&sh->ch.truncations) != R.so.trunc0);
+	if (R.so.in_section && !R.so.expelled && replaced &&
+	    st != ((KV_RS_GEN(R.so.slot_state) << 8) | KV_RS_EXPELLED)) {
+		R.so.expelled = true;
+		R.so.expel_at = t;
+		R.so.reclaimed_at_expel = STAT(reclaimed);
+		R.so.replaced++;
+		R.so.release_at = t + 2 * opt.stall_ms * NS_MS;
+	}
 	if (R.so.in_section && !R.so.expelled) {
 		if (st == ((KV_RS_GEN(R.so.slot_state) << 8) | KV_RS_EXPELLED)) {
 			R.so.expelled = true;
@@ -2191,6 +3025,9 @@ static void stopped_step(uint64_t limbo)
 			     "nothing since (limbo %llu)", R.so.id,
 			     (unsigned long long)((t - R.so.expel_at) / NS_MS),
 			     (unsigned long long)STAT(limbo));
+		if (R.so.fd >= 0)
+			close(R.so.fd);
+		R.so.fd = -1;
 		if (tt_rnd_below(&R.rng, 4) == 0) {
 			/* Dies while stopped (maybe expelled): its slot must be freed. */
 			reader_kill(R.so.id);
@@ -2218,10 +3055,9 @@ static void recovering_step(void)
 {
 	struct role *ro = &sh->roles[R.so.id];
 	uint64_t ops = ld_relaxed(&ro->ops), retries = ld_relaxed(&ro->retries);
-	const struct kvidx_reader_slot *s = &mon_slots[ro->slot];
-	uint64_t st = ld_seqcst(&s->rs_state);
-	bool rereg = KV_RS_STATE(st) == KV_RS_ACTIVE &&
-		     KV_RS_GEN(st) > KV_RS_GEN(R.so.slot_state);
+	/* Re-registered: a new claim of its slot, or a slot in another registry (chaos). */
+	uint64_t st = ld_relaxed(&ro->slot_claim);
+	bool rereg = ld_relaxed(&ro->reg_gen) != R.so.reg || st != R.so.claim0;
 	if (ops >= R.so.ops0 + 100 && (!R.so.expelled || rereg)) {
 		/*
 		 * Contract 5: the call the reader was stopped in reports -KVIDX_ERETRY
@@ -2240,10 +3076,11 @@ static void recovering_step(void)
 		R.ops_at[R.so.id] = now_ns();
 	} else if (now_ns() - R.so.since > 5 * NS_S) {
 		fail("reader %d resumed after %s but did not recover in 5 s: %llu ops, "
-		     "slot state %#llx (was %#llx)", R.so.id,
+		     "claim %llu in registry %llu (was %llu in %llu)", R.so.id,
 		     R.so.expelled ? "expulsion" : "a stop",
 		     (unsigned long long)(ops - R.so.ops0), (unsigned long long)st,
-		     (unsigned long long)R.so.slot_state);
+		     (unsigned long long)ro->reg_gen, (unsigned long long)R.so.claim0,
+		     (unsigned long long)R.so.reg);
 	}
 }
 
@@ -2278,6 +3115,7 @@ static void sum_totals(struct totals *T)
 #define KV_STAT_SUM(n) T->tot.n += R.g1.n;
 	KV_STATS(KV_STAT_SUM)
 #undef KV_STAT_SUM
+	T->route_bad_all = R.g1.route_bad + sh->final_st.route_bad;
 	T->route_stale = R.stale_route_bad + (R.gen > 1 ? sh->final_st.route_bad : 0);
 	T->tot.route_bad = R.g1_route_bad + (R.gen == 1 ? sh->final_st.route_bad : 0);
 	for (unsigned i = 0; i < opt.readers; i++) {
@@ -2302,6 +3140,39 @@ static void sum_totals(struct totals *T)
 		T->h_unknown += sh->roles[i].h_unknown;
 		T->r_ops += sh->roles[i].ops;
 	}
+	for (unsigned i = 0; i < opt.readers; i++) {
+		const struct role *ro = &sh->roles[i];
+		T->retry_expel += ro->retry_expel;
+		T->retry_replace += ro->retry_replace;
+		T->retry_trunc += ro->retry_trunc;
+		T->attach_fails += ro->attach_fails;
+		T->follows += ro->follows;
+		T->msgs_refused += ro->msgs_refused;
+	}
+}
+
+/* Chaos: the member did what it should have, the writer coped, and its counters stay sane. */
+static void x_final_checks(const struct totals *T)
+{
+	const struct chaos *x = &sh->ch;
+
+	if (x->truncations == 0 || x->forged == 0)
+		fail("the hostile member made %llu truncations and %llu forgeries: nothing tested",
+		     (unsigned long long)x->truncations, (unsigned long long)x->forged);
+	if (T->tot.registry_rebuilds == 0)
+		fail("%llu truncations, but the writer never replaced the registry",
+		     (unsigned long long)x->truncations);
+	if (T->follows == 0)
+		fail("no reader followed a replaced registry");
+	/* Issue 24 fault 4: a head behind its tail must count one ring's worth, not wrap. */
+	if (T->route_bad_all >= 1ull << 40)
+		fail("route_bad is %llu: it wrapped", (unsigned long long)T->route_bad_all);
+	if (T->route_bad_all == 0)
+		fail("%llu forgeries, but the writer counted no bad route-ring message",
+		     (unsigned long long)x->forged);
+	if (x->self_restores)
+		fail("%llu truncated registries were not given their size back by the writer within "
+		     "2 s", (unsigned long long)x->self_restores);
 }
 
 /* The run's end checks: what must have happened, and what must not. */
@@ -2312,7 +3183,9 @@ static void final_checks(const struct totals *T)
 	if (R.kills && T->fs->readers_dead == 0)
 		fail("%llu readers killed, but the writer freed no dead reader's slot",
 		     (unsigned long long)R.kills);
-	if (R.so.in_section_stops && T->fs->readers_expelled == 0)
+	/* Chaos: a stop its registry's replacement ended expels through the fresh view, which
+	 * readers_expelled (stall expulsions) does not count. */
+	if (R.so.in_section_stops > R.so.replaced && T->fs->readers_expelled == 0)
 		fail("%llu stops inside a section, but no reader was expelled",
 		     (unsigned long long)R.so.in_section_stops);
 	if (R.so.in_section_stops == 0)
@@ -2338,19 +3211,23 @@ static void final_checks(const struct totals *T)
 		fail("limbo reached %llu entries", (unsigned long long)R.max_limbo);
 	if (T->lookups == 0 || T->scores == 0)
 		fail("readers did no work");
-	if (T->fs->route_bad)
+	if (T->fs->route_bad && !opt.chaos)
 		fail("the writer found %llu malformed route-ring messages (torn or half-published)",
 		     (unsigned long long)T->fs->route_bad);
 	/* A writer killed between counting a commit and handing it over: one more counted. */
-	if (T->fs->route_commits < sh->w_routes || T->fs->route_commits > sh->w_routes + R.restarts)
+	if (T->fs->route_commits < sh->w_handed || T->fs->route_commits > sh->w_handed + R.restarts)
 		fail("stat route_commits %llu, but %llu routes were handed to the writer",
-		     (unsigned long long)T->fs->route_commits, (unsigned long long)sh->w_routes);
+		     (unsigned long long)T->fs->route_commits, (unsigned long long)sh->w_handed);
+	if (opt.chaos)
+		x_final_checks(T);
 	/*
 	 * Every accepted message is delivered, or after a takeover dropped as stale (counted in the
 	 * successor's route_bad). A producer killed after publishing but before counting: kills.
+	 * With chaos, messages lost where the member explains it are not seen at all when they
+	 * were a producer's last (the writer_final() check of each last message stays exact).
 	 */
-	if (sh->w_routes + sh->w_outcomes + T->route_stale < T->msgs_ok ||
-	    sh->w_routes + sh->w_outcomes > T->msgs_ok + R.kills)
+	if ((!opt.chaos && sh->w_routes + sh->w_outcomes + T->route_stale < T->msgs_ok) ||
+	    sh->w_routes + sh->w_outcomes > T->msgs_ok + R.kills + R.bus_deaths)
 		fail("route ring: producers sent %llu messages, the writer received %llu and dropped "
 		     "%llu as stale (%llu kills)", (unsigned long long)T->msgs_ok,
 		     (unsigned long long)(sh->w_routes + sh->w_outcomes),
@@ -2365,24 +3242,56 @@ static void final_checks(const struct totals *T)
 		     (unsigned long long)(T->h_checked + T->h_unknown));
 }
 
+/* The summary line's chaos part. */
+static void x_report(char *b, size_t sz, const struct totals *T)
+{
+	const struct chaos *x = &sh->ch;
+#define U(v) ((unsigned long long)(v))
+	if (!opt.chaos) {
+		snprintf(b, sz, "chaos: off");
+		return;
+	}
+	snprintf(b, sz, "chaos: rounds=%llu truncations=%llu (to 0 %llu, into header/slots %llu, "
+		 "rings only %llu; longest unrepaired %llu ms) forged=%llu (heads ahead %llu, behind "
+		 "%llu, past tail %llu, wild %llu, tails %llu, garbage %llu, own commits %llu) "
+		 "touched_rings=%llu member_reopens=%llu replacements=%llu bus_deaths=%llu "
+		 "(stops ended %llu) | readers: follows=%llu retries expel/replace/trunc=%llu/%llu/%llu "
+		 "attach_fails=%llu msgs_refused=%llu stops_replaced=%llu | writer: route_bad=%llu "
+		 "member_msgs=%llu (foreign keys %llu) stale_dups=%llu mismatched=%llu lost=%llu "
+		 "(at a replacement %llu)",
+		 U(x->rounds), U(x->truncations), U(x->cut_all), U(x->cut_slots), U(x->cut_rings),
+		 U(x->max_open_ns / NS_MS), U(x->forged), U(x->f_ahead), U(x->f_behind), U(x->f_near),
+		 U(x->f_wild), U(x->f_tail), U(x->f_garbage), U(x->f_crafted), U(taint_rings()),
+		 U(x->reopens), U(T->tot.registry_rebuilds), U(R.bus_deaths), U(R.so.bus_aborts),
+		 U(T->follows), U(T->retry_expel), U(T->retry_replace), U(T->retry_trunc),
+		 U(T->attach_fails), U(T->msgs_refused), U(R.so.replaced), U(T->route_bad_all),
+		 U(x->w_hostile), U(x->w_hostile_keys), U(x->w_dups), U(x->w_mismatch), U(x->w_lost),
+		 U(x->w_tail_lost));
+#undef U
+}
+
 /* The summary line. */
 static void report(const struct totals *T)
 {
-	char restart[256] = "off";
+	char restart[256] = "off", chaos[1024];
 
 	if (!opt.no_restart)
 		snprintf(restart, sizeof(restart),
 			 "%u (%llu deferred), last: dead %llu ms (stale heartbeat seen >= %llu ms), "
 			 "replay %llu ms, readers switched in %llu ms, ALWAYS misses before replay "
-			 "%llu, stale messages %llu", R.restarts,
+			 "%llu, %s %llu", R.restarts,
 			 (unsigned long long)R.deferred_restarts,
 			 (unsigned long long)R.dead_ms, (unsigned long long)R.stale_seen_ms,
 			 (unsigned long long)R.replay_ms, (unsigned long long)R.switch_ms,
-			 (unsigned long long)T->misses, (unsigned long long)T->route_stale);
+			 (unsigned long long)T->misses,
+			 opt.chaos ? "successors' route_bad (stale or forged)" : "stale messages",
+			 (unsigned long long)T->route_stale);
+	x_report(chaos, sizeof(chaos), T);
 #define U(x) ((unsigned long long)(x))
 	printf("stress_index: OK secs=%u readers=%u capacity=%llu records=%llu ppk=%d pods=%d "
 	       "stall_ms=%u seed=%llu | ops=%llu answers_checked=%llu (lookups %llu, unknown "
-	       "%llu) kills=%llu (readers %llu, writers %u) violations=0 | history: logged=%llu "
+	       "%llu) kills=%llu (readers %llu, writers %u) truncations=%llu forged=%llu "
+	       "replacements=%llu bus_deaths=%llu violations=0 | history: logged=%llu "
 	       "reconciled=%llu | reads: lookups=%llu scores=%llu pod_reads=%llu "
 	       "spec_recs=%llu retries=%llu max_retry_run=%llu torn_names=%llu | kills=%llu "
 	       "(mid-register %llu, stopped %llu) dead=%llu | stops=%llu in_section=%llu "
@@ -2390,11 +3299,15 @@ static void report(const struct totals *T)
 	       "writer: "
 	       "ops=%llu store_failed=%llu rec_evictions=%llu clears=%llu pod_readds=%llu "
 	       "epochs=%llu reclaimed=%llu max_limbo=%llu max_limbo_stopped=%llu arena=%llu/%llu "
-	       "max_tick_gap_ms=%llu max_heartbeat_age_ms=%llu final_keys=%llu | rings: "
-	       "routes=%llu outcomes=%llu dropped=%llu bad=%llu | restart: %s\n",
+	       "max_tick_gap_ms=%llu max_tick_us=%llu (replacing %llu) max_heartbeat_age_ms=%llu "
+	       "final_keys=%llu | "
+	       "rings: "
+	       "routes=%llu outcomes=%llu dropped=%llu bad=%llu | restart: %s | %s\n",
 	       opt.seconds, opt.readers, U(opt.capacity), U(opt.records), PPK, NPODS, opt.stall_ms,
 	       U(opt.seed), U(sh->w_ops + T->r_ops), U(T->h_checked), U(T->h_calls),
-	       U(T->h_unknown), U(R.kills + R.restarts), U(R.kills), R.restarts, U(sh->h_logged),
+	       U(T->h_unknown), U(R.kills + R.restarts), U(R.kills), R.restarts,
+	       U(sh->ch.truncations), U(sh->ch.forged), U(T->tot.registry_rebuilds), U(R.bus_deaths),
+	       U(sh->h_logged),
 	       U(sh->h_reconciled), U(T->lookups), U(T->scores), U(T->pods), U(T->spec),
 	       U(T->retries), U(T->maxrun), U(T->torn), U(R.kills), U(R.early_kills),
 	       U(R.so.killed_stopped), U(T->fs->readers_dead), U(R.so.stops),
@@ -2403,9 +3316,11 @@ static void report(const struct totals *T)
 	       U(R.so.late_after), U(sh->w_ops), U(T->fs->store_failed), U(T->fs->rec_evictions),
 	       U(sh->w_clears), U(sh->w_readds), U(T->fs->epochs), U(T->fs->reclaimed),
 	       U(R.max_limbo), U(R.so.max_limbo_stopped), U(R.arena_max), U(R.arena_units),
-	       U(sh->w_max_gap_ns / NS_MS), U(R.max_hb_age / NS_MS), U(sh->final_walked),
+	       U(sh->w_max_gap_ns / NS_MS), U(sh->w_max_tick_ns / 1000),
+	       U(sh->w_max_replace_ns / 1000), U(R.max_hb_age / NS_MS),
+	       U(sh->final_walked),
 	       U(sh->w_routes), U(sh->w_outcomes), U(T->msgs_dropped), U(T->fs->route_bad),
-	       restart);
+	       restart, chaos);
 #undef U
 }
 
@@ -2429,6 +3344,10 @@ int main(int argc, char **argv)
 		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (seqs == MAP_FAILED)
 		fail("mmap: %s", strerror(errno));
+	segs = mmap(NULL, (size_t)MAX_ROLES * SEGS * sizeof(*segs), PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (segs == MAP_FAILED)
+		fail("mmap: %s", strerror(errno));
 	R.ops_seen = calloc(MAX_ROLES, sizeof(uint64_t));
 	R.ops_at = calloc(MAX_ROLES, sizeof(uint64_t));
 	tt_time_bound("stress_index", opt.seconds + 120, children, &nchildren, indexes);
@@ -2444,9 +3363,14 @@ int main(int argc, char **argv)
 			fail("writer exited early");
 
 		restart_step(now);
+		x_step(now);
 		for (unsigned i = 0; i < opt.readers; i++)
-			if (reap(sh->roles[i].pid, "reader", false))
-				fail("reader %u exited early", i);
+			if (reader_reap((int)i)) {
+				reader_spawn((int)i); /* died of SIGBUS, explained */
+				if (!wait_ready((int)i, now_ns() + 20 * NS_S))
+					fail("replacement reader %u not attached after 20 s", i);
+				R.ops_at[i] = now_ns();
+			}
 
 		uint64_t limbo = watch_writer();
 		check_progress(now);

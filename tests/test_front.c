@@ -636,3 +636,57 @@ Test(front, keepalive_requests_closes_every_nth_answer_connection)
 	cr_assert_str_eq(out, "200:1 200:0 200:0 200:0 200:0 ", "%s", out);
 	free(out);
 }
+
+/* Outcome lines of a load-generator run (its --json output) that went to front f. */
+static int outcomes_to(const char *out, int f)
+{
+	char want[32];
+	int n = 0;
+
+	snprintf(want, sizeof(want), "\"front\":%d,", f);
+	for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, "{\"event\":\"outcome\"", 18)) {
+			const char *e = strchr(l, '\n'), *p = strstr(l, want);
+			n += p && (!e || p < e);
+		}
+	return n;
+}
+
+/*
+ * The load generator's --join-front (bench/cluster.sh's joining host): that front takes
+ * turns in the round robin only from --join-after on. Its outcome lines say which front
+ * answered and, for a next turn, whether it landed on its previous turn's pod (their sum is
+ * the summary's followups_same_pod).
+ */
+Test(front, load_generator_join_front_takes_turns_from_join_after)
+{
+	const char *pods[3];
+
+	start_pods();
+	pods[0] = pod_arg(0), pods[1] = pod_arg(1), pods[2] = NULL;
+	start_front(pods, NULL);
+	cr_assert(TU_WAIT_FOR(front_up(), DEADLINE_MS));
+	/* Not yet: every request to the first front (nothing listens at the join front's). */
+	struct tu_run r = tu_run_tool("kvidx-route", "--front %s --join-front http://127.0.0.1:%d "
+				      "--join-after 3600s --synthetic --count 6 --rate 200 "
+				      "--followups 0 --json", tu_url(6, ""), tu_port(7));
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	cr_assert_eq(outcomes_to(r.out, 0), 6, "%s", r.out);
+	cr_assert_eq(outcomes_to(r.out, 1), 0, "the join front took turns early:\n%s", r.out);
+	free(r.out);
+	/* From the start (the same front under another name): both in turn. */
+	r = tu_run_tool("kvidx-route", "--front %s --join-front http://localhost:%d "
+			"--join-after 0s --synthetic --count 8 --rate 200 --followups 1 --followup-ms 5 --json",
+			tu_url(6, ""), tu_port(6));
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	cr_assert_eq(outcomes_to(r.out, 0), 4, "%s", r.out);
+	cr_assert_eq(outcomes_to(r.out, 1), 4, "the join front took no turns:\n%s", r.out);
+	int same = 0;
+	for (const char *p = r.out; (p = strstr(p, "\"same_pod\":true")); p++)
+		same++;
+	const char *s = strstr(r.out, "\"followups_same_pod\":");
+	cr_assert(s, "%s", r.out);
+	cr_assert_eq(same, atoi(s + strlen("\"followups_same_pod\":")), "%s", r.out);
+	cr_assert_gt(same, 0, "no next turn on its previous turn's pod:\n%s", r.out);
+	free(r.out);
+}

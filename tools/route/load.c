@@ -56,6 +56,7 @@ struct lreq {
 	uint32_t *toks; /* the prompt, kept for its next turn (synthetic) */
 	unsigned turn;
 	int prev_pod; /* the pod of the previous turn, -1 for a first turn */
+	int front;    /* --front: the index of the front it went to, -1 direct */
 	double pod_ttft_ms;   /* the pod's X-Fakepod-Ttft-Seconds, -1 without */
 	struct sse sse;
 	struct tc_buf raw;    /* a whole (not streamed) answer */
@@ -237,10 +238,13 @@ static void print_outcome(struct load *L, const struct lreq *q, enum status st, 
 		printf(",\"kind\":\"%s\",\"status\":\"%s\",\"http_status\":%ld,"
 		       "\"cached_tokens\":%" PRIu32 ",\"prompt_tokens\":%" PRIu32
 		       ",\"expected_tokens\":%" PRIu32 ",\"false_warm\":%s,\"ttft_ms\":%.3f,"
-		       "\"reply_ms\":%.3f,\"turn\":%u,\"t_ms\":%.3f}\n",
+		       "\"reply_ms\":%.3f,\"turn\":%u,\"same_pod\":%s,\"front\":%d,"
+		       "\"t_ms\":%.3f}\n",
 		       q->kind_known ? kind_name[q->d.kind] : "unknown", status_name[st], http,
 		       cached, q->ntok, q->expected, fw ? "true" : "false", ttft,
-		       ms_between(q->sent_ns, now), q->turn, (double)now / 1e6);
+		       ms_between(q->sent_ns, now), q->turn,
+		       q->turn > 1 && q->prev_pod >= 0 && q->pod == q->prev_pod ? "true" : "false",
+		       q->front, (double)now / 1e6);
 	} else {
 		printf("outcome n=%" PRIu64 " corr=0x%016" PRIx64 " pod=%s %s %s cached=%" PRIu32
 		       "/%" PRIu32 " expected=%" PRIu32 " ttft=%.1fms reply=%.1fms%s\n",
@@ -565,6 +569,7 @@ static void submit(struct load *L, const uint32_t *toks, size_t n, unsigned turn
 	q->turn = turn;
 	q->prev_pod = prev_pod;
 	q->pod = -1;
+	q->front = -1;
 	q->pod_ttft_ms = -1;
 	if (o->synthetic) {
 		q->toks = tc_xrealloc(NULL, n * sizeof(*toks));
@@ -585,8 +590,12 @@ static void submit(struct load *L, const uint32_t *toks, size_t n, unsigned turn
 		snprintf(url, sizeof(url), "%s/v1/completions", o->pods[q->pod].url);
 		print_route(L, q);
 	} else {
-		snprintf(url, sizeof(url), "%s/v1/completions", o->fronts[L->next_front]);
-		L->next_front = (L->next_front + 1) % o->nfronts;
+		/* The --join-front fronts take their turns from --join-after on. */
+		bool early = now < L->t0 + (uint64_t)(o->join_after * 1e9);
+		int live = o->nfronts - (early ? o->njoin : 0);
+		q->front = L->next_front % live;
+		snprintf(url, sizeof(url), "%s/v1/completions", o->fronts[q->front]);
+		L->next_front = (q->front + 1) % live;
 	}
 	q->call.arg = q;
 	q->call.on_head = on_head;

@@ -90,6 +90,9 @@ static void usage(FILE *f)
 "skipped):\n"
 "  --front URL            send to this kvidx-route front instead of routing (repeatable:\n"
 "                         round robin); the front's decision comes from its headers\n"
+"  --join-front URL       a front that joins the round robin only --join-after from the\n"
+"                         start (repeatable; a host joining a running fleet)\n"
+"  --join-after D         when the --join-front fronts join, a duration (default 5s)\n"
 "  --file FILE            read the prompts from FILE instead\n"
 "  --synthetic            generate a shared-prefix workload instead:\n"
 "  --prefixes K             distinct shared prefixes (default 8)\n"
@@ -149,8 +152,9 @@ static void usage(FILE *f)
 "0, tier- and speculation-weighted) and each pod's load, what this router sent it plus\n"
 "what the other routers did from the index's load view (requests outstanding; the prefill\n"
 "backlog: uncached tokens sent, drained at --pod-prefill-rate; prompt tokens in flight):\n"
-"  kvidx         the lowest expected TTFT: (prefill queued + this prompt's uncached tokens,\n"
-"                speculative blocks discounted by the pod's confirmation rate) / rate\n"
+"  kvidx         the lowest TTFT added: (prefill queued + this prompt's uncached tokens x\n"
+"                (1 + the requests whose prefill is queued there, which it delays)) / rate,\n"
+"                speculative blocks discounted by the pod's confirmation rate\n"
 "  prefix        the best score\n"
 "  round-robin   the next pod in turn\n"
 "  least-loaded  the fewest requests outstanding\n"
@@ -236,6 +240,7 @@ enum {
 	O_DURATION, O_MAX_TOKENS, O_CONCURRENCY, O_NO_STREAM, O_VALIDATE, O_PAIRS, O_GAPS, O_SCENARIOS,
 	O_FAKEPODS, O_DELAY, O_STAGGER, O_QUIET, O_JSON, O_POLICY, O_PREFILL_RATE, O_MAX_SEQS,
 	O_KV_BLOCKS, O_TIME_SCALE, O_TRACE, O_TRACE_SPEEDUP, O_TRACE_LIMIT, O_TRACE_DUMP, O_MAX_BODY, O_KEEPALIVE, O_BALANCE, O_HALF_LIFE, O_MARGIN,
+	O_JOIN_FRONT, O_JOIN_AFTER,
 };
 
 /* stays whole: a flat table of options, one case per flag (docs/STYLE.md). */
@@ -267,6 +272,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		{ "max-body", required_argument, NULL, O_MAX_BODY },
 		{ "keepalive-requests", required_argument, NULL, O_KEEPALIVE },
 		{ "front", required_argument, NULL, O_FRONT },
+		{ "join-front", required_argument, NULL, O_JOIN_FRONT },
+		{ "join-after", required_argument, NULL, O_JOIN_AFTER },
 		{ "file", required_argument, NULL, O_FILE },
 		{ "synthetic", no_argument, NULL, O_SYNTH },
 		{ "prefixes", required_argument, NULL, O_PREFIXES },
@@ -308,7 +315,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			    .prefill_rate = 24000, .pod_max_num_seqs = 1024, .pod_kv_blocks = 25000,
 			    .pod_time_scale = 1, .balance_slack = 0.15, .balance_half_life = 30,
 			    .balance_margin_ms = 125,
-			    .trace_speedup = 1, .stream = true, .pairs = 5, .stagger_ms = 50 };
+			    .trace_speedup = 1, .stream = true, .pairs = 5, .stagger_ms = 50,
+			    .join_after = 5 };
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
@@ -371,15 +379,22 @@ static void parse_args(struct opts *o, int argc, char **argv)
 		case O_KEEPALIVE:
 			o->keepalive_requests = opt_u64("keepalive-requests", optarg, 0, UINT32_MAX);
 			break;
-		case O_FRONT: {
+		case O_FRONT:
+		case O_JOIN_FRONT: {
 			static char urls[MAX_FRONTS][URL_MAX];
 			if (o->nfronts == MAX_FRONTS)
 				tc_usage_error("--front: at most %d", MAX_FRONTS);
-			check_url("front", optarg, urls[o->nfronts], URL_MAX);
+			if (c == O_FRONT && o->njoin)
+				tc_usage_error("--front after --join-front: give the fronts of the "
+					       "start first");
+			check_url(c == O_FRONT ? "front" : "join-front", optarg, urls[o->nfronts],
+				  URL_MAX);
 			o->fronts[o->nfronts] = urls[o->nfronts];
 			o->nfronts++;
+			o->njoin += c == O_JOIN_FRONT;
 			break;
 		}
+		case O_JOIN_AFTER: o->join_after = tc_arg_duration("join-after", optarg); break;
 		case O_FILE: o->file = optarg; break;
 		case O_SYNTH: o->synthetic = true; break;
 		case O_PREFIXES: o->prefixes = opt_u64("prefixes", optarg, 1, 1u << 20); break;
@@ -439,6 +454,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
 			       "--validate");
 	if (o->nfronts && o->npods)
 		tc_usage_error("--front and --pod exclude each other: the front routes");
+	if (o->njoin && o->njoin == o->nfronts)
+		tc_usage_error("--join-front needs a --front to start with");
 	if (!o->nfronts && o->npods == o->nprefill)
 		tc_usage_error("no pods: give at least one --pod NAME=URL%s",
 			       o->mode == M_LOAD ? " (or --front URL)" : "");
