@@ -17,7 +17,7 @@
 # joins after JOIN_AT s; once it is ready, the share of host 0's predictions from before the
 # join that it holds (the pods' events 1 s late in this run, so that they are still
 # predictions), and of its confirmed records (those come from the pods' replay only, which
-# these pods do not offer); then, the client sending to its front too from JOIN_AT + 2 s on
+# these pods do not offer); then, the client sending to its front too from JOIN_AT + 1 s on
 # (kvidx-route --join-front), its first 100 follow-ups' share on their prefix pod beside the
 # other hosts' follow-ups answered in the same window:
 #   cluster_join: peers_predictions_from_before=N joined_host_has=M share=S ...
@@ -25,7 +25,8 @@
 #   ROUTE_ARGS: more flags for every front (e.g. --policy prefix);
 #   HOSTS (default "1 2 4 8"; empty: none); CONVS (default 300), GAP_MS (30), EVENT_MS (80), PODS (4) as
 #   in gateway.sh; JOIN_HOSTS (default 3; 0: no join run), JOIN_AT (5), JOIN_SECS (the join
-#   run's client, default 25); FAULT_HOSTS (default 4; 0: no
+#   run's client, default 25), JOIN_LINK=0 (the joining host without --cluster, a contrast);
+#   FAULT_HOSTS (default 4; 0: no
 #   fault run); FAULT_SECS (default 30: the
 #   outage is its middle third); LATENCY_COUNT (default 2000; 0: none); QUICK=1: CONVS 100,
 #   HOSTS "1 2 4 8", FAULT_SECS 15, LATENCY_COUNT 500; PORT (default 27400).
@@ -44,6 +45,7 @@ PODS=${PODS:-4}
 FAULT_HOSTS=${FAULT_HOSTS:-4}
 JOIN_HOSTS=${JOIN_HOSTS:-3}
 JOIN_AT=${JOIN_AT:-5}
+JOIN_LINK=${JOIN_LINK:-1}
 JOIN_SECS=${JOIN_SECS:-25}
 FAULT_SECS=${FAULT_SECS:-30}
 LATENCY_COUNT=${LATENCY_COUNT:-2000}
@@ -161,13 +163,15 @@ join_run() {
 	EVENT_MS=1000
 	hosts_up "$JOIN_HOSTS" nats
 	EVENT_MS=$ev
-	# The client sends to the new host's front too from JOIN_AT + 2 s on (--join-front): by
+	# The client sends to the new host's front too from JOIN_AT + 1 s on (--join-front): by
 	# then it is up (front_up_ms is printed; the front starts once its index is ready).
 	j=$JOIN_HOSTS
+	join_link="--cluster $NATS_URL"
+	[ "$JOIN_LINK" = 0 ] && join_link="" # the contrast: a newcomer without the link
 	tc=$(date +%s%N)
 	# shellcheck disable=SC2086
 	"$BIN/kvidx-route" $FRONTS --join-front "http://127.0.0.1:$((PORT + 200 + j))" \
-		--join-after "$((JOIN_AT + 2))s" --synthetic --prefixes 100000 --prefix-blocks 8 \
+		--join-after "$((JOIN_AT + 1))s" --synthetic --prefixes 100000 --prefix-blocks 8 \
 		--suffix-blocks 2 --rate 40 --poisson --followups 1 --followup-ms "$GAP_MS" \
 		--duration "${JOIN_SECS}s" --json >"$LOGS/client.join" &
 	client=$!
@@ -175,7 +179,7 @@ join_run() {
 	t0=$(date +%s%N)
 	# shellcheck disable=SC2086
 	start "ingestd$j" "$BIN/kvidx-ingestd" --name "kvidx-bcl-$j" --capacity 256k $ing \
-		--cluster "$NATS_URL" --metrics "127.0.0.1:$((PORT + 300 + j))"
+		$join_link --metrics "127.0.0.1:$((PORT + 300 + j))"
 	i=0
 	while ! curl -sf "http://127.0.0.1:$((PORT + 300 + j))/readyz" >/dev/null 2>&1 &&
 		[ $i -lt 300 ]; do
@@ -213,7 +217,7 @@ EOF
 	# The joined host's first 100 follow-ups (answered next turns through its front), and
 	# the other hosts' follow-ups answered in the same window: the share of each on the pod
 	# of their previous turn (the prefix pod).
-	/usr/bin/python3 - "$LOGS/client.join" "$j" "$front_ms" "$((JOIN_AT * 1000 + 2000))" <<'EOF'
+	/usr/bin/python3 - "$LOGS/client.join" "$j" "$front_ms" "$((JOIN_AT * 1000 + 1000))" <<'EOF'
 import json, sys
 out, j, front_ms, join_ms = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 lines = [json.loads(l) for l in open(out) if l.startswith("{")]
