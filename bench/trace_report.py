@@ -144,11 +144,13 @@ def report(runs_path, trace, limit, hot_prefix, hot_suffix, scale, json_path, sv
     cap_trace = trace_sim.capacity_ideal(reqs, pods, kv_blocks)
     rows, groups = [], {}
     for line in open(runs_path):
-        w, l, p, f = line.split()
-        row, ttfts = run_row(f, w, l, p, scale)
+        w, l, p, f, *rest = line.split()
+        run_scale = float(rest[0]) if rest else scale  # trace.sh writes each run's scale
+        row, ttfts = run_row(f, w, l, p, run_scale)
         if row is None:
             print("trace_report: no summary in %s" % f)
             continue
+        row["time_scale"] = run_scale
         if w == "trace":
             row["ideal_share"] = ideal_trace
             row["capacity_share"] = cap_trace

@@ -113,6 +113,36 @@ Test(policy, kvidx_expected_ttft_trades_cache_for_queue)
 	cr_assert_eq(policy_pick(P_PREFIX, &pp, &rq, p, 2, 1, NULL), 0);
 }
 
+Test(policy, kvidx_weighs_the_delay_to_prefills_queued_on_the_pod)
+{
+	struct pol_pod p[3];
+	struct pol_req rq = { .prompt_tokens = 100 * BS, .nkeys = 100 }; /* 1600 tokens */
+	double c;
+
+	pods_init(p, 3);
+	match(&p[0], 90); /* warm: 160 to compute */
+	match(&p[1], 90);
+	/* The same 500 tokens queued, as 4 requests on pod 0 and as 1 on pod 1: this prompt's
+	 * 160 tokens delay each of them (they share its step): (500 + 160 x 5) / 1000 = 1.3 s
+	 * against (500 + 160 x 2) / 1000 = 0.82 s. */
+	p[0].prefill_tokens = p[1].prefill_tokens = 500;
+	p[0].queued = 4;
+	p[1].queued = 1;
+	cr_assert_eq(policy_pick(P_KVIDX, &pp, &rq, p, 3, 0, &c), 1);
+	cr_assert_float_eq(c, 0.82, 1e-9);
+	cr_assert_float_eq(policy_cost(P_KVIDX, &pp, &rq, p, 3, 0), 1.3, 1e-9);
+	/* Ten requests queued on each warm pod: (500 + 160 x 11) / 1000 = 2.26 s, more than
+	 * computing the whole prompt on the idle cold pod (1.6 s): the prefix spreads before
+	 * the queue's own wait alone would say so. */
+	p[0].queued = p[1].queued = 10;
+	cr_assert_eq(policy_pick(P_KVIDX, &pp, &rq, p, 3, 0, &c), 2);
+	cr_assert_float_eq(c, 1.6, 1e-9);
+	/* A whole-prompt match computes its last block only, and delays the ten by that. */
+	match(&p[0], 100);
+	p[0].prefill_tokens = 0;
+	cr_assert_float_eq(policy_cost(P_KVIDX, &pp, &rq, p, 3, 0), BS / 1000.0 * 11, 1e-9);
+}
+
 Test(policy, kvidx_whole_prompt_match_still_computes_its_last_token)
 {
 	struct pol_pod p[1];

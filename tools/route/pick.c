@@ -16,7 +16,8 @@
  * decode pod its pick among the decode pods; both are committed in one route.
  *
  * Load: each pod's requests outstanding, its prefill backlog (the uncached tokens this router
- * sent it, drained at the pod's prefill rate) and the prompt tokens of its requests
+ * sent it, drained at the pod's prefill rate, request by request: how many still wait for
+ * their prefill) and the prompt tokens of its requests
  * outstanding (route_load_*), plus the other routers' part of the index's shared load view
  * (kvidx_pod_load: every router's commits not yet retired by an outcome), read wait-free.
  */
@@ -213,6 +214,36 @@ static void rates_maybe_refresh(struct router *rt, uint64_t now)
 	free(ps);
 }
 
+/* Takes tokens computed off the head of p's fluid prefill queue, first come, first served. */
+static void queue_drain(struct pod *p, double tokens)
+{
+	while (p->q_len && tokens > 0) {
+		double *head = &p->q_rem[p->q_head];
+		double take = *head < tokens ? *head : tokens;
+
+		*head -= take;
+		tokens -= take;
+		if (*head <= 0) {
+			p->q_head = (p->q_head + 1) % POD_QUEUE;
+			p->q_len--;
+		}
+	}
+}
+
+/* Queues a request of tokens uncached tokens on p's fluid prefill queue (backlog_at). */
+static void queue_push(struct pod *p, double tokens)
+{
+	if (tokens <= 0)
+		return;
+	p->backlog += tokens;
+	if (p->q_len == POD_QUEUE) { /* the newest entry takes it: a count that undercounts */
+		p->q_rem[(p->q_head + p->q_len - 1) % POD_QUEUE] += tokens;
+		return;
+	}
+	p->q_rem[(p->q_head + p->q_len) % POD_QUEUE] = tokens;
+	p->q_len++;
+}
+
 /*
  * Pod p's prefill backlogs at now: what this router sent it and what the other routers did,
  * drained at --pod-prefill-rate tokens per second of pod time (--pod-time-scale per second
@@ -228,6 +259,9 @@ static double backlog_at(const struct router *rt, struct pod *p, uint64_t now)
 				 rt->pp.prefill_rate;
 		double own = p->backlog < drained ? p->backlog : drained;
 		p->backlog -= own;
+		queue_drain(p, own);
+		if (p->backlog <= 0)
+			p->q_len = 0; /* rounding: an empty backlog queues nothing */
 		drained -= own;
 		p->others_backlog = p->others_backlog > drained ? p->others_backlog - drained : 0;
 		p->backlog_ns = now;
@@ -304,6 +338,19 @@ static uint64_t others_of(const struct router *rt, struct pod *p, uint64_t now, 
 	return reqs;
 }
 
+/* The other routers' requests still queued on p: their backlog over their mean uncached
+ * tokens a request (toks / reqs in flight), rounded up. */
+static uint32_t others_queued(const struct pod *p, uint64_t toks, uint64_t reqs)
+{
+	double each, n;
+
+	if (p->others_backlog <= 0 || !reqs || !toks)
+		return 0;
+	each = (double)toks / (double)reqs;
+	n = ceil(p->others_backlog / each);
+	return n < (double)reqs ? (uint32_t)n : (uint32_t)(reqs < UINT32_MAX ? reqs : UINT32_MAX);
+}
+
 /*
  * Pod i's load as the policies see it: this router's own (requests outstanding, prefill
  * backlog, prompt tokens in flight) plus the other routers' from the index's load view
@@ -317,6 +364,7 @@ static void load_of(const struct router *rt, int i, struct pol_pod *pp, uint64_t
 
 	pp->inflight = p->outstanding + (uint32_t)(reqs < UINT32_MAX ? reqs : UINT32_MAX);
 	pp->prefill_tokens = (uint64_t)(backlog_at(rt, p, now) + p->others_backlog + 0.5);
+	pp->queued = p->q_len + others_queued(p, toks, reqs);
 	pp->active_tokens = p->active_tokens + toks;
 	pp->work = work_at(rt, p, now);
 }
@@ -462,7 +510,7 @@ void route_load_start(struct router *rt, struct decision *d)
 	p->active_tokens += d->ntok;
 	pre->pending_prefill += d->uncached;
 	backlog_at(rt, pre, kvidx_now_ns());
-	pre->backlog += d->uncached;
+	queue_push(pre, d->uncached);
 	pre->work = work_at(rt, pre, kvidx_now_ns()) + d->uncached;
 	if (d->committed) { /* the view counts it on the pod its outcome is for */
 		pre->view_reqs++;

@@ -126,10 +126,13 @@ double policy_cost(enum policy p, const struct pol_params *pp, const struct pol_
 
 	switch (p) {
 	case P_KVIDX: {
-		/* Expected TTFT: the prefill queued ahead plus this prompt's uncached part. */
+		/* The TTFT this request adds to the fleet: its own (the prefill queued ahead plus
+		 * its uncached part) and what its prefill delays each request still queued there,
+		 * since vLLM batches every waiting prefill into the next step and a request's
+		 * first token comes at the end of the step its prefill completes in. */
 		double uncached = req->prompt_tokens - policy_expected_cached(pp, req, pod, true);
 		double rate = pp->prefill_rate > 0 ? pp->prefill_rate : 1;
-		return ((double)pod->prefill_tokens + uncached) / rate;
+		return ((double)pod->prefill_tokens + uncached * (1.0 + pod->queued)) / rate;
 	}
 	case P_PREFIX: return -pod->score;
 	case P_RR: return 0;

@@ -29,6 +29,7 @@ struct pol_pod {
 	/* the load */
 	uint32_t inflight;        /* requests in flight */
 	uint64_t prefill_tokens;  /* uncached prompt tokens routed to it, not yet computed */
+	uint32_t queued;          /* requests among them whose prefill is not done yet */
 	uint64_t active_tokens;   /* prompt tokens of its requests in flight (their KV blocks) */
 	double work;              /* uncached tokens routed to it lately (decayed; kvidx's guard) */
 };
@@ -62,7 +63,8 @@ double policy_expected_cached(const struct pol_params *pp, const struct pol_req 
 /*
  * The cost of pod i under policy p, lower is better (a score-maximising policy returns its
  * score negated). pods[0..n) are the candidates: llm-d's queue scorer normalises over the
- * eligible ones. kvidx: the expected TTFT in seconds.
+ * eligible ones. kvidx: the TTFT in seconds the request adds, its own and the delay to the
+ * prefills queued on the pod.
  */
 double policy_cost(enum policy p, const struct pol_params *pp, const struct pol_req *req,
 		   const struct pol_pod *pods, int n, int i);

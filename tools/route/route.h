@@ -35,6 +35,7 @@
 #define NS_PER_MS 1000000ull
 #define NS_PER_S 1000000000ull
 #define MAX_PODS 256
+#define POD_QUEUE 64 /* requests per pod the fluid prefill queue tells apart (pick.c) */
 #define MAX_FRONTS 64
 #define URL_MAX 512
 #define MAX_PROMPT_TOKENS (1u << 22)
@@ -60,6 +61,8 @@ struct pod {
 	uint64_t active_tokens;        /* prompt tokens of the requests outstanding */
 	double backlog;                /* prefill tokens queued, as of backlog_ns (pick.c) */
 	uint64_t backlog_ns;
+	double q_rem[POD_QUEUE];       /* that backlog request by request, oldest first (a */
+	uint32_t q_head, q_len;        /* ring; the newest entry takes any overflow) */
 	/* The index's load view (pick.c, load_of): this router's part of it, and the others' */
 	uint64_t view_reqs, view_tokens; /* this router's committed requests counted on it */
 	uint64_t ret_reqs[2], ret_tokens[2], ret_epoch; /* ... ended lately: maybe still counted */
@@ -133,7 +136,7 @@ struct decision {
 	enum kind kind;
 	uint32_t blocks, spec_blocks, nkeys;
 	double score;
-	double cost;                 /* the policy's cost of the pick (kvidx: expected TTFT, s) */
+	double cost;                 /* the policy's cost of the pick (kvidx: TTFT added, s) */
 	uint32_t ntok, uncached;     /* prompt tokens; those the match did not promise */
 	bool held;                   /* counted in the pods' load (route_load_*) */
 	bool committed;
