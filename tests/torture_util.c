@@ -38,6 +38,18 @@ void tt_unlink_index(const char *name)
 
 	if (!name[0])
 		return;
+	/* Registries past 64 (a run whose registry was replaced many times): the one the index
+	 * header names, and the 64 before it. */
+	kv_ctl_shm_name(path, name);
+	int fd = shm_open(path, O_RDONLY, 0);
+	struct kvidx_idx_hdr ih;
+	if (fd >= 0 && pread(fd, &ih, sizeof(ih), 0) == (ssize_t)sizeof(ih) && ih.ih_reg_gen > 64)
+		for (uint64_t k = ih.ih_reg_gen - 64; k <= ih.ih_reg_gen + 1; k++) {
+			kv_reg_shm_name(path, name, k);
+			shm_unlink(path);
+		}
+	if (fd >= 0)
+		close(fd);
 	for (unsigned g = 1; g <= 64; g++) {
 		kv_data_shm_name(path, name, g);
 		shm_unlink(path);
