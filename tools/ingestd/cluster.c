@@ -121,6 +121,7 @@ struct ing_cluster {
 	uint64_t opened_ns;
 	_Atomic uint64_t ctr[CL_NCTR];
 	/* Writer-private. */
+	uint64_t disconnects_seen; /* ctr[CL_disconnects] when the peers' load was last forgotten */
 	uint8_t *obuf;
 	struct clw_enc enc;
 	struct spec_fifo seen; /* key mix(origin, corr) -> aux state, a origin, b corr */
@@ -1073,6 +1074,20 @@ static bool warm_hold(const struct ing_cluster *c, uint64_t now)
 	return !any;
 }
 
+/* After a loss of the link, the peers' requests in the load view are forgotten (load.h): the
+ * outcomes that would retire them may be lost with it. On the writer's thread, at the first
+ * round after libnats reported the disconnection. */
+static void forget_on_disconnect(struct ing_cluster *c, uint64_t now)
+{
+	uint64_t d = atomic_load_explicit(&c->ctr[CL_disconnects], memory_order_relaxed);
+
+	if (d == c->disconnects_seen)
+		return;
+	c->disconnects_seen = d;
+	if (c->spec && c->spec->load)
+		load_forget_remote(c->spec->load, now);
+}
+
 bool cluster_step(struct ing_cluster *c, uint64_t now)
 {
 	struct cl_msg *m;
@@ -1086,6 +1101,7 @@ bool cluster_step(struct ing_cluster *c, uint64_t now)
 			/* EAGAIN: nothing signalled since the last round */
 		}
 	}
+	forget_on_disconnect(c, now);
 	flush(c);
 	while (n < CL_STEP_BUDGET && (m = ring_pop(&c->in))) {
 		apply_msg(c, m, false, now);

@@ -96,9 +96,26 @@ void load_commit(struct ing_load *l, uint64_t corr_id, int pod, int slot, uint32
 	    load_uncached(prompt_tokens, nkeys, matched_blocks, l->block_size), now);
 }
 
+/* The aux of a peer's request in the map (a local one holds its registry slot, >= 0). */
+#define AUX_REMOTE (-2)
+
 void load_remote(struct ing_load *l, uint64_t key, int pod, uint32_t tokens, uint64_t now)
 {
-	add(l, key, pod, -1, tokens, now);
+	add(l, key, pod, AUX_REMOTE, tokens, now);
+}
+
+void load_forget_remote(struct ing_load *l, uint64_t now)
+{
+	struct spec_fent *e;
+
+	if (!l->pods)
+		return;
+	for (uint64_t p = 0; l->map.live && (e = spec_fifo_next(&l->map, &p));)
+		if (e->aux == AUX_REMOTE) {
+			struct spec_fent copy = *e;
+			spec_fifo_del(&l->map, e);
+			retire(l, &copy, true, now);
+		}
 }
 
 void load_outcome(struct ing_load *l, uint64_t corr_id, int pod, uint64_t now)

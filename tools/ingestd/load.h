@@ -16,7 +16,10 @@
  *   pod gone  kvidx_pod_remove(): its requests are forgotten (the library zeroes the row).
  *   peers     with the cluster link, a peer host's commit counts the same way from its
  *             receipt (load_remote: the tokens its origin computed), and its outcome (or the
- *             same bound, if the peer dies) retires it: the view is fleet-wide.
+ *             same bound, if the peer dies) retires it: the view is fleet-wide. A loss of
+ *             the link retires every peer's request at once (load_forget_remote): their
+ *             outcomes may be lost with it, and a phantom load would steer the policies
+ *             away from pods for up to --load-timeout after the link is back.
  *
  * Requests are kept in one bounded FIFO map (spec.h's struct spec_fifo) keyed (corr_id, pod),
  * where corr_id is the id spec.c keys by origin (origin_corr(): the router's id and its
@@ -70,6 +73,10 @@ void load_commit(struct ing_load *l, uint64_t corr_id, int pod, int slot, uint32
 /* A peer's request (cluster.c; key mixes its origin and correlation id) received at now:
  * counts on pod with its tokens, retired as a local one (load_outcome, the bound). */
 void load_remote(struct ing_load *l, uint64_t key, int pod, uint32_t tokens, uint64_t now);
+/* The cluster link was lost (cluster.c): every peer's request still in flight is retired,
+ * counted lost, since the outcomes that would retire it may be lost with the link; the view
+ * is this host's own until peers' commits arrive again. */
+void load_forget_remote(struct ing_load *l, uint64_t now);
 /* An outcome for (corr_id, pod), drained at now. */
 void load_outcome(struct ing_load *l, uint64_t corr_id, int pod, uint64_t now);
 /* Retires what the bound says is lost. Cheap when nothing is due: call every loop round. */
