@@ -115,15 +115,6 @@ struct front {
 
 /* ---- small helpers ------------------------------------------------------------------------- */
 
-static uint64_t fnv64(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h ? h : 1;
-}
-
 /* The error answer (an OpenAI-style JSON body) that the handler queues next. */
 static void set_error(struct freq *q, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -904,7 +895,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		q->d.prefill = -1;
 		q->auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
 		if (tc_http_request_id(c, q->id, sizeof(q->id))) {
-			q->corr = fnv64(q->id);
+			q->corr = kvidx_corr_id(q->id, strlen(q->id)); /* as every binding does */
 		} else {
 			q->corr = ((uint64_t)getpid() << 32) | (++F->ids & 0xffffffffull);
 			snprintf(q->id, sizeof(q->id), "kvidx-%016" PRIx64, q->corr);
