@@ -3128,20 +3128,13 @@ static void sum_totals(struct totals *T)
 		T->spec += ro->spec_seen;
 		if (ro->max_retry_run > T->maxrun)
 			T->maxrun = ro->max_retry_run;
-	}
-	for (unsigned i = 0; i < opt.readers; i++) {
-		T->msgs_ok += sh->roles[i].msgs_ok;
-		T->msgs_dropped += sh->roles[i].msgs_dropped;
-	}
-	for (unsigned i = 0; i < opt.readers; i++) {
-		T->misses += sh->roles[i].restart_misses;
-		T->h_calls += sh->roles[i].h_calls;
-		T->h_checked += sh->roles[i].h_checked;
-		T->h_unknown += sh->roles[i].h_unknown;
-		T->r_ops += sh->roles[i].ops;
-	}
-	for (unsigned i = 0; i < opt.readers; i++) {
-		const struct role *ro = &sh->roles[i];
+		T->msgs_ok += ro->msgs_ok;
+		T->msgs_dropped += ro->msgs_dropped;
+		T->misses += ro->restart_misses;
+		T->h_calls += ro->h_calls;
+		T->h_checked += ro->h_checked;
+		T->h_unknown += ro->h_unknown;
+		T->r_ops += ro->ops;
 		T->retry_expel += ro->retry_expel;
 		T->retry_replace += ro->retry_replace;
 		T->retry_trunc += ro->retry_trunc;

@@ -59,7 +59,6 @@ void offload_submit(struct offload *ol, struct job *j)
 	for (t = &ol->todo; *t; t = &(*t)->next)
 		;
 	*t = j; /* first in, first out: jobs are few (one per large request) */
-	ol->jobs++;
 	pthread_cond_signal(&ol->cv);
 	pthread_mutex_unlock(&ol->mu);
 }

@@ -214,20 +214,28 @@ static void rates_maybe_refresh(struct router *rt, uint64_t now)
 	free(ps);
 }
 
-/* Takes tokens computed off the head of p's fluid prefill queue, first come, first served. */
-static void queue_drain(struct pod *p, double tokens)
+/*
+ * p's fluid prefill queue: p->backlog is the sum of q_rem[], kept by these two alone.
+ * queue_drain takes up to tokens computed off its head, first come, first served, and
+ * returns what it took.
+ */
+static double queue_drain(struct pod *p, double tokens)
 {
-	while (p->q_len && tokens > 0) {
+	double taken = 0;
+
+	while (p->q_len && taken < tokens) {
 		double *head = &p->q_rem[p->q_head];
-		double take = *head < tokens ? *head : tokens;
+		double take = *head < tokens - taken ? *head : tokens - taken;
 
 		*head -= take;
-		tokens -= take;
+		taken += take;
 		if (*head <= 0) {
 			p->q_head = (p->q_head + 1) % POD_QUEUE;
 			p->q_len--;
 		}
 	}
+	p->backlog = p->q_len ? p->backlog - taken : 0; /* empty: no rounding left over */
+	return taken;
 }
 
 /* Queues a request of tokens uncached tokens on p's fluid prefill queue (backlog_at). */
@@ -257,12 +265,7 @@ static double backlog_at(const struct router *rt, struct pod *p, uint64_t now)
 	if (now > p->backlog_ns) {
 		double drained = (double)(now - p->backlog_ns) / 1e9 * rt->o->pod_time_scale *
 				 rt->pp.prefill_rate;
-		double own = p->backlog < drained ? p->backlog : drained;
-		p->backlog -= own;
-		queue_drain(p, own);
-		if (p->backlog <= 0)
-			p->q_len = 0; /* rounding: an empty backlog queues nothing */
-		drained -= own;
+		drained -= queue_drain(p, drained);
 		p->others_backlog = p->others_backlog > drained ? p->others_backlog - drained : 0;
 		p->backlog_ns = now;
 	}

@@ -276,7 +276,6 @@ struct offload {
 	struct job *todo, *done;
 	bool stop, started;
 	CURLM *wake;   /* curl_multi_wakeup() on it when a job is done */
-	uint64_t jobs; /* submitted */
 };
 
 /* Starts the helper thread. 0, or -1. */
